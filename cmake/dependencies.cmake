@@ -1,0 +1,60 @@
+# Every dependency comes from Debian 12's packages (scripts/setup.sh installs them); CUDA and
+# NCCL from /usr/local/cuda when nvcc is found. See docs/architecture.md for who uses what.
+find_package(Threads REQUIRED)
+
+# OpenBLAS: CPU GEMM (kernels/cpu/gemm.cpp).
+find_package(OpenBLAS CONFIG REQUIRED)
+add_library(actorch_openblas INTERFACE)
+target_include_directories(actorch_openblas SYSTEM INTERFACE ${OpenBLAS_INCLUDE_DIRS})
+target_link_libraries(actorch_openblas INTERFACE ${OpenBLAS_LIBRARIES})
+
+# CAF 0.17: Debian ships no CMake config, so the imported targets are made here.
+find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
+find_library(CAF_CORE_LIB caf_core REQUIRED)
+find_library(CAF_IO_LIB caf_io REQUIRED)
+add_library(CAF::core UNKNOWN IMPORTED)
+set_target_properties(CAF::core PROPERTIES IMPORTED_LOCATION ${CAF_CORE_LIB}
+  INTERFACE_SYSTEM_INCLUDE_DIRECTORIES ${CAF_INCLUDE_DIR}
+  INTERFACE_LINK_LIBRARIES Threads::Threads)
+add_library(CAF::io UNKNOWN IMPORTED)
+set_target_properties(CAF::io PROPERTIES IMPORTED_LOCATION ${CAF_IO_LIB}
+  INTERFACE_LINK_LIBRARIES CAF::core)
+
+# Gloo: CPU collectives (comm/). The target is `gloo`, without a namespace.
+find_package(Gloo CONFIG REQUIRED)
+
+# moodycamel's concurrent queue: header-only, under concurrentqueue/.
+find_path(CONCURRENTQUEUE_INCLUDE_DIR concurrentqueue/blockingconcurrentqueue.h REQUIRED)
+add_library(actorch_concurrentqueue INTERFACE)
+target_include_directories(actorch_concurrentqueue SYSTEM INTERFACE
+  ${CONCURRENTQUEUE_INCLUDE_DIR})
+
+# CLI11 for the actorch command line.
+find_package(CLI11 CONFIG REQUIRED)
+
+# CUDA and NCCL: optional, ON where nvcc is found.
+set(ACTORCH_HAVE_CUDA OFF)
+if(ACTORCH_ENABLE_CUDA)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
+    find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+    add_library(NCCL::nccl UNKNOWN IMPORTED)
+    set_target_properties(NCCL::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
+      INTERFACE_SYSTEM_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+    set(ACTORCH_HAVE_CUDA ON)
+  else()
+    message(STATUS "actorch: nvcc not found, building without CUDA")
+  endif()
+endif()
+
+# Catch2 v2 for the tests.
+if(ACTORCH_BUILD_TESTS)
+  find_package(Catch2 2 REQUIRED)
+endif()

@@ -1,0 +1,88 @@
+// The CPU allocator, and the pinned allocator's fallback when no CUDA driver can lock pages.
+#include "core/allocator.hpp"
+
+#include <cstdlib>
+#include <new>
+
+#include "core/error.hpp"
+
+#if ACTORCH_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace actorch {
+
+namespace {
+
+void* aligned_allocate(size_t nbytes, std::string_view who) {
+  // aligned_alloc wants a size that is a multiple of the alignment, and 0 may give nullptr.
+  const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+  ACTORCH_CHECK(rounded >= nbytes, who, ": cannot allocate ", nbytes, " bytes (size overflow)");
+  void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  ACTORCH_CHECK(p != nullptr, who, ": out of memory allocating ", nbytes, " bytes");
+  return p;
+}
+
+class cpu_allocator_impl final : public allocator {
+public:
+  void* allocate(size_t nbytes) override { return aligned_allocate(nbytes, "cpu allocator"); }
+  void deallocate(void* ptr, size_t) noexcept override { std::free(ptr); }
+  actorch::device device() const override { return kCPU; }
+  std::string_view name() const override { return "cpu"; }
+};
+
+#if ACTORCH_HAVE_CUDA
+bool cuda_driver_present() {
+  // cudaGetDeviceCount leaves its argument untouched on error: check the code, not the count.
+  static const bool present = [] {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  }();
+  return present;
+}
+#else
+bool cuda_driver_present() { return false; }
+#endif
+
+class pinned_allocator_impl final : public allocator {
+public:
+  void* allocate(size_t nbytes) override {
+#if ACTORCH_HAVE_CUDA
+    if (cuda_driver_present()) {
+      void* p = nullptr;
+      const cudaError_t err = cudaHostAlloc(&p, nbytes == 0 ? 1 : nbytes, cudaHostAllocDefault);
+      ACTORCH_CHECK(err == cudaSuccess, "pinned allocator: cudaHostAlloc of ", nbytes,
+                    " bytes failed: ", cudaGetErrorString(err));
+      return p;
+    }
+#endif
+    return aligned_allocate(nbytes, "pinned allocator");
+  }
+  void deallocate(void* ptr, size_t) noexcept override {
+#if ACTORCH_HAVE_CUDA
+    if (cuda_driver_present()) {
+      cudaFreeHost(ptr);
+      return;
+    }
+#endif
+    std::free(ptr);
+  }
+  actorch::device device() const override { return kCPU; }
+  std::string_view name() const override { return "pinned"; }
+};
+
+} // namespace
+
+allocator* cpu_allocator() {
+  static cpu_allocator_impl a;
+  return &a;
+}
+
+allocator* pinned_allocator() {
+  static pinned_allocator_impl a;
+  return &a;
+}
+
+bool pinned_memory_is_page_locked() { return cuda_driver_present(); }
+
+} // namespace actorch

@@ -1,0 +1,37 @@
+// Host memory for tensor storage. Two allocators share one interface: 64-byte-aligned CPU
+// memory, and pinned (page-locked) host memory for fast, asynchronous copies to a GPU. The
+// pipeline's buffer pools (actors/) allocate through this interface and reuse what they get.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "core/device.hpp"
+
+namespace actorch {
+
+/// Memory alignment of every allocation: one cache line, enough for any SIMD load.
+inline constexpr size_t kAlignment = 64;
+
+class allocator {
+public:
+  virtual ~allocator() = default;
+  /// Returns `nbytes` of memory aligned to kAlignment (a unique non-null pointer for 0 bytes).
+  /// Throws actorch::error naming the size when the memory cannot be had.
+  virtual void* allocate(size_t nbytes) = 0;
+  /// Gives back what allocate(nbytes) returned.
+  virtual void deallocate(void* ptr, size_t nbytes) noexcept = 0;
+  /// The device the memory belongs to (host memory is device "cpu").
+  virtual actorch::device device() const = 0;
+  virtual std::string_view name() const = 0;
+};
+
+/// The default allocator of CPU tensors.
+allocator* cpu_allocator();
+
+/// Page-locked host memory through cudaHostAlloc where actorch was built with CUDA and a driver
+/// is present; plain aligned memory otherwise (pinned_memory_is_page_locked() tells which).
+allocator* pinned_allocator();
+bool pinned_memory_is_page_locked();
+
+} // namespace actorch

@@ -1,0 +1,31 @@
+// Builds kernels::strided_loop descriptions from tensors: broadcasts every operand to the
+// output's shape (stride 0 on broadcast dims), drops size-1 dims and merges dims that are
+// contiguous across all operands, so a contiguous op becomes one flat row.
+#pragma once
+
+#include <array>
+
+#include "core/tensor.hpp"
+#include "kernels/loop.hpp"
+
+namespace actorch {
+
+/// @pre every operand's shape broadcasts to out's shape (callers check and name the op).
+template <int N>
+kernels::strided_loop<N> make_loop(const tensor& out, std::array<const tensor*, N - 1> inputs);
+
+/// Strides of `t` when viewed as broadcast to `shape` (0 on new or size-1 broadcast dims).
+shape_t broadcast_strides(const tensor& t, const shape_t& shape);
+
+/// Throws naming `op` when `out` has a broadcast (stride 0) dim: writing it would race.
+void check_writable(const tensor& out, const char* op);
+/// `in`, or a copy of it when it overlaps `out` through a different layout (an in-place op
+/// would otherwise read elements it has already written).
+tensor unaliased_input(const tensor& out, const tensor& in);
+
+/// Throws naming `op` unless every tensor is on the CPU (CUDA kernels come with the CUDA build).
+void check_cpu(const char* op, std::initializer_list<const tensor*> ts);
+/// Throws naming `op` when a tensor is undefined.
+void check_defined(const char* op, std::initializer_list<const tensor*> ts);
+
+} // namespace actorch

@@ -1,0 +1,17 @@
+// Strided copies with dtype conversion, and fills: the kernels behind copy_, contiguous, to,
+// clone, cat and fill_.
+#pragma once
+
+#include "core/dtype.hpp"
+#include "core/scalar.hpp"
+#include "kernels/loop.hpp"
+
+namespace actorch::kernels::cpu {
+
+/// out (operand 0, dtype dst) = in (operand 1, dtype src), converting element by element.
+void copy(dtype dst, dtype src, const strided_loop<2>& loop);
+
+/// Every element of operand 0 (dtype t) = value.
+void fill(dtype t, const strided_loop<1>& loop, const scalar& value);
+
+} // namespace actorch::kernels::cpu

@@ -1,0 +1,34 @@
+// Elementwise CPU kernels over strided loops (see kernels/loop.hpp). Every operand of a call
+// has one dtype `t` (the caller converts inputs first), except comparison outputs (bool) and
+// where's condition (bool). Contiguous and scalar-broadcast rows run as plain loops that the
+// compiler vectorises.
+#pragma once
+
+#include "core/dtype.hpp"
+#include "core/scalar.hpp"
+#include "kernels/loop.hpp"
+
+namespace actorch::kernels::cpu {
+
+enum class unary_op { neg, abs, exp, log, sqrt, relu, sigmoid, tanh, clamp };
+
+/// out = op(in); for clamp, out = min(max(in, lo), hi) (either bound may be absent).
+/// loop: out (t), in (t).
+void unary(unary_op op, dtype t, const strided_loop<2>& loop, const scalar* lo = nullptr,
+           const scalar* hi = nullptr);
+
+enum class binary_op { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge };
+
+inline bool is_comparison(binary_op op) { return op >= binary_op::eq; }
+
+/// out = a op b; add and sub compute a + alpha * b and a - alpha * b.
+/// loop: out (t, or bool for comparisons), a (t), b (t).
+void binary(binary_op op, dtype t, const strided_loop<3>& loop, const scalar& alpha);
+
+/// out = cond ? a : b. loop: out (t), cond (bool), a (t), b (t).
+void where(dtype t, const strided_loop<4>& loop);
+
+/// self = mask ? value : self. loop: self (t), mask (bool).
+void masked_fill(dtype t, const strided_loop<2>& loop, const scalar& value);
+
+} // namespace actorch::kernels::cpu
