@@ -1,0 +1,73 @@
+// dtypes: names, sizes, promotion lattice and the 16-bit float conversions.
+#include <bit>
+#include <cmath>
+
+#include <catch2/catch.hpp>
+
+#include "core/allocator.hpp"
+#include "core/dtype.hpp"
+
+using namespace actorch;
+
+TEST_CASE("dtype names and sizes", "[core][dtype]") {
+  CHECK(dtype_name(dtype::bfloat16) == "bfloat16");
+  CHECK(dtype_name(dtype::bool_) == "bool");
+  CHECK(element_size(dtype::float16) == 2);
+  CHECK(element_size(dtype::int64) == 8);
+  CHECK(element_size(dtype::bool_) == 1);
+  CHECK(is_floating_point(dtype::bfloat16));
+  CHECK_FALSE(is_integral(dtype::bool_));
+  CHECK(is_integral(dtype::bool_, true));
+}
+
+TEST_CASE("promote_types follows torch's table", "[core][dtype]") {
+  CHECK(promote_types(dtype::int32, dtype::float16) == dtype::float16);
+  CHECK(promote_types(dtype::float16, dtype::bfloat16) == dtype::float32);
+  CHECK(promote_types(dtype::uint8, dtype::int8) == dtype::int32);
+  CHECK(promote_types(dtype::bool_, dtype::uint8) == dtype::uint8);
+  CHECK(promote_types(dtype::int64, dtype::float32) == dtype::float32);
+  CHECK(promote_types(dtype::float64, dtype::float32) == dtype::float64);
+  for (int a = 0; a < num_dtypes; ++a)
+    for (int b = 0; b < num_dtypes; ++b)
+      CHECK(promote_types(dtype(a), dtype(b)) == promote_types(dtype(b), dtype(a)));
+}
+
+TEST_CASE("float16 conversions round to nearest even", "[core][dtype]") {
+  CHECK(half(1.0f).bits == 0x3c00);
+  CHECK(half(-2.0f).bits == 0xc000);
+  CHECK(half(65504.0f).bits == 0x7bff);
+  CHECK(half(65520.0f).bits == 0x7c00);                   // overflows to inf
+  CHECK(half(5.9604644775390625e-8f).bits == 0x0001);     // smallest subnormal
+  CHECK(half(2.98023223876953125e-8f).bits == 0x0000);    // half of it: tie to even (0)
+  CHECK(half(8.94069671630859375e-8f).bits == 0x0002);    // 1.5 subnormals: tie to even (2)
+  CHECK(half(1.0f + 0x1p-11f).bits == 0x3c00);            // tie between 1 and next: even
+  CHECK(half(1.0f + 0x1p-11f + 0x1p-20f).bits == 0x3c01); // just above the tie
+  CHECK(std::isnan(float(half(NAN))));
+  for (uint32_t bits = 0; bits < 0x7c00; ++bits) // every finite positive half round-trips
+    REQUIRE(half(float(half::from_bits(uint16_t(bits)))).bits == bits);
+}
+
+TEST_CASE("bfloat16 conversions round to nearest even", "[core][dtype]") {
+  CHECK(bfloat16(1.0f).bits == 0x3f80);
+  CHECK(bfloat16(std::bit_cast<float>(0x3f808000u)).bits == 0x3f80); // tie: even
+  CHECK(bfloat16(std::bit_cast<float>(0x3f818000u)).bits == 0x3f82); // tie: even (up)
+  CHECK(bfloat16(std::bit_cast<float>(0x3f808001u)).bits == 0x3f81);
+  CHECK(std::isnan(float(bfloat16(NAN))));
+  CHECK(float(bfloat16(3.0f)) == 3.0f);
+}
+
+TEST_CASE("allocators return aligned memory and say whether it is pinned", "[core][allocator]") {
+  for (allocator* a : {cpu_allocator(), pinned_allocator()}) {
+    void* p = a->allocate(100);
+    CHECK(reinterpret_cast<uintptr_t>(p) % kAlignment == 0);
+    static_cast<char*>(p)[99] = 1; // writable to the end
+    a->deallocate(p, 100);
+    void* z = a->allocate(0);
+    CHECK(z != nullptr);
+    a->deallocate(z, 0);
+  }
+  CHECK(pinned_allocator()->name() == "pinned");
+  // No GPU driver on the test machines: pinned memory falls back to plain aligned memory.
+  INFO("pinned memory page-locked: " << pinned_memory_is_page_locked());
+  CHECK_THROWS_WITH(cpu_allocator()->allocate(size_t(-1) - 10), Catch::Contains("size overflow"));
+}
