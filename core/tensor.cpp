@@ -160,9 +160,8 @@ shape_t infer_shape(const shape_t& shape, int64_t numel, const char* op, const s
 std::optional<shape_t> view_strides(const shape_t& sizes, const shape_t& strides,
                                     const shape_t& shape, int64_t numel) {
   shape_t out(shape.size());
-  if (numel == 0) {
+  if (numel == 0 || sizes.empty()) // nothing to keep in place: any layout is a valid view
     return contiguous_strides(shape);
-  }
   int64_t view_d = int64_t(shape.size()) - 1;
   int64_t chunk_base_stride = strides.empty() ? 1 : strides.back();
   int64_t tensor_numel = 1;

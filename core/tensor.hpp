@@ -177,8 +177,11 @@ public:
   tensor argmax(int64_t dim, bool keepdim = false) const;
   tensor var(bool unbiased = true) const;
   tensor var(const shape_t& dims, bool unbiased = true, bool keepdim = false) const;
+  /// Without this overload, var({1}) would convert {1} to bool and pick var(unbiased).
+  tensor var(std::initializer_list<int64_t> dims, bool unbiased = true, bool keepdim = false) const;
   tensor std(bool unbiased = true) const;
   tensor std(const shape_t& dims, bool unbiased = true, bool keepdim = false) const;
+  tensor std(std::initializer_list<int64_t> dims, bool unbiased = true, bool keepdim = false) const;
   tensor softmax(int64_t dim) const;
   tensor log_softmax(int64_t dim) const;
 

@@ -53,6 +53,12 @@ TEST_CASE("view and reshape share storage when the layout allows", "[core][tenso
     CHECK(w.storage() == s.storage());
     CHECK(w.strides() == shape_t{6, 2, 1});
   }
+  SECTION("a 0-dim tensor views as [1] and back") {
+    tensor s0 = scalar_tensor(5);
+    CHECK(s0.view({1}).sizes() == shape_t{1});
+    CHECK(s0.view({1, 1}).strides() == shape_t{1, 1});
+    CHECK(s0.view({1}).view({}).dim() == 0);
+  }
   SECTION("bad shapes name what is wrong") {
     REQUIRE_THROWS_WITH(a.view({5, -1}), Contains("shape [5, -1] is invalid for input of size 12"));
     REQUIRE_THROWS_WITH(a.view({-1, -1}), Contains("only one dim can be -1"));

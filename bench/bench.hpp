@@ -1,0 +1,19 @@
+// Benchmarks behind `actorch bench NAME`. Each prints one `name key=value ...` line per
+// measurement (the format of ../shared/bench/WORKLOADS.md) to the given stream.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+
+namespace actorch::bench {
+
+struct tensor_options {
+  int64_t gemm_size = 1024;        // M = N = K
+  int64_t add_bytes = 64ll << 20;  // bytes of each operand of add and of memcpy
+  double min_seconds = 0.5;        // time each measurement at least this long
+};
+
+/// float32 GEMM GFLOP/s, elementwise add GB/s and the machine's memcpy GB/s, side by side.
+void run_tensor(const tensor_options& opts, std::ostream& out);
+
+} // namespace actorch::bench

@@ -1,0 +1,94 @@
+// softmax / log_softmax and their gradients: dtype and shape checks here, the loops in
+// kernels/cpu/softmax. Inputs are made contiguous and seen as (outer, N, inner) around `dim`,
+// so the kernel never needs strides; the result is contiguous in the input's shape.
+#include "core/ops/softmax.hpp"
+
+#include "core/ops/factory.hpp"
+#include "core/tensor_iterator.hpp"
+#include "kernels/cpu/softmax.hpp"
+
+namespace actorch {
+
+namespace kc = kernels::cpu;
+
+namespace {
+
+// A contiguous tensor viewed as (outer, N, inner) around dim d (all 1 for a 0-dim tensor).
+struct around_dim {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+around_dim split_around(const shape_t& sizes, int64_t d) {
+  around_dim s;
+  for (int64_t i = 0; i < int64_t(sizes.size()); ++i) {
+    const int64_t size = sizes[size_t(i)];
+    (i < d ? s.outer : i == d ? s.n : s.inner) *= size;
+  }
+  return s;
+}
+
+void check_floating(const tensor& t, const char* op) {
+  ACTORCH_CHECK(t.is_floating_point(), op, ": expected a floating point input but got ",
+                dtype_name(t.dtype()), " (", op,
+                " is not implemented for integer and bool tensors; convert with to(float32))");
+}
+
+template <class Kernel>
+tensor forward(Kernel kernel, const char* op, const tensor& t, int64_t dim) {
+  check_defined(op, {&t});
+  check_cpu(op, {&t});
+  check_floating(t, op);
+  const int64_t d = wrap_dim(dim, t.dim(), op);
+  const tensor in = t.contiguous();
+  tensor out = empty(t.sizes(), {.dtype = t.dtype()});
+  const around_dim s = split_around(t.sizes(), d);
+  kernel(t.dtype(), in.data_ptr(), out.data_ptr(), s.outer, s.n, s.inner);
+  return out;
+}
+
+template <class Kernel>
+tensor backward(Kernel kernel, const char* op, const tensor& grad_out, const tensor& out,
+                int64_t dim) {
+  check_defined(op, {&grad_out, &out});
+  check_cpu(op, {&grad_out, &out});
+  check_floating(out, op);
+  ACTORCH_CHECK(grad_out.sizes() == out.sizes(), op, ": grad_out has shape ",
+                shape_str(grad_out.sizes()), " but the forward output has shape ",
+                shape_str(out.sizes()));
+  ACTORCH_CHECK(grad_out.dtype() == out.dtype(), op, ": grad_out has dtype ",
+                dtype_name(grad_out.dtype()), " but the forward output has dtype ",
+                dtype_name(out.dtype()));
+  const int64_t d = wrap_dim(dim, out.dim(), op);
+  const tensor g = grad_out.contiguous(), y = out.contiguous();
+  tensor grad_in = empty(out.sizes(), {.dtype = out.dtype()});
+  const around_dim s = split_around(out.sizes(), d);
+  kernel(out.dtype(), g.data_ptr(), y.data_ptr(), grad_in.data_ptr(), s.outer, s.n, s.inner);
+  return grad_in;
+}
+
+} // namespace
+
+tensor softmax(const tensor& t, int64_t dim) {
+  return forward(kc::softmax_forward, "softmax()", t, dim);
+}
+
+tensor log_softmax(const tensor& t, int64_t dim) {
+  return forward(kc::log_softmax_forward, "log_softmax()", t, dim);
+}
+
+tensor softmax_backward(const tensor& grad_out, const tensor& out, int64_t dim) {
+  return backward(kc::softmax_backward, "softmax_backward()", grad_out, out, dim);
+}
+
+tensor log_softmax_backward(const tensor& grad_out, const tensor& out, int64_t dim) {
+  return backward(kc::log_softmax_backward, "log_softmax_backward()", grad_out, out, dim);
+}
+
+tensor tensor::softmax(int64_t dim) const {
+  return actorch::softmax(*this, dim);
+}
+tensor tensor::log_softmax(int64_t dim) const {
+  return actorch::log_softmax(*this, dim);
+}
+
+} // namespace actorch

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds actorch and runs the whole test suite: the Release build,
+# then the same suite under ASan+UBSan and under TSan. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+presets=(release asan tsan)
+for preset in "${presets[@]}"; do
+  echo "== ${preset}: configure, build, test"
+  cmake --preset "$preset" > "build-${preset}.configure.log" 2>&1 ||
+    { cat "build-${preset}.configure.log"; exit 1; }
+  cmake --build --preset "$preset"
+  ctest --preset "$preset"
+done
