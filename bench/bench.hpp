@@ -8,9 +8,9 @@
 namespace actorch::bench {
 
 struct tensor_options {
-  int64_t gemm_size = 1024;        // M = N = K
-  int64_t add_bytes = 64ll << 20;  // bytes of each operand of add and of memcpy
-  double min_seconds = 0.5;        // time each measurement at least this long
+  int64_t gemm_size = 1024;       // M = N = K
+  int64_t add_bytes = 64ll << 20; // bytes of each operand of add and of memcpy
+  double min_seconds = 0.5;       // time each measurement at least this long
 };
 
 /// float32 GEMM GFLOP/s, elementwise add GB/s and the machine's memcpy GB/s, side by side.

@@ -67,8 +67,8 @@ void run_tensor(const tensor_options& opts, std::ostream& out) {
   }
   {
     std::vector<char> src(size_t(opts.add_bytes), 1), dst(size_t(opts.add_bytes), 0);
-    const double s = time_per_call(
-        [&] { std::memcpy(dst.data(), src.data(), src.size()); }, opts.min_seconds);
+    const double s =
+        time_per_call([&] { std::memcpy(dst.data(), src.data(), src.size()); }, opts.min_seconds);
     out << "tensor op=memcpy mib=" << mib << " time_ms=" << s * 1e3
         << " gbps=" << 2.0 * double(opts.add_bytes) / s / 1e9 << std::endl;
   }

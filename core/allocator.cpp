@@ -41,7 +41,9 @@ bool cuda_driver_present() {
   return present;
 }
 #else
-bool cuda_driver_present() { return false; }
+bool cuda_driver_present() {
+  return false;
+}
 #endif
 
 class pinned_allocator_impl final : public allocator {
@@ -67,8 +69,12 @@ public:
 #endif
     std::free(ptr);
   }
-  actorch::device device() const override { return kCPU; }
-  std::string_view name() const override { return "pinned"; }
+  actorch::device device() const override {
+    return kCPU;
+  }
+  std::string_view name() const override {
+    return "pinned";
+  }
 };
 
 } // namespace
@@ -83,6 +89,8 @@ allocator* pinned_allocator() {
   return &a;
 }
 
-bool pinned_memory_is_page_locked() { return cuda_driver_present(); }
+bool pinned_memory_is_page_locked() {
+  return cuda_driver_present();
+}
 
 } // namespace actorch

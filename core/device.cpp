@@ -14,8 +14,8 @@ device::device(device_type t, int i) : type(t), index(t == device_type::cpu ? 0 
 device::device(std::string_view spec) {
   if (spec == "cpu")
     return;
-  ACTORCH_CHECK(spec.starts_with("cuda"), "device: expected \"cpu\", \"cuda\" or \"cuda:N\" but got \"",
-                spec, "\"");
+  ACTORCH_CHECK(spec.starts_with("cuda"),
+                "device: expected \"cpu\", \"cuda\" or \"cuda:N\" but got \"", spec, "\"");
   type = device_type::cuda;
   auto rest = spec.substr(4);
   if (rest.empty())
@@ -31,6 +31,8 @@ std::string device::str() const {
   return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
 }
 
-std::ostream& operator<<(std::ostream& os, const device& d) { return os << d.str(); }
+std::ostream& operator<<(std::ostream& os, const device& d) {
+  return os << d.str();
+}
 
 } // namespace actorch

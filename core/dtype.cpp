@@ -25,8 +25,7 @@ size_t element_size(dtype t) {
 }
 
 bool is_floating_point(dtype t) {
-  return t == dtype::float32 || t == dtype::float64 || t == dtype::float16 ||
-         t == dtype::bfloat16;
+  return t == dtype::float32 || t == dtype::float64 || t == dtype::float16 || t == dtype::bfloat16;
 }
 
 bool is_integral(dtype t, bool include_bool) {
@@ -43,8 +42,8 @@ dtype promote_types(dtype a, dtype b) {
       /* f4 */ {float32, float64, float32, float32, float32, float32, float32, float32, float32},
       /* f8 */ {float64, float64, float64, float64, float64, float64, float64, float64, float64},
       /* f2 */ {float32, float64, float16, float32, float16, float16, float16, float16, float16},
-      /* bf */ {float32, float64, float32, bfloat16, bfloat16, bfloat16, bfloat16, bfloat16,
-                bfloat16},
+      /* bf */
+      {float32, float64, float32, bfloat16, bfloat16, bfloat16, bfloat16, bfloat16, bfloat16},
       /* i1 */ {float32, float64, float16, bfloat16, int8, int32, int32, int64, int8},
       /* u1 */ {float32, float64, float16, bfloat16, int32, uint8, int32, int64, uint8},
       /* i4 */ {float32, float64, float16, bfloat16, int32, int32, int32, int64, int32},

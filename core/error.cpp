@@ -23,8 +23,8 @@ void throw_error(const char* file, int line, const std::string& msg) {
 }
 
 void throw_internal(const char* file, int line, const char* cond, const std::string& msg) {
-  throw error(concat("internal error: ", cond, " failed", msg.empty() ? "" : ": ", msg,
-                     " (", short_path(file), ":", line, "); please report this as a bug"));
+  throw error(concat("internal error: ", cond, " failed", msg.empty() ? "" : ": ", msg, " (",
+                     short_path(file), ":", line, "); please report this as a bug"));
 }
 
 } // namespace actorch::detail

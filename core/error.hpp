@@ -18,8 +18,7 @@ public:
 
 namespace detail {
 
-template <class... Args>
-std::string concat(Args&&... args) {
+template <class... Args> std::string concat(Args&&... args) {
   std::ostringstream os;
   (os << ... << std::forward<Args>(args));
   return os.str();
@@ -33,21 +32,20 @@ std::string concat(Args&&... args) {
 } // namespace actorch
 
 /// Throws actorch::error with the streamed message when `cond` is false (a caller mistake).
-#define ACTORCH_CHECK(cond, ...)                                                         \
-  do {                                                                                   \
-    if (!(cond)) [[unlikely]]                                                            \
-      ::actorch::detail::throw_error(__FILE__, __LINE__,                                 \
-                                     ::actorch::detail::concat(__VA_ARGS__));            \
+#define ACTORCH_CHECK(cond, ...)                                                                   \
+  do {                                                                                             \
+    if (!(cond)) [[unlikely]]                                                                      \
+      ::actorch::detail::throw_error(__FILE__, __LINE__, ::actorch::detail::concat(__VA_ARGS__));  \
   } while (false)
 
 /// Throws unconditionally with the streamed message.
-#define ACTORCH_FAIL(...)                                                                \
+#define ACTORCH_FAIL(...)                                                                          \
   ::actorch::detail::throw_error(__FILE__, __LINE__, ::actorch::detail::concat(__VA_ARGS__))
 
 /// An invariant of actorch itself: failing it is a bug in actorch, not in the caller.
-#define ACTORCH_INTERNAL_ASSERT(cond, ...)                                               \
-  do {                                                                                   \
-    if (!(cond)) [[unlikely]]                                                            \
-      ::actorch::detail::throw_internal(__FILE__, __LINE__, #cond,                       \
-                                        ::actorch::detail::concat("" __VA_ARGS__));      \
+#define ACTORCH_INTERNAL_ASSERT(cond, ...)                                                         \
+  do {                                                                                             \
+    if (!(cond)) [[unlikely]]                                                                      \
+      ::actorch::detail::throw_internal(__FILE__, __LINE__, #cond,                                 \
+                                        ::actorch::detail::concat("" __VA_ARGS__));                \
   } while (false)

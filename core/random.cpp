@@ -59,6 +59,8 @@ generator& default_generator() {
   return g;
 }
 
-void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+void manual_seed(uint64_t seed) {
+  default_generator().manual_seed(seed);
+}
 
 } // namespace actorch

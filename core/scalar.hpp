@@ -15,7 +15,7 @@ public:
 
   scalar() : scalar(int64_t(0)) {}
   template <class T>
-    requires std::is_arithmetic_v<T>
+  requires std::is_arithmetic_v<T>
   scalar(T v) { // NOLINT: implicit, so that numbers read naturally at call sites
     if constexpr (std::is_same_v<T, bool>) {
       kind_ = kind::boolean;
@@ -35,8 +35,7 @@ public:
   bool is_floating_point() const { return kind_ == kind::floating; }
   double to_double() const { return kind_ == kind::floating ? d_ : double(i_); }
   int64_t to_int() const { return kind_ == kind::floating ? int64_t(d_) : i_; }
-  template <class T>
-  T to() const {
+  template <class T> T to() const {
     if constexpr (std::is_same_v<T, bool>)
       return kind_ == kind::floating ? d_ != 0.0 : i_ != 0;
     else if constexpr (is_floating_v<T>)

@@ -4,11 +4,10 @@
 namespace actorch {
 
 storage::storage(size_t nbytes, allocator* alloc)
-    : data_(alloc->allocate(nbytes)), nbytes_(nbytes), device_(alloc->device()),
-      allocator_(alloc) {}
+    : data_(alloc->allocate(nbytes)), nbytes_(nbytes), device_(alloc->device()), allocator_(alloc) {
+}
 
-storage::storage(void* data, size_t nbytes, actorch::device dev,
-                 std::function<void(void*)> deleter)
+storage::storage(void* data, size_t nbytes, actorch::device dev, std::function<void(void*)> deleter)
     : data_(data), nbytes_(nbytes), device_(dev), deleter_(std::move(deleter)) {}
 
 storage::~storage() {

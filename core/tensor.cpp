@@ -77,7 +77,9 @@ tensor_impl& tensor::impl() {
   return *impl_;
 }
 
-int64_t tensor::size(int64_t d) const { return sizes()[size_t(wrap_dim(d, dim(), "size"))]; }
+int64_t tensor::size(int64_t d) const {
+  return sizes()[size_t(wrap_dim(d, dim(), "size"))];
+}
 
 int64_t tensor::stride(int64_t d) const {
   return strides()[size_t(wrap_dim(d, dim(), "stride"))];
@@ -169,8 +171,8 @@ std::optional<shape_t> view_strides(const shape_t& sizes, const shape_t& strides
   for (int64_t d = int64_t(sizes.size()) - 1; d >= 0; --d) {
     tensor_numel *= sizes[size_t(d)];
     // A chunk ends where the next-outer old dim is not contiguous with this one.
-    if (d == 0 || (sizes[size_t(d - 1)] != 1 &&
-                   strides[size_t(d - 1)] != tensor_numel * chunk_base_stride)) {
+    if (d == 0 ||
+        (sizes[size_t(d - 1)] != 1 && strides[size_t(d - 1)] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || shape[size_t(view_d)] == 1)) {
         out[size_t(view_d)] = view_numel * chunk_base_stride;
         view_numel *= shape[size_t(view_d)];
@@ -273,8 +275,8 @@ tensor tensor::select(int64_t d, int64_t index) const {
   ACTORCH_CHECK(dim() > 0, "select: cannot select from a 0-dim tensor");
   const int64_t w = wrap_dim(d, dim(), "select");
   const int64_t n = sizes()[size_t(w)];
-  ACTORCH_CHECK(index >= -n && index < n, "select: index ", index,
-                " is out of range for dim ", w, " of size ", n);
+  ACTORCH_CHECK(index >= -n && index < n, "select: index ", index, " is out of range for dim ", w,
+                " of size ", n);
   if (index < 0)
     index += n;
   shape_t sz = sizes(), st = strides();
@@ -360,8 +362,8 @@ tensor tensor::expand(const shape_t& shape) const {
 tensor tensor::as_strided(const shape_t& size, const shape_t& stride, int64_t offset) const {
   if (offset < 0)
     offset = storage_offset();
-  ACTORCH_CHECK(size.size() == stride.size(), "as_strided: size ", shape_str(size),
-                " and stride ", shape_str(stride), " differ in length");
+  ACTORCH_CHECK(size.size() == stride.size(), "as_strided: size ", shape_str(size), " and stride ",
+                shape_str(stride), " differ in length");
   const int64_t n = checked_numel(size, "as_strided");
   int64_t last = offset;
   for (size_t d = 0; d < size.size() && n > 0; ++d) {
@@ -493,11 +495,13 @@ tensor tensor::to(actorch::dtype t, bool copy) const {
 tensor tensor::to(const actorch::device& d, bool copy) const {
   if (d == device() && !copy)
     return *this;
-  ACTORCH_CHECK(d.is_cpu() && device().is_cpu(), "to: cannot move a tensor from ", device(),
-                " to ", d, ": this build has no CUDA device support");
+  ACTORCH_CHECK(d.is_cpu() && device().is_cpu(), "to: cannot move a tensor from ", device(), " to ",
+                d, ": this build has no CUDA device support");
   return clone();
 }
 
-std::ostream& operator<<(std::ostream& os, const tensor& t) { return os << t.str(); }
+std::ostream& operator<<(std::ostream& os, const tensor& t) {
+  return os << t.str();
+}
 
 } // namespace actorch

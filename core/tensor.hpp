@@ -27,7 +27,7 @@ class tensor;
 struct tensor_impl {
   std::shared_ptr<actorch::storage> storage;
   shape_t sizes;
-  shape_t strides; // in elements
+  shape_t strides;    // in elements
   int64_t offset = 0; // in elements
   actorch::dtype dtype = actorch::dtype::float32;
 };
@@ -61,13 +61,11 @@ public:
   bool is_same(const tensor& o) const { return impl_ == o.impl_; }
 
   /// Pointer to the first element. @pre dtype() matches T.
-  template <class T>
-  T* data_ptr() const;
+  template <class T> T* data_ptr() const;
   void* data_ptr() const;
 
   /// The value of a one-element tensor, converted to T.
-  template <class T>
-  T item() const;
+  template <class T> T item() const;
 
   // Views: share storage, never copy. ------------------------------------------------------
   tensor view(const shape_t& shape) const;
@@ -244,8 +242,7 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 /// torch.broadcast_shapes, throwing with both shapes and `op` when they do not broadcast.
 shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* op);
 
-template <class T>
-T* tensor::data_ptr() const {
+template <class T> T* tensor::data_ptr() const {
   ACTORCH_CHECK(dtype_of<T>() == dtype(), "data_ptr: tensor has dtype ", dtype_name(dtype()),
                 " but ", dtype_name(dtype_of<T>()), " was requested");
   return static_cast<T*>(data_ptr());
@@ -254,8 +251,7 @@ T* tensor::data_ptr() const {
 /// Reads one element of a CPU tensor as T (used by item and printing).
 scalar read_scalar(const tensor& t, int64_t element_offset);
 
-template <class T>
-T tensor::item() const {
+template <class T> T tensor::item() const {
   ACTORCH_CHECK(numel() == 1, "item: a tensor with ", numel(),
                 " elements cannot be converted to a scalar (shape ", shape_str(sizes()), ")");
   return read_scalar(*this, storage_offset()).to<T>();

@@ -6,13 +6,14 @@ namespace actorch {
 shape_t broadcast_strides(const tensor& t, const shape_t& shape) {
   const int64_t nd = int64_t(shape.size());
   const int64_t td = t.dim();
-  ACTORCH_INTERNAL_ASSERT(td <= nd, "broadcast of ", shape_str(t.sizes()), " to ", shape_str(shape));
+  ACTORCH_INTERNAL_ASSERT(td <= nd, "broadcast of ", shape_str(t.sizes()), " to ",
+                          shape_str(shape));
   shape_t st(size_t(nd), 0);
   for (int64_t i = 0; i < td; ++i) {
     const int64_t d = nd - td + i;
     const int64_t s = t.sizes()[size_t(i)];
-    ACTORCH_INTERNAL_ASSERT(s == shape[size_t(d)] || s == 1, "broadcast of ",
-                            shape_str(t.sizes()), " to ", shape_str(shape));
+    ACTORCH_INTERNAL_ASSERT(s == shape[size_t(d)] || s == 1, "broadcast of ", shape_str(t.sizes()),
+                            " to ", shape_str(shape));
     st[size_t(d)] = (s == 1 && shape[size_t(d)] != 1) ? 0 : t.strides()[size_t(i)];
   }
   return st;

@@ -44,8 +44,9 @@ int main() {
 
   const auto path = std::filesystem::temp_directory_path() / "actorch_demo.npy";
   save_npy(path.string(), p);
-  std::cout << "\nsaved softmax to " << path.string() << " (numpy.load reads it); reloaded equal: "
-            << std::boolalpha << equal(load_npy(path.string()), p) << '\n';
+  std::cout << "\nsaved softmax to " << path.string()
+            << " (numpy.load reads it); reloaded equal: " << std::boolalpha
+            << equal(load_npy(path.string()), p) << '\n';
   std::filesystem::remove(path);
   return 0;
 }

@@ -10,10 +10,9 @@ namespace actorch::kernels {
 
 inline constexpr int kMaxDims = 16;
 
-template <int N>
-struct strided_loop {
-  int ndim = 0;               // dims after coalescing, innermost last
-  int64_t sizes[kMaxDims]{};  // shared by all operands
+template <int N> struct strided_loop {
+  int ndim = 0;                   // dims after coalescing, innermost last
+  int64_t sizes[kMaxDims]{};      // shared by all operands
   int64_t strides[N][kMaxDims]{}; // in bytes, per operand
   char* data[N]{};
 
@@ -26,8 +25,7 @@ struct strided_loop {
 };
 
 /// Calls inner(ptrs, inner_strides, n) once for every innermost row of the loop.
-template <int N, class Inner>
-void for_each_row(const strided_loop<N>& loop, Inner&& inner) {
+template <int N, class Inner> void for_each_row(const strided_loop<N>& loop, Inner&& inner) {
   char* ptrs[N];
   int64_t inner_strides[N];
   for (int k = 0; k < N; ++k) {

@@ -183,36 +183,73 @@ tensor add(const tensor& a, const tensor& b, const scalar& alpha) {
 tensor sub(const tensor& a, const tensor& b, const scalar& alpha) {
   return binary(kc::binary_op::sub, a, b, alpha);
 }
-tensor mul(const tensor& a, const tensor& b) { return binary(kc::binary_op::mul, a, b); }
-tensor div(const tensor& a, const tensor& b) { return binary(kc::binary_op::div, a, b); }
+tensor mul(const tensor& a, const tensor& b) {
+  return binary(kc::binary_op::mul, a, b);
+}
+tensor div(const tensor& a, const tensor& b) {
+  return binary(kc::binary_op::div, a, b);
+}
 tensor pow(const tensor& base, const tensor& exponent) {
   return binary(kc::binary_op::pow, base, exponent);
 }
 tensor pow(const tensor& base, const scalar& exponent) {
   return binary(kc::binary_op::pow, base, exponent);
 }
-tensor maximum(const tensor& a, const tensor& b) { return binary(kc::binary_op::maximum, a, b); }
-tensor minimum(const tensor& a, const tensor& b) { return binary(kc::binary_op::minimum, a, b); }
-tensor eq(const tensor& a, const tensor& b) { return binary(kc::binary_op::eq, a, b); }
-tensor ne(const tensor& a, const tensor& b) { return binary(kc::binary_op::ne, a, b); }
-tensor lt(const tensor& a, const tensor& b) { return binary(kc::binary_op::lt, a, b); }
-tensor le(const tensor& a, const tensor& b) { return binary(kc::binary_op::le, a, b); }
-tensor gt(const tensor& a, const tensor& b) { return binary(kc::binary_op::gt, a, b); }
-tensor ge(const tensor& a, const tensor& b) { return binary(kc::binary_op::ge, a, b); }
+tensor maximum(const tensor& a, const tensor& b) {
+  return binary(kc::binary_op::maximum, a, b);
+}
+tensor minimum(const tensor& a, const tensor& b) {
+  return binary(kc::binary_op::minimum, a, b);
+}
+tensor eq(const tensor& a, const tensor& b) {
+  return binary(kc::binary_op::eq, a, b);
+}
+tensor ne(const tensor& a, const tensor& b) {
+  return binary(kc::binary_op::ne, a, b);
+}
+tensor lt(const tensor& a, const tensor& b) {
+  return binary(kc::binary_op::lt, a, b);
+}
+tensor le(const tensor& a, const tensor& b) {
+  return binary(kc::binary_op::le, a, b);
+}
+tensor gt(const tensor& a, const tensor& b) {
+  return binary(kc::binary_op::gt, a, b);
+}
+tensor ge(const tensor& a, const tensor& b) {
+  return binary(kc::binary_op::ge, a, b);
+}
 
 // Unary ops. -----------------------------------------------------------------------------------
 
-tensor neg(const tensor& t) { return unary(kc::unary_op::neg, "neg", t, false); }
-tensor abs(const tensor& t) { return unary(kc::unary_op::abs, "abs", t, false); }
-tensor exp(const tensor& t) { return unary(kc::unary_op::exp, "exp", t, true); }
-tensor log(const tensor& t) { return unary(kc::unary_op::log, "log", t, true); }
-tensor sqrt(const tensor& t) { return unary(kc::unary_op::sqrt, "sqrt", t, true); }
-tensor sigmoid(const tensor& t) { return unary(kc::unary_op::sigmoid, "sigmoid", t, true); }
-tensor tanh(const tensor& t) { return unary(kc::unary_op::tanh, "tanh", t, true); }
-tensor relu(const tensor& t) { return unary(kc::unary_op::relu, "relu", t, false); }
+tensor neg(const tensor& t) {
+  return unary(kc::unary_op::neg, "neg", t, false);
+}
+tensor abs(const tensor& t) {
+  return unary(kc::unary_op::abs, "abs", t, false);
+}
+tensor exp(const tensor& t) {
+  return unary(kc::unary_op::exp, "exp", t, true);
+}
+tensor log(const tensor& t) {
+  return unary(kc::unary_op::log, "log", t, true);
+}
+tensor sqrt(const tensor& t) {
+  return unary(kc::unary_op::sqrt, "sqrt", t, true);
+}
+tensor sigmoid(const tensor& t) {
+  return unary(kc::unary_op::sigmoid, "sigmoid", t, true);
+}
+tensor tanh(const tensor& t) {
+  return unary(kc::unary_op::tanh, "tanh", t, true);
+}
+tensor relu(const tensor& t) {
+  return unary(kc::unary_op::relu, "relu", t, false);
+}
 
 namespace {
-dtype clamp_dtype(const tensor& t, const std::optional<scalar>& lo, const std::optional<scalar>& hi) {
+dtype clamp_dtype(const tensor& t, const std::optional<scalar>& lo,
+                  const std::optional<scalar>& hi) {
   check_defined("clamp", {&t});
   ACTORCH_CHECK(lo || hi, "clamp: at least one of min and max must be given");
   promotion p;
@@ -312,57 +349,157 @@ tensor& in_place(bop op, tensor& self, const scalar& other) {
 }
 } // namespace
 
-tensor tensor::add(const tensor& o, const scalar& alpha) const { return actorch::add(*this, o, alpha); }
-tensor tensor::add(const scalar& o) const { return binary(bop::add, *this, o); }
-tensor tensor::sub(const tensor& o, const scalar& alpha) const { return actorch::sub(*this, o, alpha); }
-tensor tensor::sub(const scalar& o) const { return binary(bop::sub, *this, o); }
-tensor tensor::mul(const tensor& o) const { return actorch::mul(*this, o); }
-tensor tensor::mul(const scalar& o) const { return binary(bop::mul, *this, o); }
-tensor tensor::div(const tensor& o) const { return actorch::div(*this, o); }
-tensor tensor::div(const scalar& o) const { return binary(bop::div, *this, o); }
-tensor tensor::pow(const tensor& e) const { return actorch::pow(*this, e); }
-tensor tensor::pow(const scalar& e) const { return actorch::pow(*this, e); }
-tensor tensor::neg() const { return actorch::neg(*this); }
-tensor tensor::abs() const { return actorch::abs(*this); }
-tensor tensor::exp() const { return actorch::exp(*this); }
-tensor tensor::log() const { return actorch::log(*this); }
-tensor tensor::sqrt() const { return actorch::sqrt(*this); }
-tensor tensor::relu() const { return actorch::relu(*this); }
-tensor tensor::sigmoid() const { return actorch::sigmoid(*this); }
-tensor tensor::tanh() const { return actorch::tanh(*this); }
-tensor tensor::clamp(const scalar& lo, const scalar& hi) const { return actorch::clamp(*this, lo, hi); }
-tensor tensor::clamp_min(const scalar& lo) const { return actorch::clamp(*this, lo, std::nullopt); }
-tensor tensor::clamp_max(const scalar& hi) const { return actorch::clamp(*this, std::nullopt, hi); }
-tensor tensor::eq(const tensor& o) const { return actorch::eq(*this, o); }
-tensor tensor::eq(const scalar& o) const { return binary(bop::eq, *this, o); }
-tensor tensor::ne(const tensor& o) const { return actorch::ne(*this, o); }
-tensor tensor::ne(const scalar& o) const { return binary(bop::ne, *this, o); }
-tensor tensor::lt(const tensor& o) const { return actorch::lt(*this, o); }
-tensor tensor::lt(const scalar& o) const { return binary(bop::lt, *this, o); }
-tensor tensor::le(const tensor& o) const { return actorch::le(*this, o); }
-tensor tensor::le(const scalar& o) const { return binary(bop::le, *this, o); }
-tensor tensor::gt(const tensor& o) const { return actorch::gt(*this, o); }
-tensor tensor::gt(const scalar& o) const { return binary(bop::gt, *this, o); }
-tensor tensor::ge(const tensor& o) const { return actorch::ge(*this, o); }
-tensor tensor::ge(const scalar& o) const { return binary(bop::ge, *this, o); }
+tensor tensor::add(const tensor& o, const scalar& alpha) const {
+  return actorch::add(*this, o, alpha);
+}
+tensor tensor::add(const scalar& o) const {
+  return binary(bop::add, *this, o);
+}
+tensor tensor::sub(const tensor& o, const scalar& alpha) const {
+  return actorch::sub(*this, o, alpha);
+}
+tensor tensor::sub(const scalar& o) const {
+  return binary(bop::sub, *this, o);
+}
+tensor tensor::mul(const tensor& o) const {
+  return actorch::mul(*this, o);
+}
+tensor tensor::mul(const scalar& o) const {
+  return binary(bop::mul, *this, o);
+}
+tensor tensor::div(const tensor& o) const {
+  return actorch::div(*this, o);
+}
+tensor tensor::div(const scalar& o) const {
+  return binary(bop::div, *this, o);
+}
+tensor tensor::pow(const tensor& e) const {
+  return actorch::pow(*this, e);
+}
+tensor tensor::pow(const scalar& e) const {
+  return actorch::pow(*this, e);
+}
+tensor tensor::neg() const {
+  return actorch::neg(*this);
+}
+tensor tensor::abs() const {
+  return actorch::abs(*this);
+}
+tensor tensor::exp() const {
+  return actorch::exp(*this);
+}
+tensor tensor::log() const {
+  return actorch::log(*this);
+}
+tensor tensor::sqrt() const {
+  return actorch::sqrt(*this);
+}
+tensor tensor::relu() const {
+  return actorch::relu(*this);
+}
+tensor tensor::sigmoid() const {
+  return actorch::sigmoid(*this);
+}
+tensor tensor::tanh() const {
+  return actorch::tanh(*this);
+}
+tensor tensor::clamp(const scalar& lo, const scalar& hi) const {
+  return actorch::clamp(*this, lo, hi);
+}
+tensor tensor::clamp_min(const scalar& lo) const {
+  return actorch::clamp(*this, lo, std::nullopt);
+}
+tensor tensor::clamp_max(const scalar& hi) const {
+  return actorch::clamp(*this, std::nullopt, hi);
+}
+tensor tensor::eq(const tensor& o) const {
+  return actorch::eq(*this, o);
+}
+tensor tensor::eq(const scalar& o) const {
+  return binary(bop::eq, *this, o);
+}
+tensor tensor::ne(const tensor& o) const {
+  return actorch::ne(*this, o);
+}
+tensor tensor::ne(const scalar& o) const {
+  return binary(bop::ne, *this, o);
+}
+tensor tensor::lt(const tensor& o) const {
+  return actorch::lt(*this, o);
+}
+tensor tensor::lt(const scalar& o) const {
+  return binary(bop::lt, *this, o);
+}
+tensor tensor::le(const tensor& o) const {
+  return actorch::le(*this, o);
+}
+tensor tensor::le(const scalar& o) const {
+  return binary(bop::le, *this, o);
+}
+tensor tensor::gt(const tensor& o) const {
+  return actorch::gt(*this, o);
+}
+tensor tensor::gt(const scalar& o) const {
+  return binary(bop::gt, *this, o);
+}
+tensor tensor::ge(const tensor& o) const {
+  return actorch::ge(*this, o);
+}
+tensor tensor::ge(const scalar& o) const {
+  return binary(bop::ge, *this, o);
+}
 
-tensor& tensor::add_(const tensor& o, const scalar& alpha) { return in_place(bop::add, *this, o, alpha); }
-tensor& tensor::add_(const scalar& o) { return in_place(bop::add, *this, o); }
-tensor& tensor::sub_(const tensor& o, const scalar& alpha) { return in_place(bop::sub, *this, o, alpha); }
-tensor& tensor::sub_(const scalar& o) { return in_place(bop::sub, *this, o); }
-tensor& tensor::mul_(const tensor& o) { return in_place(bop::mul, *this, o); }
-tensor& tensor::mul_(const scalar& o) { return in_place(bop::mul, *this, o); }
-tensor& tensor::div_(const tensor& o) { return in_place(bop::div, *this, o); }
-tensor& tensor::div_(const scalar& o) { return in_place(bop::div, *this, o); }
-tensor& tensor::pow_(const scalar& e) { return in_place(bop::pow, *this, e); }
-tensor& tensor::neg_() { return unary_(kc::unary_op::neg, "neg", *this, false); }
-tensor& tensor::abs_() { return unary_(kc::unary_op::abs, "abs", *this, false); }
-tensor& tensor::exp_() { return unary_(kc::unary_op::exp, "exp", *this, true); }
-tensor& tensor::log_() { return unary_(kc::unary_op::log, "log", *this, true); }
-tensor& tensor::sqrt_() { return unary_(kc::unary_op::sqrt, "sqrt", *this, true); }
-tensor& tensor::relu_() { return unary_(kc::unary_op::relu, "relu", *this, false); }
-tensor& tensor::sigmoid_() { return unary_(kc::unary_op::sigmoid, "sigmoid", *this, true); }
-tensor& tensor::tanh_() { return unary_(kc::unary_op::tanh, "tanh", *this, true); }
+tensor& tensor::add_(const tensor& o, const scalar& alpha) {
+  return in_place(bop::add, *this, o, alpha);
+}
+tensor& tensor::add_(const scalar& o) {
+  return in_place(bop::add, *this, o);
+}
+tensor& tensor::sub_(const tensor& o, const scalar& alpha) {
+  return in_place(bop::sub, *this, o, alpha);
+}
+tensor& tensor::sub_(const scalar& o) {
+  return in_place(bop::sub, *this, o);
+}
+tensor& tensor::mul_(const tensor& o) {
+  return in_place(bop::mul, *this, o);
+}
+tensor& tensor::mul_(const scalar& o) {
+  return in_place(bop::mul, *this, o);
+}
+tensor& tensor::div_(const tensor& o) {
+  return in_place(bop::div, *this, o);
+}
+tensor& tensor::div_(const scalar& o) {
+  return in_place(bop::div, *this, o);
+}
+tensor& tensor::pow_(const scalar& e) {
+  return in_place(bop::pow, *this, e);
+}
+tensor& tensor::neg_() {
+  return unary_(kc::unary_op::neg, "neg", *this, false);
+}
+tensor& tensor::abs_() {
+  return unary_(kc::unary_op::abs, "abs", *this, false);
+}
+tensor& tensor::exp_() {
+  return unary_(kc::unary_op::exp, "exp", *this, true);
+}
+tensor& tensor::log_() {
+  return unary_(kc::unary_op::log, "log", *this, true);
+}
+tensor& tensor::sqrt_() {
+  return unary_(kc::unary_op::sqrt, "sqrt", *this, true);
+}
+tensor& tensor::relu_() {
+  return unary_(kc::unary_op::relu, "relu", *this, false);
+}
+tensor& tensor::sigmoid_() {
+  return unary_(kc::unary_op::sigmoid, "sigmoid", *this, true);
+}
+tensor& tensor::tanh_() {
+  return unary_(kc::unary_op::tanh, "tanh", *this, true);
+}
 
 tensor& tensor::clamp_(const scalar& lo, const scalar& hi) {
   check_cast(clamp_dtype(*this, lo, hi), *this, "clamp_");
@@ -380,7 +517,9 @@ tensor& tensor::fill_(const scalar& value) {
   return *this;
 }
 
-tensor& tensor::zero_() { return fill_(0); }
+tensor& tensor::zero_() {
+  return fill_(0);
+}
 
 tensor& tensor::masked_fill_(const tensor& mask, const scalar& value) {
   check_defined("masked_fill_", {this, &mask});
@@ -402,34 +541,72 @@ tensor tensor::masked_fill(const tensor& mask, const scalar& value) const {
   return actorch::masked_fill(*this, mask, value);
 }
 
-tensor operator+(const tensor& a, const tensor& b) { return add(a, b); }
-tensor operator-(const tensor& a, const tensor& b) { return sub(a, b); }
-tensor operator*(const tensor& a, const tensor& b) { return mul(a, b); }
-tensor operator/(const tensor& a, const tensor& b) { return div(a, b); }
-tensor operator+(const tensor& a, const scalar& b) { return a.add(b); }
-tensor operator-(const tensor& a, const scalar& b) { return a.sub(b); }
-tensor operator*(const tensor& a, const scalar& b) { return a.mul(b); }
-tensor operator/(const tensor& a, const scalar& b) { return a.div(b); }
-tensor operator+(const scalar& a, const tensor& b) { return b.add(a); }
+tensor operator+(const tensor& a, const tensor& b) {
+  return add(a, b);
+}
+tensor operator-(const tensor& a, const tensor& b) {
+  return sub(a, b);
+}
+tensor operator*(const tensor& a, const tensor& b) {
+  return mul(a, b);
+}
+tensor operator/(const tensor& a, const tensor& b) {
+  return div(a, b);
+}
+tensor operator+(const tensor& a, const scalar& b) {
+  return a.add(b);
+}
+tensor operator-(const tensor& a, const scalar& b) {
+  return a.sub(b);
+}
+tensor operator*(const tensor& a, const scalar& b) {
+  return a.mul(b);
+}
+tensor operator/(const tensor& a, const scalar& b) {
+  return a.div(b);
+}
+tensor operator+(const scalar& a, const tensor& b) {
+  return b.add(a);
+}
 tensor operator-(const scalar& a, const tensor& b) {
   check_defined("sub", {&b});
   const dtype t = result_type(b, a);
   return sub(scalar_tensor(a, {.dtype = t}), b);
 }
-tensor operator*(const scalar& a, const tensor& b) { return b.mul(a); }
+tensor operator*(const scalar& a, const tensor& b) {
+  return b.mul(a);
+}
 tensor operator/(const scalar& a, const tensor& b) {
   check_defined("div", {&b});
   const dtype t = result_type(b, a);
   return div(scalar_tensor(a, {.dtype = t}), b);
 }
-tensor operator-(const tensor& a) { return neg(a); }
-tensor& operator+=(tensor& a, const tensor& b) { return a.add_(b); }
-tensor& operator-=(tensor& a, const tensor& b) { return a.sub_(b); }
-tensor& operator*=(tensor& a, const tensor& b) { return a.mul_(b); }
-tensor& operator/=(tensor& a, const tensor& b) { return a.div_(b); }
-tensor& operator+=(tensor& a, const scalar& b) { return a.add_(b); }
-tensor& operator-=(tensor& a, const scalar& b) { return a.sub_(b); }
-tensor& operator*=(tensor& a, const scalar& b) { return a.mul_(b); }
-tensor& operator/=(tensor& a, const scalar& b) { return a.div_(b); }
+tensor operator-(const tensor& a) {
+  return neg(a);
+}
+tensor& operator+=(tensor& a, const tensor& b) {
+  return a.add_(b);
+}
+tensor& operator-=(tensor& a, const tensor& b) {
+  return a.sub_(b);
+}
+tensor& operator*=(tensor& a, const tensor& b) {
+  return a.mul_(b);
+}
+tensor& operator/=(tensor& a, const tensor& b) {
+  return a.div_(b);
+}
+tensor& operator+=(tensor& a, const scalar& b) {
+  return a.add_(b);
+}
+tensor& operator-=(tensor& a, const scalar& b) {
+  return a.sub_(b);
+}
+tensor& operator*=(tensor& a, const scalar& b) {
+  return a.mul_(b);
+}
+tensor& operator/=(tensor& a, const scalar& b) {
+  return a.div_(b);
+}
 
 } // namespace actorch

@@ -88,9 +88,8 @@ tensor from_blob(void* data, const shape_t& shape, dtype dt, std::function<void(
                  const shape_t& strides) {
   const int64_t n = checked_numel(shape, "from_blob");
   ACTORCH_CHECK(data != nullptr || n == 0, "from_blob: data is null for shape ", shape_str(shape));
-  ACTORCH_CHECK(reinterpret_cast<uintptr_t>(data) % element_size(dt) == 0, "from_blob: data ",
-                data, " is not aligned to the ", element_size(dt), "-byte size of ",
-                dtype_name(dt));
+  ACTORCH_CHECK(reinterpret_cast<uintptr_t>(data) % element_size(dt) == 0, "from_blob: data ", data,
+                " is not aligned to the ", element_size(dt), "-byte size of ", dtype_name(dt));
   ACTORCH_CHECK(strides.empty() || strides.size() == shape.size(), "from_blob: strides ",
                 shape_str(strides), " do not match shape ", shape_str(shape));
   shape_t st = strides.empty() ? contiguous_strides(shape) : strides;
@@ -101,8 +100,8 @@ tensor from_blob(void* data, const shape_t& shape, dtype dt, std::function<void(
     extent += (shape[d] - 1) * st[d];
   }
   auto impl = std::make_shared<tensor_impl>();
-  impl->storage = std::make_shared<actorch::storage>(data, size_t(extent) * element_size(dt),
-                                                     kCPU, std::move(deleter));
+  impl->storage = std::make_shared<actorch::storage>(data, size_t(extent) * element_size(dt), kCPU,
+                                                     std::move(deleter));
   impl->sizes = shape;
   impl->strides = std::move(st);
   impl->dtype = dt;
@@ -114,8 +113,7 @@ tensor from_blob(void* data, const shape_t& shape, dtype dt, std::function<void(
 namespace {
 
 // Writes f(i) for i in [0, n) into a new 1-D tensor of dtype t.
-template <class F>
-tensor fill_1d(int64_t n, const tensor_options& opts, dtype t, F f) {
+template <class F> tensor fill_1d(int64_t n, const tensor_options& opts, dtype t, F f) {
   tensor out = empty({n}, with_dtype(opts, t));
   dispatch(out.dtype(), [&]<class T>() {
     T* p = static_cast<T*>(out.data_ptr());
@@ -131,20 +129,23 @@ tensor fill_1d(int64_t n, const tensor_options& opts, dtype t, F f) {
 
 } // namespace
 
-tensor arange(const scalar& end, const tensor_options& opts) { return arange(0, end, 1, opts); }
+tensor arange(const scalar& end, const tensor_options& opts) {
+  return arange(0, end, 1, opts);
+}
 
 tensor arange(const scalar& start, const scalar& end, const scalar& step,
               const tensor_options& opts) {
-  const bool floating = start.is_floating_point() || end.is_floating_point() ||
-                        step.is_floating_point();
+  const bool floating =
+      start.is_floating_point() || end.is_floating_point() || step.is_floating_point();
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
   ACTORCH_CHECK(st != 0, "arange: step must be nonzero");
   ACTORCH_CHECK(std::isfinite(s) && std::isfinite(e), "arange: unsupported range ", s, " -> ", e);
   ACTORCH_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "arange: upper bound ", e,
                 " and lower bound ", s, " are inconsistent with the step's sign (step ", st, ")");
-  const int64_t n = floating ? int64_t(std::ceil((e - s) / st))
-                             : (end.to_int() - start.to_int() + step.to_int() +
-                                (step.to_int() > 0 ? -1 : 1)) / step.to_int();
+  const int64_t n =
+      floating ? int64_t(std::ceil((e - s) / st))
+               : (end.to_int() - start.to_int() + step.to_int() + (step.to_int() > 0 ? -1 : 1)) /
+                     step.to_int();
   const dtype t = floating ? dtype::float32 : dtype::int64;
   if (!floating)
     return fill_1d(n, opts, t, [&](int64_t i) { return start.to_int() + i * step.to_int(); });
@@ -161,8 +162,7 @@ tensor range(const scalar& start, const scalar& end, const scalar& step,
   return fill_1d(n, opts, dtype::float32, [&](int64_t i) { return s + double(i) * st; });
 }
 
-tensor linspace(const scalar& start, const scalar& end, int64_t steps,
-                const tensor_options& opts) {
+tensor linspace(const scalar& start, const scalar& end, int64_t steps, const tensor_options& opts) {
   ACTORCH_CHECK(steps >= 0, "linspace: number of steps must be non-negative but got ", steps);
   const double s = start.to_double(), e = end.to_double();
   const double step = steps > 1 ? (e - s) / double(steps - 1) : 0.0;
@@ -201,8 +201,7 @@ namespace {
 class draws {
 public:
   draws(generator* gen, int64_t count)
-      : gen_(gen ? gen : &default_generator()),
-        seed_(gen_->get_state().seed),
+      : gen_(gen ? gen : &default_generator()), seed_(gen_->get_state().seed),
         counter_(gen_->reserve(uint64_t(count + 3) / 4)) {}
   uint32_t next() {
     if (i_ == 4) {

@@ -96,16 +96,15 @@ tensor as_tensor(const std::vector<T>& values, const shape_t& shape, const tenso
     data = values.data();
   }
   tensor src = from_blob(const_cast<elem*>(data), {int64_t(values.size())}, dtype_of<T>());
-  tensor out = empty({int64_t(values.size())},
-                     {.dtype = opts.dtype.value_or(dtype_of<T>()), .device = opts.device,
-                      .pin_memory = opts.pin_memory});
+  tensor out = empty({int64_t(values.size())}, {.dtype = opts.dtype.value_or(dtype_of<T>()),
+                                                .device = opts.device,
+                                                .pin_memory = opts.pin_memory});
   out.copy_(src);
   return out.view(shape);
 }
 
 namespace detail {
-template <class T>
-constexpr actorch::dtype literal_dtype() {
+template <class T> constexpr actorch::dtype literal_dtype() {
   if constexpr (std::is_same_v<T, bool>)
     return dtype::bool_;
   else if constexpr (std::is_same_v<T, double>)
@@ -118,16 +117,14 @@ constexpr actorch::dtype literal_dtype() {
 }
 } // namespace detail
 
-template <class T>
-tensor tensor_of(std::initializer_list<T> values, const tensor_options& opts) {
+template <class T> tensor tensor_of(std::initializer_list<T> values, const tensor_options& opts) {
   tensor_options o = opts;
   o.dtype = opts.dtype.value_or(detail::literal_dtype<T>());
   return as_tensor(std::vector<T>(values), {int64_t(values.size())}, o);
 }
 
 template <class T>
-tensor tensor_of(std::initializer_list<std::initializer_list<T>> rows,
-                 const tensor_options& opts) {
+tensor tensor_of(std::initializer_list<std::initializer_list<T>> rows, const tensor_options& opts) {
   std::vector<T> flat;
   const int64_t cols = rows.size() ? int64_t(rows.begin()->size()) : 0;
   for (const auto& row : rows) {

@@ -13,7 +13,9 @@ namespace kc = kernels::cpu;
 
 namespace {
 
-tensor at_least_1d(const tensor& t) { return t.dim() == 0 ? t.unsqueeze(0) : t; }
+tensor at_least_1d(const tensor& t) {
+  return t.dim() == 0 ? t.unsqueeze(0) : t;
+}
 
 kc::strided_view to_view(const tensor& t, const char* op) {
   ACTORCH_CHECK(t.dim() <= kernels::kMaxDims, op, ": tensors with more than ", kernels::kMaxDims,
@@ -39,8 +41,8 @@ void check_index_fits(const char* op, const tensor& index, const tensor& other,
     if (d == skip)
       continue;
     ACTORCH_CHECK(index.size(d) <= other.size(d), op, ": index shape ", shape_str(index.sizes()),
-                  " exceeds ", other_name, " shape ", shape_str(other.sizes()), " at dim ", d,
-                  " (", index.size(d), " > ", other.size(d), ")");
+                  " exceeds ", other_name, " shape ", shape_str(other.sizes()), " at dim ", d, " (",
+                  index.size(d), " > ", other.size(d), ")");
   }
 }
 
@@ -90,8 +92,8 @@ tensor gather(const tensor& t, int64_t dim, const tensor& index) {
   check_index_fits("gather", idx, self, "input", d);
   kc::check_index_range("gather", idx.data_ptr<int64_t>(), idx.numel(), d, self.size(d));
   tensor out = empty(index.sizes(), {.dtype = t.dtype()});
-  kc::gather(int64_t(t.element_size()), self.data_ptr(), to_view(self, "gather"),
-             out.data_ptr(), idx.data_ptr<int64_t>(), to_view(idx, "gather"), d);
+  kc::gather(int64_t(t.element_size()), self.data_ptr(), to_view(self, "gather"), out.data_ptr(),
+             idx.data_ptr<int64_t>(), to_view(idx, "gather"), d);
   return out;
 }
 

@@ -79,9 +79,9 @@ void check_operands(const char* op, const tensor& a, const tensor& b) {
 
 void check_dtypes(const char* op, const tensor& a, const tensor& b) {
   ACTORCH_CHECK(a.dtype() == b.dtype(), op,
-                ": expected mat1 and mat2 to have the same dtype, but got: ",
-                dtype_name(a.dtype()), " != ", dtype_name(b.dtype()), " (shapes ",
-                shape_str(a.sizes()), " and ", shape_str(b.sizes()), ")");
+                ": expected mat1 and mat2 to have the same dtype, but got: ", dtype_name(a.dtype()),
+                " != ", dtype_name(b.dtype()), " (shapes ", shape_str(a.sizes()), " and ",
+                shape_str(b.sizes()), ")");
   ACTORCH_CHECK(a.dtype() != dtype::bool_, op,
                 ": matrix products of bool tensors are not supported, as in PyTorch (shapes ",
                 shape_str(a.sizes()), " and ", shape_str(b.sizes()), ")");
@@ -147,8 +147,7 @@ tensor addmm(const tensor& input, const tensor& a, const tensor& b, const scalar
                 "numbers (got alpha ",
                 alpha.to_double(), ", beta ", beta.to_double(), ")");
   const shape_t shape{a.size(0), b.size(1)};
-  ACTORCH_CHECK(input.dim() <= 2 &&
-                    broadcast_shapes(input.sizes(), shape, "addmm") == shape,
+  ACTORCH_CHECK(input.dim() <= 2 && broadcast_shapes(input.sizes(), shape, "addmm") == shape,
                 "addmm: input of shape ", shape_str(input.sizes()),
                 " cannot be broadcast to the result's shape ", shape_str(shape), " (mat1 ",
                 mat_str(a), ", mat2 ", mat_str(b), ")");
@@ -164,8 +163,8 @@ tensor bmm(const tensor& a, const tensor& b) {
   check_operands("bmm", a, b);
   ACTORCH_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors but got shapes ",
                 shape_str(a.sizes()), " and ", shape_str(b.sizes()));
-  ACTORCH_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ (", a.size(0), " and ",
-                b.size(0), ") in shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()));
+  ACTORCH_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ (", a.size(0), " and ", b.size(0),
+                ") in shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()));
   ACTORCH_CHECK(a.size(2) == b.size(1), "bmm: batch1 and batch2 shapes cannot be multiplied (",
                 mat_str(a), " and ", mat_str(b), ": ", a.size(2), " != ", b.size(1), ")");
   check_dtypes("bmm", a, b);
@@ -177,8 +176,10 @@ tensor bmm(const tensor& a, const tensor& b) {
 tensor matmul(const tensor& a, const tensor& b) {
   check_operands("matmul", a, b);
   const int64_t da = a.dim(), db = b.dim();
-  ACTORCH_CHECK(da >= 1 && db >= 1, "matmul: both arguments need to be at least 1-D, but got "
-                "shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()));
+  ACTORCH_CHECK(da >= 1 && db >= 1,
+                "matmul: both arguments need to be at least 1-D, but got "
+                "shapes ",
+                shape_str(a.sizes()), " and ", shape_str(b.sizes()));
   const int64_t k = a.size(-1);
   const int64_t kb = db == 1 ? b.size(0) : b.size(-2);
   ACTORCH_CHECK(k == kb, "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
@@ -213,8 +214,8 @@ tensor matmul(const tensor& a, const tensor& b) {
     const int64_t sb = i < nb - batch_b.size() ? 1 : batch_b[i - (nb - batch_b.size())];
     ACTORCH_CHECK(sa == sb || sa == 1 || sb == 1, "matmul: the batch dims of shapes ",
                   shape_str(a.sizes()), " and ", shape_str(b.sizes()),
-                  " cannot be broadcast together (", shape_str(batch_a), " vs ",
-                  shape_str(batch_b), ")");
+                  " cannot be broadcast together (", shape_str(batch_a), " vs ", shape_str(batch_b),
+                  ")");
   }
   const shape_t batch = broadcast_shapes(batch_a, batch_b, "matmul");
   const int64_t m = a2.size(-2), n = b.size(-1);
@@ -233,8 +234,14 @@ tensor matmul(const tensor& a, const tensor& b) {
   return out.view(out_shape);
 }
 
-tensor tensor::matmul(const tensor& other) const { return actorch::matmul(*this, other); }
-tensor tensor::mm(const tensor& other) const { return actorch::mm(*this, other); }
-tensor tensor::bmm(const tensor& other) const { return actorch::bmm(*this, other); }
+tensor tensor::matmul(const tensor& other) const {
+  return actorch::matmul(*this, other);
+}
+tensor tensor::mm(const tensor& other) const {
+  return actorch::mm(*this, other);
+}
+tensor tensor::bmm(const tensor& other) const {
+  return actorch::bmm(*this, other);
+}
 
 } // namespace actorch

@@ -10,7 +10,9 @@ namespace actorch {
 namespace {
 
 // PyTorch's legacy rule: a 1-D tensor of shape [0] joins any cat, whatever the others' shapes.
-bool is_legacy_empty(const tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
+bool is_legacy_empty(const tensor& t) {
+  return t.dim() == 1 && t.size(0) == 0;
+}
 
 } // namespace
 
@@ -39,15 +41,18 @@ tensor cat(const std::vector<tensor>& tensors, int64_t dim) {
     const tensor& t = tensors[i];
     if (is_legacy_empty(t))
       continue;
-    ACTORCH_CHECK(t.dim() == r.dim(), "cat: tensors must have the same number of dims, but the "
-                  "tensor at position ", i, " has shape ", shape_str(t.sizes()),
-                  " and the tensor at position ", ref, " has shape ", shape_str(r.sizes()));
+    ACTORCH_CHECK(t.dim() == r.dim(),
+                  "cat: tensors must have the same number of dims, but the "
+                  "tensor at position ",
+                  i, " has shape ", shape_str(t.sizes()), " and the tensor at position ", ref,
+                  " has shape ", shape_str(r.sizes()));
     for (int64_t k = 0; k < r.dim(); ++k)
-      ACTORCH_CHECK(k == d || t.size(k) == r.size(k), "cat: sizes of tensors must match except "
-                    "in dim ", d, ": expected size ", r.size(k), " but got size ", t.size(k),
-                    " in dim ", k, " for the tensor at position ", i, " (shape ",
-                    shape_str(t.sizes()), "; the tensor at position ", ref, " has shape ",
-                    shape_str(r.sizes()), ")");
+      ACTORCH_CHECK(k == d || t.size(k) == r.size(k),
+                    "cat: sizes of tensors must match except "
+                    "in dim ",
+                    d, ": expected size ", r.size(k), " but got size ", t.size(k), " in dim ", k,
+                    " for the tensor at position ", i, " (shape ", shape_str(t.sizes()),
+                    "; the tensor at position ", ref, " has shape ", shape_str(r.sizes()), ")");
     total += t.size(d);
   }
   shape[size_t(d)] = total;
@@ -71,9 +76,11 @@ tensor stack(const std::vector<tensor>& tensors, int64_t dim) {
   std::vector<tensor> parts;
   parts.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
-    ACTORCH_CHECK(tensors[i].sizes() == first.sizes(), "stack: expects each tensor to be equal "
-                  "size, but got ", shape_str(first.sizes()), " at position 0 and ",
-                  shape_str(tensors[i].sizes()), " at position ", i);
+    ACTORCH_CHECK(tensors[i].sizes() == first.sizes(),
+                  "stack: expects each tensor to be equal "
+                  "size, but got ",
+                  shape_str(first.sizes()), " at position 0 and ", shape_str(tensors[i].sizes()),
+                  " at position ", i);
     parts.push_back(tensors[i].unsqueeze(d));
   }
   return cat(parts, d);

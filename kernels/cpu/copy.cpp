@@ -8,8 +8,7 @@ namespace actorch::kernels::cpu {
 
 namespace {
 
-template <class D, class S>
-inline D convert(S v) {
+template <class D, class S> inline D convert(S v) {
   if constexpr (std::is_same_v<D, bool>)
     return static_cast<compute_t<S>>(v) != compute_t<S>(0);
   else if constexpr (std::is_same_v<D, S>)
@@ -18,8 +17,7 @@ inline D convert(S v) {
     return static_cast<D>(static_cast<compute_t<D>>(static_cast<compute_t<S>>(v)));
 }
 
-template <class D, class S>
-void copy_typed(const strided_loop<2>& loop) {
+template <class D, class S> void copy_typed(const strided_loop<2>& loop) {
   for_each_row(loop, [](char** p, const int64_t* s, int64_t n) {
     auto* out = reinterpret_cast<D*>(p[0]);
     const auto* in = reinterpret_cast<const S*>(p[1]);

@@ -13,12 +13,10 @@ namespace actorch::kernels::cpu {
 
 namespace {
 
-template <class T>
-using C = compute_t<T>;
+template <class T> using C = compute_t<T>;
 
 // Rows of out = f(in) with both operands of type T (out type O).
-template <class O, class T, class F>
-void map1(const strided_loop<2>& loop, F f) {
+template <class O, class T, class F> void map1(const strided_loop<2>& loop, F f) {
   for_each_row(loop, [&f](char** p, const int64_t* s, int64_t n) {
     O* out = reinterpret_cast<O*>(p[0]);
     const T* in = reinterpret_cast<const T*>(p[1]);
@@ -35,8 +33,7 @@ void map1(const strided_loop<2>& loop, F f) {
 
 // Rows of out = f(a, b), with fast paths for contiguous operands and a broadcast scalar on
 // either side (the common `t * 2` and bias-add shapes).
-template <class O, class T, class F>
-void map2(const strided_loop<3>& loop, F f) {
+template <class O, class T, class F> void map2(const strided_loop<3>& loop, F f) {
   for_each_row(loop, [&f](char** p, const int64_t* s, int64_t n) {
     O* out = reinterpret_cast<O*>(p[0]);
     const T* a = reinterpret_cast<const T*>(p[1]);
@@ -62,22 +59,19 @@ void map2(const strided_loop<3>& loop, F f) {
   });
 }
 
-template <class V>
-inline V wrap_add(V a, V b) {
+template <class V> inline V wrap_add(V a, V b) {
   if constexpr (std::is_integral_v<V> && std::is_signed_v<V>)
     return V(std::make_unsigned_t<V>(a) + std::make_unsigned_t<V>(b));
   else
     return a + b;
 }
-template <class V>
-inline V wrap_sub(V a, V b) {
+template <class V> inline V wrap_sub(V a, V b) {
   if constexpr (std::is_integral_v<V> && std::is_signed_v<V>)
     return V(std::make_unsigned_t<V>(a) - std::make_unsigned_t<V>(b));
   else
     return a - b;
 }
-template <class V>
-inline V wrap_mul(V a, V b) {
+template <class V> inline V wrap_mul(V a, V b) {
   if constexpr (std::is_integral_v<V> && std::is_signed_v<V>)
     return V(std::make_unsigned_t<V>(a) * std::make_unsigned_t<V>(b));
   else
@@ -85,8 +79,7 @@ inline V wrap_mul(V a, V b) {
 }
 
 // Integer power by squaring; negative exponents are rejected, as PyTorch does.
-template <class V>
-V int_pow(V base, V exp) {
+template <class V> V int_pow(V base, V exp) {
   if constexpr (std::is_signed_v<V>)
     ACTORCH_CHECK(exp >= 0, "pow: integers to negative integer powers are not allowed (got ",
                   int64_t(exp), ")");
@@ -116,9 +109,7 @@ void unary_typed(unary_op op, const strided_loop<2>& loop, const scalar* lo, con
     else
       map1<T, T>(loop, [](V x) { return std::abs(x); });
     return;
-  case unary_op::relu:
-    map1<T, T>(loop, [](V x) { return x > V(0) ? x : V(0); });
-    return;
+  case unary_op::relu: map1<T, T>(loop, [](V x) { return x > V(0) ? x : V(0); }); return;
   case unary_op::clamp: {
     const bool has_lo = lo != nullptr, has_hi = hi != nullptr;
     const V l = has_lo ? lo->to<V>() : V(0), h = has_hi ? hi->to<V>() : V(0);
@@ -225,8 +216,7 @@ void binary_typed(binary_op op, const strided_loop<3>& loop, const scalar& alpha
 
 } // namespace
 
-void unary(unary_op op, dtype t, const strided_loop<2>& loop, const scalar* lo,
-           const scalar* hi) {
+void unary(unary_op op, dtype t, const strided_loop<2>& loop, const scalar* lo, const scalar* hi) {
   dispatch(t, [&]<class T>() { unary_typed<T>(op, loop, lo, hi); });
 }
 

@@ -19,7 +19,9 @@ void unary(unary_op op, dtype t, const strided_loop<2>& loop, const scalar* lo =
 
 enum class binary_op { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge };
 
-inline bool is_comparison(binary_op op) { return op >= binary_op::eq; }
+inline bool is_comparison(binary_op op) {
+  return op >= binary_op::eq;
+}
 
 /// out = a op b; add and sub compute a + alpha * b and a - alpha * b.
 /// loop: out (t, or bool for comparisons), a (t), b (t).

@@ -21,27 +21,23 @@ namespace {
 // a row of accumulators stays in registers / L1 while the k loop streams over the panel.
 constexpr int64_t kBlockN = 64;
 
-template <class T>
-using gemm_acc_t = std::conditional_t<is_floating_v<T>, double, uint64_t>;
+template <class T> using gemm_acc_t = std::conditional_t<is_floating_v<T>, double, uint64_t>;
 
-template <class T>
-gemm_acc_t<T> to_acc(T v) {
+template <class T> gemm_acc_t<T> to_acc(T v) {
   if constexpr (is_floating_v<T>)
     return double(static_cast<compute_t<T>>(v));
   else
     return static_cast<uint64_t>(static_cast<int64_t>(v)); // sign-extend, then wrap
 }
 
-template <class T>
-T from_acc(gemm_acc_t<T> v) {
+template <class T> T from_acc(gemm_acc_t<T> v) {
   if constexpr (is_floating_v<T>)
     return static_cast<T>(static_cast<compute_t<T>>(v));
   else
     return static_cast<T>(v); // modulo 2^bits (C++20)
 }
 
-template <class T>
-gemm_acc_t<T> scalar_acc(const scalar& s) {
+template <class T> gemm_acc_t<T> scalar_acc(const scalar& s) {
   if constexpr (is_floating_v<T>)
     return s.to_double();
   else
@@ -50,8 +46,7 @@ gemm_acc_t<T> scalar_acc(const scalar& s) {
 
 // C = beta * C (C = 0 when beta == 0, without reading C): the whole result when k == 0 or
 // alpha == 0.
-template <class T>
-void scale_c(int64_t m, int64_t n, const scalar& beta, T* c, int64_t ldc) {
+template <class T> void scale_c(int64_t m, int64_t n, const scalar& beta, T* c, int64_t ldc) {
   const bool zero = beta.to_double() == 0.0;
   const auto b = scalar_acc<T>(beta);
   for (int64_t i = 0; i < m; ++i)
@@ -101,7 +96,9 @@ bool fits_blas_int(std::initializer_list<int64_t> values) {
   return std::all_of(values.begin(), values.end(), [](int64_t v) { return v <= INT_MAX; });
 }
 
-CBLAS_TRANSPOSE blas_trans(const gemm_operand& x) { return x.trans ? CblasTrans : CblasNoTrans; }
+CBLAS_TRANSPOSE blas_trans(const gemm_operand& x) {
+  return x.trans ? CblasTrans : CblasNoTrans;
+}
 
 } // namespace
 
@@ -116,8 +113,8 @@ void gemm(dtype t, int64_t m, int64_t n, int64_t k, const scalar& alpha, const g
     dispatch(t, [&]<class T>() { scale_c(m, n, beta, static_cast<T*>(c), ldc); });
     return;
   }
-  const bool blas = (t == dtype::float32 || t == dtype::float64) &&
-                    fits_blas_int({m, n, k, a.ld, b.ld, ldc});
+  const bool blas =
+      (t == dtype::float32 || t == dtype::float64) && fits_blas_int({m, n, k, a.ld, b.ld, ldc});
   if (blas && t == dtype::float32) {
     cblas_sgemm(CblasRowMajor, blas_trans(a), blas_trans(b), int(m), int(n), int(k),
                 float(alpha.to_double()), static_cast<const float*>(a.data), int(a.ld),
@@ -129,15 +126,14 @@ void gemm(dtype t, int64_t m, int64_t n, int64_t k, const scalar& alpha, const g
                 static_cast<const double*>(b.data), int(b.ld), beta.to_double(),
                 static_cast<double*>(c), int(ldc));
   } else {
-    dispatch(t, [&]<class T>() {
-      gemm_loop<T>(m, n, k, alpha, a, b, beta, static_cast<T*>(c), ldc);
-    });
+    dispatch(t,
+             [&]<class T>() { gemm_loop<T>(m, n, k, alpha, a, b, beta, static_cast<T*>(c), ldc); });
   }
 }
 
 void gemm_batched(dtype t, int64_t batch, int64_t m, int64_t n, int64_t k, const scalar& alpha,
-                  const gemm_operand& a, int64_t stride_a, const gemm_operand& b,
-                  int64_t stride_b, const scalar& beta, void* c, int64_t ldc, int64_t stride_c) {
+                  const gemm_operand& a, int64_t stride_a, const gemm_operand& b, int64_t stride_b,
+                  const scalar& beta, void* c, int64_t ldc, int64_t stride_c) {
   const int64_t es = int64_t(element_size(t));
   for (int64_t i = 0; i < batch; ++i) {
     gemm_operand ai = a, bi = b;

@@ -29,7 +29,7 @@ void gemm(dtype t, int64_t m, int64_t n, int64_t k, const scalar& alpha, const g
 /// `batch` independent gemms; matrix i of each operand starts stride_* elements after matrix
 /// i - 1. stride_a or stride_b may be 0 (a matrix broadcast over the batch); stride_c may not.
 void gemm_batched(dtype t, int64_t batch, int64_t m, int64_t n, int64_t k, const scalar& alpha,
-                  const gemm_operand& a, int64_t stride_a, const gemm_operand& b,
-                  int64_t stride_b, const scalar& beta, void* c, int64_t ldc, int64_t stride_c);
+                  const gemm_operand& a, int64_t stride_a, const gemm_operand& b, int64_t stride_b,
+                  const scalar& beta, void* c, int64_t ldc, int64_t stride_c);
 
 } // namespace actorch::kernels::cpu

@@ -44,8 +44,7 @@ void for_each_index_row(const strided_view& shape, const int64_t (&st)[K][kMaxDi
 }
 
 // Moves one element of S bytes (memcpy of a constant size compiles to a plain load/store).
-template <size_t S>
-inline void move_elem(char* dst, const char* src) {
+template <size_t S> inline void move_elem(char* dst, const char* src) {
   std::memcpy(dst, src, S);
 }
 
@@ -68,8 +67,8 @@ void gather_sized(const char* in, const strided_view& in_st, char* out, const in
 
 template <class T>
 void scatter_add_typed(T* out, const strided_view& out_view, const T* src,
-                       const strided_view& src_st, const int64_t* index,
-                       const strided_view& shape, int64_t dim) {
+                       const strided_view& src_st, const int64_t* index, const strided_view& shape,
+                       int64_t dim) {
   using C = compute_t<T>;
   int64_t st[2][kMaxDims] = {};
   for (int d = 0; d < shape.ndim; ++d) {
@@ -90,14 +89,13 @@ void scatter_add_typed(T* out, const strided_view& out_view, const T* src,
 
 } // namespace
 
-void check_index_range(const char* op, const int64_t* index, int64_t n, int64_t dim,
-                       int64_t size) {
+void check_index_range(const char* op, const int64_t* index, int64_t n, int64_t dim, int64_t size) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = index[i];
-    ACTORCH_CHECK(v >= 0 && v < size, op, ": index ", v, " is out of bounds for dim ", dim,
-                  " with size ", size,
-                  size > 0 ? detail::concat(" (expected an index in [0, ", size - 1, "])")
-                           : std::string(" (the dim is empty: no index is valid)"));
+    ACTORCH_CHECK(v >= 0 && v<size, op, ": index ", v, " is out of bounds for dim ", dim,
+                              " with size ", size, size> 0
+                      ? detail::concat(" (expected an index in [0, ", size - 1, "])")
+                      : std::string(" (the dim is empty: no index is valid)"));
   }
 }
 

@@ -12,8 +12,7 @@ namespace actorch::kernels::cpu {
 
 /// Throws naming `op`, the first index outside [0, size) and the valid range ("index 5 is out
 /// of bounds for dim 1 with size 3"). Negative indices are rejected too.
-void check_index_range(const char* op, const int64_t* index, int64_t n, int64_t dim,
-                       int64_t size);
+void check_index_range(const char* op, const int64_t* index, int64_t n, int64_t dim, int64_t size);
 
 /// in is (outer, in_size, inner) and out is (outer, n, inner), both contiguous, elements of
 /// `esize` bytes; out[o, j, i] = in[o, index[j], i]. @pre index values in [0, in_size).

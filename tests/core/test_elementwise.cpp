@@ -50,8 +50,9 @@ TEST_CASE("unary math matches the C library", "[core][elementwise]") {
   CHECK(values_of(relu(x)) == std::vector<double>{0, 0, 0, 1.5});
   CHECK(close(values_of(exp(x)), {std::exp(-2.0), std::exp(-0.5), 1, std::exp(1.5)}, 1e-15));
   CHECK(close(values_of(tanh(x)), {std::tanh(-2.0), std::tanh(-0.5), 0, std::tanh(1.5)}, 1e-15));
-  CHECK(close(values_of(sigmoid(x)), {1 / (1 + std::exp(2.0)), 1 / (1 + std::exp(0.5)), 0.5,
-                                      1 / (1 + std::exp(-1.5))}, 1e-15));
+  CHECK(close(values_of(sigmoid(x)),
+              {1 / (1 + std::exp(2.0)), 1 / (1 + std::exp(0.5)), 0.5, 1 / (1 + std::exp(-1.5))},
+              1e-15));
   CHECK(values_of(clamp(x, -1.0, 1.0)) == std::vector<double>{-1, -0.5, 0, 1});
   CHECK(values_of(x.clamp_min(0.0)) == std::vector<double>{0, 0, 0, 1.5});
   CHECK(values_of(x.clamp_max(-1)) == std::vector<double>{-2, -1, -1, -1});
@@ -89,28 +90,27 @@ TEST_CASE("broadcasting follows numpy's rules", "[core][elementwise]") {
   CHECK((zeros({2, 1, 3}) + zeros({4, 1})).sizes() == shape_t{2, 4, 3});
   CHECK((zeros({0, 3}) + zeros({3})).sizes() == shape_t{0, 3});
   CHECK((scalar_tensor(1.0) + scalar_tensor(2.0)).dim() == 0);
-  REQUIRE_THROWS_WITH(zeros({2, 3}) + zeros({4}),
-                      Contains("add: shapes [2, 3] and [4] cannot be broadcast together (dim -1: 3 vs 4)"));
+  REQUIRE_THROWS_WITH(
+      zeros({2, 3}) + zeros({4}),
+      Contains("add: shapes [2, 3] and [4] cannot be broadcast together (dim -1: 3 vs 4)"));
   REQUIRE_THROWS_WITH(mul(zeros({2, 3}), zeros({3, 2})), Contains("mul: shapes [2, 3] and [3, 2]"));
 }
 
 TEST_CASE("non-contiguous inputs give the same values as contiguous ones", "[core][elementwise]") {
   tensor m = arange(12, {.dtype = dtype::float32}).view({3, 4});
-  tensor t = m.t();                // strides [1, 4]
+  tensor t = m.t();                     // strides [1, 4]
   tensor stepped = m.slice(1, 0, 4, 2); // strides [4, 2]
   CHECK(values_of(t + t) == values_of(t.contiguous() * 2));
-  CHECK(values_of(stepped * stepped) ==
-        std::vector<double>{0, 4, 16, 36, 64, 100});
-  CHECK(values_of(m.select(1, 1).exp()) ==
-        values_of(tensor_of({1.0, 5.0, 9.0}).exp()));
+  CHECK(values_of(stepped * stepped) == std::vector<double>{0, 4, 16, 36, 64, 100});
+  CHECK(values_of(m.select(1, 1).exp()) == values_of(tensor_of({1.0, 5.0, 9.0}).exp()));
 }
 
 TEST_CASE("type promotion follows torch.result_type", "[core][elementwise]") {
   tensor i32 = tensor_of({1, 2}, {.dtype = dtype::int32});
   tensor u8 = tensor_of({1, 2}, {.dtype = dtype::uint8});
   tensor f16 = tensor_of({1.0, 2.0}, {.dtype = dtype::float16});
-  CHECK((i32 + 2).dtype() == dtype::int32);             // int number keeps the tensor's type
-  CHECK((i32 + 2.5).dtype() == dtype::float32);         // float number: default float
+  CHECK((i32 + 2).dtype() == dtype::int32);     // int number keeps the tensor's type
+  CHECK((i32 + 2.5).dtype() == dtype::float32); // float number: default float
   CHECK((u8 + 300).dtype() == dtype::uint8);
   CHECK((f16 * 2.5).dtype() == dtype::float16);
   CHECK((i32 + scalar_tensor(int64_t(1))).dtype() == dtype::int32); // 0-dim of the same category
@@ -119,8 +119,9 @@ TEST_CASE("type promotion follows torch.result_type", "[core][elementwise]") {
   CHECK((i32 + u8).dtype() == dtype::int32);
   CHECK((u8 + tensor_of({1}, {.dtype = dtype::int8})).dtype() == dtype::int32);
   CHECK((tensor_of({true}) + 1).dtype() == dtype::int64);
-  CHECK((i32 / i32).dtype() == dtype::float32);         // true division
-  CHECK(values_of(i32 / tensor_of({2, 4}, {.dtype = dtype::int32})) == std::vector<double>{0.5, 0.5});
+  CHECK((i32 / i32).dtype() == dtype::float32); // true division
+  CHECK(values_of(i32 / tensor_of({2, 4}, {.dtype = dtype::int32})) ==
+        std::vector<double>{0.5, 0.5});
   CHECK((f16 + zeros({2}, {.dtype = dtype::bfloat16})).dtype() == dtype::float32);
 }
 
@@ -129,7 +130,8 @@ TEST_CASE("integer arithmetic wraps and rejects negative powers", "[core][elemen
   CHECK((big + 1).item<int64_t>() == INT32_MIN);
   CHECK((tensor_of({250}, {.dtype = dtype::uint8}) + 10).item<int>() == 4);
   CHECK(values_of(pow(tensor_of({2, 3}), 3)) == std::vector<double>{8, 27});
-  REQUIRE_THROWS_WITH(pow(tensor_of({2}), -1), Contains("integers to negative integer powers are not allowed"));
+  REQUIRE_THROWS_WITH(pow(tensor_of({2}), -1),
+                      Contains("integers to negative integer powers are not allowed"));
   CHECK(values_of(abs(tensor_of({-3, 4}, {.dtype = dtype::int8}))) == std::vector<double>{3, 4});
 }
 
@@ -155,16 +157,20 @@ TEST_CASE("in-place ops write through views and check their output type", "[core
   a /= 2;
   CHECK(values_of(a) == std::vector<double>{0, 0, 0, 1, 2, 3});
   a.relu_().sqrt_();
-  CHECK(values_of(a) == values_of(tensor_of({0.0, 0.0, 0.0, 1.0, std::sqrt(2.0), std::sqrt(3.0)}).view({2, 3})));
+  CHECK(values_of(a) ==
+        values_of(tensor_of({0.0, 0.0, 0.0, 1.0, std::sqrt(2.0), std::sqrt(3.0)}).view({2, 3})));
 
   tensor i = tensor_of({1, 2, 3});
   i.add_(1).mul_(tensor_of({2}));
   CHECK(values_of(i) == std::vector<double>{4, 6, 8});
-  REQUIRE_THROWS_WITH(i.add_(0.5), Contains("add: result type float32 can't be cast to the desired output type int64"));
+  REQUIRE_THROWS_WITH(
+      i.add_(0.5),
+      Contains("add: result type float32 can't be cast to the desired output type int64"));
   REQUIRE_THROWS_WITH(i.div_(2), Contains("div: result type float32 can't be cast"));
   REQUIRE_THROWS_WITH(i.exp_(), Contains("exp_: result type float32 can't be cast"));
-  REQUIRE_THROWS_WITH(zeros({3}).add_(zeros({2, 3})),
-                      Contains("add_: the result's shape [2, 3] differs from the in-place target's shape [3]"));
+  REQUIRE_THROWS_WITH(
+      zeros({3}).add_(zeros({2, 3})),
+      Contains("add_: the result's shape [2, 3] differs from the in-place target's shape [3]"));
   SECTION("an input overlapping the output through another layout is read before written") {
     tensor v = arange(4, {.dtype = dtype::float32}).view({2, 2});
     v.add_(v.t()); // [[0,1],[2,3]] + [[0,2],[1,3]]

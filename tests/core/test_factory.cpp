@@ -42,7 +42,8 @@ TEST_CASE("tensors from data infer dtypes as torch.tensor does", "[core][factory
   CHECK(m.sizes() == shape_t{2, 3});
   CHECK(m[1][0].item<int>() == 4);
   CHECK(as_tensor(std::vector<double>{1, 2}).dtype() == dtype::float64);
-  CHECK(as_tensor(std::vector<bool>{true, false, true}, {3}).str() == "tensor([ True, False,  True])");
+  CHECK(as_tensor(std::vector<bool>{true, false, true}, {3}).str() ==
+        "tensor([ True, False,  True])");
   CHECK(as_tensor(std::vector<float>{1, 2, 3, 4}, {2, 2}).sizes() == shape_t{2, 2});
   REQUIRE_THROWS_WITH(tensor_of({{1, 2}, {3}}), Contains("rows have different lengths"));
 }
@@ -63,7 +64,8 @@ TEST_CASE("ranges match torch's endpoints and lengths", "[core][factory]") {
   CHECK(values_of(eye(2)) == std::vector<double>{1, 0, 0, 1});
   REQUIRE_THROWS_WITH(arange(0, 5, 0), Contains("arange: step must be nonzero"));
   REQUIRE_THROWS_WITH(arange(5, 0, 1), Contains("inconsistent with the step's sign"));
-  REQUIRE_THROWS_WITH(linspace(0, 1, -1), Contains("number of steps must be non-negative but got -1"));
+  REQUIRE_THROWS_WITH(linspace(0, 1, -1),
+                      Contains("number of steps must be non-negative but got -1"));
 }
 
 TEST_CASE("seeded generators give reproducible streams", "[core][factory][random]") {
@@ -117,8 +119,10 @@ TEST_CASE("random values have the right ranges and moments", "[core][factory][ra
   auto p = values_of(randperm(50, {}, &g));
   std::sort(p.begin(), p.end());
   CHECK(p == values_of(arange(50)));
-  REQUIRE_THROWS_WITH(randint(3, 3, {1}), Contains("randint: expected low < high but got low=3, high=3"));
-  REQUIRE_THROWS_WITH(rand({2}, {.dtype = dtype::int32}), Contains("rand: expected a floating point dtype but got int32"));
+  REQUIRE_THROWS_WITH(randint(3, 3, {1}),
+                      Contains("randint: expected low < high but got low=3, high=3"));
+  REQUIRE_THROWS_WITH(rand({2}, {.dtype = dtype::int32}),
+                      Contains("rand: expected a floating point dtype but got int32"));
   REQUIRE_THROWS_WITH(normal(0, -1, {2}), Contains("normal: std must be >= 0"));
 }
 

@@ -18,7 +18,9 @@ std::vector<double> values_of(const tensor& t) {
 }
 
 // [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]]
-tensor grid() { return arange(1, 13).view({3, 4}); }
+tensor grid() {
+  return arange(1, 13).view({3, 4});
+}
 
 } // namespace
 
@@ -48,8 +50,7 @@ TEST_CASE("index_select reads strided inputs and keeps every dtype", "[core][ind
   CHECK(values_of(index_select(tt, 0, tensor_of({1, 3}))) ==
         std::vector<double>{2, 6, 10, 4, 8, 12});
   const tensor stepped = grid().slice(1, 0, 4, 2); // [[1, 3], [5, 7], [9, 11]]
-  CHECK(values_of(index_select(stepped, 0, tensor_of({2, 1}))) ==
-        std::vector<double>{9, 11, 5, 7});
+  CHECK(values_of(index_select(stepped, 0, tensor_of({2, 1}))) == std::vector<double>{9, 11, 5, 7});
   // A 3-D tensor along its middle dim, against a loop: x[a][b][c] = 12a + 4b + c.
   const tensor x = arange(24).view({2, 3, 4});
   const std::vector<int64_t> idx{2, 0, 1, 2};
@@ -73,8 +74,7 @@ TEST_CASE("index_select reads strided inputs and keeps every dtype", "[core][ind
   CHECK(s.item<double>() == 5.0);
 }
 
-TEST_CASE("index_select rejects bad indices with the value and the valid range",
-          "[core][index]") {
+TEST_CASE("index_select rejects bad indices with the value and the valid range", "[core][index]") {
   const tensor t = grid();
   REQUIRE_THROWS_WITH(index_select(t, 0, tensor_of({0, 3})),
                       Contains("index_select: index 3 is out of bounds for dim 0 with size 3 "
@@ -181,15 +181,15 @@ TEST_CASE("scatter_add adds src at the indexed positions", "[core][index]") {
   const tensor z = zeros({3, 5});
   const tensor out = scatter_add(z, 0, index, src);
   CHECK(out.sizes() == shape_t{3, 5});
-  CHECK(values_of(out) ==
-        std::vector<double>{1, 7, 8, 4, 5, 0, 2, 0, 9, 0, 6, 0, 3, 0, 10});
+  CHECK(values_of(out) == std::vector<double>{1, 7, 8, 4, 5, 0, 2, 0, 9, 0, 6, 0, 3, 0, 10});
   CHECK(values_of(z) == std::vector<double>(15, 0.0)); // the input is not modified
   CHECK(values_of(scatter_add(ones({3, 5}), 0, index, src)) ==
         std::vector<double>{2, 8, 9, 5, 6, 1, 3, 1, 10, 1, 7, 1, 4, 1, 11});
 
   // Along dim 1 with repeated indices: out[i][index[i][j]] += src[i][j].
-  const tensor dup = scatter_add(zeros({2, 3}, {.dtype = dtype::int64}), 1,
-                                 tensor_of({{0, 0, 2}, {1, 1, 1}}), tensor_of({{1, 2, 3}, {4, 5, 6}}));
+  const tensor dup =
+      scatter_add(zeros({2, 3}, {.dtype = dtype::int64}), 1, tensor_of({{0, 0, 2}, {1, 1, 1}}),
+                  tensor_of({{1, 2, 3}, {4, 5, 6}}));
   CHECK(dup.dtype() == dtype::int64);
   CHECK(values_of(dup) == std::vector<double>{3, 0, 3, 0, 15, 0});
 
@@ -219,9 +219,10 @@ TEST_CASE("scatter_add rejects bad indices, shapes and dtypes", "[core][index]")
                                "(expected an index in [0, 2])"));
   REQUIRE_THROWS_WITH(scatter_add(z, 0, tensor_of({{0, -1}}), src),
                       Contains("scatter_add: index -1 is out of bounds for dim 0 with size 3"));
-  REQUIRE_THROWS_WITH(scatter_add(z, 0, tensor_of({{0, 1}}), ones({2, 5}, {.dtype = dtype::float64})),
-                      Contains("scatter_add: expected src to have the input's dtype float32 but "
-                               "got float64"));
+  REQUIRE_THROWS_WITH(
+      scatter_add(z, 0, tensor_of({{0, 1}}), ones({2, 5}, {.dtype = dtype::float64})),
+      Contains("scatter_add: expected src to have the input's dtype float32 but "
+               "got float64"));
   REQUIRE_THROWS_WITH(scatter_add(z, 0, tensor_of({{0, 1, 2, 0, 0}}), ones({2, 4})),
                       Contains("scatter_add: index shape [1, 5] exceeds src shape [2, 4] at dim 1 "
                                "(5 > 4)"));

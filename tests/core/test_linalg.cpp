@@ -109,14 +109,14 @@ TEST_CASE("mm accepts transposed, sliced and expanded operands", "[core][linalg]
     const tensor base = pattern({6, 8}, t);
     const tensor other = pattern({8, 6}, t, 2);
     // Transposed (column-contiguous) operands pass to BLAS with the transpose flag.
-    const tensor at = base.t(); // (8,6), stride (1, 8)
+    const tensor at = base.t();  // (8,6), stride (1, 8)
     const tensor bt = other.t(); // (6,8)
     CHECK(values_of(mm(at, bt)) == naive_matmul(at, bt));
     // Rows sliced with a step keep a leading dim of 16.
     const tensor rows = base.slice(0, 0, 6, 2); // (3,8), stride (16,1)
     CHECK(values_of(mm(rows, other)) == naive_matmul(rows, other));
     // Columns sliced with a step need a copy.
-    const tensor cols = base.slice(1, 1, 8, 2); // (6,4), stride (8,2)
+    const tensor cols = base.slice(1, 1, 8, 2);       // (6,4), stride (8,2)
     const tensor half_rows = other.slice(0, 0, 8, 2); // (4,6)
     CHECK(values_of(mm(cols, half_rows)) == naive_matmul(cols, half_rows));
     CHECK(values_of(mm(half_rows.t(), cols.t())) == naive_matmul(half_rows.t(), cols.t()));
@@ -125,7 +125,7 @@ TEST_CASE("mm accepts transposed, sliced and expanded operands", "[core][linalg]
     const tensor col = pattern({8}, t, 3).unsqueeze(1).expand({8, 4});
     CHECK(values_of(mm(row, col)) == naive_matmul(row, col));
     // A window inside a larger matrix: leading dim 8 and a storage offset.
-    const tensor wa = base.narrow(0, 1, 4).narrow(1, 2, 5); // (4,5)
+    const tensor wa = base.narrow(0, 1, 4).narrow(1, 2, 5);  // (4,5)
     const tensor wb = other.narrow(0, 3, 5).narrow(1, 1, 3); // (5,3)
     CHECK(values_of(mm(wa, wb)) == naive_matmul(wa, wb));
     // Vectors viewed as (n,1) and (1,n) matrices with strides that BLAS never reads.
@@ -185,8 +185,7 @@ TEST_CASE("addmm scales and adds a broadcast input", "[core][linalg]") {
   // Integers: 3 * input + 2 * (a @ b).
   const tensor ai = tensor_of({{1, 2}, {3, 4}});
   const tensor bi = tensor_of({{5, 6}, {7, 8}});
-  CHECK(values_of(addmm(tensor_of({1, 2}), ai, bi, 3, 2)) ==
-        std::vector<double>{41, 50, 89, 106});
+  CHECK(values_of(addmm(tensor_of({1, 2}), ai, bi, 3, 2)) == std::vector<double>{41, 50, 89, 106});
 }
 
 TEST_CASE("addmm with beta 0 ignores NaNs in the input", "[core][linalg]") {
@@ -339,8 +338,9 @@ TEST_CASE("matrix products reject mismatched shapes, ranks and dtypes", "[core][
   REQUIRE_THROWS_WITH(mm(a23, ones({3, 2}, {.dtype = dtype::float64})),
                       Contains("mm: expected mat1 and mat2 to have the same dtype, but got: "
                                "float32 != float64"));
-  REQUIRE_THROWS_WITH(mm(ones({2, 2}, {.dtype = dtype::bool_}), ones({2, 2}, {.dtype = dtype::bool_})),
-                      Contains("mm: matrix products of bool tensors are not supported"));
+  REQUIRE_THROWS_WITH(
+      mm(ones({2, 2}, {.dtype = dtype::bool_}), ones({2, 2}, {.dtype = dtype::bool_})),
+      Contains("mm: matrix products of bool tensors are not supported"));
   REQUIRE_THROWS_WITH(bmm(a23, ones({2, 3, 4})),
                       Contains("bmm: expected 3-D tensors but got shapes [2, 3] and [2, 3, 4]"));
   REQUIRE_THROWS_WITH(bmm(ones({2, 3, 4}), ones({3, 4, 5})),

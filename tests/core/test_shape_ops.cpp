@@ -28,8 +28,7 @@ TEST_CASE("cat joins tensors along an existing dim", "[core][shape]") {
   const tensor c = tensor_of({{10}, {11}});
   const tensor cols = cat({a, c, a}, 1);
   CHECK(cols.sizes() == shape_t{2, 7});
-  CHECK(values_of(cols) ==
-        std::vector<double>{1, 2, 3, 10, 1, 2, 3, 4, 5, 6, 11, 4, 5, 6});
+  CHECK(values_of(cols) == std::vector<double>{1, 2, 3, 10, 1, 2, 3, 4, 5, 6, 11, 4, 5, 6});
   CHECK(values_of(cat({a, c}, -1)) == std::vector<double>{1, 2, 3, 10, 4, 5, 6, 11});
   // A single tensor is copied, not aliased.
   const tensor single = cat({a});
@@ -64,9 +63,9 @@ TEST_CASE("cat promotes dtypes across its inputs", "[core][shape]") {
   CHECK(r.dtype() == dtype::float32);
   CHECK(values_of(r) == std::vector<double>{1, 2, 0.5});
   CHECK(cat({tensor_of({1}, {.dtype = dtype::int32}), tensor_of({2})}).dtype() == dtype::int64);
-  CHECK(cat({tensor_of({true}), tensor_of({3}, {.dtype = dtype::uint8})}).dtype() ==
-        dtype::uint8);
-  CHECK(cat({tensor_of({1.0}, {.dtype = dtype::float16}), tensor_of({2.0}, {.dtype = dtype::bfloat16})})
+  CHECK(cat({tensor_of({true}), tensor_of({3}, {.dtype = dtype::uint8})}).dtype() == dtype::uint8);
+  CHECK(cat({tensor_of({1.0}, {.dtype = dtype::float16}),
+             tensor_of({2.0}, {.dtype = dtype::bfloat16})})
             .dtype() == dtype::float32);
   CHECK(cat({tensor_of({1.0}), tensor_of({2.0}, {.dtype = dtype::float64})}).dtype() ==
         dtype::float64);

@@ -79,7 +79,8 @@ TEST_CASE("transpose, permute and t swap sizes and strides", "[core][tensor]") {
   REQUIRE_THROWS_WITH(a.permute({0, 0, 1}), Contains("permute: dim 0 repeats"));
   REQUIRE_THROWS_WITH(a.permute({0, 1}), Contains("permute: got 2 dims"));
   REQUIRE_THROWS_WITH(a.t(), Contains("t: expects a tensor with <= 2 dims but got 3"));
-  REQUIRE_THROWS_WITH(a.transpose(0, 3), Contains("dim 3 is out of range for a tensor with 3 dims"));
+  REQUIRE_THROWS_WITH(a.transpose(0, 3),
+                      Contains("dim 3 is out of range for a tensor with 3 dims"));
 }
 
 TEST_CASE("narrow, select and slice address the right elements", "[core][tensor]") {
@@ -88,9 +89,11 @@ TEST_CASE("narrow, select and slice address the right elements", "[core][tensor]
   CHECK(values_of(a.select(1, -1)) == std::vector<int64_t>{4, 9, 14, 19});
   CHECK(a.select(0, 2).storage_offset() == 10);
   CHECK(values_of(a.slice(1, 0, 5, 2)[1]) == std::vector<int64_t>{5, 7, 9});
-  CHECK(values_of(a.slice(0, -2, 100)) == std::vector<int64_t>{10, 11, 12, 13, 14, 15, 16, 17, 18, 19});
+  CHECK(values_of(a.slice(0, -2, 100)) ==
+        std::vector<int64_t>{10, 11, 12, 13, 14, 15, 16, 17, 18, 19});
   CHECK(a.slice(0, 3, 1).sizes() == shape_t{0, 5});
-  REQUIRE_THROWS_WITH(a.select(0, 4), Contains("select: index 4 is out of range for dim 0 of size 4"));
+  REQUIRE_THROWS_WITH(a.select(0, 4),
+                      Contains("select: index 4 is out of range for dim 0 of size 4"));
   REQUIRE_THROWS_WITH(a.narrow(1, 3, 3), Contains("narrow: start 3 and length 3 are out of range"));
   REQUIRE_THROWS_WITH(a.slice(0, 0, 2, 0), Contains("slice: step must be positive"));
   REQUIRE_THROWS_WITH(scalar_tensor(1).select(0, 0), Contains("cannot select from a 0-dim tensor"));
@@ -110,7 +113,8 @@ TEST_CASE("squeeze, unsqueeze and expand", "[core][tensor]") {
   CHECK(e.strides() == shape_t{0, 1, 0});
   CHECK(values_of(e[1][2]) == std::vector<int64_t>{2, 2, 2, 2});
   CHECK(col.expand({-1, 2}).sizes() == shape_t{3, 2});
-  REQUIRE_THROWS_WITH(col.expand({4, 4}), Contains("expanded size 4 must match the existing size 3"));
+  REQUIRE_THROWS_WITH(col.expand({4, 4}),
+                      Contains("expanded size 4 must match the existing size 3"));
   REQUIRE_THROWS_WITH(e.fill_(1), Contains("cannot write in place to a tensor with broadcast"));
 }
 
@@ -124,7 +128,8 @@ TEST_CASE("chunk and split return views covering the dim", "[core][tensor]") {
   auto s = a.split(shape_t{2, 8});
   CHECK(values_of(s[0]) == std::vector<int64_t>{0, 1});
   CHECK(a.split(4).size() == 3);
-  REQUIRE_THROWS_WITH(a.split(shape_t{2, 3}), Contains("split_sizes [2, 3] sum to 5 but dim 0 has size 10"));
+  REQUIRE_THROWS_WITH(a.split(shape_t{2, 3}),
+                      Contains("split_sizes [2, 3] sum to 5 but dim 0 has size 10"));
   REQUIRE_THROWS_WITH(a.chunk(0), Contains("chunks must be positive"));
 }
 
@@ -138,7 +143,8 @@ TEST_CASE("copy_ broadcasts and converts, clone and to copy", "[core][tensor]") 
   CHECK(dst.to(dtype::int32).is_same(dst));
   CHECK_FALSE(dst.to(dtype::int32, true).is_same(dst));
   CHECK(tensor_of({0.0, 0.5}).to(dtype::bool_).str() == "tensor([False,  True])");
-  REQUIRE_THROWS_WITH(dst.copy_(zeros({4})), Contains("copy_: shapes [2, 3] and [4] cannot be broadcast"));
+  REQUIRE_THROWS_WITH(dst.copy_(zeros({4})),
+                      Contains("copy_: shapes [2, 3] and [4] cannot be broadcast"));
   REQUIRE_THROWS_WITH(dst.to(device("cuda:0")), Contains("no CUDA device support"));
 
   SECTION("copy between overlapping views of one storage reads the old values") {
@@ -156,8 +162,10 @@ TEST_CASE("copy_ broadcasts and converts, clone and to copy", "[core][tensor]") 
 TEST_CASE("item reads one element and rejects more", "[core][tensor]") {
   CHECK(tensor_of({2.5}).item<double>() == 2.5);
   CHECK(arange(5)[3].item<int64_t>() == 3);
-  REQUIRE_THROWS_WITH(arange(5).item<int>(), Contains("item: a tensor with 5 elements cannot be converted"));
-  REQUIRE_THROWS_WITH(arange(5).data_ptr<float>(), Contains("data_ptr: tensor has dtype int64 but float32 was requested"));
+  REQUIRE_THROWS_WITH(arange(5).item<int>(),
+                      Contains("item: a tensor with 5 elements cannot be converted"));
+  REQUIRE_THROWS_WITH(arange(5).data_ptr<float>(),
+                      Contains("data_ptr: tensor has dtype int64 but float32 was requested"));
   REQUIRE_THROWS_WITH(tensor().numel(), Contains("undefined"));
 }
 
@@ -185,7 +193,8 @@ TEST_CASE("from_blob wraps memory without copying", "[core][tensor]") {
 TEST_CASE("as_strided rejects views outside the storage", "[core][tensor]") {
   tensor a = zeros({6});
   CHECK(a.as_strided({2, 2}, {3, 1}, 1).sizes() == shape_t{2, 2});
-  REQUIRE_THROWS_WITH(a.as_strided({2, 2}, {3, 1}, 3), Contains("reach element 7 but the storage holds 6"));
+  REQUIRE_THROWS_WITH(a.as_strided({2, 2}, {3, 1}, 3),
+                      Contains("reach element 7 but the storage holds 6"));
 }
 
 TEST_CASE("devices parse PyTorch's spellings", "[core][tensor]") {
