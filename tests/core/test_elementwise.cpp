@@ -6,25 +6,11 @@
 
 #include "core/ops/elementwise.hpp"
 #include "core/ops/factory.hpp"
+#include "tests/core/values.hpp"
 
 using namespace actorch;
+using namespace actorch::test;
 using Catch::Contains;
-
-namespace {
-std::vector<double> values_of(const tensor& t) {
-  const tensor c = t.to(dtype::float64).contiguous();
-  const double* p = c.data_ptr<double>();
-  return {p, p + c.numel()};
-}
-bool close(const std::vector<double>& a, const std::vector<double>& b, double tol = 1e-6) {
-  if (a.size() != b.size())
-    return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!(std::abs(a[i] - b[i]) <= tol * (1 + std::abs(b[i]))))
-      return false;
-  return true;
-}
-} // namespace
 
 TEST_CASE("arithmetic matches hand-computed values", "[core][elementwise]") {
   tensor a = tensor_of({1.0, 2.0, 3.0});

@@ -8,17 +8,11 @@
 
 #include "core/ops/elementwise.hpp"
 #include "core/ops/factory.hpp"
+#include "tests/core/values.hpp"
 
 using namespace actorch;
+using namespace actorch::test;
 using Catch::Contains;
-
-namespace {
-std::vector<double> values_of(const tensor& t) {
-  const tensor c = t.to(dtype::float64).contiguous();
-  const double* p = c.data_ptr<double>();
-  return {p, p + c.numel()};
-}
-} // namespace
 
 TEST_CASE("filled tensors and their *_like forms", "[core][factory]") {
   CHECK(values_of(zeros({2})) == std::vector<double>{0, 0});

@@ -5,17 +5,13 @@
 
 #include "core/ops/factory.hpp"
 #include "core/ops/index.hpp"
+#include "tests/core/values.hpp"
 
 using namespace actorch;
+using namespace actorch::test;
 using Catch::Contains;
 
 namespace {
-
-std::vector<double> values_of(const tensor& t) {
-  const tensor c = t.to(dtype::float64).contiguous();
-  const double* p = c.data_ptr<double>();
-  return {p, p + c.numel()};
-}
 
 // [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]]
 tensor grid() {

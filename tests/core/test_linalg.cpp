@@ -9,17 +9,13 @@
 #include "core/ops/factory.hpp"
 #include "core/ops/linalg.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "tests/core/values.hpp"
 
 using namespace actorch;
+using namespace actorch::test;
 using Catch::Contains;
 
 namespace {
-
-std::vector<double> values_of(const tensor& t) {
-  const tensor c = t.to(dtype::float64).contiguous();
-  const double* p = c.data_ptr<double>();
-  return {p, p + c.numel()};
-}
 
 // Naive matmul of row-major (batch..., m, k) and (batch..., k, n) value arrays, broadcasting the
 // batch dims numpy-style; written without the library so it checks it independently.

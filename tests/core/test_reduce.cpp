@@ -9,31 +9,15 @@
 
 #include "core/ops/factory.hpp"
 #include "core/ops/reduce.hpp"
+#include "tests/core/values.hpp"
 
 using namespace actorch;
+using namespace actorch::test;
 using Catch::Contains;
 
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::vector<double> values_of(const tensor& t) {
-  const tensor c = t.to(dtype::float64).contiguous();
-  const double* p = c.data_ptr<double>();
-  return {p, p + c.numel()};
-}
-std::vector<int64_t> ints_of(const tensor& t) {
-  const tensor c = t.to(dtype::int64).contiguous();
-  const int64_t* p = c.data_ptr<int64_t>();
-  return {p, p + c.numel()};
-}
-bool close(const std::vector<double>& a, const std::vector<double>& b, double tol = 1e-6) {
-  if (a.size() != b.size())
-    return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!(std::abs(a[i] - b[i]) <= tol * (1 + std::abs(b[i]))))
-      return false;
-  return true;
-}
 bool all_nan(const tensor& t) {
   for (double v : values_of(t))
     if (!std::isnan(v))

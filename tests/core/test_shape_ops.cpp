@@ -4,19 +4,11 @@
 
 #include "core/ops/factory.hpp"
 #include "core/ops/shape_ops.hpp"
+#include "tests/core/values.hpp"
 
 using namespace actorch;
+using namespace actorch::test;
 using Catch::Contains;
-
-namespace {
-
-std::vector<double> values_of(const tensor& t) {
-  const tensor c = t.to(dtype::float64).contiguous();
-  const double* p = c.data_ptr<double>();
-  return {p, p + c.numel()};
-}
-
-} // namespace
 
 TEST_CASE("cat joins tensors along an existing dim", "[core][shape]") {
   const tensor a = tensor_of({{1, 2, 3}, {4, 5, 6}});

@@ -9,27 +9,15 @@
 #include "core/ops/elementwise.hpp"
 #include "core/ops/factory.hpp"
 #include "core/ops/softmax.hpp"
+#include "tests/core/values.hpp"
 
 using namespace actorch;
+using namespace actorch::test;
 using Catch::Contains;
 
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::vector<double> values_of(const tensor& t) {
-  const tensor c = t.to(dtype::float64).contiguous();
-  const double* p = c.data_ptr<double>();
-  return {p, p + c.numel()};
-}
-bool close(const std::vector<double>& a, const std::vector<double>& b, double tol = 1e-6) {
-  if (a.size() != b.size())
-    return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!(a[i] == b[i] || std::abs(a[i] - b[i]) <= tol * (1 + std::abs(b[i]))))
-      return false;
-  return true;
-}
 
 // softmax([1, 2, 3]) = e^i / (e + e^2 + e^3), and log_softmax = i - log(e + e^2 + e^3), to 17
 // digits (log(e + e^2 + e^3) = 3.40760596444438...).

@@ -4,17 +4,11 @@
 
 #include "core/ops/elementwise.hpp"
 #include "core/ops/factory.hpp"
+#include "tests/core/values.hpp"
 
 using namespace actorch;
+using namespace actorch::test;
 using Catch::Contains;
-
-namespace {
-std::vector<int64_t> values_of(const tensor& t) {
-  const tensor c = t.to(dtype::int64).contiguous();
-  const int64_t* p = c.data_ptr<int64_t>();
-  return {p, p + c.numel()};
-}
-} // namespace
 
 TEST_CASE("a new tensor is contiguous with row-major strides", "[core][tensor]") {
   tensor t = zeros({2, 3, 4});
@@ -37,7 +31,7 @@ TEST_CASE("view and reshape share storage when the layout allows", "[core][tenso
   CHECK(v.sizes() == shape_t{3, 4});
   CHECK(v.storage() == a.storage());
   v.select(0, 1).fill_(0);
-  CHECK(values_of(a) == std::vector<int64_t>{0, 1, 2, 3, 0, 0, 0, 0, 8, 9, 10, 11});
+  CHECK(ints_of(a) == std::vector<int64_t>{0, 1, 2, 3, 0, 0, 0, 0, 8, 9, 10, 11});
 
   SECTION("a transposed tensor cannot be viewed flat, but reshape copies") {
     tensor t = arange(6).view({2, 3}).t();
@@ -45,7 +39,7 @@ TEST_CASE("view and reshape share storage when the layout allows", "[core][tenso
                                          Contains("use reshape instead"));
     tensor r = t.reshape({6});
     CHECK(r.storage() != t.storage());
-    CHECK(values_of(r) == std::vector<int64_t>{0, 3, 1, 4, 2, 5});
+    CHECK(ints_of(r) == std::vector<int64_t>{0, 3, 1, 4, 2, 5});
   }
   SECTION("splitting a dim of a sliced tensor keeps the view") {
     tensor s = arange(24).view({4, 6}).slice(1, 0, 4); // [4, 4], strides [6, 1]
@@ -85,11 +79,11 @@ TEST_CASE("transpose, permute and t swap sizes and strides", "[core][tensor]") {
 
 TEST_CASE("narrow, select and slice address the right elements", "[core][tensor]") {
   tensor a = arange(20).view({4, 5});
-  CHECK(values_of(a.narrow(1, 1, 2)) == std::vector<int64_t>{1, 2, 6, 7, 11, 12, 16, 17});
-  CHECK(values_of(a.select(1, -1)) == std::vector<int64_t>{4, 9, 14, 19});
+  CHECK(ints_of(a.narrow(1, 1, 2)) == std::vector<int64_t>{1, 2, 6, 7, 11, 12, 16, 17});
+  CHECK(ints_of(a.select(1, -1)) == std::vector<int64_t>{4, 9, 14, 19});
   CHECK(a.select(0, 2).storage_offset() == 10);
-  CHECK(values_of(a.slice(1, 0, 5, 2)[1]) == std::vector<int64_t>{5, 7, 9});
-  CHECK(values_of(a.slice(0, -2, 100)) ==
+  CHECK(ints_of(a.slice(1, 0, 5, 2)[1]) == std::vector<int64_t>{5, 7, 9});
+  CHECK(ints_of(a.slice(0, -2, 100)) ==
         std::vector<int64_t>{10, 11, 12, 13, 14, 15, 16, 17, 18, 19});
   CHECK(a.slice(0, 3, 1).sizes() == shape_t{0, 5});
   REQUIRE_THROWS_WITH(a.select(0, 4),
@@ -111,7 +105,7 @@ TEST_CASE("squeeze, unsqueeze and expand", "[core][tensor]") {
   tensor e = col.expand({2, 3, 4});
   CHECK(e.sizes() == shape_t{2, 3, 4});
   CHECK(e.strides() == shape_t{0, 1, 0});
-  CHECK(values_of(e[1][2]) == std::vector<int64_t>{2, 2, 2, 2});
+  CHECK(ints_of(e[1][2]) == std::vector<int64_t>{2, 2, 2, 2});
   CHECK(col.expand({-1, 2}).sizes() == shape_t{3, 2});
   REQUIRE_THROWS_WITH(col.expand({4, 4}),
                       Contains("expanded size 4 must match the existing size 3"));
@@ -126,7 +120,7 @@ TEST_CASE("chunk and split return views covering the dim", "[core][tensor]") {
   CHECK(c[2].numel() == 2);
   CHECK(c[2].storage() == a.storage());
   auto s = a.split(shape_t{2, 8});
-  CHECK(values_of(s[0]) == std::vector<int64_t>{0, 1});
+  CHECK(ints_of(s[0]) == std::vector<int64_t>{0, 1});
   CHECK(a.split(4).size() == 3);
   REQUIRE_THROWS_WITH(a.split(shape_t{2, 3}),
                       Contains("split_sizes [2, 3] sum to 5 but dim 0 has size 10"));
@@ -136,7 +130,7 @@ TEST_CASE("chunk and split return views covering the dim", "[core][tensor]") {
 TEST_CASE("copy_ broadcasts and converts, clone and to copy", "[core][tensor]") {
   tensor dst = zeros({2, 3}, {.dtype = dtype::int32});
   dst.copy_(tensor_of({1.9, -2.7, 3.0}));
-  CHECK(values_of(dst) == std::vector<int64_t>{1, -2, 3, 1, -2, 3}); // truncation toward zero
+  CHECK(ints_of(dst) == std::vector<int64_t>{1, -2, 3, 1, -2, 3}); // truncation toward zero
   tensor c = dst.clone();
   c.fill_(7);
   CHECK(dst[0][0].item<int>() == 1);
@@ -150,12 +144,12 @@ TEST_CASE("copy_ broadcasts and converts, clone and to copy", "[core][tensor]") 
   SECTION("copy between overlapping views of one storage reads the old values") {
     tensor a = arange(6);
     a.slice(0, 1, 6).copy_(a.slice(0, 0, 5)); // a shifted right by one
-    CHECK(values_of(a) == std::vector<int64_t>{0, 0, 1, 2, 3, 4});
+    CHECK(ints_of(a) == std::vector<int64_t>{0, 0, 1, 2, 3, 4});
   }
   SECTION("a transposed copy into itself") {
     tensor m = arange(4).view({2, 2});
     m.copy_(m.t());
-    CHECK(values_of(m) == std::vector<int64_t>{0, 2, 1, 3});
+    CHECK(ints_of(m) == std::vector<int64_t>{0, 2, 1, 3});
   }
 }
 
