@@ -1,0 +1,23 @@
+// `actorch bench tensor` (and the other workloads as their layers land).
+#include <iostream>
+
+#include "bench/bench.hpp"
+#include "tools/actorch/commands.hpp"
+
+namespace actorch::cli {
+
+void add_bench(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "run a benchmark workload (bench/)");
+  bench->require_subcommand(1);
+
+  auto opts = std::make_shared<bench::tensor_options>();
+  auto* tensor_cmd = bench->add_subcommand("tensor", "GEMM GFLOP/s, add and memcpy GB/s");
+  tensor_cmd->add_option("--size", opts->gemm_size, "GEMM M = N = K")->check(CLI::Range(1, 16384));
+  tensor_cmd->add_option("--bytes", opts->add_bytes, "bytes of each add operand")
+      ->check(CLI::Range(int64_t(4), int64_t(1) << 34));
+  tensor_cmd->add_option("--min-seconds", opts->min_seconds, "time per measurement")
+      ->check(CLI::Range(0.0, 60.0));
+  tensor_cmd->callback([opts] { bench::run_tensor(*opts, std::cout); });
+}
+
+} // namespace actorch::cli
