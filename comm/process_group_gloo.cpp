@@ -1,0 +1,767 @@
+// process_group_gloo: Gloo's algorithms on CPU tensors, run off the caller's thread.
+//
+// Note [Gloo group threads]
+// A group owns two threads. The *worker* runs collectives one at a time in issue order (the
+// order every rank issued them in, which is what keeps them matched), each under tag 2n+1 of
+// its issue number n. Before each collective the ranks allgather a small header under tag 2n
+// (op, dtype, numel, shape, root, reduce op): when ranks disagree, every rank fails the op with
+// a message naming each rank's tensor, instead of hanging or reducing garbage, and the group
+// stays usable. Point-to-point ops are posted on the caller's thread at once (Gloo's send waits
+// for the peer's recv, so queueing them behind each other could deadlock an exchange) and the
+// *p2p waiter* thread completes their works in posting order.
+// A Gloo failure (timeout, peer gone) poisons the context (DEPENDENCIES.md, Gloo gotcha 1): the
+// op fails with a message naming the op and the peers, and every later op of the group fails at
+// once with that reason.
+#include "comm/process_group_gloo.hpp"
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "comm/gloo_store.hpp"
+#include "core/error.hpp"
+#include "core/ops/factory.hpp"
+#include "core/ops/shape_ops.hpp"
+
+namespace actorch::dist {
+
+namespace {
+
+using reduce_fn = void (*)(void*, const void*, const void*, size_t);
+
+// Elementwise c = a op b for one dtype. Signed integers wrap (computed unsigned, as the tensor
+// core does); 16-bit floats compute in float; bool sums are OR and products AND.
+template <class T, reduce_op Op> void reduce_kernel(void* c, const void* a, const void* b, size_t n) {
+  auto* pc = static_cast<T*>(c);
+  const auto* pa = static_cast<const T*>(a);
+  const auto* pb = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) {
+    const T x = pa[i], y = pb[i];
+    if constexpr (std::is_same_v<T, bool>) {
+      if constexpr (Op == reduce_op::sum || Op == reduce_op::max || Op == reduce_op::bor)
+        pc[i] = x || y;
+      else if constexpr (Op == reduce_op::bxor)
+        pc[i] = x != y;
+      else
+        pc[i] = x && y;
+    } else if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      if constexpr (Op == reduce_op::sum || Op == reduce_op::avg)
+        pc[i] = T(U(U(x) + U(y)));
+      else if constexpr (Op == reduce_op::product)
+        pc[i] = T(U(U(x) * U(y)));
+      else if constexpr (Op == reduce_op::min)
+        pc[i] = y < x ? y : x;
+      else if constexpr (Op == reduce_op::max)
+        pc[i] = y > x ? y : x;
+      else if constexpr (Op == reduce_op::band)
+        pc[i] = T(x & y);
+      else if constexpr (Op == reduce_op::bor)
+        pc[i] = T(x | y);
+      else
+        pc[i] = T(x ^ y);
+    } else {
+      using C = compute_t<T>;
+      const C cx = C(x), cy = C(y);
+      if constexpr (Op == reduce_op::sum || Op == reduce_op::avg)
+        pc[i] = T(cx + cy);
+      else if constexpr (Op == reduce_op::product)
+        pc[i] = T(cx * cy);
+      else if constexpr (Op == reduce_op::min)
+        pc[i] = T(cy < cx ? cy : cx); // NaN in a stays
+      else if constexpr (Op == reduce_op::max)
+        pc[i] = T(cy > cx ? cy : cx);
+      else
+        pc[i] = x; // unreachable: bitwise ops on floats are rejected at issue
+    }
+  }
+}
+
+template <class T> reduce_fn pick_reduce(reduce_op op) {
+  switch (op) {
+  case reduce_op::sum: return reduce_kernel<T, reduce_op::sum>;
+  case reduce_op::avg: return reduce_kernel<T, reduce_op::avg>;
+  case reduce_op::product: return reduce_kernel<T, reduce_op::product>;
+  case reduce_op::min: return reduce_kernel<T, reduce_op::min>;
+  case reduce_op::max: return reduce_kernel<T, reduce_op::max>;
+  case reduce_op::band: return reduce_kernel<T, reduce_op::band>;
+  case reduce_op::bor: return reduce_kernel<T, reduce_op::bor>;
+  case reduce_op::bxor: return reduce_kernel<T, reduce_op::bxor>;
+  }
+  return nullptr;
+}
+
+enum class op_kind : int64_t {
+  broadcast = 1,
+  all_reduce,
+  reduce,
+  all_gather,
+  gather,
+  scatter,
+  reduce_scatter,
+  all_to_all,
+  barrier,
+};
+
+const char* kind_name(int64_t k) {
+  switch (op_kind(k)) {
+  case op_kind::broadcast: return "broadcast";
+  case op_kind::all_reduce: return "all_reduce";
+  case op_kind::reduce: return "reduce";
+  case op_kind::all_gather: return "all_gather";
+  case op_kind::gather: return "gather";
+  case op_kind::scatter: return "scatter";
+  case op_kind::reduce_scatter: return "reduce_scatter";
+  case op_kind::all_to_all: return "all_to_all";
+  case op_kind::barrier: return "barrier";
+  }
+  return "?";
+}
+
+// What a rank says about a collective before running it. See Note [Gloo group threads].
+constexpr size_t kHeaderLen = 16;
+constexpr size_t kMaxHeaderDims = 9;
+struct op_header {
+  int64_t v[kHeaderLen] = {};
+};
+
+op_header make_header(op_kind kind, const tensor* t, int root, int op) {
+  op_header h;
+  h.v[0] = int64_t(kind);
+  h.v[1] = t ? int64_t(t->dtype()) : -1;
+  h.v[2] = t ? t->numel() : 0;
+  h.v[3] = root;
+  h.v[4] = op;
+  h.v[5] = t ? t->dim() : 0;
+  for (size_t d = 0; t && d < size_t(t->dim()) && d < kMaxHeaderDims; ++d)
+    h.v[6 + d] = t->sizes()[d];
+  return h;
+}
+
+std::string describe(const int64_t* h) {
+  std::string s = kind_name(h[0]);
+  if (h[1] >= 0) {
+    s += std::string(" ") + std::string(dtype_name(dtype(h[1])));
+    shape_t shape;
+    for (int64_t d = 0; d < h[5] && d < int64_t(kMaxHeaderDims); ++d)
+      shape.push_back(h[6 + d]);
+    s += " " + shape_str(shape);
+    if (h[5] > int64_t(kMaxHeaderDims))
+      s += " (" + std::to_string(h[2]) + " elements)";
+  }
+  if (h[3] >= 0)
+    s += " root " + std::to_string(h[3]);
+  if (h[4] >= 0)
+    s += std::string(" ") + reduce_op_name(reduce_op(h[4]));
+  return s;
+}
+
+std::string ranks_str(const std::vector<int>& r) {
+  std::string s = "[";
+  for (size_t i = 0; i < r.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(r[i]);
+  return s + "]";
+}
+
+// A contiguous view of `t` for Gloo to read and write: t itself, or a copy written back.
+struct contiguous_buffer {
+  tensor orig;
+  tensor flat;
+  explicit contiguous_buffer(const tensor& t) : orig(t), flat(t.contiguous()) {}
+  void copy_back() {
+    if (!flat.is_same(orig))
+      orig.copy_(flat);
+  }
+};
+
+void check_cpu(const char* op, const tensor& t, const char* what) {
+  ACTORCH_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
+  ACTORCH_CHECK(t.device().is_cpu(), op, ": the gloo backend takes CPU tensors but ", what,
+                " is on ", t.device().str(), " (use the nccl backend for CUDA tensors)");
+}
+
+void check_reduce(const char* op, dtype dt, reduce_op rop) {
+  const bool bitwise = rop == reduce_op::band || rop == reduce_op::bor || rop == reduce_op::bxor;
+  ACTORCH_CHECK(!bitwise || !is_floating_point(dt), op, ": ", reduce_op_name(rop),
+                " needs an integer or bool tensor but got ", dtype_name(dt));
+  ACTORCH_CHECK(rop != reduce_op::avg || is_floating_point(dt), op,
+                ": AVG needs a floating-point tensor but got ", dtype_name(dt));
+}
+
+void check_list(const char* op, const std::vector<tensor>& list, const char* what, size_t n,
+                const tensor& like) {
+  ACTORCH_CHECK(list.size() == n, op, ": ", what, " must hold ", n, " tensors (one per rank) but",
+                " holds ", list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    check_cpu(op, list[i], what);
+    ACTORCH_CHECK(list[i].dtype() == like.dtype() && list[i].numel() == like.numel(), op, ": ",
+                  what, "[", i, "] is ", dtype_name(list[i].dtype()), " ",
+                  shape_str(list[i].sizes()), " but must match ", dtype_name(like.dtype()), " ",
+                  shape_str(like.sizes()));
+  }
+}
+
+constexpr uint64_t kP2PSlotPrefix = uint64_t(0xA5) << 56;
+
+} // namespace
+
+struct process_group_gloo::impl {
+  struct job {
+    std::string op;
+    std::function<std::vector<tensor>(uint32_t)> run; // gets the issue number
+    work w;
+    uint32_t seq = 0;
+  };
+  struct p2p_job {
+    std::string op;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+    std::shared_ptr<contiguous_buffer> data; // keeps the memory alive until done
+    bool is_send = false;
+    int peer = -1;
+    work w;
+  };
+
+  process_group_gloo& pg;
+  std::shared_ptr<store> st;
+  options opts;
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::deque<job> jobs;
+  std::deque<p2p_job> p2p_jobs;
+  bool stopping = false;
+  std::string broken; // see Note [Gloo group threads]
+  uint32_t next_seq = 0;
+  int64_t monitored_seq = 0; // worker thread only
+  std::thread worker;
+  std::thread p2p_waiter;
+
+  impl(process_group_gloo& g, std::shared_ptr<store> s, options o)
+      : pg(g), st(std::move(s)), opts(std::move(o)) {}
+
+  std::string peers() const {
+    std::vector<int> others;
+    for (int r = 0; r < pg.size(); ++r)
+      if (r != pg.rank())
+        others.push_back(pg.global_ranks()[size_t(r)]);
+    return ranks_str(others);
+  }
+
+  std::string where() const {
+    return "rank " + std::to_string(pg.global_ranks()[size_t(pg.rank())]) + " of group " +
+           ranks_str(pg.global_ranks());
+  }
+
+  // Called with the Gloo exception of a failed op: poisons the group, returns the op's error.
+  std::exception_ptr fail_group(const std::string& op, const std::string& what) {
+    std::string msg = op + " failed on " + where() + " within the group's timeout of " +
+                      std::to_string(opts.timeout.count()) + " ms (peers " + peers() +
+                      "): " + what +
+                      ". The group's Gloo context is unusable now: destroy it and create a new "
+                      "group";
+    {
+      std::lock_guard lock(mu);
+      if (broken.empty())
+        broken = msg;
+    }
+    return std::make_exception_ptr(actorch::error(msg));
+  }
+
+  std::exception_ptr refused(const std::string& op) const {
+    return std::make_exception_ptr(actorch::error(
+        op + " refused on " + where() + ": the group failed earlier and cannot run ops: " +
+        broken));
+  }
+
+  work enqueue(std::string op, std::function<std::vector<tensor>(uint32_t)> run) {
+    work w;
+    std::lock_guard lock(mu);
+    if (!broken.empty())
+      return work::failed(refused(op));
+    jobs.push_back(job{std::move(op), std::move(run), w, next_seq++});
+    cv.notify_all();
+    return w;
+  }
+
+  void worker_loop() {
+    for (;;) {
+      job j;
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return stopping || !jobs.empty(); });
+        if (jobs.empty())
+          return;
+        j = std::move(jobs.front());
+        jobs.pop_front();
+        if (!broken.empty()) {
+          lock.unlock();
+          j.w.mark_failed(refused(j.op));
+          continue;
+        }
+      }
+      std::vector<tensor> result;
+      std::exception_ptr err;
+      try {
+        result = j.run(j.seq);
+      } catch (const actorch::error&) {
+        err = std::current_exception(); // ranks disagreed, or a caller mistake: group usable
+      } catch (const std::exception& e) {
+        err = fail_group(j.op, e.what()); // Gloo's own failure
+      }
+      if (err)
+        j.w.mark_failed(err);
+      else
+        j.w.mark_completed(std::move(result));
+    }
+  }
+
+  void p2p_loop() {
+    for (;;) {
+      p2p_job j;
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return stopping || !p2p_jobs.empty(); });
+        if (p2p_jobs.empty())
+          return;
+        j = std::move(p2p_jobs.front());
+        p2p_jobs.pop_front();
+      }
+      try {
+        int src = -1;
+        const bool ok = j.is_send ? j.buf->waitSend(opts.timeout)
+                                  : j.buf->waitRecv(&src, opts.timeout);
+        ACTORCH_CHECK(ok, j.op, " was aborted");
+        if (!j.is_send)
+          j.data->copy_back();
+        j.w.mark_completed({}, j.is_send ? j.peer : src);
+      } catch (const actorch::error&) {
+        j.w.mark_failed(std::current_exception());
+      } catch (const std::exception& e) {
+        j.w.mark_failed(fail_group(j.op, e.what()));
+      }
+    }
+  }
+
+  // Allgathers every rank's header and throws, on every rank, when they disagree.
+  void check_headers(const std::string& op, uint32_t seq, const op_header& mine) {
+    const size_t n = size_t(pg.size());
+    std::vector<int64_t> all(kHeaderLen * n);
+    gloo::AllgatherOptions o(context);
+    o.setInput(const_cast<int64_t*>(mine.v), kHeaderLen);
+    o.setOutput(all.data(), all.size());
+    o.setTag(2 * seq);
+    o.setTimeout(opts.timeout);
+    gloo::allgather(o);
+    bool same = true;
+    for (size_t r = 1; r < n; ++r)
+      same = same && std::memcmp(&all[r * kHeaderLen], all.data(), kHeaderLen * 8) == 0;
+    if (same)
+      return;
+    std::string msg = op + ": the ranks of group " + ranks_str(pg.global_ranks()) +
+                      " issued different collectives or tensors:";
+    for (size_t r = 0; r < n; ++r)
+      msg += std::string(r ? ";" : "") + " rank " + std::to_string(pg.global_ranks()[r]) + ": " +
+             describe(&all[r * kHeaderLen]);
+    ACTORCH_FAIL(msg);
+  }
+
+  template <class Options> void tag(Options& o, uint32_t seq) {
+    o.setTag(2 * seq + 1);
+    o.setTimeout(opts.timeout);
+  }
+
+  // In-place all-reduce of a contiguous tensor (AVG divides afterwards).
+  void allreduce_flat(tensor& flat, reduce_op op, uint32_t seq) {
+    dispatch(flat.dtype(), [&]<class T>() {
+      gloo::AllreduceOptions o(context);
+      o.setOutput(flat.data_ptr<T>(), size_t(flat.numel()));
+      o.setReduceFunction(pick_reduce<T>(op));
+      tag(o, seq);
+      gloo::allreduce(o);
+    });
+    if (op == reduce_op::avg)
+      flat.div_(double(pg.size()));
+  }
+};
+
+process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int size,
+                                       options opts, std::vector<int> global_ranks)
+    : process_group(rank, size, std::move(global_ranks)),
+      impl_(std::make_unique<impl>(*this, std::move(s), std::move(opts))) {
+  ACTORCH_CHECK(impl_->st != nullptr, "process_group_gloo: the store is null");
+  ACTORCH_CHECK(rank >= 0, "process_group_gloo: rank ", rank, " is outside [0, ", size, ")");
+  ACTORCH_CHECK(impl_->opts.timeout.count() > 0, "process_group_gloo: the timeout must be > 0");
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = impl_->opts.hostname;
+    impl_->device = gloo::transport::tcp::CreateDevice(attr);
+    impl_->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    impl_->context->setTimeout(impl_->opts.timeout);
+    gloo_store adapter(impl_->st, impl_->opts.timeout);
+    impl_->context->connectFullMesh(adapter, impl_->device);
+  } catch (const std::exception& e) {
+    ACTORCH_FAIL("process_group_gloo: rank ", global_ranks_[size_t(rank)], " of group ",
+                 ranks_str(global_ranks_), " could not connect to its peers within ",
+                 impl_->opts.timeout.count(), " ms: ", e.what());
+  }
+  impl_->worker = std::thread([this] { impl_->worker_loop(); });
+  impl_->p2p_waiter = std::thread([this] { impl_->p2p_loop(); });
+}
+
+process_group_gloo::~process_group_gloo() {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  impl_->worker.join();
+  impl_->p2p_waiter.join();
+}
+
+milliseconds process_group_gloo::timeout() const {
+  return impl_->opts.timeout;
+}
+
+std::string process_group_gloo::broken_reason() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->broken;
+}
+
+work process_group_gloo::broadcast(tensor& t, int root) {
+  check_cpu("broadcast", t, "the tensor");
+  check_rank("broadcast", root, "root");
+  auto buf = std::make_shared<contiguous_buffer>(t);
+  return impl_->enqueue("broadcast", [this, buf, root](uint32_t seq) {
+    impl_->check_headers("broadcast", seq, make_header(op_kind::broadcast, &buf->flat, root, -1));
+    gloo::BroadcastOptions o(impl_->context);
+    auto* p = static_cast<uint8_t*>(buf->flat.data_ptr());
+    if (rank() == root)
+      o.setInput(p, buf->flat.nbytes());
+    o.setOutput(p, buf->flat.nbytes());
+    o.setRoot(root);
+    impl_->tag(o, seq);
+    gloo::broadcast(o);
+    buf->copy_back();
+    return std::vector<tensor>{buf->orig};
+  });
+}
+
+work process_group_gloo::all_reduce(tensor& t, reduce_op op) {
+  check_cpu("all_reduce", t, "the tensor");
+  check_reduce("all_reduce", t.dtype(), op);
+  auto buf = std::make_shared<contiguous_buffer>(t);
+  return impl_->enqueue("all_reduce", [this, buf, op](uint32_t seq) {
+    impl_->check_headers("all_reduce", seq,
+                         make_header(op_kind::all_reduce, &buf->flat, -1, int(op)));
+    impl_->allreduce_flat(buf->flat, op, seq);
+    buf->copy_back();
+    return std::vector<tensor>{buf->orig};
+  });
+}
+
+work process_group_gloo::reduce(tensor& t, int root, reduce_op op) {
+  check_cpu("reduce", t, "the tensor");
+  check_rank("reduce", root, "root");
+  check_reduce("reduce", t.dtype(), op);
+  auto buf = std::make_shared<contiguous_buffer>(t);
+  return impl_->enqueue("reduce", [this, buf, root, op](uint32_t seq) {
+    impl_->check_headers("reduce", seq, make_header(op_kind::reduce, &buf->flat, root, int(op)));
+    // Gloo reduces in place on every rank; non-roots reduce into a scratch copy so their
+    // tensor keeps its value.
+    tensor out = rank() == root ? buf->flat : buf->flat.clone();
+    dispatch(out.dtype(), [&]<class T>() {
+      gloo::ReduceOptions o(impl_->context);
+      o.setOutput(out.data_ptr<T>(), size_t(out.numel()));
+      o.setRoot(root);
+      o.setReduceFunction(pick_reduce<T>(op));
+      impl_->tag(o, seq);
+      gloo::reduce(o);
+    });
+    if (rank() == root) {
+      if (op == reduce_op::avg)
+        buf->flat.div_(double(size()));
+      buf->copy_back();
+    }
+    return std::vector<tensor>{buf->orig};
+  });
+}
+
+work process_group_gloo::all_gather_into_tensor(tensor& output, const tensor& input) {
+  check_cpu("all_gather_into_tensor", output, "the output");
+  check_cpu("all_gather_into_tensor", input, "the input");
+  ACTORCH_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel() * size(),
+                "all_gather_into_tensor: the output must hold ", size(), " x ", input.numel(),
+                " elements of ", dtype_name(input.dtype()), " but is ",
+                dtype_name(output.dtype()), " ", shape_str(output.sizes()));
+  auto in = std::make_shared<contiguous_buffer>(input);
+  auto out = std::make_shared<contiguous_buffer>(output);
+  return impl_->enqueue("all_gather_into_tensor", [this, in, out](uint32_t seq) {
+    impl_->check_headers("all_gather_into_tensor", seq,
+                         make_header(op_kind::all_gather, &in->flat, -1, -1));
+    gloo::AllgatherOptions o(impl_->context);
+    o.setInput(static_cast<uint8_t*>(in->flat.data_ptr()), in->flat.nbytes());
+    o.setOutput(static_cast<uint8_t*>(out->flat.data_ptr()), out->flat.nbytes());
+    impl_->tag(o, seq);
+    gloo::allgather(o);
+    out->copy_back();
+    return std::vector<tensor>{out->orig};
+  });
+}
+
+work process_group_gloo::all_gather(std::vector<tensor>& outputs, const tensor& input) {
+  check_cpu("all_gather", input, "the input");
+  check_list("all_gather", outputs, "outputs", size_t(size()), input);
+  auto in = std::make_shared<contiguous_buffer>(input);
+  auto outs = outputs;
+  return impl_->enqueue("all_gather", [this, in, outs](uint32_t seq) {
+    impl_->check_headers("all_gather", seq, make_header(op_kind::all_gather, &in->flat, -1, -1));
+    tensor flat = empty({int64_t(size()) * in->flat.numel()}, {.dtype = in->flat.dtype()});
+    gloo::AllgatherOptions o(impl_->context);
+    o.setInput(static_cast<uint8_t*>(in->flat.data_ptr()), in->flat.nbytes());
+    o.setOutput(static_cast<uint8_t*>(flat.data_ptr()), flat.nbytes());
+    impl_->tag(o, seq);
+    gloo::allgather(o);
+    const int64_t n = in->flat.numel();
+    for (size_t r = 0; r < outs.size(); ++r) {
+      tensor dst = outs[r];
+      dst.copy_(flat.narrow(0, int64_t(r) * n, n).view(dst.sizes()));
+    }
+    return outs;
+  });
+}
+
+work process_group_gloo::gather(std::vector<tensor>& outputs, const tensor& input, int root) {
+  check_cpu("gather", input, "the input");
+  check_rank("gather", root, "root");
+  if (rank() == root)
+    check_list("gather", outputs, "outputs on the root", size_t(size()), input);
+  else
+    ACTORCH_CHECK(outputs.empty(), "gather: outputs must be empty on ranks other than the root (",
+                  root, ") but holds ", outputs.size(), " tensors on rank ", rank());
+  auto in = std::make_shared<contiguous_buffer>(input);
+  auto outs = outputs;
+  return impl_->enqueue("gather", [this, in, outs, root](uint32_t seq) {
+    impl_->check_headers("gather", seq, make_header(op_kind::gather, &in->flat, root, -1));
+    gloo::GatherOptions o(impl_->context);
+    o.setInput(static_cast<uint8_t*>(in->flat.data_ptr()), in->flat.nbytes());
+    tensor flat;
+    if (rank() == root) {
+      flat = empty({int64_t(size()) * in->flat.numel()}, {.dtype = in->flat.dtype()});
+      o.setOutput(static_cast<uint8_t*>(flat.data_ptr()), flat.nbytes());
+    }
+    o.setRoot(root);
+    impl_->tag(o, seq);
+    gloo::gather(o);
+    const int64_t n = in->flat.numel();
+    for (size_t r = 0; r < outs.size(); ++r) {
+      tensor dst = outs[r];
+      dst.copy_(flat.narrow(0, int64_t(r) * n, n).view(dst.sizes()));
+    }
+    return outs;
+  });
+}
+
+work process_group_gloo::scatter(tensor& output, const std::vector<tensor>& inputs, int root) {
+  check_cpu("scatter", output, "the output");
+  check_rank("scatter", root, "root");
+  if (rank() == root)
+    check_list("scatter", inputs, "inputs on the root", size_t(size()), output);
+  else
+    ACTORCH_CHECK(inputs.empty(), "scatter: inputs must be empty on ranks other than the root (",
+                  root, ") but holds ", inputs.size(), " tensors on rank ", rank());
+  auto out = std::make_shared<contiguous_buffer>(output);
+  std::vector<tensor> ins;
+  for (const auto& t : inputs)
+    ins.push_back(t.contiguous());
+  return impl_->enqueue("scatter", [this, out, ins, root](uint32_t seq) {
+    impl_->check_headers("scatter", seq, make_header(op_kind::scatter, &out->flat, root, -1));
+    gloo::ScatterOptions o(impl_->context);
+    std::vector<uint8_t*> ptrs;
+    for (const auto& t : ins)
+      ptrs.push_back(static_cast<uint8_t*>(t.data_ptr()));
+    if (rank() == root)
+      o.setInputs(ptrs, out->flat.nbytes());
+    o.setOutput(static_cast<uint8_t*>(out->flat.data_ptr()), out->flat.nbytes());
+    o.setRoot(root);
+    impl_->tag(o, seq);
+    gloo::scatter(o);
+    out->copy_back();
+    return std::vector<tensor>{out->orig};
+  });
+}
+
+work process_group_gloo::reduce_scatter(tensor& output, const std::vector<tensor>& inputs,
+                                        reduce_op op) {
+  check_cpu("reduce_scatter", output, "the output");
+  check_list("reduce_scatter", inputs, "inputs", size_t(size()), output);
+  check_reduce("reduce_scatter", output.dtype(), op);
+  auto out = std::make_shared<contiguous_buffer>(output);
+  // All-reduce of the concatenated inputs, keeping this rank's part: twice the traffic of a
+  // dedicated reduce-scatter, which this Gloo lacks in its options API.
+  std::vector<tensor> flat_inputs;
+  for (const auto& t : inputs)
+    flat_inputs.push_back(t.reshape({-1}));
+  tensor all = cat(flat_inputs, 0);
+  return impl_->enqueue("reduce_scatter", [this, out, all, op](uint32_t seq) mutable {
+    impl_->check_headers("reduce_scatter", seq,
+                         make_header(op_kind::reduce_scatter, &out->flat, -1, int(op)));
+    impl_->allreduce_flat(all, op, seq);
+    const int64_t n = out->flat.numel();
+    out->flat.copy_(all.narrow(0, int64_t(rank()) * n, n).view(out->flat.sizes()));
+    out->copy_back();
+    return std::vector<tensor>{out->orig};
+  });
+}
+
+work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
+                                    const std::vector<tensor>& inputs) {
+  ACTORCH_CHECK(!inputs.empty(), "all_to_all: inputs is empty (needs one tensor per rank)");
+  check_cpu("all_to_all", inputs[0], "inputs[0]");
+  check_list("all_to_all", inputs, "inputs", size_t(size()), inputs[0]);
+  check_list("all_to_all", outputs, "outputs", size_t(size()), inputs[0]);
+  std::vector<tensor> flat_inputs;
+  for (const auto& t : inputs)
+    flat_inputs.push_back(t.reshape({-1}));
+  tensor in = cat(flat_inputs, 0);
+  auto outs = outputs;
+  const tensor like = inputs[0];
+  return impl_->enqueue("all_to_all", [this, in, outs, like](uint32_t seq) {
+    impl_->check_headers("all_to_all", seq, make_header(op_kind::all_to_all, &like, -1, -1));
+    tensor flat = empty_like(in);
+    gloo::AlltoallOptions o(impl_->context);
+    o.setInput(static_cast<uint8_t*>(in.data_ptr()), in.nbytes());
+    o.setOutput(static_cast<uint8_t*>(flat.data_ptr()), flat.nbytes());
+    impl_->tag(o, seq);
+    gloo::alltoall(o);
+    const int64_t n = like.numel();
+    for (size_t r = 0; r < outs.size(); ++r) {
+      tensor dst = outs[r];
+      dst.copy_(flat.narrow(0, int64_t(r) * n, n).view(dst.sizes()));
+    }
+    return outs;
+  });
+}
+
+work process_group_gloo::barrier() {
+  return impl_->enqueue("barrier", [this](uint32_t seq) {
+    impl_->check_headers("barrier", seq, make_header(op_kind::barrier, nullptr, -1, -1));
+    gloo::BarrierOptions o(impl_->context);
+    impl_->tag(o, seq);
+    gloo::barrier(o);
+    return std::vector<tensor>{};
+  });
+}
+
+work process_group_gloo::monitored_barrier(milliseconds timeout) {
+  // Through the store, not Gloo, so that a missing rank is named and the context survives:
+  // every rank checks in under "monitored_barrier/<n>/<rank>"; rank 0 waits for each and posts
+  // the verdict under ".../done", which the others wait for.
+  return impl_->enqueue("monitored_barrier", [this, timeout](uint32_t) {
+    const std::string base = "monitored_barrier/" + std::to_string(impl_->monitored_seq++) + "/";
+    auto& st = *impl_->st;
+    const auto global = [&](int r) { return global_ranks()[size_t(r)]; };
+    if (rank() != 0) {
+      st.set(base + std::to_string(rank()), "1");
+      try {
+        st.wait({base + "done"}, timeout);
+      } catch (const actorch::error&) {
+        ACTORCH_FAIL("monitored_barrier: rank ", global(0), " (the group's rank 0) gave no ",
+                     "verdict within ", timeout.count(), " ms");
+      }
+      const std::string verdict = st.get(base + "done");
+      ACTORCH_CHECK(verdict == "ok", "monitored_barrier: ", verdict);
+      return std::vector<tensor>{};
+    }
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::vector<int> missing;
+    for (int r = 1; r < size(); ++r) {
+      const auto left = std::chrono::duration_cast<milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      try {
+        st.wait({base + std::to_string(r)}, std::max(left, milliseconds(1)));
+      } catch (const actorch::error&) {
+        missing.push_back(global(r));
+      }
+    }
+    if (missing.empty()) {
+      st.set(base + "done", "ok");
+      return std::vector<tensor>{};
+    }
+    const std::string verdict = "ranks " + ranks_str(missing) + " of group " +
+                                ranks_str(global_ranks()) + " did not arrive within " +
+                                std::to_string(timeout.count()) + " ms";
+    st.set(base + "done", verdict);
+    ACTORCH_FAIL("monitored_barrier: ", verdict);
+  });
+}
+
+work process_group_gloo::send(const tensor& t, int dst, int tag) {
+  check_cpu("send", t, "the tensor");
+  check_rank("send", dst, "dst");
+  ACTORCH_CHECK(dst != rank(), "send: rank ", rank(), " cannot send to itself");
+  ACTORCH_CHECK(tag >= 0, "send: tag must be >= 0 but got ", tag);
+  auto data = std::make_shared<contiguous_buffer>(t);
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->broken.empty())
+    return work::failed(impl_->refused("send"));
+  auto buf = impl_->context->createUnboundBuffer(data->flat.data_ptr(), data->flat.nbytes());
+  buf->send(dst, kP2PSlotPrefix | uint64_t(uint32_t(tag)));
+  work w;
+  impl_->p2p_jobs.push_back(impl::p2p_job{
+      "send to rank " + std::to_string(global_ranks_[size_t(dst)]) + " (tag " +
+          std::to_string(tag) + ")",
+      std::move(buf), data, true, dst, w});
+  impl_->cv.notify_all();
+  return w;
+}
+
+work process_group_gloo::recv(tensor& t, int src, int tag) {
+  check_cpu("recv", t, "the tensor");
+  if (src != -1) {
+    check_rank("recv", src, "src");
+    ACTORCH_CHECK(src != rank(), "recv: rank ", rank(), " cannot receive from itself");
+  }
+  ACTORCH_CHECK(tag >= 0, "recv: tag must be >= 0 but got ", tag);
+  ACTORCH_CHECK(size() > 1, "recv: a group of one rank has nobody to receive from");
+  auto data = std::make_shared<contiguous_buffer>(t);
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->broken.empty())
+    return work::failed(impl_->refused("recv"));
+  auto buf = impl_->context->createUnboundBuffer(data->flat.data_ptr(), data->flat.nbytes());
+  const uint64_t slot = kP2PSlotPrefix | uint64_t(uint32_t(tag));
+  std::string what;
+  if (src == -1) {
+    std::vector<int> srcs;
+    for (int r = 0; r < size(); ++r)
+      if (r != rank())
+        srcs.push_back(r);
+    buf->recv(srcs, slot);
+    what = "recv from any rank (tag " + std::to_string(tag) + ")";
+  } else {
+    buf->recv(src, slot);
+    what = "recv from rank " + std::to_string(global_ranks_[size_t(src)]) + " (tag " +
+           std::to_string(tag) + ")";
+  }
+  work w;
+  impl_->p2p_jobs.push_back(impl::p2p_job{what, std::move(buf), data, false, src, w});
+  impl_->cv.notify_all();
+  return w;
+}
+
+} // namespace actorch::dist

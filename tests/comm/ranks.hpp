@@ -1,0 +1,62 @@
+// Runs a group of ranks as threads of the test process, rendezvousing through one hash_store
+// (Gloo's BaseTest::spawn, c10d's CollectiveTest). Catch2 assertions are not thread-safe, so
+// each rank returns what it saw and the test checks the results on the main thread.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/hash_store.hpp"
+#include "comm/prefix_store.hpp"
+#include "comm/process_group_gloo.hpp"
+
+namespace actorch::test {
+
+inline dist::process_group_gloo::options short_timeout(int ms = 3000) {
+  dist::process_group_gloo::options o;
+  o.timeout = std::chrono::milliseconds(ms);
+  return o;
+}
+
+/// Runs fn(rank, group) on `world` threads; returns each rank's result, or rethrows the first
+/// exception a rank threw.
+template <class R>
+std::vector<R> on_ranks(int world, const std::function<R(int, dist::process_group_gloo&)>& fn,
+                        dist::process_group_gloo::options opts = short_timeout()) {
+  auto st = std::make_shared<dist::hash_store>(opts.timeout);
+  std::vector<R> results(static_cast<size_t>(world));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        dist::process_group_gloo pg(std::make_shared<dist::prefix_store>("pg", st), r, world,
+                                    opts);
+        results[size_t(r)] = fn(r, pg);
+      } catch (...) {
+        errors[size_t(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  for (auto& e : errors)
+    if (e)
+      std::rethrow_exception(e);
+  return results;
+}
+
+/// The message of the exception fn throws, or "" when it throws none.
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace actorch::test

@@ -1,0 +1,230 @@
+// Every collective of process_group_gloo, for worlds of 2 and 3 ranks run as threads, against
+// values computed here independently (rank r contributes values that depend on r).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/ops/factory.hpp"
+#include "tests/comm/ranks.hpp"
+#include "tests/core/values.hpp"
+
+using namespace actorch;
+using namespace actorch::dist;
+using actorch::test::ints_of;
+using actorch::test::on_ranks;
+using actorch::test::values_of;
+using V = std::vector<double>;
+using I = std::vector<int64_t>;
+
+namespace {
+
+// Rank r's contribution to element i of the reduce tests: small distinct integers.
+int64_t contrib(int r, int64_t i) {
+  return (r + 1) * (i + 2) + r % 2;
+}
+
+int64_t expected_reduce(reduce_op op, int world, int64_t i) {
+  int64_t acc = contrib(0, i);
+  for (int r = 1; r < world; ++r) {
+    const int64_t x = contrib(r, i);
+    switch (op) {
+    case reduce_op::sum:
+    case reduce_op::avg: acc += x; break;
+    case reduce_op::product: acc *= x; break;
+    case reduce_op::min: acc = std::min(acc, x); break;
+    case reduce_op::max: acc = std::max(acc, x); break;
+    case reduce_op::band: acc &= x; break;
+    case reduce_op::bor: acc |= x; break;
+    case reduce_op::bxor: acc ^= x; break;
+    }
+  }
+  return acc;
+}
+
+tensor rank_tensor(int r, int64_t n, dtype dt) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[size_t(i)] = contrib(r, i);
+  return as_tensor(v).to(dt);
+}
+
+} // namespace
+
+TEST_CASE("all_reduce applies every ReduceOp across ranks", "[comm][gloo]") {
+  const int world = GENERATE(2, 3);
+  const auto op = GENERATE(reduce_op::sum, reduce_op::avg, reduce_op::product, reduce_op::min,
+                           reduce_op::max, reduce_op::band, reduce_op::bor, reduce_op::bxor);
+  const bool bitwise = op == reduce_op::band || op == reduce_op::bor || op == reduce_op::bxor;
+  const dtype dt = bitwise ? dtype::int32 : dtype::float64;
+  INFO("world " << world << " op " << reduce_op_name(op));
+  auto got = on_ranks<V>(world, [&](int r, process_group_gloo& pg) {
+    tensor t = rank_tensor(r, 5, dt);
+    pg.all_reduce(t, op).wait();
+    return values_of(t);
+  });
+  V want;
+  for (int64_t i = 0; i < 5; ++i)
+    want.push_back(op == reduce_op::avg ? double(expected_reduce(op, world, i)) / world
+                                        : double(expected_reduce(op, world, i)));
+  for (int r = 0; r < world; ++r)
+    CHECK(actorch::test::close(got[size_t(r)], want));
+}
+
+TEST_CASE("all_reduce works for every dtype and non-contiguous tensors", "[comm][gloo]") {
+  const auto dt = GENERATE(dtype::float32, dtype::float64, dtype::float16, dtype::bfloat16,
+                           dtype::int8, dtype::uint8, dtype::int32, dtype::int64);
+  INFO("dtype " << dtype_name(dt));
+  auto got = on_ranks<V>(3, [&](int r, process_group_gloo& pg) {
+    // A transposed 2x3 view: non-contiguous, so the group copies in and back.
+    tensor base = rank_tensor(r, 6, dt).view({3, 2});
+    tensor t = base.t();
+    pg.all_reduce(t, reduce_op::sum).wait();
+    return values_of(base.flatten());
+  });
+  V want;
+  for (int64_t i = 0; i < 6; ++i)
+    want.push_back(double(expected_reduce(reduce_op::sum, 3, i)));
+  for (const auto& g : got)
+    CHECK(g == want);
+}
+
+TEST_CASE("all_reduce on bool tensors: SUM is OR, PRODUCT is AND", "[comm][gloo]") {
+  auto got = on_ranks<std::vector<I>>(2, [](int r, process_group_gloo& pg) {
+    std::vector<I> out;
+    for (auto op : {reduce_op::sum, reduce_op::product, reduce_op::bxor}) {
+      tensor t = as_tensor(std::vector<bool>{true, r == 0, false});
+      pg.all_reduce(t, op).wait();
+      out.push_back(ints_of(t));
+    }
+    return out;
+  });
+  for (const auto& g : got) {
+    CHECK(g[0] == I{1, 1, 0});
+    CHECK(g[1] == I{1, 0, 0});
+    CHECK(g[2] == I{0, 1, 0});
+  }
+}
+
+TEST_CASE("broadcast copies the root's tensor to every rank", "[comm][gloo]") {
+  const int world = GENERATE(2, 3);
+  const int root = world - 1;
+  auto got = on_ranks<V>(world, [&](int r, process_group_gloo& pg) {
+    tensor t = full({2, 2}, double(r * 10 + 1));
+    pg.broadcast(t, root).wait();
+    return values_of(t);
+  });
+  for (const auto& g : got)
+    CHECK(g == V(4, root * 10 + 1));
+}
+
+TEST_CASE("reduce leaves the result on the root only", "[comm][gloo]") {
+  const int world = GENERATE(2, 3);
+  auto got = on_ranks<I>(world, [&](int r, process_group_gloo& pg) {
+    tensor t = rank_tensor(r, 4, dtype::int64);
+    pg.reduce(t, 1, reduce_op::max).wait();
+    return ints_of(t);
+  });
+  for (int r = 0; r < world; ++r)
+    for (int64_t i = 0; i < 4; ++i)
+      CHECK(got[size_t(r)][size_t(i)] ==
+            (r == 1 ? expected_reduce(reduce_op::max, world, i) : contrib(r, i)));
+}
+
+TEST_CASE("all_gather and all_gather_into_tensor collect every rank's tensor", "[comm][gloo]") {
+  const int world = GENERATE(2, 3);
+  auto got = on_ranks<std::vector<V>>(world, [&](int r, process_group_gloo& pg) {
+    tensor in = full({2}, double(r));
+    std::vector<tensor> outs;
+    for (int i = 0; i < world; ++i)
+      outs.push_back(empty({2}));
+    pg.all_gather(outs, in).wait();
+    tensor flat = empty({world, 2});
+    pg.all_gather_into_tensor(flat, in).wait();
+    std::vector<V> res;
+    for (auto& o : outs)
+      res.push_back(values_of(o));
+    res.push_back(values_of(flat));
+    return res;
+  });
+  V flat_want;
+  for (int i = 0; i < world; ++i)
+    flat_want.insert(flat_want.end(), {double(i), double(i)});
+  for (const auto& g : got) {
+    for (int i = 0; i < world; ++i)
+      CHECK(g[size_t(i)] == V{double(i), double(i)});
+    CHECK(g.back() == flat_want);
+  }
+}
+
+TEST_CASE("gather collects on the root, scatter hands out from it", "[comm][gloo]") {
+  const int world = GENERATE(2, 3);
+  auto got = on_ranks<std::vector<V>>(world, [&](int r, process_group_gloo& pg) {
+    std::vector<V> res;
+    std::vector<tensor> outs;
+    if (r == 0)
+      for (int i = 0; i < world; ++i)
+        outs.push_back(empty({3}, {.dtype = dtype::int32}));
+    pg.gather(outs, full({3}, r + 5, {.dtype = dtype::int32}), 0).wait();
+    for (auto& o : outs)
+      res.push_back(values_of(o));
+    std::vector<tensor> ins;
+    if (r == 0)
+      for (int i = 0; i < world; ++i)
+        ins.push_back(full({3}, 100 + i, {.dtype = dtype::int32}));
+    tensor out = zeros({3}, {.dtype = dtype::int32});
+    pg.scatter(out, ins, 0).wait();
+    res.push_back(values_of(out));
+    return res;
+  });
+  for (int i = 0; i < world; ++i)
+    CHECK(got[0][size_t(i)] == V(3, i + 5));
+  for (int r = 0; r < world; ++r)
+    CHECK(got[size_t(r)].back() == V(3, 100 + r));
+}
+
+TEST_CASE("reduce_scatter reduces and keeps each rank's part", "[comm][gloo]") {
+  const int world = GENERATE(2, 3);
+  auto got = on_ranks<V>(world, [&](int r, process_group_gloo& pg) {
+    std::vector<tensor> ins;
+    for (int j = 0; j < world; ++j)
+      ins.push_back(full({2}, double(10 * r + j)));
+    tensor out = empty({2});
+    pg.reduce_scatter(out, ins, reduce_op::sum).wait();
+    return values_of(out);
+  });
+  for (int r = 0; r < world; ++r) {
+    double s = 0;
+    for (int q = 0; q < world; ++q)
+      s += 10 * q + r;
+    CHECK(got[size_t(r)] == V(2, s));
+  }
+}
+
+TEST_CASE("all_to_all sends inputs[j] to rank j", "[comm][gloo]") {
+  const int world = GENERATE(2, 3);
+  auto got = on_ranks<std::vector<V>>(world, [&](int r, process_group_gloo& pg) {
+    std::vector<tensor> ins, outs;
+    for (int j = 0; j < world; ++j) {
+      ins.push_back(full({2}, double(10 * r + j)));
+      outs.push_back(empty({2}));
+    }
+    pg.all_to_all(outs, ins).wait();
+    std::vector<V> res;
+    for (auto& o : outs)
+      res.push_back(values_of(o));
+    return res;
+  });
+  for (int r = 0; r < world; ++r)
+    for (int i = 0; i < world; ++i)
+      CHECK(got[size_t(r)][size_t(i)] == V(2, 10 * i + r));
+}
+
+TEST_CASE("barrier and monitored_barrier pass when every rank arrives", "[comm][gloo]") {
+  auto got = on_ranks<int>(3, [](int, process_group_gloo& pg) {
+    pg.barrier().wait();
+    pg.monitored_barrier(std::chrono::milliseconds(2000)).wait();
+    return 1;
+  });
+  CHECK(got == std::vector<int>{1, 1, 1});
+}

@@ -1,0 +1,155 @@
+// Bad inputs and failures of process_group_gloo: caller mistakes throw at once; tensors that
+// differ across ranks fail the op on every rank with each rank's tensor named (and the group
+// stays usable); a rank that never comes or dies makes the others fail within the timeout,
+// naming the op and the peers, after which the group refuses work.
+#include <catch2/catch.hpp>
+
+#include "core/ops/factory.hpp"
+#include "tests/comm/ranks.hpp"
+#include "tests/core/values.hpp"
+
+using namespace actorch;
+using namespace actorch::dist;
+using namespace std::chrono_literals;
+using actorch::test::error_of;
+using actorch::test::on_ranks;
+using actorch::test::short_timeout;
+using actorch::test::values_of;
+using Catch::Contains;
+
+TEST_CASE("caller mistakes throw at issue, naming the op and values", "[comm][gloo][errors]") {
+  auto got = on_ranks<std::vector<std::string>>(2, [](int, process_group_gloo& pg) {
+    std::vector<std::string> e;
+    tensor f = zeros({2});
+    tensor i = zeros({2}, {.dtype = dtype::int32});
+    e.push_back(error_of([&] { pg.all_reduce(f, reduce_op::band); }));
+    e.push_back(error_of([&] { pg.all_reduce(i, reduce_op::avg); }));
+    e.push_back(error_of([&] { pg.broadcast(f, 2); }));
+    std::vector<tensor> one{zeros({2})};
+    e.push_back(error_of([&] { pg.all_gather(one, f); }));
+    e.push_back(error_of([&] { pg.send(f, pg.rank(), 0); }));
+    e.push_back(error_of([&] { pg.recv(f, 1 - pg.rank(), -1); }));
+    tensor undefined;
+    e.push_back(error_of([&] { pg.all_reduce(undefined, reduce_op::sum); }));
+    pg.barrier().wait(); // the group is still usable
+    return e;
+  });
+  const auto& e = got[0];
+  CHECK_THAT(e[0], Contains("all_reduce: BAND needs an integer or bool tensor but got float32"));
+  CHECK_THAT(e[1], Contains("all_reduce: AVG needs a floating-point tensor but got int32"));
+  CHECK_THAT(e[2], Contains("broadcast: root 2 is outside the group's ranks [0, 2)"));
+  CHECK_THAT(e[3], Contains("all_gather: outputs must hold 2 tensors (one per rank) but holds 1"));
+  CHECK_THAT(e[4], Contains("send: rank 0 cannot send to itself"));
+  CHECK_THAT(e[5], Contains("recv: tag must be >= 0 but got -1"));
+  CHECK_THAT(e[6], Contains("all_reduce: the tensor is an undefined tensor"));
+}
+
+TEST_CASE("tensors that differ across ranks are reported with each rank's", "[comm][gloo][errors]") {
+  auto got = on_ranks<std::vector<std::string>>(3, [](int r, process_group_gloo& pg) {
+    std::vector<std::string> e;
+    tensor t = zeros({r == 2 ? 5 : 4});
+    e.push_back(error_of([&] { pg.all_reduce(t, reduce_op::sum).wait(); }));
+    tensor d = zeros({4}, {.dtype = r == 1 ? dtype::float64 : dtype::float32});
+    e.push_back(error_of([&] { pg.broadcast(d, 0).wait(); }));
+    tensor s = zeros({4});
+    e.push_back(error_of([&] {
+      if (r == 0)
+        pg.barrier().wait();
+      else
+        pg.all_reduce(s, reduce_op::max).wait();
+    }));
+    // After disagreements the group still works.
+    tensor ok = full({2}, 1.0);
+    pg.all_reduce(ok, reduce_op::sum).wait();
+    e.push_back(std::to_string(values_of(ok)[0]));
+    return e;
+  });
+  for (const auto& e : got) {
+    CHECK_THAT(e[0], Contains("all_reduce: the ranks of group [0, 1, 2] issued different") &&
+                         Contains("rank 0: all_reduce float32 [4] SUM") &&
+                         Contains("rank 2: all_reduce float32 [5] SUM"));
+    CHECK_THAT(e[1], Contains("rank 1: broadcast float64 [4] root 0") &&
+                         Contains("rank 0: broadcast float32 [4] root 0"));
+    CHECK_THAT(e[2], Contains("rank 0: barrier") && Contains("rank 1: all_reduce float32 [4] MAX"));
+    CHECK(e[3] == std::to_string(3.0));
+  }
+}
+
+TEST_CASE("a rank that never joins the op fails the others within the timeout",
+          "[comm][gloo][errors]") {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto got = on_ranks<std::vector<std::string>>(
+      3,
+      [](int r, process_group_gloo& pg) {
+        std::vector<std::string> e;
+        if (r == 2) { // issues nothing, but stays connected until the others gave up
+          std::this_thread::sleep_for(1500ms);
+          return e;
+        }
+        tensor t = zeros({4});
+        e.push_back(error_of([&] { pg.all_reduce(t, reduce_op::sum).wait(); }));
+        e.push_back(error_of([&] { pg.barrier().wait(); }));
+        e.push_back(pg.broken_reason());
+        return e;
+      },
+      short_timeout(500));
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  for (int r = 0; r < 2; ++r) {
+    const auto& e = got[size_t(r)];
+    REQUIRE(e.size() == 3);
+    CHECK_THAT(e[0], Contains("all_reduce failed on rank " + std::to_string(r) +
+                              " of group [0, 1, 2] within the group's timeout of 500 ms") &&
+                         Contains("peers [") && Contains("unusable"));
+    CHECK_THAT(e[1], Contains("barrier refused") && Contains("all_reduce failed"));
+    CHECK_FALSE(e[2].empty());
+  }
+}
+
+TEST_CASE("a rank that dies mid-run makes the others fail within the timeout",
+          "[comm][gloo][errors]") {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto got = on_ranks<std::string>(
+      2,
+      [](int r, process_group_gloo& pg) -> std::string {
+        tensor t = full({1024}, 1.0);
+        pg.all_reduce(t, reduce_op::sum).wait();
+        if (r == 1)
+          return ""; // returning destroys this rank's group: its connections close
+        std::this_thread::sleep_for(100ms);
+        return error_of([&] {
+          for (int i = 0; i < 3; ++i)
+            pg.all_reduce(t, reduce_op::sum).wait();
+        });
+      },
+      short_timeout(1000));
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  CHECK_THAT(got[0], Contains("all_reduce failed on rank 0 of group [0, 1]") &&
+                         Contains("peers [1]"));
+}
+
+TEST_CASE("monitored_barrier names the ranks that did not arrive", "[comm][gloo][errors]") {
+  auto got = on_ranks<std::string>(
+      3,
+      [](int r, process_group_gloo& pg) -> std::string {
+        if (r == 2) {
+          std::this_thread::sleep_for(800ms);
+          return "";
+        }
+        return error_of([&] { pg.monitored_barrier(300ms).wait(); });
+      },
+      short_timeout(2000));
+  CHECK_THAT(got[0], Contains("monitored_barrier: ranks [2] of group [0, 1, 2] did not arrive "
+                              "within 300 ms"));
+  CHECK_THAT(got[1], Contains("ranks [2]"));
+}
+
+TEST_CASE("a rendezvous that misses a rank fails within the timeout", "[comm][gloo][errors]") {
+  auto st = std::make_shared<hash_store>(300ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(process_group_gloo(st, 0, 2, short_timeout(300)),
+                    Contains("process_group_gloo: rank 0 of group [0, 1] could not connect") &&
+                        Contains("within 300 ms"));
+  CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+  CHECK_THROWS_WITH(process_group_gloo(st, 2, 2, short_timeout(300)),
+                    Contains("rank 2 is outside [0, 2)"));
+}
