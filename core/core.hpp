@@ -1,6 +1,9 @@
-// The tensor core in one include: tensors, creation, every op family and .npy interop.
+// The tensor core in one include: tensors, creation, every op family, autograd and .npy interop.
 #pragma once
 
+#include "core/autograd/engine.hpp"
+#include "core/autograd/grad_mode.hpp"
+#include "core/autograd/node.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/factory.hpp"
 #include "core/ops/index.hpp"

@@ -47,5 +47,5 @@ template <class... Args> std::string concat(Args&&... args) {
   do {                                                                                             \
     if (!(cond)) [[unlikely]]                                                                      \
       ::actorch::detail::throw_internal(__FILE__, __LINE__, #cond,                                 \
-                                        ::actorch::detail::concat("" __VA_ARGS__));                \
+                                        ::actorch::detail::concat(std::string() __VA_OPT__(, ) __VA_ARGS__));                \
   } while (false)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -27,12 +28,18 @@ public:
   /// The allocator that owns the bytes, or nullptr for wrapped memory.
   allocator* owner() const { return allocator_; }
 
+  /// Bumped by every in-place write through any view; autograd compares it with the version a
+  /// saved tensor had, to detect tensors modified after they were saved for backward.
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
 private:
   void* data_;
   size_t nbytes_;
   actorch::device device_;
   allocator* allocator_ = nullptr;
   std::function<void(void*)> deleter_;
+  uint64_t version_ = 0;
 };
 
 } // namespace actorch

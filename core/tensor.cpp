@@ -3,9 +3,12 @@
 #include "core/tensor.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <optional>
 
+#include "core/autograd/grad_mode.hpp"
+#include "core/autograd/node.hpp"
 #include "core/ops/factory.hpp"
 #include "core/tensor_iterator.hpp"
 #include "kernels/cpu/copy.hpp"
@@ -72,6 +75,11 @@ const tensor_impl& tensor::impl() const {
   return *impl_;
 }
 
+const std::shared_ptr<tensor_impl>& tensor::impl_ptr() const {
+  ACTORCH_CHECK(impl_, "tensor: the tensor is undefined (default-constructed)");
+  return impl_;
+}
+
 tensor_impl& tensor::impl() {
   ACTORCH_CHECK(impl_, "tensor: the tensor is undefined (default-constructed)");
   return *impl_;
@@ -129,6 +137,27 @@ tensor make_view(const tensor& base, shape_t sizes, shape_t strides, int64_t off
   impl->offset = offset;
   impl->dtype = base.dtype();
   return tensor(std::move(impl));
+}
+
+// Records the backward of a view op when its base takes part in autograd: `back` maps the
+// view's gradient to the base's shape.
+tensor track_view(const tensor& base, tensor view, const char* name,
+                  std::function<tensor(const tensor&)> back) {
+  if (autograd::needs_grad({&base}))
+    autograd::record(view, name, {&base}, {}, [back = std::move(back)](const auto& g, const auto&) {
+      return std::vector<tensor>{back(g[0])};
+    });
+  return view;
+}
+
+// The gradient of a view that picks a region of the base: zeros with g in that region.
+std::function<tensor(const tensor&)> into_zeros(shape_t shape,
+                                                std::function<tensor(tensor&)> region) {
+  return [shape = std::move(shape), region = std::move(region)](const tensor& g) {
+    tensor z = zeros(shape, {.dtype = g.dtype()});
+    region(z).copy_(g);
+    return z;
+  };
 }
 
 // Resolves one -1 in a requested shape from numel, as view/reshape do.
@@ -201,13 +230,15 @@ tensor tensor::view(const shape_t& shape) const {
                 " is not compatible with the input's size ", shape_str(sizes()), " and stride ",
                 shape_str(strides()),
                 " (at least one dim spans two contiguous subspaces); use reshape instead");
-  return make_view(*this, target, std::move(*st), storage_offset());
+  return track_view(*this, make_view(*this, target, std::move(*st), storage_offset()),
+                    "ViewBackward", [shape = sizes()](const tensor& g) { return g.reshape(shape); });
 }
 
 tensor tensor::reshape(const shape_t& shape) const {
   const shape_t target = infer_shape(shape, numel(), "reshape", sizes());
   if (auto st = view_strides(sizes(), strides(), target, numel()))
-    return make_view(*this, target, std::move(*st), storage_offset());
+    return track_view(*this, make_view(*this, target, std::move(*st), storage_offset()),
+                      "ReshapeBackward", [shape = sizes()](const tensor& g) { return g.reshape(shape); });
   return clone().view(target);
 }
 
@@ -229,12 +260,11 @@ tensor tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 tensor tensor::transpose(int64_t dim0, int64_t dim1) const {
   const int64_t a = wrap_dim(dim0, dim(), "transpose");
   const int64_t b = wrap_dim(dim1, dim(), "transpose");
-  if (dim() == 0)
-    return make_view(*this, sizes(), strides(), storage_offset());
   shape_t sz = sizes(), st = strides();
   std::swap(sz[size_t(a)], sz[size_t(b)]);
   std::swap(st[size_t(a)], st[size_t(b)]);
-  return make_view(*this, std::move(sz), std::move(st), storage_offset());
+  return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
+                    "TransposeBackward", [a, b](const tensor& g) { return g.transpose(a, b); });
 }
 
 tensor tensor::t() const {
@@ -255,7 +285,11 @@ tensor tensor::permute(const shape_t& dims) const {
     sz[i] = sizes()[size_t(d)];
     st[i] = strides()[size_t(d)];
   }
-  return make_view(*this, std::move(sz), std::move(st), storage_offset());
+  shape_t inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i)
+    inverse[size_t(wrap_dim(dims[i], dim(), "permute"))] = int64_t(i);
+  return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
+                    "PermuteBackward", [inverse](const tensor& g) { return g.permute(inverse); });
 }
 
 tensor tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -268,7 +302,10 @@ tensor tensor::narrow(int64_t d, int64_t start, int64_t length) const {
                 start, " and length ", length, " are out of range for dim ", w, " of size ", n);
   shape_t sz = sizes();
   sz[size_t(w)] = length;
-  return make_view(*this, std::move(sz), strides(), storage_offset() + start * stride(w));
+  return track_view(
+      *this, make_view(*this, std::move(sz), strides(), storage_offset() + start * stride(w)),
+      "NarrowBackward",
+      into_zeros(sizes(), [w, start, length](tensor& z) { return z.narrow(w, start, length); }));
 }
 
 tensor tensor::select(int64_t d, int64_t index) const {
@@ -283,7 +320,9 @@ tensor tensor::select(int64_t d, int64_t index) const {
   const int64_t offset = storage_offset() + index * st[size_t(w)];
   sz.erase(sz.begin() + w);
   st.erase(st.begin() + w);
-  return make_view(*this, std::move(sz), std::move(st), offset);
+  return track_view(*this, make_view(*this, std::move(sz), std::move(st), offset),
+                    "SelectBackward",
+                    into_zeros(sizes(), [w, index](tensor& z) { return z.select(w, index); }));
 }
 
 tensor tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
@@ -301,7 +340,11 @@ tensor tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   shape_t sz = sizes(), st = strides();
   sz[size_t(w)] = (end - start + step - 1) / step;
   st[size_t(w)] *= step;
-  return make_view(*this, std::move(sz), std::move(st), storage_offset() + start * stride(w));
+  return track_view(
+      *this,
+      make_view(*this, std::move(sz), std::move(st), storage_offset() + start * stride(w)),
+      "SliceBackward",
+      into_zeros(sizes(), [w, start, end, step](tensor& z) { return z.slice(w, start, end, step); }));
 }
 
 tensor tensor::squeeze() const {
@@ -312,17 +355,19 @@ tensor tensor::squeeze() const {
       st.push_back(strides()[i]);
     }
   }
-  return make_view(*this, std::move(sz), std::move(st), storage_offset());
+  return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
+                    "SqueezeBackward", [shape = sizes()](const tensor& g) { return g.reshape(shape); });
 }
 
 tensor tensor::squeeze(int64_t d) const {
   const int64_t w = wrap_dim(d, dim(), "squeeze");
-  if (dim() == 0 || sizes()[size_t(w)] != 1)
-    return make_view(*this, sizes(), strides(), storage_offset());
   shape_t sz = sizes(), st = strides();
-  sz.erase(sz.begin() + w);
-  st.erase(st.begin() + w);
-  return make_view(*this, std::move(sz), std::move(st), storage_offset());
+  if (dim() > 0 && sizes()[size_t(w)] == 1) {
+    sz.erase(sz.begin() + w);
+    st.erase(st.begin() + w);
+  }
+  return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
+                    "SqueezeBackward", [shape = sizes()](const tensor& g) { return g.reshape(shape); });
 }
 
 tensor tensor::unsqueeze(int64_t d) const {
@@ -332,7 +377,8 @@ tensor tensor::unsqueeze(int64_t d) const {
       w < dim() ? sz[size_t(w)] * st[size_t(w)] : 1; // keeps the result contiguous if we were
   sz.insert(sz.begin() + w, 1);
   st.insert(st.begin() + w, new_stride);
-  return make_view(*this, std::move(sz), std::move(st), storage_offset());
+  return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
+                    "UnsqueezeBackward", [shape = sizes()](const tensor& g) { return g.reshape(shape); });
 }
 
 tensor tensor::expand(const shape_t& shape) const {
@@ -356,7 +402,9 @@ tensor tensor::expand(const shape_t& shape) const {
     sz[i] = want;
     st[i] = have == want ? strides()[i - lead] : 0;
   }
-  return make_view(*this, std::move(sz), std::move(st), storage_offset());
+  return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
+                    "ExpandBackward",
+                    [shape = sizes()](const tensor& g) { return autograd::sum_to(g, shape); });
 }
 
 tensor tensor::as_strided(const shape_t& size, const shape_t& stride, int64_t offset) const {
@@ -374,6 +422,9 @@ tensor tensor::as_strided(const shape_t& size, const shape_t& stride, int64_t of
   ACTORCH_CHECK(n == 0 || last < capacity, "as_strided: size ", shape_str(size), ", stride ",
                 shape_str(stride), " and offset ", offset, " reach element ", last,
                 " but the storage holds ", capacity);
+  ACTORCH_CHECK(!autograd::needs_grad({this}), "as_strided: views with arbitrary strides of a "
+                                                "tensor that requires grad are not differentiable "
+                                                "in actorch; use view, narrow, select or slice");
   return make_view(*this, size, stride, offset);
 }
 
@@ -445,6 +496,8 @@ bool may_overlap(const tensor& a, const tensor& b) {
 } // namespace
 
 void check_writable(const tensor& out, const char* op) {
+  autograd::check_in_place(out, op);
+  out.storage()->bump_version();
   for (int64_t d = 0; d < out.dim(); ++d)
     ACTORCH_CHECK(out.strides()[size_t(d)] != 0 || out.sizes()[size_t(d)] <= 1, op,
                   ": cannot write in place to a tensor with broadcast (stride 0) dim ", d,
@@ -467,6 +520,7 @@ tensor& tensor::copy_(const tensor& src) {
                 "copy_: source shape ", shape_str(src.sizes()),
                 " cannot be broadcast to the destination shape ", shape_str(sizes()));
   check_writable(*this, "copy_");
+  autograd::check_in_place(*this, "copy_", {&src});
   if (same_layout(*this, src))
     return *this;
   const tensor in = unaliased_input(*this, src);
@@ -478,17 +532,20 @@ tensor tensor::contiguous() const {
   return is_contiguous() ? *this : clone();
 }
 
-tensor tensor::clone() const {
-  tensor out = empty(sizes(), {.dtype = dtype(), .device = device()});
-  out.copy_(*this);
-  return out;
-}
+tensor tensor::clone() const { return to(dtype(), true); }
 
 tensor tensor::to(actorch::dtype t, bool copy) const {
   if (t == dtype() && !copy)
     return *this;
+  const bool track = autograd::needs_grad({this}) && actorch::is_floating_point(t);
   tensor out = empty(sizes(), {.dtype = t, .device = device()});
-  out.copy_(*this);
+  {
+    no_grad untracked;
+    out.copy_(*this);
+  }
+  if (track) // the engine casts the gradient back to this tensor's dtype
+    autograd::record(out, t == dtype() ? "CloneBackward" : "ToCopyBackward", {this}, {},
+                     [](const auto& g, const auto&) { return std::vector<tensor>{g[0]}; });
   return out;
 }
 

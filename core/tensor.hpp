@@ -22,6 +22,8 @@ namespace actorch {
 using shape_t = std::vector<int64_t>;
 
 class tensor;
+struct autograd_meta; // core/autograd/node.hpp
+struct node;          // core/autograd/node.hpp
 
 /// The state behind a tensor handle. Views get their own impl over the same storage.
 struct tensor_impl {
@@ -30,6 +32,8 @@ struct tensor_impl {
   shape_t strides;    // in elements
   int64_t offset = 0; // in elements
   actorch::dtype dtype = actorch::dtype::float32;
+  /// Gradient state; null for tensors that never took part in autograd.
+  std::shared_ptr<autograd_meta> autograd;
 };
 
 /// Returned by max(dim) / min(dim): the values and the indices where they were found.
@@ -190,8 +194,31 @@ public:
   tensor index_select(int64_t dim, const tensor& index) const;
   tensor gather(int64_t dim, const tensor& index) const;
 
+  // Autograd (core/autograd/). ------------------------------------------------------------
+  bool requires_grad() const;
+  /// Marks a leaf as needing gradients. @pre floating point dtype.
+  tensor& requires_grad_(bool requires_grad = true);
+  /// The accumulated gradient of a leaf (undefined until a backward pass reaches it).
+  tensor grad() const;
+  /// Replaces the gradient (an undefined tensor clears it, as `t.grad = None`).
+  void set_grad(const tensor& grad);
+  const std::shared_ptr<node>& grad_fn() const;
+  /// True for tensors created by the user rather than by a recorded op.
+  bool is_leaf() const;
+  /// Computes gradients of this tensor w.r.t. the graph's leaves. A non-scalar tensor needs
+  /// `gradient` (same shape). Frees the graph unless retain_graph.
+  void backward(const tensor& gradient = {}, bool retain_graph = false) const;
+  /// The same data, cut from the graph (shares storage).
+  tensor detach() const;
+  /// Called with the leaf as soon as its gradient for the current backward pass has been
+  /// accumulated, on the thread running backward (DistributedDataParallel's bucketing hook).
+  void register_post_accumulate_grad_hook(std::function<void(const tensor&)> hook);
+
   /// PyTorch's repr: "tensor([[1., 2.],\n        [3., 4.]])", with dtype/device when not default.
   std::string str() const;
+
+  /// The impl behind the handle (for autograd and serialization internals).
+  const std::shared_ptr<tensor_impl>& impl_ptr() const;
 
 private:
   const tensor_impl& impl() const;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/autograd/grad_mode.hpp"
+#include "core/autograd/node.hpp"
 #include "core/ops/factory.hpp"
 #include "core/tensor_iterator.hpp"
 #include "kernels/cpu/copy.hpp"
@@ -117,21 +119,165 @@ tensor& binary_in_place(kc::binary_op op, tensor& self, const tensor& other, dty
   ACTORCH_CHECK(shape == self.sizes(), name, "_: the result's shape ", shape_str(shape),
                 " differs from the in-place target's shape ", shape_str(self.sizes()));
   check_writable(self, name);
+  autograd::check_in_place(self, name, {&other});
   // Compute in the target's dtype (the cast check above makes this lossless in category).
   const tensor oc = unaliased_input(self, other.to(self.dtype()));
   kc::binary(op, self.dtype(), make_loop<3>(self, {&self, &oc}), alpha);
   return self;
 }
 
+// Backward formulas of the binary ops (forward/backward side by side, STYLE.md). Gradients are
+// summed back over broadcast dims by sum_to; the engine casts them to each input's dtype.
+void record_binary(kc::binary_op op, tensor& out, const tensor& a, const tensor& b,
+                   const scalar& alpha) {
+  using autograd::sum_to;
+  const shape_t sa = a.sizes(), sb = b.sizes();
+  const double al = alpha.to_double();
+  switch (op) {
+  case kc::binary_op::add:
+    autograd::record(out, "AddBackward", {&a, &b}, {}, [sa, sb, al](const auto& g, const auto&) {
+      return std::vector<tensor>{sum_to(g[0], sa), sum_to(al == 1 ? g[0] : g[0] * al, sb)};
+    });
+    return;
+  case kc::binary_op::sub:
+    autograd::record(out, "SubBackward", {&a, &b}, {}, [sa, sb, al](const auto& g, const auto&) {
+      return std::vector<tensor>{sum_to(g[0], sa), sum_to(g[0] * -al, sb)};
+    });
+    return;
+  case kc::binary_op::mul:
+    autograd::record(out, "MulBackward", {&a, &b}, {a, b}, [sa, sb](const auto& g, const auto& s) {
+      return std::vector<tensor>{sum_to(g[0] * s[1], sa), sum_to(g[0] * s[0], sb)};
+    });
+    return;
+  case kc::binary_op::div:
+    autograd::record(out, "DivBackward", {&a, &b}, {a, b}, [sa, sb](const auto& g, const auto& s) {
+      return std::vector<tensor>{sum_to(g[0] / s[1], sa),
+                                 sum_to(-g[0] * s[0] / (s[1] * s[1]), sb)};
+    });
+    return;
+  case kc::binary_op::pow:
+    autograd::record(out, "PowBackward", {&a, &b}, {a, b, out.detach()},
+                     [sa, sb](const auto& g, const auto& s) {
+                       // d/db a^b = a^b log a, taken as 0 where a == 0 (PyTorch's convention).
+                       const tensor log_a = where(s[0].eq(0), scalar(0.0), log(s[0]));
+                       return std::vector<tensor>{sum_to(g[0] * s[1] * pow(s[0], s[1] - 1), sa),
+                                                  sum_to(g[0] * s[2] * log_a, sb)};
+                     });
+    return;
+  case kc::binary_op::maximum:
+  case kc::binary_op::minimum: {
+    const bool is_max = op == kc::binary_op::maximum;
+    autograd::record(out, is_max ? "MaximumBackward" : "MinimumBackward", {&a, &b}, {a, b},
+                     [sa, sb, is_max](const auto& g, const auto& s) {
+                       // Ties split the gradient evenly, as torch.maximum's backward does.
+                       const tensor wins = (is_max ? gt(s[0], s[1]) : lt(s[0], s[1]));
+                       const tensor share =
+                           wins.to(g[0].dtype()) + eq(s[0], s[1]).to(g[0].dtype()) * 0.5;
+                       return std::vector<tensor>{sum_to(g[0] * share, sa),
+                                                  sum_to(g[0] * (1 - share), sb)};
+                     });
+    return;
+  }
+  default: return; // comparisons: bool results carry no gradient
+  }
+}
+
+void record_binary_scalar(kc::binary_op op, tensor& out, const tensor& a, const scalar& b) {
+  const double v = b.to_double();
+  switch (op) {
+  case kc::binary_op::add:
+  case kc::binary_op::sub:
+    autograd::record(out, op == kc::binary_op::add ? "AddBackward" : "SubBackward", {&a}, {},
+                     [](const auto& g, const auto&) { return std::vector<tensor>{g[0]}; });
+    return;
+  case kc::binary_op::mul:
+    autograd::record(out, "MulBackward", {&a}, {},
+                     [v](const auto& g, const auto&) { return std::vector<tensor>{g[0] * v}; });
+    return;
+  case kc::binary_op::div:
+    autograd::record(out, "DivBackward", {&a}, {},
+                     [v](const auto& g, const auto&) { return std::vector<tensor>{g[0] / v}; });
+    return;
+  case kc::binary_op::pow:
+    autograd::record(out, "PowBackward", {&a}, {a}, [v](const auto& g, const auto& s) {
+      return std::vector<tensor>{v == 0 ? zeros_like(g[0]) : g[0] * v * pow(s[0], v - 1)};
+    });
+    return;
+  default: return;
+  }
+}
+
 tensor binary(kc::binary_op op, const tensor& a, const tensor& b, const scalar& alpha = 1) {
   check_defined(binary_name(op), {&a, &b});
-  return binary_out_of_place(op, a, b, result_type(a, b), alpha);
+  const bool track = autograd::needs_grad({&a, &b});
+  tensor out;
+  {
+    no_grad untracked;
+    out = binary_out_of_place(op, a, b, result_type(a, b), alpha);
+  }
+  if (track)
+    record_binary(op, out, a, b, alpha);
+  return out;
 }
 
 tensor binary(kc::binary_op op, const tensor& a, const scalar& b) {
   check_defined(binary_name(op), {&a});
+  const bool track = autograd::needs_grad({&a});
   const dtype t = result_type(a, b);
-  return binary_out_of_place(op, a, scalar_tensor(b, {.dtype = t}), t, 1);
+  tensor out;
+  {
+    no_grad untracked;
+    out = binary_out_of_place(op, a, scalar_tensor(b, {.dtype = t}), t, 1);
+  }
+  if (track)
+    record_binary_scalar(op, out, a, b);
+  return out;
+}
+
+void record_unary(kc::unary_op op, const char* name, tensor& out, const tensor& t) {
+  using fn = autograd::function_node::backward_fn;
+  // Formulas in terms of the input (x) or the output (y), whichever is cheaper.
+  const tensor y = out.detach();
+  std::vector<tensor> saved;
+  fn f;
+  switch (op) {
+  case kc::unary_op::neg: f = [](const auto& g, const auto&) { return std::vector<tensor>{-g[0]}; }; break;
+  case kc::unary_op::abs:
+    saved = {t};
+    f = [](const auto& g, const auto& s) {
+      return std::vector<tensor>{g[0] * (gt(s[0], zeros_like(s[0])).to(g[0].dtype()) -
+                                         lt(s[0], zeros_like(s[0])).to(g[0].dtype()))};
+    };
+    break;
+  case kc::unary_op::exp:
+    saved = {y};
+    f = [](const auto& g, const auto& s) { return std::vector<tensor>{g[0] * s[0]}; };
+    break;
+  case kc::unary_op::log:
+    saved = {t};
+    f = [](const auto& g, const auto& s) { return std::vector<tensor>{g[0] / s[0]}; };
+    break;
+  case kc::unary_op::sqrt:
+    saved = {y};
+    f = [](const auto& g, const auto& s) { return std::vector<tensor>{g[0] / (s[0] * 2)}; };
+    break;
+  case kc::unary_op::relu:
+    saved = {y};
+    f = [](const auto& g, const auto& s) {
+      return std::vector<tensor>{where(s[0].gt(0), g[0], scalar(0.0))};
+    };
+    break;
+  case kc::unary_op::sigmoid:
+    saved = {y};
+    f = [](const auto& g, const auto& s) { return std::vector<tensor>{g[0] * s[0] * (1 - s[0])}; };
+    break;
+  case kc::unary_op::tanh:
+    saved = {y};
+    f = [](const auto& g, const auto& s) { return std::vector<tensor>{g[0] * (1 - s[0] * s[0])}; };
+    break;
+  default: return;
+  }
+  autograd::record(out, name, {&t}, std::move(saved), std::move(f));
 }
 
 tensor unary(kc::unary_op op, const char* name, const tensor& t, bool floating_result) {
@@ -141,9 +287,16 @@ tensor unary(kc::unary_op op, const char* name, const tensor& t, bool floating_r
   if (floating_result && !is_floating_point(out_t))
     out_t = dtype::float32;
   ACTORCH_CHECK(out_t != dtype::bool_, name, ": bool tensors are not supported");
-  const tensor in = t.to(out_t);
-  tensor out = empty(t.sizes(), {.dtype = out_t});
-  kc::unary(op, out_t, make_loop<2>(out, {&in}));
+  const bool track = autograd::needs_grad({&t});
+  tensor out;
+  {
+    no_grad untracked;
+    const tensor in = t.to(out_t);
+    out = empty(t.sizes(), {.dtype = out_t});
+    kc::unary(op, out_t, make_loop<2>(out, {&in}));
+  }
+  if (track)
+    record_unary(op, name, out, t);
   return out;
 }
 
@@ -267,10 +420,25 @@ dtype clamp_dtype(const tensor& t, const std::optional<scalar>& lo,
 tensor clamp(const tensor& t, const std::optional<scalar>& lo, const std::optional<scalar>& hi) {
   const dtype r = clamp_dtype(t, lo, hi);
   check_cpu("clamp", {&t});
-  const tensor in = t.to(r);
-  tensor out = empty(t.sizes(), {.dtype = r});
-  kc::unary(kc::unary_op::clamp, r, make_loop<2>(out, {&in}), lo ? &*lo : nullptr,
-            hi ? &*hi : nullptr);
+  const bool track = autograd::needs_grad({&t});
+  tensor out;
+  {
+    no_grad untracked;
+    const tensor in = t.to(r);
+    out = empty(t.sizes(), {.dtype = r});
+    kc::unary(kc::unary_op::clamp, r, make_loop<2>(out, {&in}), lo ? &*lo : nullptr,
+              hi ? &*hi : nullptr);
+  }
+  if (track)
+    autograd::record(out, "ClampBackward", {&t}, {t}, [lo, hi](const auto& g, const auto& s) {
+      // The gradient passes where the input lies within [min, max].
+      tensor pass = ones_like(s[0], {.dtype = dtype::bool_});
+      if (lo)
+        pass = where(s[0].ge(*lo), pass, false);
+      if (hi)
+        pass = where(s[0].le(*hi), pass, false);
+      return std::vector<tensor>{where(pass, g[0], scalar(0.0))};
+    });
   return out;
 }
 
@@ -284,9 +452,21 @@ tensor where(const tensor& cond, const tensor& a, const tensor& b) {
   const shape_t shape =
       broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
   const dtype t = result_type(a, b);
-  const tensor ac = a.to(t), bc = b.to(t);
-  tensor out = empty(shape, {.dtype = t});
-  kc::where(t, make_loop<4>(out, {&cond, &ac, &bc}));
+  const bool track = autograd::needs_grad({&a, &b});
+  tensor out;
+  {
+    no_grad untracked;
+    const tensor ac = a.to(t), bc = b.to(t);
+    out = empty(shape, {.dtype = t});
+    kc::where(t, make_loop<4>(out, {&cond, &ac, &bc}));
+  }
+  if (track)
+    autograd::record(out, "WhereBackward", {&a, &b}, {cond},
+                     [sa = a.sizes(), sb = b.sizes()](const auto& g, const auto& s) {
+                       using autograd::sum_to;
+                       return std::vector<tensor>{sum_to(where(s[0], g[0], scalar(0.0)), sa),
+                                                  sum_to(where(s[0], scalar(0.0), g[0]), sb)};
+                     });
   return out;
 }
 
@@ -301,7 +481,17 @@ tensor where(const tensor& cond, const scalar& a, const tensor& b) {
 }
 
 tensor masked_fill(const tensor& t, const tensor& mask, const scalar& value) {
-  return t.clone().masked_fill_(mask, value);
+  const bool track = autograd::needs_grad({&t});
+  tensor out;
+  {
+    no_grad untracked;
+    out = t.clone().masked_fill_(mask, value);
+  }
+  if (track)
+    autograd::record(out, "MaskedFillBackward", {&t}, {mask}, [](const auto& g, const auto& s) {
+      return std::vector<tensor>{g[0].masked_fill(s[0], 0)};
+    });
+  return out;
 }
 
 // Comparisons of whole tensors. ----------------------------------------------------------------
@@ -532,6 +722,7 @@ tensor& tensor::masked_fill_(const tensor& mask, const scalar& value) {
   ACTORCH_CHECK(value.is_floating_point() <= is_floating_point(), "masked_fill_: value ",
                 value.to_double(), " is floating point but the tensor is ", dtype_name(dtype()));
   check_writable(*this, "masked_fill_");
+  autograd::check_in_place(*this, "masked_fill_", {&mask});
   const tensor m = unaliased_input(*this, mask);
   kc::masked_fill(dtype(), make_loop<2>(*this, {&m}), value);
   return *this;

@@ -3,6 +3,9 @@
 // 0-dim operands are read as one-element vectors, as PyTorch does.
 #include "core/ops/index.hpp"
 
+#include "core/autograd/grad_mode.hpp"
+#include "core/autograd/node.hpp"
+
 #include "core/ops/factory.hpp"
 #include "core/tensor_iterator.hpp"
 #include "kernels/cpu/index.hpp"
@@ -48,7 +51,7 @@ void check_index_fits(const char* op, const tensor& index, const tensor& other,
 
 } // namespace
 
-tensor index_select(const tensor& t, int64_t dim, const tensor& index) {
+static tensor index_select_untracked(const tensor& t, int64_t dim, const tensor& index) {
   check_defined("index_select", {&t, &index});
   check_cpu("index_select", {&t, &index});
   ACTORCH_CHECK(index.dtype() == dtype::int64 || index.dtype() == dtype::int32,
@@ -79,7 +82,7 @@ tensor index_select(const tensor& t, int64_t dim, const tensor& index) {
   return t.dim() == 0 ? out.view({}) : out;
 }
 
-tensor gather(const tensor& t, int64_t dim, const tensor& index) {
+static tensor gather_untracked(const tensor& t, int64_t dim, const tensor& index) {
   check_defined("gather", {&t, &index});
   check_cpu("gather", {&t, &index});
   check_int64_index("gather", index);
@@ -97,7 +100,8 @@ tensor gather(const tensor& t, int64_t dim, const tensor& index) {
   return out;
 }
 
-tensor scatter_add(const tensor& t, int64_t dim, const tensor& index, const tensor& src) {
+static tensor scatter_add_untracked(const tensor& t, int64_t dim, const tensor& index,
+                                    const tensor& src) {
   check_defined("scatter_add", {&t, &index, &src});
   check_cpu("scatter_add", {&t, &index, &src});
   check_int64_index("scatter_add", index);
@@ -120,6 +124,64 @@ tensor scatter_add(const tensor& t, int64_t dim, const tensor& index, const tens
                   to_view(source, "scatter_add"), idx.data_ptr<int64_t>(),
                   to_view(idx, "scatter_add"), d);
   return t.dim() == 0 ? out.view({}) : out;
+}
+
+// Differentiable entry points. --------------------------------------------------------------------
+
+tensor index_select(const tensor& t, int64_t dim, const tensor& index) {
+  const bool track = autograd::needs_grad({&t});
+  tensor out;
+  {
+    no_grad untracked;
+    out = index_select_untracked(t, dim, index);
+  }
+  if (track)
+    autograd::record(out, "IndexSelectBackward", {&t}, {index},
+                     [shape = t.sizes(), dim](const auto& g, const auto& s) {
+                       if (shape.empty())
+                         return std::vector<tensor>{g[0].clone()};
+                       // Scatter each selected slice back: the index, laid along dim and
+                       // broadcast over the other dims, addresses every element of g.
+                       const int64_t d = wrap_dim(dim, int64_t(shape.size()), "index_select");
+                       shape_t idx_shape(shape.size(), 1);
+                       idx_shape[size_t(d)] = s[0].numel();
+                       const tensor idx =
+                           s[0].to(dtype::int64).reshape(idx_shape).expand(g[0].sizes());
+                       return std::vector<tensor>{
+                           scatter_add(zeros(shape, {.dtype = g[0].dtype()}), d, idx, g[0])};
+                     });
+  return out;
+}
+
+tensor gather(const tensor& t, int64_t dim, const tensor& index) {
+  const bool track = autograd::needs_grad({&t});
+  tensor out;
+  {
+    no_grad untracked;
+    out = gather_untracked(t, dim, index);
+  }
+  if (track)
+    autograd::record(out, "GatherBackward", {&t}, {index},
+                     [shape = t.sizes(), dim](const auto& g, const auto& s) {
+                       return std::vector<tensor>{
+                           scatter_add(zeros(shape, {.dtype = g[0].dtype()}), dim, s[0], g[0])};
+                     });
+  return out;
+}
+
+tensor scatter_add(const tensor& t, int64_t dim, const tensor& index, const tensor& src) {
+  const bool track = autograd::needs_grad({&t, &src});
+  tensor out;
+  {
+    no_grad untracked;
+    out = scatter_add_untracked(t, dim, index, src);
+  }
+  if (track)
+    autograd::record(out, "ScatterAddBackward", {&t, &src}, {index},
+                     [dim](const auto& g, const auto& s) {
+                       return std::vector<tensor>{g[0], gather(g[0], dim, s[0])};
+                     });
+  return out;
 }
 
 tensor tensor::index_select(int64_t dim, const tensor& index) const {

@@ -3,6 +3,9 @@
 // one call to kernels::cpu::gemm_batched.
 #include "core/ops/linalg.hpp"
 
+#include "core/autograd/grad_mode.hpp"
+#include "core/autograd/node.hpp"
+
 #include <algorithm>
 #include <optional>
 #include <sstream>
@@ -125,15 +128,15 @@ tensor collapse_batch(const tensor& t, int64_t batch) {
 
 } // namespace
 
-tensor mm(const tensor& a, const tensor& b) {
+static tensor mm_untracked(const tensor& a, const tensor& b) {
   check_operands("mm", a, b);
   check_mm_shapes("mm", a, b);
   check_dtypes("mm", a, b);
   return mm_unchecked(a, b);
 }
 
-tensor addmm(const tensor& input, const tensor& a, const tensor& b, const scalar& beta,
-             const scalar& alpha) {
+static tensor addmm_untracked(const tensor& input, const tensor& a, const tensor& b,
+                              const scalar& beta, const scalar& alpha) {
   check_operands("addmm", a, b);
   check_defined("addmm", {&input});
   check_cpu("addmm", {&input});
@@ -159,7 +162,7 @@ tensor addmm(const tensor& input, const tensor& a, const tensor& b, const scalar
   return out;
 }
 
-tensor bmm(const tensor& a, const tensor& b) {
+static tensor bmm_untracked(const tensor& a, const tensor& b) {
   check_operands("bmm", a, b);
   ACTORCH_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors but got shapes ",
                 shape_str(a.sizes()), " and ", shape_str(b.sizes()));
@@ -173,7 +176,7 @@ tensor bmm(const tensor& a, const tensor& b) {
   return out;
 }
 
-tensor matmul(const tensor& a, const tensor& b) {
+static tensor matmul_untracked(const tensor& a, const tensor& b) {
   check_operands("matmul", a, b);
   const int64_t da = a.dim(), db = b.dim();
   ACTORCH_CHECK(da >= 1 && db >= 1,
@@ -232,6 +235,80 @@ tensor matmul(const tensor& a, const tensor& b) {
     out_shape.push_back(m);
   out_shape.push_back(n);
   return out.view(out_shape);
+}
+
+// Differentiable entry points: forward/backward side by side. ---------------------------------
+
+tensor mm(const tensor& a, const tensor& b) {
+  const bool track = autograd::needs_grad({&a, &b});
+  tensor out;
+  {
+    no_grad untracked;
+    out = mm_untracked(a, b);
+  }
+  if (track)
+    autograd::record(out, "MmBackward", {&a, &b}, {a, b}, [](const auto& g, const auto& s) {
+      // out = a b: da = g b^T, db = a^T g
+      return std::vector<tensor>{mm(g[0], s[1].t()), mm(s[0].t(), g[0])};
+    });
+  return out;
+}
+
+tensor addmm(const tensor& input, const tensor& a, const tensor& b, const scalar& beta,
+             const scalar& alpha) {
+  const bool track = autograd::needs_grad({&input, &a, &b});
+  tensor out;
+  {
+    no_grad untracked;
+    out = addmm_untracked(input, a, b, beta, alpha);
+  }
+  if (track)
+    autograd::record(out, "AddmmBackward", {&input, &a, &b}, {a, b},
+                     [shape = input.sizes(), be = beta.to_double(),
+                      al = alpha.to_double()](const auto& g, const auto& s) {
+                       // out = beta input + alpha a b
+                       return std::vector<tensor>{autograd::sum_to(g[0] * be, shape),
+                                                  mm(g[0], s[1].t()) * al, mm(s[0].t(), g[0]) * al};
+                     });
+  return out;
+}
+
+tensor bmm(const tensor& a, const tensor& b) {
+  const bool track = autograd::needs_grad({&a, &b});
+  tensor out;
+  {
+    no_grad untracked;
+    out = bmm_untracked(a, b);
+  }
+  if (track)
+    autograd::record(out, "BmmBackward", {&a, &b}, {a, b}, [](const auto& g, const auto& s) {
+      return std::vector<tensor>{bmm(g[0], s[1].transpose(1, 2)), bmm(s[0].transpose(1, 2), g[0])};
+    });
+  return out;
+}
+
+tensor matmul(const tensor& a, const tensor& b) {
+  const bool track = autograd::needs_grad({&a, &b});
+  tensor out;
+  {
+    no_grad untracked;
+    out = matmul_untracked(a, b);
+  }
+  if (track)
+    autograd::record(out, "MatmulBackward", {&a, &b}, {a, b}, [](const auto& g, const auto& s) {
+      // Read vectors as matrices (a: 1 x k, b: k x 1), differentiate the batched product, and
+      // sum the gradients over the batch dims each operand was broadcast along.
+      const tensor a2 = s[0].dim() == 1 ? s[0].unsqueeze(0) : s[0];
+      const tensor b2 = s[1].dim() == 1 ? s[1].unsqueeze(1) : s[1];
+      shape_t batch = broadcast_shapes(shape_t(a2.sizes().begin(), a2.sizes().end() - 2),
+                                       shape_t(b2.sizes().begin(), b2.sizes().end() - 2), "matmul");
+      batch.insert(batch.end(), {a2.size(-2), b2.size(-1)});
+      const tensor g2 = g[0].reshape(batch);
+      const tensor ga = autograd::sum_to(matmul(g2, b2.transpose(-1, -2)), a2.sizes());
+      const tensor gb = autograd::sum_to(matmul(a2.transpose(-1, -2), g2), b2.sizes());
+      return std::vector<tensor>{ga.reshape(s[0].sizes()), gb.reshape(s[1].sizes())};
+    });
+  return out;
 }
 
 tensor tensor::matmul(const tensor& other) const {

@@ -3,6 +3,11 @@
 // Note [Reduction layouts]) and allocates a contiguous result of the reduced shape.
 #include "core/ops/reduce.hpp"
 
+#include "core/autograd/grad_mode.hpp"
+#include "core/autograd/node.hpp"
+#include "core/ops/elementwise.hpp"
+#include "core/ops/index.hpp"
+
 #include <algorithm>
 #include <optional>
 
@@ -97,8 +102,8 @@ arranged arrange(const tensor& t, const reduction& r) {
   return {rows.contiguous(), false};
 }
 
-tensor reduce(kc::reduce_op op, const char* name, const tensor& t, const shape_t& dims,
-              bool keepdim, int64_t correction = 0) {
+tensor reduce_forward(kc::reduce_op op, const char* name, const tensor& t, const shape_t& dims,
+                      bool keepdim, int64_t correction) {
   check_defined(name, {&t});
   check_cpu(name, {&t});
   if (op == kc::reduce_op::mean || op == kc::reduce_op::var || op == kc::reduce_op::std)
@@ -120,8 +125,8 @@ tensor reduce(kc::reduce_op op, const char* name, const tensor& t, const shape_t
 }
 
 // max/min (values and indices) and argmax/argmin, over `dim` or, when absent, all elements.
-values_indices arg_reduce(bool is_max, bool want_values, const char* name, const tensor& t,
-                          std::optional<int64_t> dim, bool keepdim) {
+values_indices arg_reduce_forward(bool is_max, bool want_values, const char* name,
+                                  const tensor& t, std::optional<int64_t> dim, bool keepdim) {
   check_defined(name, {&t});
   check_cpu(name, {&t});
   const reduction r = plan_reduction(t, dim ? shape_t{*dim} : shape_t{}, keepdim, name);
@@ -146,6 +151,120 @@ values_indices arg_reduce(bool is_max, bool want_values, const char* name, const
   else
     kc::arg_reduce_rows(is_max, t.dtype(), a.in.data_ptr(), values, indices, r.kept_numel,
                         r.reduced_numel);
+  return out;
+}
+
+// Backward of reductions. ----------------------------------------------------------------------
+
+// The reduced dims of a reduction of t over `dims` (all when empty), in increasing order.
+shape_t reduced_dims(const tensor& t, const shape_t& dims, const char* name) {
+  const reduction r = plan_reduction(t, dims, true, name);
+  shape_t out;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (r.reduced[size_t(d)])
+      out.push_back(d);
+  return out;
+}
+
+// g (the gradient of a reduction's output) broadcast back over the input's shape.
+tensor expand_back(const tensor& g, const shape_t& in_shape, const shape_t& red, bool keepdim) {
+  shape_t kept_shape = in_shape;
+  for (int64_t d : red)
+    kept_shape[size_t(d)] = 1;
+  const tensor k = keepdim ? g : g.reshape(kept_shape);
+  return k.expand(in_shape);
+}
+
+tensor reduce(kc::reduce_op op, const char* name, const tensor& t, const shape_t& dims,
+              bool keepdim, int64_t correction = 0) {
+  const bool track = autograd::needs_grad({&t}) && t.is_floating_point() &&
+                     op != kc::reduce_op::any && op != kc::reduce_op::all;
+  tensor out;
+  {
+    no_grad untracked;
+    out = reduce_forward(op, name, t, dims, keepdim, correction);
+  }
+  if (!track)
+    return out;
+  const shape_t red = reduced_dims(t, dims, name);
+  const shape_t in_shape = t.sizes();
+  int64_t n = 1;
+  for (int64_t d : red)
+    n *= in_shape[size_t(d)];
+  switch (op) {
+  case kc::reduce_op::sum:
+    autograd::record(out, "SumBackward", {&t}, {}, [=](const auto& g, const auto&) {
+      return std::vector<tensor>{expand_back(g[0], in_shape, red, keepdim)};
+    });
+    break;
+  case kc::reduce_op::mean:
+    autograd::record(out, "MeanBackward", {&t}, {}, [=](const auto& g, const auto&) {
+      return std::vector<tensor>{expand_back(g[0], in_shape, red, keepdim) / double(n)};
+    });
+    break;
+  case kc::reduce_op::amax:
+  case kc::reduce_op::amin:
+    autograd::record(out, "AmaxAminBackward", {&t}, {t, out.detach()},
+                     [=](const auto& g, const auto& s) {
+                       // Ties share the gradient evenly.
+                       const tensor hit =
+                           eq(s[0], expand_back(s[1], in_shape, red, keepdim)).to(g[0].dtype());
+                       const tensor count = sum(hit, red, true);
+                       return std::vector<tensor>{
+                           expand_back(g[0], in_shape, red, keepdim) * hit / count};
+                     });
+    break;
+  case kc::reduce_op::var:
+  case kc::reduce_op::std: {
+    const bool is_std = op == kc::reduce_op::std;
+    autograd::record(
+        out, is_std ? "StdBackward" : "VarBackward", {&t}, {t, out.detach()},
+        [=](const auto& g, const auto& s) {
+          const tensor centered = s[0] - mean(s[0], red, true);
+          const double denom = double(std::max<int64_t>(n - correction, 0));
+          tensor grad = expand_back(g[0], in_shape, red, keepdim) * centered;
+          if (is_std)
+            return std::vector<tensor>{grad / (expand_back(s[1], in_shape, red, keepdim) * denom)};
+          return std::vector<tensor>{grad * (2.0 / denom)};
+        });
+    break;
+  }
+  default: break;
+  }
+  return out;
+}
+
+values_indices arg_reduce(bool is_max, bool want_values, const char* name, const tensor& t,
+                          std::optional<int64_t> dim, bool keepdim) {
+  const bool track = want_values && autograd::needs_grad({&t});
+  values_indices out;
+  {
+    no_grad untracked;
+    out = arg_reduce_forward(is_max, want_values, name, t, dim, keepdim);
+  }
+  if (!track)
+    return out;
+  const shape_t in_shape = t.sizes();
+  if (!dim) {
+    // max()/min() over everything: ties share the gradient evenly, like amax.
+    autograd::record(out.values, is_max ? "MaxBackward" : "MinBackward", {&t},
+                     {t, out.values.detach()}, [=](const auto& g, const auto& s) {
+                       const tensor hit = eq(s[0], s[1]).to(g[0].dtype());
+                       return std::vector<tensor>{g[0].expand(in_shape) * hit / sum(hit)};
+                     });
+    return out;
+  }
+  const int64_t d = wrap_dim(*dim, t.dim(), name);
+  autograd::record(out.values, is_max ? "MaxBackward" : "MinBackward", {&t}, {out.indices},
+                   [=](const auto& g, const auto& s) {
+                     // The gradient goes to the element each value was taken from.
+                     const tensor gk = keepdim || in_shape.empty() ? g[0] : g[0].unsqueeze(d);
+                     const tensor ik = keepdim || in_shape.empty() ? s[0] : s[0].unsqueeze(d);
+                     if (in_shape.empty())
+                       return std::vector<tensor>{gk.clone()};
+                     return std::vector<tensor>{
+                         scatter_add(zeros(in_shape, {.dtype = gk.dtype()}), d, ik, gk)};
+                   });
   return out;
 }
 

@@ -2,6 +2,9 @@
 // slice of the result (copy_ converts to the promoted dtype and handles any input layout).
 #include "core/ops/shape_ops.hpp"
 
+#include "core/autograd/grad_mode.hpp"
+#include "core/autograd/node.hpp"
+
 #include "core/ops/factory.hpp"
 #include "core/tensor_iterator.hpp"
 
@@ -16,7 +19,7 @@ bool is_legacy_empty(const tensor& t) {
 
 } // namespace
 
-tensor cat(const std::vector<tensor>& tensors, int64_t dim) {
+static tensor cat_untracked(const std::vector<tensor>& tensors, int64_t dim) {
   ACTORCH_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
   dtype result = dtype::bool_;
   size_t ref = tensors.size(); // the first input that is not a legacy empty tensor
@@ -64,6 +67,39 @@ tensor cat(const std::vector<tensor>& tensors, int64_t dim) {
     out.narrow(d, offset, t.size(d)).copy_(t);
     offset += t.size(d);
   }
+  return out;
+}
+
+tensor cat(const std::vector<tensor>& tensors, int64_t dim) {
+  const bool track = autograd::needs_grad(tensors);
+  tensor out;
+  {
+    no_grad untracked;
+    out = cat_untracked(tensors, dim);
+  }
+  if (!track)
+    return out;
+  std::vector<const tensor*> inputs;
+  std::vector<shape_t> shapes;
+  for (const tensor& t : tensors) {
+    inputs.push_back(&t);
+    shapes.push_back(t.sizes());
+  }
+  const int64_t d = wrap_dim(dim, out.dim(), "cat");
+  autograd::record(out, "CatBackward", inputs, {}, [shapes, d](const auto& g, const auto&) {
+    // Each input's gradient is its slice of g; skipped legacy [0] inputs get an empty one.
+    std::vector<tensor> grads;
+    int64_t offset = 0;
+    for (const shape_t& shape : shapes) {
+      if (shape == shape_t{0} && g[0].dim() != 1) {
+        grads.push_back(zeros(shape, {.dtype = g[0].dtype()}));
+        continue;
+      }
+      grads.push_back(g[0].narrow(d, offset, shape[size_t(d)]));
+      offset += shape[size_t(d)];
+    }
+    return grads;
+  });
   return out;
 }
 

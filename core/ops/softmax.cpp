@@ -3,6 +3,9 @@
 // so the kernel never needs strides; the result is contiguous in the input's shape.
 #include "core/ops/softmax.hpp"
 
+#include "core/autograd/grad_mode.hpp"
+#include "core/autograd/node.hpp"
+
 #include "core/ops/factory.hpp"
 #include "core/tensor_iterator.hpp"
 #include "kernels/cpu/softmax.hpp"
@@ -68,12 +71,32 @@ tensor backward(Kernel kernel, const char* op, const tensor& grad_out, const ten
 
 } // namespace
 
+namespace {
+// Softmax-family forward with the matching backward recorded on the output.
+template <class Kernel>
+tensor tracked(Kernel kernel, const char* op, const char* node_name, bool log, const tensor& t,
+               int64_t dim) {
+  const bool track = autograd::needs_grad({&t});
+  tensor out;
+  {
+    no_grad untracked;
+    out = forward(kernel, op, t, dim);
+  }
+  if (track)
+    autograd::record(out, node_name, {&t}, {out.detach()}, [log, dim](const auto& g, const auto& s) {
+      return std::vector<tensor>{log ? log_softmax_backward(g[0], s[0], dim)
+                                     : softmax_backward(g[0], s[0], dim)};
+    });
+  return out;
+}
+} // namespace
+
 tensor softmax(const tensor& t, int64_t dim) {
-  return forward(kc::softmax_forward, "softmax()", t, dim);
+  return tracked(kc::softmax_forward, "softmax()", "SoftmaxBackward", false, t, dim);
 }
 
 tensor log_softmax(const tensor& t, int64_t dim) {
-  return forward(kc::log_softmax_forward, "log_softmax()", t, dim);
+  return tracked(kc::log_softmax_forward, "log_softmax()", "LogSoftmaxBackward", true, t, dim);
 }
 
 tensor softmax_backward(const tensor& grad_out, const tensor& out, int64_t dim) {
