@@ -19,7 +19,9 @@ autograd_meta& meta_of(const tensor& t) {
   return *impl.autograd;
 }
 
-const autograd_meta* find_meta(const tensor& t) { return t.impl_ptr()->autograd.get(); }
+const autograd_meta* find_meta(const tensor& t) {
+  return t.impl_ptr()->autograd.get();
+}
 
 // The leaf's gradient sink: sums what arrives into leaf.grad, then tells the hooks.
 class accumulate_grad final : public node {
@@ -180,7 +182,8 @@ tensor sum_to(const tensor& grad, const shape_t& shape) {
   return r.reshape(shape);
 }
 
-void check_in_place(const tensor& out, const char* op, std::initializer_list<const tensor*> inputs) {
+void check_in_place(const tensor& out, const char* op,
+                    std::initializer_list<const tensor*> inputs) {
   if (!grad_enabled())
     return;
   if (out.requires_grad()) {
@@ -208,8 +211,9 @@ bool tensor::requires_grad() const {
 tensor& tensor::requires_grad_(bool r) {
   ACTORCH_CHECK(is_leaf(), "requires_grad_: can only change requires_grad of leaf tensors; use "
                            "detach() to get a leaf from a non-leaf");
-  ACTORCH_CHECK(!r || is_floating_point(), "requires_grad_: only floating point tensors can "
-                                           "require gradients, but got ",
+  ACTORCH_CHECK(!r || is_floating_point(),
+                "requires_grad_: only floating point tensors can "
+                "require gradients, but got ",
                 dtype_name(dtype()));
   meta_of(*this).requires_grad = r;
   return *this;
@@ -234,7 +238,9 @@ const std::shared_ptr<node>& tensor::grad_fn() const {
   return m ? m->grad_fn : none;
 }
 
-bool tensor::is_leaf() const { return grad_fn() == nullptr; }
+bool tensor::is_leaf() const {
+  return grad_fn() == nullptr;
+}
 
 tensor tensor::detach() const {
   auto impl = std::make_shared<tensor_impl>(*impl_ptr());

@@ -54,8 +54,9 @@ void backward(const std::vector<tensor>& roots, const std::vector<tensor>& grads
                   " of tensors does not require grad and does not have a grad_fn");
     tensor g = grads[i];
     if (!g.defined()) {
-      ACTORCH_CHECK(r.numel() == 1, "backward: grad can be implicitly created only for scalar "
-                                    "outputs, but the output has shape ",
+      ACTORCH_CHECK(r.numel() == 1,
+                    "backward: grad can be implicitly created only for scalar "
+                    "outputs, but the output has shape ",
                     shape_str(r.sizes()));
       g = ones_like(r);
     } else {

@@ -7,12 +7,22 @@ namespace {
 thread_local bool t_grad_enabled = true;
 }
 
-bool grad_enabled() { return t_grad_enabled; }
+bool grad_enabled() {
+  return t_grad_enabled;
+}
 
-no_grad::no_grad() : prev_(t_grad_enabled) { t_grad_enabled = false; }
-no_grad::~no_grad() { t_grad_enabled = prev_; }
+no_grad::no_grad() : prev_(t_grad_enabled) {
+  t_grad_enabled = false;
+}
+no_grad::~no_grad() {
+  t_grad_enabled = prev_;
+}
 
-enable_grad::enable_grad() : prev_(t_grad_enabled) { t_grad_enabled = true; }
-enable_grad::~enable_grad() { t_grad_enabled = prev_; }
+enable_grad::enable_grad() : prev_(t_grad_enabled) {
+  t_grad_enabled = true;
+}
+enable_grad::~enable_grad() {
+  t_grad_enabled = prev_;
+}
 
 } // namespace actorch

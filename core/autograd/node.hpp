@@ -76,9 +76,8 @@ namespace autograd {
 /// A node whose backward is a function of the output gradients and the saved tensors.
 class function_node final : public node {
 public:
-  using backward_fn =
-      std::function<std::vector<tensor>(const std::vector<tensor>& grads,
-                                        const std::vector<tensor>& saved)>;
+  using backward_fn = std::function<std::vector<tensor>(const std::vector<tensor>& grads,
+                                                        const std::vector<tensor>& saved)>;
   function_node(std::string name, backward_fn fn, std::vector<saved_variable> saved)
       : name_(std::move(name)), fn_(std::move(fn)), saved_(std::move(saved)) {}
   std::vector<tensor> apply(std::vector<tensor>&& grads) override;

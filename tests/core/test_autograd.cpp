@@ -8,6 +8,7 @@
 #include "core/autograd/engine.hpp"
 #include "core/autograd/grad_mode.hpp"
 #include "core/core.hpp"
+#include "tests/core/gradcheck.hpp"
 #include "tests/core/values.hpp"
 
 using namespace actorch;
@@ -15,42 +16,6 @@ using namespace actorch::test;
 using Catch::Contains;
 
 namespace {
-
-using fn = std::function<tensor(const std::vector<tensor>&)>;
-
-// Checks the analytic gradients of sum(f(inputs) * w), w a fixed random weight, against
-// central differences, for every element of every input.
-void gradcheck(const fn& f, std::vector<tensor> inputs, double eps = 1e-6, double tol = 1e-5) {
-  generator gen(1234);
-  for (auto& in : inputs)
-    in = in.to(dtype::float64).detach().requires_grad_();
-  const tensor out0 = f(inputs);
-  const tensor w = rand(out0.sizes(), {.dtype = dtype::float64}, &gen).add(0.5);
-  const tensor loss = (out0 * w).sum();
-  loss.backward();
-  auto value = [&](const std::vector<tensor>& xs) {
-    no_grad guard;
-    return (f(xs) * w).sum().item<double>();
-  };
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    INFO("input " << i << " of shape " << shape_str(inputs[i].sizes()));
-    const tensor analytic = inputs[i].grad();
-    REQUIRE(analytic.defined());
-    const auto a = values_of(analytic);
-    const tensor base = inputs[i].detach().contiguous();
-    for (int64_t k = 0; k < base.numel(); ++k) {
-      std::vector<tensor> plus = inputs, minus = inputs;
-      tensor p = base.clone(), m = base.clone();
-      p.data_ptr<double>()[k] += eps;
-      m.data_ptr<double>()[k] -= eps;
-      plus[i] = p;
-      minus[i] = m;
-      const double numeric = (value(plus) - value(minus)) / (2 * eps);
-      INFO("element " << k);
-      REQUIRE(a[size_t(k)] == Approx(numeric).epsilon(tol).margin(tol));
-    }
-  }
-}
 
 tensor r(const shape_t& shape, uint64_t seed, double lo = -1, double hi = 1) {
   generator g(seed);
@@ -74,20 +39,23 @@ TEST_CASE("elementwise ops have correct gradients", "[core][autograd]") {
   }
   SECTION("unary math") {
     gradcheck([](const auto& x) { return neg(x[0]); }, {r({3}, 13)});
-    gradcheck([](const auto& x) { return abs(x[0]); }, {r({3}, 14, 0.1, 1) * tensor_of({1.0, -1.0, 1.0})});
+    gradcheck([](const auto& x) { return abs(x[0]); },
+              {r({3}, 14, 0.1, 1) * tensor_of({1.0, -1.0, 1.0})});
     gradcheck([](const auto& x) { return exp(x[0]); }, {r({3}, 15)});
     gradcheck([](const auto& x) { return log(x[0]); }, {r({3}, 16, 0.5, 2)});
     gradcheck([](const auto& x) { return sqrt(x[0]); }, {r({3}, 17, 0.5, 2)});
     gradcheck([](const auto& x) { return relu(x[0]); }, {tensor_of({-0.5, 0.3, 1.2, -2.0})});
     gradcheck([](const auto& x) { return sigmoid(x[0]); }, {r({3}, 18)});
     gradcheck([](const auto& x) { return tanh(x[0]); }, {r({3}, 19)});
-    gradcheck([](const auto& x) { return clamp(x[0], -0.5, 0.5); }, {tensor_of({-0.9, -0.2, 0.3, 0.8})});
+    gradcheck([](const auto& x) { return clamp(x[0], -0.5, 0.5); },
+              {tensor_of({-0.9, -0.2, 0.3, 0.8})});
   }
   SECTION("maximum, minimum, where and masked_fill") {
     gradcheck([](const auto& x) { return maximum(x[0], x[1]); }, {r({4}, 20), r({4}, 21)});
     gradcheck([](const auto& x) { return minimum(x[0], x[1]); }, {r({2, 4}, 22), r({4}, 23)});
     const tensor cond = tensor_of({true, false, true});
-    gradcheck([cond](const auto& x) { return where(cond, x[0], x[1]); }, {r({3}, 24), r({2, 3}, 25)});
+    gradcheck([cond](const auto& x) { return where(cond, x[0], x[1]); },
+              {r({3}, 24), r({2, 3}, 25)});
     gradcheck([cond](const auto& x) { return x[0].masked_fill(cond, 7.0); }, {r({2, 3}, 26)});
   }
 }
@@ -118,7 +86,8 @@ TEST_CASE("matrix products have correct gradients", "[core][autograd]") {
   gradcheck([](const auto& x) { return matmul(x[0], x[1]); }, {r({3}, 59), r({3}, 60)});
   gradcheck([](const auto& x) { return matmul(x[0], x[1]); }, {r({2, 3}, 61), r({3}, 62)});
   gradcheck([](const auto& x) { return matmul(x[0], x[1]); }, {r({3}, 63), r({3, 2}, 64)});
-  gradcheck([](const auto& x) { return matmul(x[0], x[1]); }, {r({2, 1, 2, 3}, 65), r({3, 3, 2}, 66)});
+  gradcheck([](const auto& x) { return matmul(x[0], x[1]); },
+            {r({2, 1, 2, 3}, 65), r({3, 3, 2}, 66)});
   gradcheck([](const auto& x) { return matmul(x[0], x[1]); }, {r({2, 2, 3}, 67), r({3, 4}, 68)});
 }
 
@@ -134,11 +103,23 @@ TEST_CASE("views, joins and index ops have correct gradients", "[core][autograd]
   gradcheck([](const auto& x) { return x[0].flatten(); }, {r({2, 3}, 78)});
   gradcheck([](const auto& x) { return cat({x[0], x[1] * 2}, 1); }, {r({2, 1}, 79), r({2, 3}, 80)});
   gradcheck([](const auto& x) { return stack({x[0], x[1]}, 1); }, {r({2, 3}, 81), r({2, 3}, 82)});
-  gradcheck([](const auto& x) { return x[0].chunk(2, 1)[1] * x[0].split(2, 1)[0]; }, {r({2, 4}, 83)});
-  gradcheck([](const auto& x) { return x[0].index_select(1, tensor_of({2, 0, 2})); }, {r({2, 3}, 84)});
-  gradcheck([](const auto& x) { return x[0].gather(1, tensor_of({{0, 0}, {2, 1}})); }, {r({2, 3}, 85)});
-  gradcheck([](const auto& x) { return scatter_add(x[0], 1, tensor_of({{0, 0}, {2, 1}}), x[1]); },
-            {r({2, 3}, 86), r({2, 2}, 87)});
+  gradcheck([](const auto& x) { return x[0].chunk(2, 1)[1] * x[0].split(2, 1)[0]; },
+            {r({2, 4}, 83)});
+  gradcheck(
+      [](const auto& x) {
+        return x[0].index_select(1, tensor_of({2, 0, 2}));
+      },
+      {r({2, 3}, 84)});
+  gradcheck(
+      [](const auto& x) {
+        return x[0].gather(1, tensor_of({{0, 0}, {2, 1}}));
+      },
+      {r({2, 3}, 85)});
+  gradcheck(
+      [](const auto& x) {
+        return scatter_add(x[0], 1, tensor_of({{0, 0}, {2, 1}}), x[1]);
+      },
+      {r({2, 3}, 86), r({2, 2}, 87)});
   // Through float32 the function is only float32-accurate: a wider step keeps the central
   // difference above its rounding.
   gradcheck([](const auto& x) { return x[0].to(dtype::float32).to(dtype::float64) * x[0]; },
@@ -161,10 +142,12 @@ TEST_CASE("gradients accumulate across backward calls", "[core][autograd]") {
 TEST_CASE("backward takes explicit gradients for non-scalar outputs", "[core][autograd]") {
   tensor x = tensor_of({1.0, 2.0, 3.0}).requires_grad_();
   tensor y = x * x;
-  REQUIRE_THROWS_WITH(y.backward(), Contains("grad can be implicitly created only for scalar outputs"));
+  REQUIRE_THROWS_WITH(y.backward(),
+                      Contains("grad can be implicitly created only for scalar outputs"));
   y.backward(tensor_of({1.0, 0.1, 0.01}), true);
   CHECK(close(values_of(x.grad()), {2, 0.4, 0.06}));
-  REQUIRE_THROWS_WITH(y.backward(ones({2})), Contains("gradient of shape [2] does not match the output's shape [3]"));
+  REQUIRE_THROWS_WITH(y.backward(ones({2})),
+                      Contains("gradient of shape [2] does not match the output's shape [3]"));
 }
 
 TEST_CASE("a freed graph cannot be run twice, a retained one can", "[core][autograd]") {
@@ -192,13 +175,17 @@ TEST_CASE("no_grad records nothing and detach cuts the graph", "[core][autograd]
   CHECK_FALSE(d.requires_grad());
   CHECK(d.storage() == y.storage());
   REQUIRE_THROWS_WITH(d.sum().backward(), Contains("does not require grad"));
-  REQUIRE_THROWS_WITH(tensor_of({1, 2}).requires_grad_(), Contains("only floating point tensors can require gradients"));
-  REQUIRE_THROWS_WITH(y.requires_grad_(false), Contains("only change requires_grad of leaf tensors"));
+  REQUIRE_THROWS_WITH(tensor_of({1, 2}).requires_grad_(),
+                      Contains("only floating point tensors can require gradients"));
+  REQUIRE_THROWS_WITH(y.requires_grad_(false),
+                      Contains("only change requires_grad of leaf tensors"));
 }
 
 TEST_CASE("in-place ops on graph tensors are refused or detected", "[core][autograd]") {
   tensor w = tensor_of({1.0, 2.0}).requires_grad_();
-  REQUIRE_THROWS_WITH(w.add_(1), Contains("a leaf tensor that requires grad is being used in an in-place operation"));
+  REQUIRE_THROWS_WITH(
+      w.add_(1),
+      Contains("a leaf tensor that requires grad is being used in an in-place operation"));
   {
     no_grad guard;
     w.sub_(tensor_of({0.5, 0.5})); // an optimizer step

@@ -1,0 +1,154 @@
+// nn.functional, composed of differentiable core ops.
+#include "core/nn/functional.hpp"
+
+#include "core/autograd/grad_mode.hpp"
+#include "core/core.hpp"
+
+namespace actorch::nn::functional {
+
+reduction parse_reduction(const std::string& s) {
+  if (s == "none")
+    return reduction::none;
+  if (s == "mean")
+    return reduction::mean;
+  if (s == "sum")
+    return reduction::sum;
+  ACTORCH_FAIL("reduction: expected \"none\", \"mean\" or \"sum\" but got \"", s, "\"");
+}
+
+tensor linear(const tensor& input, const tensor& weight, const tensor& bias) {
+  ACTORCH_CHECK(weight.dim() == 2,
+                "linear: weight must be 2-D (out_features, in_features) but "
+                "has shape ",
+                shape_str(weight.sizes()));
+  ACTORCH_CHECK(input.dim() >= 1 && input.size(-1) == weight.size(1), "linear: input of shape ",
+                shape_str(input.sizes()), " does not end in in_features = ", weight.size(1),
+                " (weight shape ", shape_str(weight.sizes()), ")");
+  if (input.dim() == 2 && bias.defined())
+    return addmm(bias, input, weight.t());
+  tensor out = matmul(input, weight.t());
+  return bias.defined() ? out + bias : out;
+}
+
+tensor relu(const tensor& input) {
+  return actorch::relu(input);
+}
+
+tensor dropout(const tensor& input, double p, bool training, generator* gen) {
+  ACTORCH_CHECK(p >= 0 && p <= 1, "dropout: probability has to be between 0 and 1, but got ", p);
+  if (!training || p == 0)
+    return input;
+  if (p == 1)
+    return input * 0.0;
+  const tensor keep = rand(input.sizes(), {.dtype = input.dtype()}, gen).ge(p);
+  return input * keep.to(input.dtype()) * (1.0 / (1.0 - p));
+}
+
+tensor batch_norm(const tensor& input, tensor running_mean, tensor running_var,
+                  const tensor& weight, const tensor& bias, bool training,
+                  std::optional<double> momentum, double eps, tensor num_batches_tracked) {
+  ACTORCH_CHECK(input.dim() == 2 || input.dim() == 3,
+                "batch_norm: expected 2D or 3D input (N, C) or (N, C, L), but got shape ",
+                shape_str(input.sizes()));
+  const int64_t c = input.size(1);
+  // Statistics over every dim but the channel one; (N, C, L) reduces dims 0 and 2.
+  const shape_t dims = input.dim() == 2 ? shape_t{0} : shape_t{0, 2};
+  const shape_t bshape = input.dim() == 2 ? shape_t{1, c} : shape_t{1, c, 1};
+  tensor mean_, var_;
+  if (training) {
+    const int64_t n = input.numel() / c;
+    ACTORCH_CHECK(n > 1,
+                  "batch_norm: expected more than 1 value per channel when training, "
+                  "got input of shape ",
+                  shape_str(input.sizes()));
+    mean_ = input.mean(dims, true);
+    var_ = input.var(dims, false, true); // biased: what normalises the batch
+    if (running_mean.defined()) {
+      no_grad guard;
+      if (num_batches_tracked.defined())
+        num_batches_tracked.add_(1);
+      // momentum unset (PyTorch's momentum=None): a cumulative moving average.
+      ACTORCH_CHECK(momentum || num_batches_tracked.defined(),
+                    "batch_norm: a cumulative average (momentum unset) needs num_batches_tracked");
+      const double m = momentum ? *momentum : 1.0 / double(num_batches_tracked.item<int64_t>());
+      running_mean.mul_(1 - m).add_(mean_.detach().view({c}), m);
+      // The running variance uses the unbiased batch variance, as PyTorch does.
+      running_var.mul_(1 - m).add_(var_.detach().view({c}) * (double(n) / double(n - 1)), m);
+    }
+  } else {
+    ACTORCH_CHECK(running_mean.defined(), "batch_norm: evaluation without running stats needs "
+                                          "track_running_stats=false to use batch statistics");
+    mean_ = running_mean.view(bshape);
+    var_ = running_var.view(bshape);
+  }
+  tensor out = (input - mean_) / (var_ + eps).sqrt();
+  if (weight.defined())
+    out = out * weight.view(bshape) + bias.view(bshape);
+  return out;
+}
+
+namespace {
+tensor reduce(const tensor& loss, reduction r) {
+  switch (r) {
+  case reduction::none: return loss;
+  case reduction::sum: return loss.sum();
+  case reduction::mean: break;
+  }
+  return loss.mean();
+}
+} // namespace
+
+tensor mse_loss(const tensor& input, const tensor& target, reduction r) {
+  ACTORCH_CHECK(input.sizes() == target.sizes(), "mse_loss: input shape ", shape_str(input.sizes()),
+                " and target shape ", shape_str(target.sizes()), " differ");
+  const tensor d = input - target;
+  return reduce(d * d, r);
+}
+
+tensor nll_loss(const tensor& input, const tensor& target, const tensor& weight,
+                int64_t ignore_index, reduction r) {
+  ACTORCH_CHECK(input.dim() == 1 || input.dim() == 2,
+                "nll_loss: expected input of shape (N, C) or (C) but got ",
+                shape_str(input.sizes()));
+  ACTORCH_CHECK(target.dtype() == dtype::int64,
+                "nll_loss: expected target of dtype int64 (class "
+                "indices) but got ",
+                dtype_name(target.dtype()));
+  const bool batched = input.dim() == 2;
+  ACTORCH_CHECK(target.dim() == (batched ? 1 : 0) && (!batched || target.size(0) == input.size(0)),
+                "nll_loss: target of shape ", shape_str(target.sizes()),
+                " does not match input of shape ", shape_str(input.sizes()));
+  const tensor x = batched ? input : input.unsqueeze(0);
+  const tensor t = batched ? target : target.unsqueeze(0);
+  const int64_t classes = x.size(1);
+  ACTORCH_CHECK(!weight.defined() || (weight.dim() == 1 && weight.size(0) == classes),
+                "nll_loss: weight must have shape [", classes, "] but has ",
+                shape_str(weight.sizes()));
+  // Validate targets: a class index out of range is the caller's mistake, named here.
+  const tensor tc = t.contiguous();
+  const int64_t* tp = tc.data_ptr<int64_t>();
+  for (int64_t i = 0; i < tc.numel(); ++i)
+    ACTORCH_CHECK(tp[i] == ignore_index || (tp[i] >= 0 && tp[i] < classes), "nll_loss: target ",
+                  tp[i], " at position ", i, " is out of bounds for ", classes, " classes");
+  const tensor valid = t.ne(ignore_index);
+  const tensor safe = where(valid, t, scalar(int64_t(0)));
+  tensor picked = -x.gather(1, safe.unsqueeze(1)).squeeze(1);
+  tensor w = valid.to(x.dtype());
+  if (weight.defined())
+    w = w * weight.to(x.dtype()).index_select(0, safe);
+  tensor loss = picked * w;
+  if (r == reduction::mean)
+    return loss.sum() / w.sum(); // weighted mean, as PyTorch's
+  tensor out = reduce(loss, r);
+  return batched || r != reduction::none ? out : out.squeeze(0);
+}
+
+tensor cross_entropy(const tensor& input, const tensor& target, const tensor& weight,
+                     int64_t ignore_index, reduction r) {
+  ACTORCH_CHECK(input.dim() == 1 || input.dim() == 2,
+                "cross_entropy: expected input of shape (N, C) or (C) but got ",
+                shape_str(input.sizes()));
+  return nll_loss(input.log_softmax(input.dim() == 2 ? 1 : 0), target, weight, ignore_index, r);
+}
+
+} // namespace actorch::nn::functional

@@ -1,0 +1,88 @@
+// Linear, ReLU, Dropout, Sequential and BatchNorm1d.
+#include "core/nn/layers.hpp"
+
+#include <cmath>
+
+#include "core/autograd/grad_mode.hpp"
+#include "core/nn/functional.hpp"
+#include "core/ops/factory.hpp"
+
+namespace actorch::nn {
+
+namespace F = functional;
+
+linear::linear(int64_t in_features, int64_t out_features, bool with_bias, generator* gen) {
+  ACTORCH_CHECK(in_features > 0 && out_features > 0,
+                "Linear: in_features and out_features must "
+                "be positive but got ",
+                in_features, " and ", out_features);
+  // kaiming_uniform_(a = sqrt(5)) gives bound = sqrt(6 / ((1 + a^2) fan_in)) = 1/sqrt(fan_in).
+  const double bound = 1.0 / std::sqrt(double(in_features));
+  weight = register_parameter(
+      "weight", rand({out_features, in_features}, {}, gen).mul_(2 * bound).sub_(bound));
+  if (with_bias)
+    bias = register_parameter("bias", rand({out_features}, {}, gen).mul_(2 * bound).sub_(bound));
+}
+
+tensor linear::forward(const tensor& input) {
+  return F::linear(input, weight, bias);
+}
+
+tensor relu::forward(const tensor& input) {
+  return F::relu(input);
+}
+
+dropout::dropout(double p, generator* gen) : p_(p), gen_(gen) {
+  ACTORCH_CHECK(p >= 0 && p <= 1, "Dropout: probability has to be between 0 and 1, but got ", p);
+}
+
+tensor dropout::forward(const tensor& input) {
+  return F::dropout(input, p_, is_training(), gen_);
+}
+
+sequential::sequential(std::initializer_list<std::shared_ptr<module>> layers) {
+  for (const auto& l : layers)
+    push_back(l);
+}
+
+void sequential::push_back(std::shared_ptr<module> layer) {
+  register_module(std::to_string(layers_.size()), layer);
+  layers_.push_back(std::move(layer));
+}
+
+tensor sequential::forward(const tensor& input) {
+  tensor x = input;
+  for (const auto& l : layers_)
+    x = l->forward(x);
+  return x;
+}
+
+batch_norm1d::batch_norm1d(int64_t num_features, double eps, std::optional<double> momentum,
+                           bool affine, bool track_running_stats)
+    : num_features_(num_features), eps_(eps), momentum_(momentum) {
+  ACTORCH_CHECK(num_features > 0, "BatchNorm1d: num_features must be positive but got ",
+                num_features);
+  if (affine) {
+    weight = register_parameter("weight", ones({num_features}));
+    bias = register_parameter("bias", zeros({num_features}));
+  }
+  if (track_running_stats) {
+    running_mean = register_buffer("running_mean", zeros({num_features}));
+    running_var = register_buffer("running_var", ones({num_features}));
+    num_batches_tracked =
+        register_buffer("num_batches_tracked", zeros({}, {.dtype = dtype::int64}));
+  }
+}
+
+tensor batch_norm1d::forward(const tensor& input) {
+  ACTORCH_CHECK(input.dim() >= 2 && input.size(1) == num_features_,
+                "BatchNorm1d: expected input "
+                "with ",
+                num_features_, " channels in dim 1 but got shape ", shape_str(input.sizes()));
+  // Without running stats, batch statistics are used in evaluation too.
+  const bool use_batch_stats = is_training() || !running_mean.defined();
+  return F::batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats, momentum_,
+                       eps_, num_batches_tracked);
+}
+
+} // namespace actorch::nn

@@ -1,0 +1,78 @@
+// The layers of torch.nn that training an MLP needs, with PyTorch's defaults and
+// initialisation: Linear, ReLU, Dropout, Sequential, BatchNorm1d.
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+
+#include "core/nn/module.hpp"
+#include "core/random.hpp"
+
+namespace actorch::nn {
+
+/// y = x W^T + b. W and b start uniform in [-1/sqrt(in), 1/sqrt(in)] (PyTorch's
+/// kaiming_uniform_(a=sqrt(5)) for W and its bias rule), drawn from `gen` or the default one.
+class linear : public module {
+public:
+  linear(int64_t in_features, int64_t out_features, bool bias = true, generator* gen = nullptr);
+  tensor forward(const tensor& input) override;
+  std::string name() const override { return "Linear"; }
+  tensor weight;
+  tensor bias;
+};
+
+class relu : public module {
+public:
+  tensor forward(const tensor& input) override;
+  std::string name() const override { return "ReLU"; }
+};
+
+class dropout : public module {
+public:
+  explicit dropout(double p = 0.5, generator* gen = nullptr);
+  tensor forward(const tensor& input) override;
+  std::string name() const override { return "Dropout"; }
+
+private:
+  double p_;
+  generator* gen_;
+};
+
+/// Children named "0", "1", ... applied in order.
+class sequential : public module {
+public:
+  sequential() = default;
+  sequential(std::initializer_list<std::shared_ptr<module>> layers);
+  void push_back(std::shared_ptr<module> layer);
+  tensor forward(const tensor& input) override;
+  std::string name() const override { return "Sequential"; }
+  size_t size() const { return layers_.size(); }
+  const std::shared_ptr<module>& operator[](size_t i) const { return layers_.at(i); }
+
+private:
+  std::vector<std::shared_ptr<module>> layers_;
+};
+
+/// Batch normalisation over (N, C) or (N, C, L) inputs. momentum unset means a cumulative
+/// average, as PyTorch's momentum=None.
+class batch_norm1d : public module {
+public:
+  explicit batch_norm1d(int64_t num_features, double eps = 1e-5,
+                        std::optional<double> momentum = 0.1, bool affine = true,
+                        bool track_running_stats = true);
+  tensor forward(const tensor& input) override;
+  std::string name() const override { return "BatchNorm1d"; }
+  int64_t num_features() const { return num_features_; }
+  double eps() const { return eps_; }
+  std::optional<double> momentum() const { return momentum_; }
+
+  tensor weight, bias;                                   // affine parameters (or undefined)
+  tensor running_mean, running_var, num_batches_tracked; // buffers (or undefined)
+
+private:
+  int64_t num_features_;
+  double eps_;
+  std::optional<double> momentum_;
+};
+
+} // namespace actorch::nn

@@ -1,0 +1,179 @@
+// nn.Module bookkeeping: registration, traversal, train/eval, state_dict and loading.
+#include "core/nn/module.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/autograd/grad_mode.hpp"
+
+namespace actorch::nn {
+
+namespace {
+void check_name(const std::string& name, const char* what) {
+  ACTORCH_CHECK(!name.empty() && name.find('.') == std::string::npos, "register_", what,
+                ": name \"", name, "\" must be non-empty and contain no \".\"");
+}
+} // namespace
+
+tensor module::forward(const tensor&) {
+  ACTORCH_FAIL(name(), ": this module has no single-input forward");
+}
+
+tensor& module::register_parameter(const std::string& name, tensor t, bool requires_grad) {
+  check_name(name, "parameter");
+  for (const auto& [n, _] : parameters_)
+    ACTORCH_CHECK(n != name, "register_parameter: \"", name, "\" is already registered");
+  if (requires_grad)
+    t.requires_grad_();
+  parameters_.emplace_back(name, std::move(t));
+  return parameters_.back().second;
+}
+
+tensor& module::register_buffer(const std::string& name, tensor t) {
+  check_name(name, "buffer");
+  for (const auto& [n, _] : buffers_)
+    ACTORCH_CHECK(n != name, "register_buffer: \"", name, "\" is already registered");
+  buffers_.emplace_back(name, std::move(t));
+  return buffers_.back().second;
+}
+
+void module::add_child(const std::string& name, std::shared_ptr<module> m) {
+  check_name(name, "module");
+  ACTORCH_CHECK(m != nullptr, "register_module: module \"", name, "\" is null");
+  for (const auto& [n, _] : children_)
+    ACTORCH_CHECK(n != name, "register_module: \"", name, "\" is already registered");
+  children_.emplace_back(name, std::move(m));
+}
+
+void module::collect(const std::string& prefix, bool params, bool buffers, named_tensors& out,
+                     bool recurse) const {
+  if (params)
+    for (const auto& [n, t] : parameters_)
+      out.emplace_back(prefix + n, t);
+  if (buffers)
+    for (const auto& [n, t] : buffers_)
+      out.emplace_back(prefix + n, t);
+  if (recurse)
+    for (const auto& [n, child] : children_)
+      child->collect(prefix + n + ".", params, buffers, out, true);
+}
+
+named_tensors module::named_parameters(bool recurse) const {
+  named_tensors out;
+  collect("", true, false, out, recurse);
+  return out;
+}
+
+std::vector<tensor> module::parameters(bool recurse) const {
+  std::vector<tensor> out;
+  for (auto& [_, t] : named_parameters(recurse))
+    out.push_back(t);
+  return out;
+}
+
+named_tensors module::named_buffers(bool recurse) const {
+  named_tensors out;
+  collect("", false, true, out, recurse);
+  return out;
+}
+
+std::vector<tensor> module::buffers(bool recurse) const {
+  std::vector<tensor> out;
+  for (auto& [_, t] : named_buffers(recurse))
+    out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<module>>> module::named_children() const {
+  return children_;
+}
+
+std::vector<std::shared_ptr<module>> module::children() const {
+  std::vector<std::shared_ptr<module>> out;
+  for (const auto& [_, c] : children_)
+    out.push_back(c);
+  return out;
+}
+
+module& module::train(bool on) {
+  training_ = on;
+  for (auto& [_, c] : children_)
+    c->train(on);
+  return *this;
+}
+
+named_tensors module::state_dict() const {
+  named_tensors out;
+  collect("", true, true, out, true);
+  for (auto& [_, t] : out)
+    t = t.detach();
+  return out;
+}
+
+void module::load_state_dict(const named_tensors& state, bool strict) {
+  const named_tensors own = state_dict();
+  std::map<std::string, const tensor*> given;
+  for (const auto& [n, t] : state) {
+    ACTORCH_CHECK(given.emplace(n, &t).second, "load_state_dict: key \"", n,
+                  "\" appears twice in the state dict");
+  }
+  // Check everything first: nothing is written unless the whole state fits.
+  std::vector<std::string> missing;
+  std::set<std::string> known;
+  for (const auto& [n, t] : own) {
+    known.insert(n);
+    auto it = given.find(n);
+    if (it == given.end()) {
+      missing.push_back(n);
+      continue;
+    }
+    const tensor& src = *it->second;
+    ACTORCH_CHECK(src.defined(), "load_state_dict: \"", n, "\" is undefined");
+    ACTORCH_CHECK(src.sizes() == t.sizes(), "load_state_dict: size mismatch for \"", n,
+                  "\": copying a param with shape ", shape_str(src.sizes()),
+                  ", the shape in the current model is ", shape_str(t.sizes()));
+    ACTORCH_CHECK(src.dtype() == t.dtype(), "load_state_dict: dtype mismatch for \"", n,
+                  "\": the checkpoint has ", dtype_name(src.dtype()), ", the model ",
+                  dtype_name(t.dtype()));
+  }
+  ACTORCH_CHECK(missing.empty(), "load_state_dict: missing key \"", missing.front(), "\"",
+                missing.size() > 1 ? " (and " + std::to_string(missing.size() - 1) + " more)" : "");
+  if (strict)
+    for (const auto& [n, _] : state)
+      ACTORCH_CHECK(known.count(n), "load_state_dict: unexpected key \"", n, "\"");
+  no_grad guard;
+  for (auto& [n, t] : own) {
+    tensor target = t;
+    target.copy_(*given.at(n));
+  }
+}
+
+void module::zero_grad(bool set_to_none) {
+  for (tensor& p : parameters()) {
+    if (set_to_none) {
+      p.set_grad({});
+    } else if (p.grad().defined()) {
+      tensor g = p.grad();
+      g.zero_();
+    }
+  }
+}
+
+module& module::to(dtype t) {
+  no_grad guard;
+  for (auto& [_, p] : parameters_) {
+    const bool rg = p.requires_grad();
+    p = p.to(t).detach();
+    if (rg)
+      p.requires_grad_();
+  }
+  for (auto& [_, b] : buffers_)
+    if (b.is_floating_point())
+      b = b.to(t);
+  for (auto& [_, c] : children_)
+    c->to(t);
+  return *this;
+}
+
+} // namespace actorch::nn

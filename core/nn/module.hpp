@@ -1,0 +1,78 @@
+// nn.Module: a tree of modules owning named parameters and buffers. Names and order follow
+// PyTorch's, so state_dict keys ("0.weight", "2.bias", "bn.running_mean") match checkpoints
+// written by PyTorch.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace actorch::nn {
+
+using named_tensors = std::vector<std::pair<std::string, tensor>>;
+
+class module {
+public:
+  virtual ~module() = default;
+  module() = default;
+  module(const module&) = delete;
+  module& operator=(const module&) = delete;
+
+  /// The single-input forward pass of the module (most layers); modules with other
+  /// signatures provide their own call operators.
+  virtual tensor forward(const tensor& input);
+  tensor operator()(const tensor& input) { return forward(input); }
+
+  /// Parameters of this module and (with recurse) its descendants, in registration order,
+  /// with dotted names.
+  named_tensors named_parameters(bool recurse = true) const;
+  std::vector<tensor> parameters(bool recurse = true) const;
+  named_tensors named_buffers(bool recurse = true) const;
+  std::vector<tensor> buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<module>>> named_children() const;
+  std::vector<std::shared_ptr<module>> children() const;
+
+  /// Sets training mode on this module and every descendant (Dropout, BatchNorm read it).
+  module& train(bool on = true);
+  module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+
+  /// Parameters then buffers of each module, depth first, as torch's state_dict orders them.
+  /// The tensors are detached views of the module's own (no copy).
+  named_tensors state_dict() const;
+  /// Copies `state` into the module's parameters and buffers. Every check (missing and, when
+  /// strict, unexpected keys; shapes; dtypes) happens before anything is written, so a failed
+  /// load leaves the module untouched. Errors name the key.
+  void load_state_dict(const named_tensors& state, bool strict = true);
+
+  /// Clears (set_to_none) or zeroes every parameter's gradient.
+  void zero_grad(bool set_to_none = true);
+  /// Converts every parameter and floating point buffer to `t`.
+  module& to(dtype t);
+
+  virtual std::string name() const { return "Module"; }
+
+protected:
+  tensor& register_parameter(const std::string& name, tensor t, bool requires_grad = true);
+  tensor& register_buffer(const std::string& name, tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+
+private:
+  void add_child(const std::string& name, std::shared_ptr<module> m);
+  void collect(const std::string& prefix, bool params, bool buffers, named_tensors& out,
+               bool recurse) const;
+
+  named_tensors parameters_;
+  named_tensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<module>>> children_;
+  bool training_ = true;
+};
+
+} // namespace actorch::nn

@@ -1,0 +1,129 @@
+// SGD, Adam and StepLR. Updates run under no_grad and in place, as PyTorch's do.
+#include "core/optim/sgd.hpp"
+
+#include <cmath>
+
+#include "core/autograd/grad_mode.hpp"
+#include "core/ops/elementwise.hpp"
+#include "core/ops/factory.hpp"
+
+namespace actorch::optim {
+
+sgd::sgd(std::vector<tensor> params, const sgd_options& opts)
+    : optimizer(std::move(params), opts.lr, "SGD"), opts_(opts) {
+  ACTORCH_CHECK(opts.momentum >= 0, "SGD: invalid momentum value: ", opts.momentum);
+  ACTORCH_CHECK(opts.weight_decay >= 0, "SGD: invalid weight_decay value: ", opts.weight_decay);
+  ACTORCH_CHECK(!opts.nesterov || (opts.momentum > 0 && opts.dampening == 0),
+                "SGD: nesterov momentum requires a momentum and zero dampening");
+}
+
+void sgd::step() {
+  no_grad guard;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    tensor& p = params_[i];
+    tensor g = p.grad();
+    if (!g.defined())
+      continue;
+    if (opts_.weight_decay != 0)
+      g = g.add(p, opts_.weight_decay);
+    if (opts_.momentum != 0) {
+      auto& state = state_of(i);
+      auto it = state.find("momentum_buffer");
+      if (it == state.end()) {
+        it = state.emplace("momentum_buffer", g.clone()).first;
+      } else {
+        it->second.mul_(opts_.momentum).add_(g, 1 - opts_.dampening);
+      }
+      g = opts_.nesterov ? g.add(it->second, opts_.momentum) : it->second;
+    }
+    p.add_(g, -lr_);
+  }
+}
+
+std::map<std::string, double> sgd::hyper_parameters() const {
+  return {{"momentum", opts_.momentum},
+          {"dampening", opts_.dampening},
+          {"weight_decay", opts_.weight_decay},
+          {"nesterov", opts_.nesterov ? 1.0 : 0.0}};
+}
+
+void sgd::set_hyper_parameter(const std::string& name, double value) {
+  if (name == "momentum")
+    opts_.momentum = value;
+  else if (name == "dampening")
+    opts_.dampening = value;
+  else if (name == "weight_decay")
+    opts_.weight_decay = value;
+  else if (name == "nesterov")
+    opts_.nesterov = value != 0;
+  opts_.lr = lr_;
+}
+
+adam::adam(std::vector<tensor> params, const adam_options& opts)
+    : optimizer(std::move(params), opts.lr, "Adam"), opts_(opts) {
+  ACTORCH_CHECK(opts.eps >= 0, "Adam: invalid epsilon value: ", opts.eps);
+  ACTORCH_CHECK(opts.beta1 >= 0 && opts.beta1 < 1,
+                "Adam: invalid beta parameter at index 0: ", opts.beta1);
+  ACTORCH_CHECK(opts.beta2 >= 0 && opts.beta2 < 1,
+                "Adam: invalid beta parameter at index 1: ", opts.beta2);
+  ACTORCH_CHECK(opts.weight_decay >= 0, "Adam: invalid weight_decay value: ", opts.weight_decay);
+}
+
+void adam::step() {
+  no_grad guard;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    tensor& p = params_[i];
+    tensor g = p.grad();
+    if (!g.defined())
+      continue;
+    auto& state = state_of(i);
+    if (!state.count("step")) {
+      state["step"] = zeros({}, {.dtype = dtype::float64});
+      state["exp_avg"] = zeros_like(p);
+      state["exp_avg_sq"] = zeros_like(p);
+    }
+    tensor step_t = state["step"];
+    step_t.add_(1);
+    const double t = step_t.item<double>();
+    if (opts_.weight_decay != 0)
+      g = g.add(p, opts_.weight_decay);
+    tensor m = state["exp_avg"], v = state["exp_avg_sq"];
+    m.mul_(opts_.beta1).add_(g, 1 - opts_.beta1);
+    v.mul_(opts_.beta2).add_(g * g, 1 - opts_.beta2);
+    const double bias1 = 1 - std::pow(opts_.beta1, t);
+    const double bias2 = 1 - std::pow(opts_.beta2, t);
+    const tensor denom = (v.sqrt() / std::sqrt(bias2)).add_(opts_.eps);
+    p.add_(m / denom, -lr_ / bias1);
+  }
+}
+
+std::map<std::string, double> adam::hyper_parameters() const {
+  return {{"beta1", opts_.beta1},
+          {"beta2", opts_.beta2},
+          {"eps", opts_.eps},
+          {"weight_decay", opts_.weight_decay}};
+}
+
+void adam::set_hyper_parameter(const std::string& name, double value) {
+  if (name == "beta1")
+    opts_.beta1 = value;
+  else if (name == "beta2")
+    opts_.beta2 = value;
+  else if (name == "eps")
+    opts_.eps = value;
+  else if (name == "weight_decay")
+    opts_.weight_decay = value;
+  opts_.lr = lr_;
+}
+
+step_lr::step_lr(optimizer& opt, int64_t step_size, double gamma)
+    : opt_(opt), step_size_(step_size), gamma_(gamma), base_lr_(opt.lr()) {
+  ACTORCH_CHECK(step_size > 0, "StepLR: step_size must be positive but got ", step_size);
+}
+
+void step_lr::step() {
+  ++epoch_;
+  opt_.set_lr(base_lr_ * std::pow(gamma_, double(epoch_ / step_size_)));
+}
+
+} // namespace actorch::optim
