@@ -9,6 +9,8 @@ int main(int argc, char** argv) {
   CLI::App app{"actorch: an actor-based runtime for deep-learning training"};
   app.require_subcommand(1);
   actorch::cli::add_bench(app);
+  actorch::cli::add_launch(app);
+  actorch::cli::add_step(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,402 @@
+// The process-wide state behind distributed.hpp: the store every group rendezvous through, the
+// default group, and the count of new_group calls that names each group's store prefix.
+#include "comm/distributed.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+
+#include <unistd.h>
+
+#include "comm/file_store.hpp"
+#include "comm/prefix_store.hpp"
+#include "comm/process_group_gloo.hpp"
+#include "comm/process_group_nccl.hpp"
+#include "comm/tcp_store.hpp"
+#include "core/error.hpp"
+
+namespace actorch::dist {
+
+namespace {
+
+// The group handed to ranks outside a new_group: every op says so.
+class non_member_group final : public process_group {
+public:
+  non_member_group(int size, std::vector<int> ranks, std::string backend)
+      : process_group(-1, size, std::move(ranks)), backend_(std::move(backend)) {}
+  std::string backend() const override { return backend_; }
+  work broadcast(tensor&, int) override { fail("broadcast"); }
+  work all_reduce(tensor&, reduce_op) override { fail("all_reduce"); }
+  work reduce(tensor&, int, reduce_op) override { fail("reduce"); }
+  work all_gather(std::vector<tensor>&, const tensor&) override { fail("all_gather"); }
+  work all_gather_into_tensor(tensor&, const tensor&) override {
+    fail("all_gather_into_tensor");
+  }
+  work gather(std::vector<tensor>&, const tensor&, int) override { fail("gather"); }
+  work scatter(tensor&, const std::vector<tensor>&, int) override { fail("scatter"); }
+  work reduce_scatter(tensor&, const std::vector<tensor>&, reduce_op) override {
+    fail("reduce_scatter");
+  }
+  work all_to_all(std::vector<tensor>&, const std::vector<tensor>&) override {
+    fail("all_to_all");
+  }
+  work barrier() override { fail("barrier"); }
+  work monitored_barrier(milliseconds) override { fail("monitored_barrier"); }
+  work send(const tensor&, int, int) override { fail("send"); }
+  work recv(tensor&, int, int) override { fail("recv"); }
+
+private:
+  [[noreturn]] void fail(const char* op) const {
+    std::string ranks;
+    for (int r : global_ranks())
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    ACTORCH_FAIL(op, ": this rank is not a member of the group [", ranks, "]");
+  }
+  std::string backend_;
+};
+
+struct state {
+  std::mutex mu;
+  std::shared_ptr<store> st;
+  group world;
+  std::string backend;
+  milliseconds timeout{0};
+  std::string hostname;
+  int groups_made = 0;
+};
+
+state& global() {
+  static state s;
+  return s;
+}
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0')
+    return std::nullopt;
+  return std::string(v);
+}
+
+int parse_int(const std::string& text, const std::string& what) {
+  size_t used = 0;
+  int v = 0;
+  try {
+    v = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  ACTORCH_CHECK(used == text.size() && !text.empty(), "init_process_group: ", what, " '", text,
+                "' is not an integer");
+  return v;
+}
+
+// The first of the variables that is set, parsed; -1 when none is.
+int from_env(std::initializer_list<const char*> names, std::string* which) {
+  for (const char* n : names)
+    if (auto v = env(n)) {
+      *which = n;
+      return parse_int(*v, std::string("environment variable ") + n);
+    }
+  return -1;
+}
+
+uint16_t parse_port(const std::string& text, const std::string& what) {
+  const int p = parse_int(text, what);
+  ACTORCH_CHECK(p >= 1 && p <= 65535, "init_process_group: ", what, " ", p,
+                " is outside [1, 65535]");
+  return uint16_t(p);
+}
+
+group make_group(const std::string& backend, std::shared_ptr<store> st, int rank, int size,
+                 milliseconds timeout, const std::string& hostname, std::vector<int> ranks) {
+  if (backend == "gloo") {
+    process_group_gloo::options o;
+    o.timeout = timeout;
+    o.hostname = hostname;
+    return std::make_shared<process_group_gloo>(std::move(st), rank, size, o, std::move(ranks));
+  }
+  if (backend == "nccl")
+    return make_process_group_nccl(std::move(st), rank, size, timeout, std::move(ranks));
+  ACTORCH_FAIL("init_process_group: unknown backend '", backend, "' (expected gloo or nccl)");
+}
+
+const char* kNotInitialized =
+    "torch.distributed: the default process group is not initialized (call init_process_group "
+    "first)";
+
+// `g`, or the default group when g is null.
+group resolve(const group& g) {
+  if (g)
+    return g;
+  auto& s = global();
+  std::lock_guard lock(s.mu);
+  ACTORCH_CHECK(s.world != nullptr, kNotInitialized);
+  return s.world;
+}
+
+int to_group_rank(const group& g, int global_rank, const char* op, const char* what) {
+  const int r = g->group_rank(global_rank);
+  if (r < 0) {
+    std::string ranks;
+    for (int x : g->global_ranks())
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(x);
+    ACTORCH_FAIL(op, ": ", what, " ", global_rank, " is not in the group [", ranks, "]");
+  }
+  return r;
+}
+
+work finish(work w, bool async_op) {
+  if (!async_op)
+    w.wait();
+  return w;
+}
+
+} // namespace
+
+void init_process_group(const init_options& opts) {
+  auto& s = global();
+  std::lock_guard lock(s.mu);
+  ACTORCH_CHECK(s.world == nullptr, "init_process_group: the default process group is already ",
+                "initialized (call destroy_process_group first)");
+  ACTORCH_CHECK(opts.timeout.count() > 0, "init_process_group: the timeout must be > 0");
+  std::string rank_src = "the rank argument", world_src = "the world_size argument";
+  int rank = opts.rank, world_size = opts.world_size;
+  std::string url = opts.init_method.empty() ? "env://" : opts.init_method;
+
+  // tcp:// and file:// may carry ?rank=R&world_size=N.
+  if (auto q = url.find('?'); q != std::string::npos && !opts.store) {
+    std::string query = url.substr(q + 1);
+    url = url.substr(0, q);
+    size_t pos = 0;
+    while (pos <= query.size()) {
+      const size_t amp = std::min(query.find('&', pos), query.size());
+      const std::string kv = query.substr(pos, amp - pos);
+      const size_t eq = kv.find('=');
+      ACTORCH_CHECK(eq != std::string::npos, "init_process_group: malformed query '", kv,
+                    "' in init_method '", opts.init_method, "'");
+      const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+      if (k == "rank" && rank < 0) {
+        rank = parse_int(v, "rank in the URL");
+        rank_src = "the URL";
+      } else if (k == "world_size" && world_size < 0) {
+        world_size = parse_int(v, "world_size in the URL");
+        world_src = "the URL";
+      }
+      pos = amp + 1;
+    }
+  }
+  if (rank < 0)
+    rank = from_env({"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}, &rank_src);
+  if (world_size < 0)
+    world_size = from_env({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, &world_src);
+  ACTORCH_CHECK(world_size != -1, "init_process_group: the world size is unknown: pass ",
+                "world_size or set WORLD_SIZE (or OMPI_COMM_WORLD_SIZE / SLURM_NTASKS)");
+  ACTORCH_CHECK(rank != -1, "init_process_group: the rank is unknown: pass rank or set RANK ",
+                "(or OMPI_COMM_WORLD_RANK / SLURM_PROCID)");
+  ACTORCH_CHECK(world_size >= 1, "init_process_group: world_size must be >= 1 but got ",
+                world_size, " (from ", world_src, ")");
+  ACTORCH_CHECK(rank >= 0 && rank < world_size, "init_process_group: rank ", rank, " (from ",
+                rank_src, ") is outside [0, ", world_size, ")");
+
+  std::shared_ptr<store> st = opts.store;
+  std::string hostname = "127.0.0.1";
+  if (!st) {
+    std::string host;
+    uint16_t port = 0;
+    if (url == "env://") {
+      auto addr = env("MASTER_ADDR");
+      auto p = env("MASTER_PORT");
+      ACTORCH_CHECK(addr.has_value(), "init_process_group: env:// needs MASTER_ADDR, which is ",
+                    "not set (also MASTER_PORT, WORLD_SIZE and RANK)");
+      ACTORCH_CHECK(p.has_value(), "init_process_group: env:// needs MASTER_PORT, which is not ",
+                    "set (also MASTER_ADDR, WORLD_SIZE and RANK)");
+      host = *addr;
+      port = parse_port(*p, "MASTER_PORT");
+    } else if (url.rfind("tcp://", 0) == 0) {
+      const std::string hp = url.substr(6);
+      const size_t colon = hp.rfind(':');
+      ACTORCH_CHECK(colon != std::string::npos && colon > 0, "init_process_group: malformed ",
+                    "init_method '", opts.init_method, "' (expected tcp://host:port)");
+      host = hp.substr(0, colon);
+      if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+        host = host.substr(1, host.size() - 2);
+      port = parse_port(hp.substr(colon + 1), "the port in '" + opts.init_method + "'");
+    } else if (url.rfind("file://", 0) == 0) {
+      const std::string path = url.substr(7);
+      ACTORCH_CHECK(!path.empty() && path.front() == '/', "init_process_group: malformed ",
+                    "init_method '", opts.init_method, "' (expected file:///absolute/path)");
+      st = std::make_shared<file_store>(path, world_size, opts.timeout);
+    } else {
+      ACTORCH_FAIL("init_process_group: unsupported init_method '", opts.init_method,
+                   "' (expected env://, tcp://host:port or file:///path)");
+    }
+    if (!st) {
+      st = std::make_shared<tcp_store>(host, port, rank == 0, opts.timeout);
+      if (host != "127.0.0.1" && host != "localhost") {
+        char name[256] = {};
+        if (::gethostname(name, sizeof name - 1) == 0)
+          hostname = name; // peers on other nodes reach us under our host name
+      }
+    }
+  }
+  s.world = make_group(opts.backend, std::make_shared<prefix_store>("default_pg", st), rank,
+                       world_size, opts.timeout, hostname, {});
+  s.st = st;
+  s.backend = opts.backend;
+  s.timeout = opts.timeout;
+  s.hostname = hostname;
+  s.groups_made = 0;
+}
+
+bool is_initialized() {
+  auto& s = global();
+  std::lock_guard lock(s.mu);
+  return s.world != nullptr;
+}
+
+void destroy_process_group() {
+  auto& s = global();
+  group w;
+  std::shared_ptr<store> st;
+  {
+    std::lock_guard lock(s.mu);
+    w = std::move(s.world);
+    st = std::move(s.st);
+    s.world = nullptr;
+  }
+  // Destroyed outside the lock: a group finishes its queued ops first.
+}
+
+group world() {
+  return resolve(nullptr);
+}
+
+int get_rank(const group& g) {
+  return g ? g->rank() : world()->rank();
+}
+int get_world_size(const group& g) {
+  return g ? g->size() : world()->size();
+}
+std::string get_backend(const group& g) {
+  return g ? g->backend() : world()->backend();
+}
+
+group new_group(std::vector<int> ranks, std::optional<milliseconds> timeout) {
+  auto& s = global();
+  std::shared_ptr<store> st;
+  int n = 0, me = 0, world_size = 0;
+  std::string backend, hostname;
+  milliseconds t{0};
+  {
+    std::lock_guard lock(s.mu);
+    ACTORCH_CHECK(s.world != nullptr, kNotInitialized);
+    const group& w = s.world;
+    st = s.st;
+    n = s.groups_made++;
+    me = w->rank();
+    world_size = w->size();
+    backend = s.backend;
+    hostname = s.hostname;
+    t = timeout.value_or(s.timeout);
+  }
+  if (ranks.empty())
+    for (int r = 0; r < world_size; ++r)
+      ranks.push_back(r);
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    ACTORCH_CHECK(sorted[i] >= 0 && sorted[i] < world_size, "new_group: rank ", sorted[i],
+                  " is outside the default group's [0, ", world_size, ")");
+    ACTORCH_CHECK(i == 0 || sorted[i] != sorted[i - 1], "new_group: rank ", sorted[i],
+                  " is listed twice");
+  }
+  ranks = sorted; // group rank i is the i-th smallest global rank, as in torch
+  int my_index = -1;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i] == me)
+      my_index = int(i);
+  if (my_index < 0)
+    return std::make_shared<non_member_group>(int(ranks.size()), ranks, backend);
+  return make_group(backend, std::make_shared<prefix_store>("group_" + std::to_string(n), st),
+                    my_index, int(ranks.size()), t, hostname, ranks);
+}
+
+void send(const tensor& t, int dst, const group& g, int tag) {
+  isend(t, dst, g, tag).wait();
+}
+
+int recv(tensor& t, int src, const group& g, int tag) {
+  return irecv(t, src, g, tag).source_rank();
+}
+
+work isend(const tensor& t, int dst, const group& g, int tag) {
+  const group pg = resolve(g);
+  return pg->send(t, to_group_rank(pg, dst, "send", "dst"), tag);
+}
+
+work irecv(tensor& t, int src, const group& g, int tag) {
+  const group pg = resolve(g);
+  const int gsrc = src == -1 ? -1 : to_group_rank(pg, src, "recv", "src");
+  // Report the sender as a global rank.
+  work out;
+  pg->recv(t, gsrc, tag).then([out, ranks = pg->global_ranks()](const work& w) {
+    if (auto e = w.exception())
+      out.mark_failed(e);
+    else
+      out.mark_completed({}, w.source_rank() < 0 ? -1 : ranks[size_t(w.source_rank())]);
+  });
+  return out;
+}
+
+work broadcast(tensor& t, int src, const group& g, bool async_op) {
+  const group pg = resolve(g);
+  return finish(pg->broadcast(t, to_group_rank(pg, src, "broadcast", "src")), async_op);
+}
+work all_reduce(tensor& t, reduce_op op, const group& g, bool async_op) {
+  return finish(resolve(g)->all_reduce(t, op), async_op);
+}
+work reduce(tensor& t, int dst, reduce_op op, const group& g, bool async_op) {
+  const group pg = resolve(g);
+  return finish(pg->reduce(t, to_group_rank(pg, dst, "reduce", "dst"), op), async_op);
+}
+work all_gather(std::vector<tensor>& tensor_list, const tensor& t, const group& g,
+                bool async_op) {
+  return finish(resolve(g)->all_gather(tensor_list, t), async_op);
+}
+work all_gather_into_tensor(tensor& output, const tensor& input, const group& g, bool async_op) {
+  return finish(resolve(g)->all_gather_into_tensor(output, input), async_op);
+}
+work gather(const tensor& t, std::vector<tensor>& gather_list, int dst, const group& g,
+            bool async_op) {
+  const group pg = resolve(g);
+  return finish(pg->gather(gather_list, t, to_group_rank(pg, dst, "gather", "dst")), async_op);
+}
+work scatter(tensor& t, const std::vector<tensor>& scatter_list, int src, const group& g,
+             bool async_op) {
+  const group pg = resolve(g);
+  return finish(pg->scatter(t, scatter_list, to_group_rank(pg, src, "scatter", "src")),
+                async_op);
+}
+work reduce_scatter(tensor& output, const std::vector<tensor>& input_list, reduce_op op,
+                    const group& g, bool async_op) {
+  return finish(resolve(g)->reduce_scatter(output, input_list, op), async_op);
+}
+work all_to_all(std::vector<tensor>& output_list, const std::vector<tensor>& input_list,
+                const group& g, bool async_op) {
+  return finish(resolve(g)->all_to_all(output_list, input_list), async_op);
+}
+work barrier(const group& g, bool async_op) {
+  return finish(resolve(g)->barrier(), async_op);
+}
+void monitored_barrier(const group& g, std::optional<milliseconds> timeout) {
+  const group pg = resolve(g);
+  milliseconds t = timeout.value_or(milliseconds(0));
+  if (!timeout) {
+    auto& s = global();
+    std::lock_guard lock(s.mu);
+    t = s.timeout;
+  }
+  pg->monitored_barrier(t).wait();
+}
+
+} // namespace actorch::dist

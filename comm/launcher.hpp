@@ -1,0 +1,45 @@
+// Starting ranks as processes: launch() runs a program N times per node with torchrun's
+// environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
+// prefixing each line of their output with the rank; spawn() forks N copies of this process
+// running a function (torch.multiprocessing.spawn). Both supervise their children: when one
+// exits non-zero or is killed, the others are stopped and the failure is reported by rank.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace actorch::dist {
+
+struct launch_options {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  /// The program and its arguments.
+  std::vector<std::string> command;
+  /// How long the others get to exit after SIGTERM (when one failed) before SIGKILL.
+  std::chrono::milliseconds grace{3000};
+};
+
+/// Runs the ranks of this node and waits for them. Returns 0 when all exited 0; otherwise
+/// writes to `err` which rank failed and how ("rank 1 exited with status 3", "rank 0 was
+/// killed by signal 9 (Killed)") and returns non-zero. SIGINT and SIGTERM sent to the launcher
+/// are forwarded to every rank. Throws actorch::error for bad options.
+int launch(const launch_options& opts, std::ostream& out, std::ostream& err);
+
+struct spawn_options {
+  std::chrono::milliseconds grace{3000};
+};
+
+/// Forks `nprocs` children, each running fn(rank) with RANK, LOCAL_RANK and WORLD_SIZE set
+/// (MASTER_ADDR/MASTER_PORT are left as the caller set them), and waits for all. A child whose
+/// fn throws prints the message and exits 1. Throws actorch::error naming the first rank that
+/// failed and how, after stopping the others. @pre no other thread of this process holds a lock
+/// the children need (fork copies only the calling thread).
+void spawn(const std::function<void(int)>& fn, int nprocs, const spawn_options& opts = {});
+
+} // namespace actorch::dist

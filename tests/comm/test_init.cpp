@@ -1,0 +1,251 @@
+// init_process_group with each init method (ranks as real processes through spawn), new_group
+// subsets, the rank queries, and every bad input: malformed URL, rank outside [0, world), a
+// missing variable, a master that never answers. Also a rank killed mid-collective.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "comm/distributed.hpp"
+#include "comm/launcher.hpp"
+#include "core/ops/factory.hpp"
+#include "tests/comm/ranks.hpp"
+#include "tests/core/values.hpp"
+
+using namespace actorch;
+using namespace actorch::dist;
+using namespace std::chrono_literals;
+using actorch::test::error_of;
+using Catch::Contains;
+
+namespace {
+
+// A port nobody listens on right now (the kernel's pick for a socket bound to port 0).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// What every rank checks after init: its rank, the world, a sum over ranks, a subgroup.
+void exercise(int rank, int world) {
+  ACTORCH_CHECK(is_initialized(), "not initialized");
+  ACTORCH_CHECK(get_rank() == rank && get_world_size() == world, "rank ", get_rank(), " world ",
+                get_world_size());
+  ACTORCH_CHECK(get_backend() == "gloo", get_backend());
+  tensor t = full({3}, double(rank + 1));
+  all_reduce(t);
+  const double want = world * (world + 1) / 2.0;
+  ACTORCH_CHECK(actorch::test::values_of(t) == std::vector<double>(3, want), "sum ", t);
+  // new_group of the even ranks: the odd ones call it too and are not members.
+  std::vector<int> evens;
+  for (int r = 0; r < world; r += 2)
+    evens.push_back(r);
+  group g = new_group(evens);
+  if (rank % 2 == 0) {
+    ACTORCH_CHECK(get_rank(g) == rank / 2, "group rank ", get_rank(g));
+    tensor u = full({1}, double(rank));
+    all_reduce(u, reduce_op::max, g);
+    ACTORCH_CHECK(u.item<double>() == double(evens.back()), "group max ", u);
+    // src is a global rank
+    tensor b = full({1}, double(rank));
+    broadcast(b, evens.back(), g);
+    ACTORCH_CHECK(b.item<double>() == double(evens.back()), "group broadcast ", b);
+  } else {
+    ACTORCH_CHECK(get_rank(g) == -1, "non-member rank ", get_rank(g));
+    const std::string e = error_of([&] { all_reduce(t, reduce_op::sum, g); });
+    ACTORCH_CHECK(e.find("not a member of the group [0") != std::string::npos, e);
+  }
+  // Point-to-point with global ranks, any-source recv returning the global sender.
+  if (rank == 0) {
+    for (int i = 1; i < world; ++i) {
+      tensor m = zeros({1});
+      const int src = recv(m);
+      ACTORCH_CHECK(m.item<double>() == src * 10.0, "from ", src, ": ", m);
+    }
+  } else {
+    send(full({1}, rank * 10.0), 0);
+  }
+  barrier();
+  destroy_process_group();
+  ACTORCH_CHECK(!is_initialized(), "still initialized");
+}
+
+struct env_guard { // restores the variables a test sets
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  void set(const char* k, const std::string& v) {
+    const char* old = std::getenv(k);
+    saved.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
+    ::setenv(k, v.c_str(), 1);
+  }
+  void unset(const char* k) {
+    const char* old = std::getenv(k);
+    saved.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
+    ::unsetenv(k);
+  }
+  ~env_guard() {
+    for (auto it = saved.rbegin(); it != saved.rend(); ++it)
+      it->second ? ::setenv(it->first.c_str(), it->second->c_str(), 1)
+                 : ::unsetenv(it->first.c_str());
+  }
+};
+
+} // namespace
+
+TEST_CASE("init_process_group with env:// runs real processes", "[comm][init]") {
+  env_guard env;
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", std::to_string(free_port()));
+  CHECK_NOTHROW(spawn(
+      [](int rank) {
+        init_process_group({.timeout = 5000ms});
+        exercise(rank, 3);
+      },
+      3));
+}
+
+TEST_CASE("init_process_group with tcp:// and file://", "[comm][init]") {
+  SECTION("tcp://host:port with rank and world_size in the query") {
+    const std::string url = "tcp://127.0.0.1:" + std::to_string(free_port());
+    CHECK_NOTHROW(spawn(
+        [&](int rank) {
+          init_process_group({.init_method = url + "?rank=" + std::to_string(rank) +
+                                             "&world_size=2",
+                              .timeout = 5000ms});
+          exercise(rank, 2);
+        },
+        2));
+  }
+  SECTION("file:///path, ranks from OMPI_COMM_WORLD_*") {
+    const auto path = std::filesystem::path(ACTORCH_TEST_TMP) / "init.store";
+    std::filesystem::remove(path);
+    CHECK_NOTHROW(spawn(
+        [&](int rank) {
+          ::unsetenv("RANK");
+          ::unsetenv("WORLD_SIZE");
+          ::setenv("OMPI_COMM_WORLD_RANK", std::to_string(rank).c_str(), 1);
+          ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+          init_process_group({.init_method = "file://" + path.string(), .timeout = 5000ms});
+          exercise(rank, 2);
+        },
+        2));
+    CHECK_FALSE(std::filesystem::exists(path)); // the last rank removed it
+  }
+}
+
+TEST_CASE("init_process_group rejects bad input clearly and in time", "[comm][init][errors]") {
+  env_guard env;
+  env.unset("RANK");
+  env.unset("WORLD_SIZE");
+  env.unset("OMPI_COMM_WORLD_RANK");
+  env.unset("OMPI_COMM_WORLD_SIZE");
+  env.unset("SLURM_PROCID");
+  env.unset("SLURM_NTASKS");
+  env.unset("MASTER_ADDR");
+  env.unset("MASTER_PORT");
+  auto init = [](init_options o) { return error_of([&] { init_process_group(o); }); };
+  CHECK_THAT(init({.init_method = "udp://x:1", .world_size = 1, .rank = 0}),
+             Contains("unsupported init_method 'udp://x:1'"));
+  CHECK_THAT(init({.init_method = "tcp://127.0.0.1", .world_size = 1, .rank = 0}),
+             Contains("malformed init_method 'tcp://127.0.0.1' (expected tcp://host:port)"));
+  CHECK_THAT(init({.init_method = "tcp://127.0.0.1:99999", .world_size = 1, .rank = 0}),
+             Contains("99999 is outside [1, 65535]"));
+  CHECK_THAT(init({.init_method = "tcp://127.0.0.1:12a", .world_size = 1, .rank = 0}),
+             Contains("'12a' is not an integer"));
+  CHECK_THAT(init({.init_method = "file://relative", .world_size = 1, .rank = 0}),
+             Contains("expected file:///absolute/path"));
+  CHECK_THAT(init({.world_size = 2, .rank = 2}),
+             Contains("rank 2 (from the rank argument) is outside [0, 2)"));
+  CHECK_THAT(init({.world_size = 2}), Contains("the rank is unknown: pass rank or set RANK"));
+  CHECK_THAT(init({}), Contains("the world size is unknown"));
+  CHECK_THAT(init({.world_size = 2, .rank = 1}), Contains("env:// needs MASTER_ADDR"));
+  env.set("MASTER_ADDR", "127.0.0.1");
+  CHECK_THAT(init({.world_size = 2, .rank = 1}), Contains("env:// needs MASTER_PORT"));
+  env.set("RANK", "x");
+  CHECK_THAT(init({.world_size = 2}), Contains("environment variable RANK 'x' is not an integer"));
+  env.set("RANK", "5");
+  env.set("WORLD_SIZE", "3");
+  CHECK_THAT(init({}), Contains("rank 5 (from RANK) is outside [0, 3)"));
+  CHECK_THAT(init({.backend = "mpi", .world_size = 1, .rank = 0, .store =
+                                                                     std::make_shared<hash_store>()}),
+             Contains("unknown backend 'mpi'"));
+  SECTION("a master that never answers fails within the timeout") {
+    const int port = free_port();
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK_THAT(init({.init_method = "tcp://127.0.0.1:" + std::to_string(port), .world_size = 2,
+                     .rank = 1, .timeout = 400ms}),
+               Contains("no master answered at 127.0.0.1:" + std::to_string(port)) &&
+                   Contains("within 400 ms"));
+    CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+  }
+  SECTION("a rank that never joins fails the master within the timeout") {
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK_THAT(init({.init_method = "tcp://127.0.0.1:" + std::to_string(free_port()),
+                     .world_size = 2, .rank = 0, .timeout = 400ms}),
+               Contains("could not connect to its peers within 400 ms"));
+    CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+  }
+  CHECK_FALSE(is_initialized());
+  CHECK_THAT(error_of([] { all_reduce(*new tensor(zeros({1}))); }), Contains("not initialized"));
+}
+
+TEST_CASE("a rank process killed mid-collective fails the others within the timeout",
+          "[comm][init][errors]") {
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(free_port());
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 3; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        init_process_group({.init_method = url, .world_size = 3, .rank = rank, .timeout = 2000ms});
+        tensor t = ones({1 << 16});
+        all_reduce(t);
+        if (rank == 2)
+          ::kill(::getpid(), SIGKILL);
+        const auto t0 = std::chrono::steady_clock::now();
+        const std::string e = error_of([&] {
+          for (int i = 0; i < 100; ++i)
+            all_reduce(t);
+        });
+        const bool named = e.find("all_reduce failed on rank " + std::to_string(rank)) !=
+                               std::string::npos &&
+                           e.find("peers [") != std::string::npos;
+        const bool in_time = std::chrono::steady_clock::now() - t0 < 4s;
+        if (!named || !in_time) {
+          std::fprintf(stderr, "rank %d: %s\n", rank, e.c_str());
+          code = 1;
+        }
+        // The group now refuses work with the same reason.
+        const std::string again = error_of([&] { barrier(); });
+        if (again.find("refused") == std::string::npos)
+          code = 2;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+        code = 3;
+      }
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes;
+  for (pid_t p : pids) {
+    int status = 0;
+    ::waitpid(p, &status, 0);
+    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
+  }
+  CHECK(codes == std::vector<int>{0, 0, -SIGKILL});
+}
