@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <ostream>
+#include <string>
+#include <vector>
 
 namespace actorch::bench {
 
@@ -15,5 +17,14 @@ struct tensor_options {
 
 /// float32 GEMM GFLOP/s, elementwise add GB/s and the machine's memcpy GB/s, side by side.
 void run_tensor(const tensor_options& opts, std::ostream& out);
+
+struct allreduce_options {
+  int world = 2;                // ranks forked when not started by `actorch launch`
+  std::string backend = "gloo";
+  std::vector<int64_t> sizes = {4 << 10, 256 << 10, 4 << 20, 64 << 20}; // bytes
+};
+
+/// float32 SUM all_reduce time and bandwidth per size (WORKLOADS.md `allreduce`), from rank 0.
+void run_allreduce(const allreduce_options& opts, std::ostream& out);
 
 } // namespace actorch::bench

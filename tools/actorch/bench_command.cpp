@@ -18,6 +18,14 @@ void add_bench(CLI::App& app) {
   tensor_cmd->add_option("--min-seconds", opts->min_seconds, "time per measurement")
       ->check(CLI::Range(0.0, 60.0));
   tensor_cmd->callback([opts] { bench::run_tensor(*opts, std::cout); });
+
+  auto ar = std::make_shared<bench::allreduce_options>();
+  auto* ar_cmd = bench->add_subcommand("allreduce", "float32 SUM all_reduce over ranks on "
+                                                    "127.0.0.1 (forks them unless launched)");
+  ar_cmd->add_option("--world", ar->world, "ranks to fork")->check(CLI::Range(1, 64));
+  ar_cmd->add_option("--backend", ar->backend, "gloo");
+  ar_cmd->add_option("--bytes", ar->sizes, "sizes to measure");
+  ar_cmd->callback([ar] { bench::run_allreduce(*ar, std::cout); });
 }
 
 } // namespace actorch::cli
