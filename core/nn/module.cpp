@@ -161,16 +161,26 @@ void module::zero_grad(bool set_to_none) {
 }
 
 module& module::to(dtype t) {
-  no_grad guard;
-  for (auto& [_, p] : parameters_) {
-    const bool rg = p.requires_grad();
-    p = p.to(t).detach();
-    if (rg)
-      p.requires_grad_();
-  }
+  // Convert in place, keeping each tensor's identity (PyTorch replaces param.data): layers
+  // hold their parameters as members too, and optimizers may already hold them.
+  auto convert = [t](tensor& x) {
+    if (!x.defined() || x.dtype() == t || !x.is_floating_point())
+      return;
+    no_grad guard;
+    const tensor c = x.to(t);
+    tensor_impl& impl = *x.impl_ptr();
+    impl.storage = c.storage();
+    impl.sizes = c.sizes();
+    impl.strides = c.strides();
+    impl.offset = c.storage_offset();
+    impl.dtype = t;
+    if (x.grad().defined())
+      x.set_grad({});
+  };
+  for (auto& [_, p] : parameters_)
+    convert(p);
   for (auto& [_, b] : buffers_)
-    if (b.is_floating_point())
-      b = b.to(t);
+    convert(b);
   for (auto& [_, c] : children_)
     c->to(t);
   return *this;

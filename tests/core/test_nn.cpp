@@ -68,6 +68,18 @@ TEST_CASE("Linear initialises within PyTorch's bounds and computes x W^T + b", "
   REQUIRE_THROWS_WITH(l(ones({2, 15})), Contains("does not end in in_features = 16"));
 }
 
+TEST_CASE("to(dtype) converts parameters in place, keeping their identity", "[core][nn]") {
+  generator gen(4);
+  nn::linear l(3, 2, true, &gen);
+  const tensor held = l.named_parameters()[0].second; // e.g. what an optimizer holds
+  l.to(dtype::float64);
+  CHECK(l.weight.dtype() == dtype::float64);
+  CHECK(held.dtype() == dtype::float64);
+  CHECK(held.is_same(l.weight));
+  l(ones({1, 3}, {.dtype = dtype::float64})).sum().backward();
+  CHECK(held.grad().defined());
+}
+
 TEST_CASE("load_state_dict checks every key before writing any", "[core][nn]") {
   generator g1(1), g2(2);
   auto a = mlp(&g1), b = mlp(&g2);
