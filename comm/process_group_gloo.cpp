@@ -15,6 +15,7 @@
 #include "comm/process_group_gloo.hpp"
 
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -33,6 +34,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "comm/gloo_store.hpp"
+#include "comm/shm_allreduce.hpp"
 #include "core/error.hpp"
 #include "core/ops/factory.hpp"
 #include "core/ops/shape_ops.hpp"
@@ -240,6 +242,7 @@ struct process_group_gloo::impl {
   options opts;
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::rendezvous::Context> context;
+  std::unique_ptr<shm_allreduce> shm; // all_reduce's path when every rank is on this host
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -360,6 +363,12 @@ struct process_group_gloo::impl {
 
   // Allgathers every rank's header and throws, on every rank, when they disagree.
   void check_headers(const std::string& op, uint32_t seq, const op_header& mine) {
+    if (shm) { // the same exchange through shared memory: no TCP round trip
+      std::vector<int64_t> all;
+      if (!shm->run(nullptr, 0, 1, nullptr, mine.v, all))
+        throw_mismatch(op, all);
+      return;
+    }
     const size_t n = size_t(pg.size());
     std::vector<int64_t> all(kHeaderLen * n);
     gloo::AllgatherOptions o(context);
@@ -371,8 +380,12 @@ struct process_group_gloo::impl {
     bool same = true;
     for (size_t r = 1; r < n; ++r)
       same = same && std::memcmp(&all[r * kHeaderLen], all.data(), kHeaderLen * 8) == 0;
-    if (same)
-      return;
+    if (!same)
+      throw_mismatch(op, all);
+  }
+
+  [[noreturn]] void throw_mismatch(const std::string& op, const std::vector<int64_t>& all) {
+    const size_t n = size_t(pg.size());
     std::string msg = op + ": the ranks of group " + ranks_str(pg.global_ranks()) +
                       " issued different collectives or tensors:";
     for (size_t r = 0; r < n; ++r)
@@ -386,7 +399,26 @@ struct process_group_gloo::impl {
     o.setTimeout(opts.timeout);
   }
 
-  // In-place all-reduce of a contiguous tensor (AVG divides afterwards).
+  // all_reduce's header check and reduction, through shared memory when the group has it.
+  void allreduce_checked(tensor& flat, reduce_op op, uint32_t seq) {
+    const op_header h = make_header(op_kind::all_reduce, &flat, -1, int(op));
+    if (!shm) {
+      check_headers("all_reduce", seq, h);
+      allreduce_flat(flat, op, seq);
+      return;
+    }
+    std::vector<int64_t> all;
+    const bool same = dispatch(flat.dtype(), [&]<class T>() {
+      return shm->run(flat.data_ptr(), size_t(flat.numel()), sizeof(T), pick_reduce<T>(op), h.v,
+                      all);
+    });
+    if (!same)
+      throw_mismatch("all_reduce", all);
+    if (op == reduce_op::avg)
+      flat.div_(double(pg.size()));
+  }
+
+  // In-place all-reduce of a contiguous tensor over Gloo (AVG divides afterwards).
   void allreduce_flat(tensor& flat, reduce_op op, uint32_t seq) {
     dispatch(flat.dtype(), [&]<class T>() {
       gloo::AllreduceOptions o(context);
@@ -415,6 +447,9 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
     impl_->context->setTimeout(impl_->opts.timeout);
     gloo_store adapter(impl_->st, impl_->opts.timeout);
     impl_->context->connectFullMesh(adapter, impl_->device);
+    const char* shm_env = std::getenv("ACTORCH_GLOO_SHM");
+    if (impl_->opts.shared_memory && !(shm_env && std::string(shm_env) == "0"))
+      impl_->shm = shm_allreduce::connect(*impl_->st, rank, size, impl_->opts.timeout);
   } catch (const std::exception& e) {
     ACTORCH_FAIL("process_group_gloo: rank ", global_ranks_[size_t(rank)], " of group ",
                  ranks_str(global_ranks_), " could not connect to its peers within ",
@@ -467,9 +502,7 @@ work process_group_gloo::all_reduce(tensor& t, reduce_op op) {
   check_reduce("all_reduce", t.dtype(), op);
   auto buf = std::make_shared<contiguous_buffer>(t);
   return impl_->enqueue("all_reduce", [this, buf, op](uint32_t seq) {
-    impl_->check_headers("all_reduce", seq,
-                         make_header(op_kind::all_reduce, &buf->flat, -1, int(op)));
-    impl_->allreduce_flat(buf->flat, op, seq);
+    impl_->allreduce_checked(buf->flat, op, seq);
     buf->copy_back();
     return std::vector<tensor>{buf->orig};
   });

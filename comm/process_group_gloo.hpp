@@ -16,6 +16,9 @@ public:
     milliseconds timeout{1800000};
     /// The address this rank listens on for its peers.
     std::string hostname = "127.0.0.1";
+    /// all_reduce through shared memory when every rank runs on this host (see
+    /// shm_allreduce.hpp); the environment variable ACTORCH_GLOO_SHM=0 turns it off.
+    bool shared_memory = true;
   };
 
   /// Rendezvous of `size` ranks through `store` (which no other group may share: give each a

@@ -53,6 +53,9 @@ tensor rank_tensor(int r, int64_t n, dtype dt) {
 
 TEST_CASE("all_reduce applies every ReduceOp across ranks", "[comm][gloo]") {
   const int world = GENERATE(2, 3);
+  // Through shared memory (ranks on one host) and through Gloo's TCP ring.
+  auto opts = actorch::test::short_timeout();
+  opts.shared_memory = GENERATE(true, false);
   const auto op = GENERATE(reduce_op::sum, reduce_op::avg, reduce_op::product, reduce_op::min,
                            reduce_op::max, reduce_op::band, reduce_op::bor, reduce_op::bxor);
   const bool bitwise = op == reduce_op::band || op == reduce_op::bor || op == reduce_op::bxor;
@@ -62,7 +65,7 @@ TEST_CASE("all_reduce applies every ReduceOp across ranks", "[comm][gloo]") {
     tensor t = rank_tensor(r, 5, dt);
     pg.all_reduce(t, op).wait();
     return values_of(t);
-  });
+  }, opts);
   V want;
   for (int64_t i = 0; i < 5; ++i)
     want.push_back(op == reduce_op::avg ? double(expected_reduce(op, world, i)) / world
@@ -227,4 +230,19 @@ TEST_CASE("barrier and monitored_barrier pass when every rank arrives", "[comm][
     return 1;
   });
   CHECK(got == std::vector<int>{1, 1, 1});
+}
+
+TEST_CASE("all_reduce of tensors larger than a shared-memory chunk", "[comm][gloo]") {
+  // 1.5M float64 = 12 MB: three 4 MiB chunks and a remainder, split unevenly over 3 ranks.
+  const int64_t n = 1500001;
+  auto opts = actorch::test::short_timeout(10000);
+  opts.shared_memory = GENERATE(true, false);
+  auto got = on_ranks<V>(3, [&](int r, process_group_gloo& pg) {
+    tensor t = arange(n, {.dtype = dtype::float64}).mul(double(r + 1));
+    pg.all_reduce(t, reduce_op::sum).wait();
+    const V v = values_of(t);
+    return V{v[0], v[1], v[size_t(n / 2)], v[size_t(n - 1)], double(v.size())};
+  }, opts);
+  for (const auto& g : got)
+    CHECK(g == V{0, 6, 6.0 * double(n / 2), 6.0 * double(n - 1), double(n)});
 }
