@@ -27,4 +27,16 @@ struct allreduce_options {
 /// float32 SUM all_reduce time and bandwidth per size (WORKLOADS.md `allreduce`), from rank 0.
 void run_allreduce(const allreduce_options& opts, std::ostream& out);
 
+struct ddp_mlp_options {
+  std::string mode = "single"; // single: one replica (world 1); the data-parallel modes follow
+  int64_t world = 1;
+  int64_t batch = 64;
+  int64_t warmup = 5;
+  int64_t steps = 50;
+};
+
+/// The ddp-mlp workload: Linear(784,1024) ReLU Linear(1024,1024) ReLU Linear(1024,10),
+/// cross-entropy, SGD(lr 0.01, momentum 0.9) on fixed random inputs; ms per step.
+void run_ddp_mlp(const ddp_mlp_options& opts, std::ostream& out);
+
 } // namespace actorch::bench

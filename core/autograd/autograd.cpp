@@ -11,6 +11,8 @@ namespace actorch {
 
 namespace {
 std::atomic<uint64_t> g_next_sequence_nr{0};
+// The node whose backward function runs on this thread (see needs_input_grad).
+thread_local const node* t_running = nullptr;
 
 autograd_meta& meta_of(const tensor& t) {
   auto& impl = const_cast<tensor_impl&>(*t.impl_ptr());
@@ -130,6 +132,12 @@ std::vector<tensor> function_node::apply(std::vector<tensor>&& grads) {
     saved.push_back(s.unpack(name_));
   if (saved_.empty() && released_)
     saved_variable().unpack(name_); // throws the "backward twice" error
+  const node* outer = t_running;
+  t_running = this;
+  struct restore {
+    const node* prev;
+    ~restore() { t_running = prev; }
+  } guard{outer};
   return fn_(grads, saved);
 }
 
@@ -137,6 +145,10 @@ void function_node::release_variables() {
   for (auto& s : saved_)
     s.reset();
   released_ = true;
+}
+
+bool needs_input_grad(size_t i) {
+  return t_running == nullptr || (i < t_running->next_edges.size() && t_running->next_edges[i].fn);
 }
 
 bool needs_grad(std::initializer_list<const tensor*> inputs) {

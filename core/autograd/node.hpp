@@ -91,6 +91,10 @@ private:
   bool released_ = false;
 };
 
+/// Inside a backward function: whether the node's input `i` needs a gradient (its edge leads
+/// somewhere). Lets a backward skip work, e.g. the gradient of a layer's input batch.
+bool needs_input_grad(size_t i);
+
 /// True when grad mode is on and any of the tensors requires grad.
 bool needs_grad(std::initializer_list<const tensor*> inputs);
 bool needs_grad(const std::vector<tensor>& inputs);

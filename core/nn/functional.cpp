@@ -2,6 +2,7 @@
 #include "core/nn/functional.hpp"
 
 #include "core/autograd/grad_mode.hpp"
+#include "core/autograd/node.hpp"
 #include "core/core.hpp"
 
 namespace actorch::nn::functional {
@@ -24,10 +25,36 @@ tensor linear(const tensor& input, const tensor& weight, const tensor& bias) {
   ACTORCH_CHECK(input.dim() >= 1 && input.size(-1) == weight.size(1), "linear: input of shape ",
                 shape_str(input.sizes()), " does not end in in_features = ", weight.size(1),
                 " (weight shape ", shape_str(weight.sizes()), ")");
-  if (input.dim() == 2 && bias.defined())
-    return addmm(bias, input, weight.t());
-  tensor out = matmul(input, weight.t());
-  return bias.defined() ? out + bias : out;
+  if (input.dim() != 2) {
+    tensor out = matmul(input, weight.t());
+    return bias.defined() ? out + bias : out;
+  }
+  // 2-D input: one node whose backward produces each gradient in its parameter's own layout
+  // (dW = g^T x is (out, in), contiguous), rather than addmm's gradient of W^T, which would
+  // reach W as a transposed view and need a strided copy on every step.
+  const bool track = autograd::needs_grad({&input, &weight, &bias});
+  tensor out;
+  {
+    no_grad untracked;
+    out = bias.defined() ? addmm(bias, input, weight.t()) : mm(input, weight.t());
+  }
+  if (track) {
+    std::vector<const tensor*> inputs{&input, &weight};
+    if (bias.defined())
+      inputs.push_back(&bias);
+    autograd::record(out, "LinearBackward", inputs, {input, weight},
+                     [has_bias = bias.defined()](const auto& g, const auto& s) {
+                       // input (N, in), weight (out, in), g (N, out)
+                       using autograd::needs_input_grad;
+                       std::vector<tensor> grads{needs_input_grad(0) ? mm(g[0], s[1]) : tensor(),
+                                                 needs_input_grad(1) ? mm(g[0].t(), s[0])
+                                                                     : tensor()};
+                       if (has_bias)
+                         grads.push_back(needs_input_grad(2) ? g[0].sum(shape_t{0}) : tensor());
+                       return grads;
+                     });
+  }
+  return out;
 }
 
 tensor relu(const tensor& input) {

@@ -249,7 +249,9 @@ tensor mm(const tensor& a, const tensor& b) {
   if (track)
     autograd::record(out, "MmBackward", {&a, &b}, {a, b}, [](const auto& g, const auto& s) {
       // out = a b: da = g b^T, db = a^T g
-      return std::vector<tensor>{mm(g[0], s[1].t()), mm(s[0].t(), g[0])};
+      using autograd::needs_input_grad;
+      return std::vector<tensor>{needs_input_grad(0) ? mm(g[0], s[1].t()) : tensor(),
+                                 needs_input_grad(1) ? mm(s[0].t(), g[0]) : tensor()};
     });
   return out;
 }
@@ -267,8 +269,13 @@ tensor addmm(const tensor& input, const tensor& a, const tensor& b, const scalar
                      [shape = input.sizes(), be = beta.to_double(),
                       al = alpha.to_double()](const auto& g, const auto& s) {
                        // out = beta input + alpha a b
-                       return std::vector<tensor>{autograd::sum_to(g[0] * be, shape),
-                                                  mm(g[0], s[1].t()) * al, mm(s[0].t(), g[0]) * al};
+                       using autograd::needs_input_grad;
+                       auto scaled = [](const tensor& t, double f) { return f == 1 ? t : t * f; };
+                       return std::vector<tensor>{
+                           needs_input_grad(0) ? autograd::sum_to(scaled(g[0], be), shape)
+                                               : tensor(),
+                           needs_input_grad(1) ? scaled(mm(g[0], s[1].t()), al) : tensor(),
+                           needs_input_grad(2) ? scaled(mm(s[0].t(), g[0]), al) : tensor()};
                      });
   return out;
 }
@@ -282,7 +289,9 @@ tensor bmm(const tensor& a, const tensor& b) {
   }
   if (track)
     autograd::record(out, "BmmBackward", {&a, &b}, {a, b}, [](const auto& g, const auto& s) {
-      return std::vector<tensor>{bmm(g[0], s[1].transpose(1, 2)), bmm(s[0].transpose(1, 2), g[0])};
+      using autograd::needs_input_grad;
+      return std::vector<tensor>{needs_input_grad(0) ? bmm(g[0], s[1].transpose(1, 2)) : tensor(),
+                                 needs_input_grad(1) ? bmm(s[0].transpose(1, 2), g[0]) : tensor()};
     });
   return out;
 }
@@ -304,9 +313,13 @@ tensor matmul(const tensor& a, const tensor& b) {
                                        shape_t(b2.sizes().begin(), b2.sizes().end() - 2), "matmul");
       batch.insert(batch.end(), {a2.size(-2), b2.size(-1)});
       const tensor g2 = g[0].reshape(batch);
-      const tensor ga = autograd::sum_to(matmul(g2, b2.transpose(-1, -2)), a2.sizes());
-      const tensor gb = autograd::sum_to(matmul(a2.transpose(-1, -2), g2), b2.sizes());
-      return std::vector<tensor>{ga.reshape(s[0].sizes()), gb.reshape(s[1].sizes())};
+      using autograd::needs_input_grad;
+      tensor ga, gb;
+      if (needs_input_grad(0))
+        ga = autograd::sum_to(matmul(g2, b2.transpose(-1, -2)), a2.sizes()).reshape(s[0].sizes());
+      if (needs_input_grad(1))
+        gb = autograd::sum_to(matmul(a2.transpose(-1, -2), g2), b2.sizes()).reshape(s[1].sizes());
+      return std::vector<tensor>{ga, gb};
     });
   return out;
 }

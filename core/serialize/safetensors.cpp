@@ -3,6 +3,8 @@
 // allocated, and writes that go through a temporary file renamed over the target.
 #include "core/serialize/safetensors.hpp"
 
+#include "core/autograd/grad_mode.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -770,7 +772,10 @@ void read_into(byte_source& src, const std::vector<std::pair<std::string, tensor
   for (const auto& [name, t] : wanted)
     values.emplace_back(t, read_tensor(src, h, *in_file.at(name), w));
 
-  // 4. Only now the targets; copy_ writes through their views.
+  // 4. Only now the targets; copy_ writes through their views. Loading parameters is not part
+  // of any graph (PyTorch's load_state_dict copies under no_grad too), and in-place writes to
+  // leaves that require grad are refused outside no_grad.
+  no_grad untracked;
   for (auto& [target, value] : values) {
     tensor handle = *target; // shares the target's impl: copy_ writes into the target itself
     handle.copy_(value);

@@ -151,6 +151,19 @@ TEST_CASE("BatchNorm1d normalises batches and tracks running statistics", "[core
              tensor_of({1.5, 0.5, 2.0}), tensor_of({0.1, 0.2, 0.3})});
 }
 
+TEST_CASE("functional linear has correct gradients in every form", "[core][nn]") {
+  const tensor x = tensor_of({{0.5, -1.0, 2.0}, {1.5, 0.2, -0.3}});
+  const tensor w = tensor_of({{0.1, 0.2, 0.3}, {-0.4, 0.5, -0.6}});
+  const tensor b = tensor_of({0.7, -0.8});
+  gradcheck([](const auto& v) { return F::linear(v[0], v[1], v[2]); }, {x, w, b});
+  gradcheck([](const auto& v) { return F::linear(v[0], v[1]); }, {x, w});
+  gradcheck([](const auto& v) { return F::linear(v[0], v[1], v[2]); }, {x.view({1, 2, 3}), w, b});
+  // A parameter's gradient has the parameter's own (contiguous) layout.
+  tensor wp = w.detach().clone().requires_grad_();
+  F::linear(x, wp, b).sum().backward();
+  CHECK(wp.grad().is_contiguous());
+}
+
 TEST_CASE("losses match hand-computed values and have correct gradients", "[core][nn]") {
   const tensor a = tensor_of({1.0, 2.0, 4.0}), b = tensor_of({0.0, 2.0, 1.0});
   CHECK(nn::mse_loss()(a, b).item<double>() == Approx((1.0 + 0 + 9) / 3));

@@ -802,3 +802,11 @@ TEST_CASE("load_into reports missing, unexpected and mismatched keys and then wr
   }
   CHECK(untouched());
 }
+
+TEST_CASE("load_into writes parameters that require grad", "[core][safetensors]") {
+  actorch::tensor w = actorch::zeros({2}).requires_grad_();
+  const std::string bytes = actorch::safetensors_to_bytes({{"w", actorch::ones({2})}});
+  actorch::load_into_from_bytes(bytes, "mem", {{"w", w}});
+  CHECK(w.sum().item<double>() == 2);
+  CHECK(w.requires_grad());
+}

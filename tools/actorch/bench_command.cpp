@@ -26,6 +26,16 @@ void add_bench(CLI::App& app) {
   ar_cmd->add_option("--backend", ar->backend, "gloo");
   ar_cmd->add_option("--bytes", ar->sizes, "sizes to measure");
   ar_cmd->callback([ar] { bench::run_allreduce(*ar, std::cout); });
+
+  auto mlp = std::make_shared<bench::ddp_mlp_options>();
+  auto* mlp_cmd = bench->add_subcommand("ddp-mlp", "training step time of the ddp-mlp model");
+  mlp_cmd->add_option("--mode", mlp->mode, "single (one replica; data-parallel modes follow)")
+      ->check(CLI::IsMember({"single"}));
+  mlp_cmd->add_option("--world", mlp->world, "replicas")->check(CLI::Range(1, 1));
+  mlp_cmd->add_option("--batch", mlp->batch, "batch per replica")->check(CLI::Range(1, 65536));
+  mlp_cmd->add_option("--warmup", mlp->warmup, "untimed steps")->check(CLI::Range(0, 1000));
+  mlp_cmd->add_option("--steps", mlp->steps, "timed steps")->check(CLI::Range(1, 100000));
+  mlp_cmd->callback([mlp] { bench::run_ddp_mlp(*mlp, std::cout); });
 }
 
 } // namespace actorch::cli
