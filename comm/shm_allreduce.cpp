@@ -74,6 +74,12 @@ std::string host_id() {
   return std::string(name) + "/" + boot;
 }
 
+// memcpy that accepts empty ranges with null pointers (a header-only exchange has no data).
+void copy(void* dst, const void* src, size_t n) {
+  if (n != 0)
+    std::memcpy(dst, src, n);
+}
+
 } // namespace
 
 std::unique_ptr<shm_allreduce> shm_allreduce::connect(store& st, int rank, int size,
@@ -182,7 +188,7 @@ bool shm_allreduce::run(void* data, size_t count, size_t elem_size, reduce_fn fn
       if (int(q) == rank_)
         continue;
       auto [b, e] = part(q);
-      std::memcpy(mine + b * elem_size, chunk + b * elem_size, (e - b) * elem_size);
+      copy(mine + b * elem_size, chunk + b * elem_size, (e - b) * elem_size);
     }
     if (first)
       std::memcpy(block(base_, rank_).header, header, header_len * sizeof(int64_t));
@@ -211,7 +217,7 @@ bool shm_allreduce::run(void* data, size_t count, size_t elem_size, reduce_fn fn
     for (int q = 0; q < size_ && e > b; ++q)
       if (q != rank_)
         fn(out, out, slot(base_, size_, q) + b * elem_size, e - b);
-    std::memcpy(result_area(base_, size_) + b * elem_size, out, (e - b) * elem_size);
+    copy(result_area(base_, size_) + b * elem_size, out, (e - b) * elem_size);
     // 4. Every part of the result is final.
     barrier(1, epoch);
     // 5. Copy the others' parts out.
@@ -219,7 +225,7 @@ bool shm_allreduce::run(void* data, size_t count, size_t elem_size, reduce_fn fn
       if (int(q) == rank_)
         continue;
       auto [qb, qe] = part(q);
-      std::memcpy(chunk + qb * elem_size, result_area(base_, size_) + qb * elem_size,
+      copy(chunk + qb * elem_size, result_area(base_, size_) + qb * elem_size,
                   (qe - qb) * elem_size);
     }
     done_elems += n;

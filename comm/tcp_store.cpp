@@ -58,22 +58,29 @@ struct store_state {
   }
 };
 
-caf::behavior store_actor(caf::stateful_actor<store_state>* self) {
-  return {
+// A class-based actor rather than a function: CAF 0.17 spawns a function actor without
+// arguments through init_fun_factory, which UBSan flags (DEPENDENCIES.md, "ASan/UBSan and CAF").
+class store_actor : public caf::event_based_actor {
+public:
+  explicit store_actor(caf::actor_config& cfg) : caf::event_based_actor(cfg) {}
+
+  caf::behavior make_behavior() override {
+    auto* self = this;
+    return {
       [=](st_set, const std::string& key, const std::string& value) {
-        self->state.data[key] = value;
-        self->state.wake();
+        self->state_.data[key] = value;
+        self->state_.wake();
         return caf::ok_atom::value;
       },
       [=](st_get, const std::string& key) -> caf::result<bool, std::string> {
-        auto it = self->state.data.find(key);
-        if (it == self->state.data.end())
+        auto it = self->state_.data.find(key);
+        if (it == self->state_.data.end())
           return {false, std::string{}};
         return {true, it->second};
       },
       [=](st_add, const std::string& key, int64_t delta) -> caf::result<bool, int64_t,
                                                                          std::string> {
-        auto& data = self->state.data;
+        auto& data = self->state_.data;
         auto it = data.find(key);
         int64_t v = delta;
         if (it != data.end()) {
@@ -84,33 +91,44 @@ caf::behavior store_actor(caf::stateful_actor<store_state>* self) {
           }
         }
         data[key] = std::to_string(v);
-        self->state.wake();
+        self->state_.wake();
         return {true, v, std::string{}};
       },
       [=](st_cas, const std::string& key, const std::string& expected,
           const std::string& desired) -> std::string {
-        auto& data = self->state.data;
+        auto& data = self->state_.data;
         auto it = data.find(key);
         if (it == data.end() ? expected.empty() : it->second == expected) {
           data[key] = desired;
-          self->state.wake();
+          self->state_.wake();
           return desired;
         }
         return it == data.end() ? expected : it->second;
       },
-      [=](st_check, const std::vector<std::string>& keys) { return self->state.has_all(keys); },
+      [=](st_check, const std::vector<std::string>& keys) { return self->state_.has_all(keys); },
       [=](st_wait, const std::vector<std::string>& keys) {
         auto rp = self->make_response_promise();
-        if (self->state.has_all(keys))
+        if (self->state_.has_all(keys))
           rp.deliver(caf::ok_atom::value);
         else
-          self->state.waiters.push_back(waiter{keys, rp});
+          self->state_.waiters.push_back(waiter{keys, rp});
         return rp;
       },
-      [=](st_del, const std::string& key) { return self->state.data.erase(key) > 0; },
-      [=](st_num) { return int64_t(self->state.data.size()); },
+      [=](st_del, const std::string& key) { return self->state_.data.erase(key) > 0; },
+      [=](st_num) { return int64_t(self->state_.data.size()); },
   };
-}
+  }
+
+  // Kept promises point back at this actor (and at their requesters): drop them on exit, or
+  // the cycle keeps the actor alive after shutdown.
+  void on_exit() override {
+    state_.waiters.clear();
+    state_.data.clear();
+  }
+
+private:
+  store_state state_;
+};
 
 } // namespace
 
@@ -153,7 +171,7 @@ tcp_store::tcp_store(std::string host, uint16_t port, bool is_master, millisecon
       is_master_(is_master) {
   auto& mm = impl_->sys->middleman();
   if (is_master_) {
-    impl_->server = impl_->sys->spawn(store_actor);
+    impl_->server = impl_->sys->spawn<store_actor>();
     auto bound = mm.publish(impl_->server, port_, nullptr, true);
     if (!bound) {
       caf::anon_send_exit(impl_->server, caf::exit_reason::user_shutdown);

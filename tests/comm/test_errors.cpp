@@ -4,6 +4,7 @@
 // naming the op and the peers, after which the group refuses work.
 #include <catch2/catch.hpp>
 
+#include "comm/process_group_nccl.hpp"
 #include "core/ops/factory.hpp"
 #include "tests/comm/ranks.hpp"
 #include "tests/core/values.hpp"
@@ -152,4 +153,21 @@ TEST_CASE("a rendezvous that misses a rank fails within the timeout", "[comm][gl
   CHECK(std::chrono::steady_clock::now() - t0 < 3s);
   CHECK_THROWS_WITH(process_group_gloo(st, 2, 2, short_timeout(300)),
                     Contains("rank 2 is outside [0, 2)"));
+}
+
+TEST_CASE("the nccl backend refuses clearly where it cannot run", "[comm][nccl][errors]") {
+  // Without CUDA in the build, or without a GPU, creating the group fails and says why; with a
+  // GPU, a one-rank group comes up and refuses CPU tensors.
+  auto st = std::make_shared<hash_store>(2s);
+  std::shared_ptr<process_group> g;
+  const std::string e = error_of([&] { g = make_process_group_nccl(st, 0, 1, 2000ms); });
+  if (g) {
+    tensor t = zeros({1});
+    CHECK_THROWS_WITH(g->all_reduce(t, reduce_op::sum), Contains("takes tensors on cuda:"));
+  } else if (ACTORCH_HAVE_CUDA) {
+    CHECK_THAT(e, Contains("nccl backend: no usable CUDA device on rank 0") &&
+                      Contains("use the gloo backend for CPU tensors"));
+  } else {
+    CHECK_THAT(e, Contains("the nccl backend is not available: this build has no CUDA"));
+  }
 }
