@@ -485,10 +485,9 @@ work process_group_gloo::broadcast(tensor& t, int root) {
   return impl_->enqueue("broadcast", [this, buf, root](uint32_t seq) {
     impl_->check_headers("broadcast", seq, make_header(op_kind::broadcast, &buf->flat, root, -1));
     gloo::BroadcastOptions o(impl_->context);
-    auto* p = static_cast<uint8_t*>(buf->flat.data_ptr());
-    if (rank() == root)
-      o.setInput(p, buf->flat.nbytes());
-    o.setOutput(p, buf->flat.nbytes());
+    // In place: Gloo sends the root's output buffer. (Giving the root the same buffer as input
+    // too makes Gloo memcpy it onto itself while its device thread sends it.)
+    o.setOutput(static_cast<uint8_t*>(buf->flat.data_ptr()), buf->flat.nbytes());
     o.setRoot(root);
     impl_->tag(o, seq);
     gloo::broadcast(o);
