@@ -3,19 +3,13 @@
 // allocated, and writes that go through a temporary file renamed over the target.
 #include "core/serialize/npy.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
+#include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <optional>
-#include <system_error>
 
 #include "core/ops/factory.hpp"
+#include "core/serialize/file_io.hpp"
 
 namespace actorch {
 
@@ -41,22 +35,14 @@ namespace actorch {
 
 namespace {
 
+using serialize::byte_cursor;
+using serialize::file_source;
+using serialize::memory_source;
+using serialize::read_position;
+using serialize::where;
+
 constexpr std::string_view kMagic{"\x93NUMPY", 6};
 constexpr size_t kAlign = 64;
-
-/// Whose error it is: the operation and the file (or name) it was reading or writing.
-struct where {
-  const char* op;
-  const std::string& name;
-};
-
-#define ACTORCH_NPY_CHECK(cond, w, ...)                                                            \
-  ACTORCH_CHECK(cond, (w).op, ": ", (w).name, ": ", __VA_ARGS__)
-#define ACTORCH_NPY_FAIL(w, ...) ACTORCH_FAIL((w).op, ": ", (w).name, ": ", __VA_ARGS__)
-
-std::string errno_str(int err) {
-  return std::error_code(err, std::generic_category()).message();
-}
 
 /// Python's repr of a shape tuple: "()", "(5,)", "(2, 3)".
 std::string tuple_str(const shape_t& shape) {
@@ -85,76 +71,6 @@ std::string escaped(std::string_view bytes, size_t max_len = 160) {
 
 // Reading. -----------------------------------------------------------------------------------
 
-/// Where the bytes of a .npy come from: a file or memory, whose size is known up front.
-class byte_source {
-public:
-  virtual ~byte_source() = default;
-  virtual uint64_t size() const = 0;
-  /// Copies the next n bytes to dst. @pre they lie within size().
-  virtual void read(void* dst, size_t n) = 0;
-};
-
-class memory_source final : public byte_source {
-public:
-  explicit memory_source(std::string_view bytes) : bytes_(bytes) {}
-  uint64_t size() const override { return bytes_.size(); }
-  void read(void* dst, size_t n) override {
-    ACTORCH_INTERNAL_ASSERT(pos_ + n <= bytes_.size());
-    if (n > 0)
-      std::memcpy(dst, bytes_.data() + pos_, n);
-    pos_ += n;
-  }
-
-private:
-  std::string_view bytes_;
-  size_t pos_ = 0;
-};
-
-class file_source final : public byte_source {
-public:
-  explicit file_source(const where& w) : w_(w) {
-    fd_ = ::open(w.name.c_str(), O_RDONLY | O_CLOEXEC);
-    ACTORCH_NPY_CHECK(fd_ >= 0, w, "cannot open the file: ", errno_str(errno));
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) {
-      const int err = errno;
-      ::close(fd_);
-      ACTORCH_NPY_FAIL(w, "cannot stat the file: ", errno_str(err));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd_);
-      ACTORCH_NPY_FAIL(w, "not a regular file (a directory, pipe or device cannot be loaded)");
-    }
-    size_ = uint64_t(st.st_size);
-  }
-  ~file_source() override { ::close(fd_); }
-  file_source(const file_source&) = delete;
-  file_source& operator=(const file_source&) = delete;
-
-  uint64_t size() const override { return size_; }
-  void read(void* dst, size_t n) override {
-    auto* p = static_cast<char*>(dst);
-    size_t done = 0;
-    while (done < n) {
-      const ssize_t r = ::read(fd_, p + done, n - done);
-      if (r < 0 && errno == EINTR)
-        continue;
-      ACTORCH_NPY_CHECK(r >= 0, w_, "read failed after ", pos_ + done,
-                        " bytes: ", errno_str(errno));
-      ACTORCH_NPY_CHECK(r > 0, w_, "the file ended after ", pos_ + done, " bytes, but it had ",
-                        size_, " when opened (was it truncated while being read?)");
-      done += size_t(r);
-    }
-    pos_ += n;
-  }
-
-private:
-  const where& w_;
-  int fd_ = -1;
-  uint64_t size_ = 0;
-  uint64_t pos_ = 0;
-};
-
 /// The dtype a descr such as '<f4' names. See Note [npy layout] for what is accepted.
 dtype descr_dtype(const std::string& descr, const where& w) {
   std::string_view body = descr;
@@ -174,15 +90,15 @@ dtype descr_dtype(const std::string& descr, const where& w) {
   for (const entry& e : table) {
     if (body != e.code)
       continue;
-    ACTORCH_NPY_CHECK(order != '>' || element_size(e.dt) == 1, w, "big-endian data (descr '", descr,
-                      "') is not supported: actorch reads "
-                      "little-endian files; save a.astype('<",
-                      e.code, "') instead");
+    ACTORCH_IO_CHECK(order != '>' || element_size(e.dt) == 1, w, "big-endian data (descr '", descr,
+                     "') is not supported: actorch reads "
+                     "little-endian files; save a.astype('<",
+                     e.code, "') instead");
     return e.dt;
   }
-  ACTORCH_NPY_FAIL(w, "unsupported dtype descr '", escaped(descr),
-                   "': actorch reads '<f2', "
-                   "'<f4', '<f8', '|i1', '|u1', '<i4', '<i8' and '|b1'");
+  ACTORCH_IO_FAIL(w, "unsupported dtype descr '", escaped(descr),
+                  "': actorch reads '<f2', "
+                  "'<f4', '<f8', '|i1', '|u1', '<i4', '<i8' and '|b1'");
 }
 
 struct npy_header {
@@ -213,10 +129,10 @@ public:
       skip_space();
       if (key == "descr") {
         check_unique(descr.has_value(), key, key_pos);
-        ACTORCH_NPY_CHECK(peek() != '[', w_,
-                          "structured dtypes (a list as 'descr') are not "
-                          "supported; header: ",
-                          escaped(s_));
+        ACTORCH_IO_CHECK(peek() != '[', w_,
+                         "structured dtypes (a list as 'descr') are not "
+                         "supported; header: ",
+                         escaped(s_));
         descr = parse_string();
       } else if (key == "fortran_order") {
         check_unique(fortran_order.has_value(), key, key_pos);
@@ -242,17 +158,17 @@ public:
       if (!have)
         malformed(std::string("the key '") + key + "' is missing", pos_);
     }
-    ACTORCH_NPY_CHECK(!*fortran_order, w_,
-                      "Fortran-order data (fortran_order: True) is not "
-                      "supported; save np.ascontiguousarray(a) instead (shape ",
-                      tuple_str(*shape), ")");
+    ACTORCH_IO_CHECK(!*fortran_order, w_,
+                     "Fortran-order data (fortran_order: True) is not "
+                     "supported; save np.ascontiguousarray(a) instead (shape ",
+                     tuple_str(*shape), ")");
     return {descr_dtype(*descr, w_), std::move(*shape)};
   }
 
 private:
   [[noreturn]] void malformed(const std::string& why, size_t at) const {
-    ACTORCH_NPY_FAIL(w_, "malformed header: ", why, " at offset ", at, " of the header '",
-                     escaped(s_), "'");
+    ACTORCH_IO_FAIL(w_, "malformed header: ", why, " at offset ", at, " of the header '",
+                    escaped(s_), "'");
   }
   void check_unique(bool seen, const std::string& key, size_t at) const {
     if (seen)
@@ -313,15 +229,15 @@ private:
       const int digit = peek() - '0';
       if (v > (std::numeric_limits<int64_t>::max() - digit) / 10) {
         const size_t end = s_.find_first_not_of("0123456789", pos_);
-        ACTORCH_NPY_FAIL(w_, "dimension ", escaped(s_.substr(start, end - start)),
-                         " in the shape overflows int64");
+        ACTORCH_IO_FAIL(w_, "dimension ", escaped(s_.substr(start, end - start)),
+                        " in the shape overflows int64");
       }
       v = v * 10 + digit;
       ++pos_;
     }
     if (!consume('L')) // Python 2 longs, as old numpy wrote them
       consume('l');
-    ACTORCH_NPY_CHECK(!negative || v == 0, w_, "negative dimension -", v, " in the shape");
+    ACTORCH_IO_CHECK(!negative || v == 0, w_, "negative dimension -", v, " in the shape");
     return v;
   }
 
@@ -360,7 +276,7 @@ uint64_t read_le(const unsigned char* p, size_t n) {
 }
 
 /// Reads a whole .npy from `src`. See Note [npy layout].
-tensor read_npy(byte_source& src, const where& w) {
+tensor read_npy(byte_cursor src, const where& w) {
   const uint64_t file_size = src.size();
 
   // The preamble: magic, version, header length.
@@ -369,27 +285,27 @@ tensor read_npy(byte_source& src, const where& w) {
   src.read(pre, have);
   const std::string_view pre_view(reinterpret_cast<const char*>(pre), have);
   if (have < kMagic.size() && kMagic.starts_with(pre_view))
-    ACTORCH_NPY_FAIL(w, "truncated: the file has only ", file_size,
-                     " bytes, too few for the "
-                     ".npy preamble");
-  ACTORCH_NPY_CHECK(pre_view.starts_with(kMagic), w, "not a .npy file: it starts with '",
-                    escaped(pre_view.substr(0, kMagic.size())),
-                    "' instead of the magic "
-                    "'\\x93NUMPY'");
-  ACTORCH_NPY_CHECK(have >= 8, w, "truncated: the file has only ", file_size,
-                    " bytes, too few "
-                    "for the .npy preamble");
+    ACTORCH_IO_FAIL(w, "truncated: the file has only ", file_size,
+                    " bytes, too few for the "
+                    ".npy preamble");
+  ACTORCH_IO_CHECK(pre_view.starts_with(kMagic), w, "not a .npy file: it starts with '",
+                   escaped(pre_view.substr(0, kMagic.size())),
+                   "' instead of the magic "
+                   "'\\x93NUMPY'");
+  ACTORCH_IO_CHECK(have >= 8, w, "truncated: the file has only ", file_size,
+                   " bytes, too few "
+                   "for the .npy preamble");
   const int major = pre[6], minor = pre[7];
-  ACTORCH_NPY_CHECK(major >= 1 && major <= 3 && minor == 0, w, "unsupported .npy version ", major,
-                    ".", minor, " (actorch reads 1.0, 2.0 and 3.0)");
+  ACTORCH_IO_CHECK(major >= 1 && major <= 3 && minor == 0, w, "unsupported .npy version ", major,
+                   ".", minor, " (actorch reads 1.0, 2.0 and 3.0)");
   const size_t len_size = major == 1 ? 2 : 4;
   const size_t pre_size = 8 + len_size;
-  ACTORCH_NPY_CHECK(have >= pre_size, w, "truncated: the file has only ", file_size,
-                    " bytes, too few for the .npy ", major, ".0 preamble");
+  ACTORCH_IO_CHECK(have >= pre_size, w, "truncated: the file has only ", file_size,
+                   " bytes, too few for the .npy ", major, ".0 preamble");
   const uint64_t header_len = read_le(pre + 8, len_size);
   const uint64_t data_offset = pre_size + header_len;
-  ACTORCH_NPY_CHECK(data_offset <= file_size, w, "truncated header: expected ", header_len,
-                    " header bytes, file has ", file_size - pre_size);
+  ACTORCH_IO_CHECK(data_offset <= file_size, w, "truncated header: expected ", header_len,
+                   " header bytes, file has ", file_size - pre_size);
 
   // The header: only the bytes after the preamble that were read along with it are in pre.
   std::string header(size_t(header_len), '\0');
@@ -398,29 +314,29 @@ tensor read_npy(byte_source& src, const where& w) {
   if (header.size() > in_pre)
     src.read(header.data() + in_pre, header.size() - in_pre);
   else if (in_pre > header.size()) // a header shorter than 2 bytes: malformed, data in pre
-    ACTORCH_NPY_FAIL(w, "malformed header: ", header_len, " bytes cannot hold the dict");
+    ACTORCH_IO_FAIL(w, "malformed header: ", header_len, " bytes cannot hold the dict");
   const npy_header h = header_parser(header, w).parse();
 
   // The data: its size must match the file exactly, before anything is allocated.
   uint64_t numel = 1, bound = 1; // bound: product with zeros as ones, to catch overflow
   for (int64_t d : h.shape) {
-    ACTORCH_NPY_CHECK(!__builtin_mul_overflow(bound, uint64_t(std::max<int64_t>(d, 1)), &bound) &&
-                          bound <= uint64_t(std::numeric_limits<int64_t>::max()),
-                      w, "shape ", tuple_str(h.shape), " has more elements than int64 holds");
+    ACTORCH_IO_CHECK(!__builtin_mul_overflow(bound, uint64_t(std::max<int64_t>(d, 1)), &bound) &&
+                         bound <= uint64_t(std::numeric_limits<int64_t>::max()),
+                     w, "shape ", tuple_str(h.shape), " has more elements than int64 holds");
     numel *= uint64_t(d);
   }
   uint64_t data_bytes = 0;
-  ACTORCH_NPY_CHECK(!__builtin_mul_overflow(numel, uint64_t(element_size(h.dt)), &data_bytes), w,
-                    "shape ", tuple_str(h.shape), " of ", dtype_name(h.dt),
-                    " needs more bytes than 64 bits count");
+  ACTORCH_IO_CHECK(!__builtin_mul_overflow(numel, uint64_t(element_size(h.dt)), &data_bytes), w,
+                   "shape ", tuple_str(h.shape), " of ", dtype_name(h.dt),
+                   " needs more bytes than 64 bits count");
   const uint64_t after_header = file_size - data_offset;
-  ACTORCH_NPY_CHECK(after_header >= data_bytes, w, "truncated data: shape ", tuple_str(h.shape),
-                    " of ", dtype_name(h.dt), " expected ", data_bytes, " bytes, file has ",
-                    after_header);
-  ACTORCH_NPY_CHECK(after_header == data_bytes, w, after_header - data_bytes,
-                    " trailing bytes after the data: shape ", tuple_str(h.shape), " of ",
-                    dtype_name(h.dt), " expected ", data_bytes, " bytes, file has ", after_header,
-                    " (the header does not describe this file)");
+  ACTORCH_IO_CHECK(after_header >= data_bytes, w, "truncated data: shape ", tuple_str(h.shape),
+                   " of ", dtype_name(h.dt), " expected ", data_bytes, " bytes, file has ",
+                   after_header);
+  ACTORCH_IO_CHECK(after_header == data_bytes, w, after_header - data_bytes,
+                   " trailing bytes after the data: shape ", tuple_str(h.shape), " of ",
+                   dtype_name(h.dt), " expected ", data_bytes, " bytes, file has ", after_header,
+                   " (the header does not describe this file)");
 
   tensor out = empty(h.shape, {.dtype = h.dt});
   if (data_bytes > 0)
@@ -429,8 +345,8 @@ tensor read_npy(byte_source& src, const where& w) {
     // Checked as bytes, before anything reads them as bool. See Note [npy layout].
     const auto* bytes = static_cast<const unsigned char*>(out.data_ptr());
     for (uint64_t i = 0; i < data_bytes; ++i)
-      ACTORCH_NPY_CHECK(bytes[i] <= 1, w, "bool element ", i, " of ", data_bytes,
-                        " holds the byte ", int(bytes[i]), "; .npy bools must be 0 or 1");
+      ACTORCH_IO_CHECK(bytes[i] <= 1, w, "bool element ", i, " of ", data_bytes, " holds the byte ",
+                       int(bytes[i]), "; .npy bools must be 0 or 1");
   }
   return out;
 }
@@ -449,12 +365,12 @@ std::string_view npy_descr(dtype dt, const where& w) {
   case dtype::bool_: return "|b1";
   case dtype::bfloat16: break;
   }
-  ACTORCH_NPY_FAIL(w, "bfloat16 has no numpy dtype; convert first, e.g. t.to(dtype::float32)");
+  ACTORCH_IO_FAIL(w, "bfloat16 has no numpy dtype; convert first, e.g. t.to(dtype::float32)");
 }
 
 /// The tensor whose bytes are written: defined, on the CPU, contiguous.
 tensor writable(const tensor& t, const where& w) {
-  ACTORCH_NPY_CHECK(t.defined(), w, "cannot save an undefined tensor");
+  ACTORCH_IO_CHECK(t.defined(), w, "cannot save an undefined tensor");
   npy_descr(t.dtype(), w); // rejects bfloat16 before any copy
   return t.to(kCPU).contiguous();
 }
@@ -474,8 +390,8 @@ std::string npy_header_bytes(const tensor& t, const where& w) {
   }
   const size_t total = padded(pre_size);
   const uint64_t header_len = total - pre_size;
-  ACTORCH_NPY_CHECK(header_len <= 0xffffffffu, w, "the header of a tensor with ", t.dim(),
-                    " dims does not fit in a .npy file");
+  ACTORCH_IO_CHECK(header_len <= 0xffffffffu, w, "the header of a tensor with ", t.dim(),
+                   " dims does not fit in a .npy file");
   std::string out(kMagic);
   out += char(major);
   out += char(0);
@@ -487,83 +403,18 @@ std::string npy_header_bytes(const tensor& t, const where& w) {
   return out;
 }
 
-void write_all(int fd, const void* data, size_t n, const std::string& tmp, const where& w) {
-  const auto* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t r = ::write(fd, p, n);
-    if (r < 0 && errno == EINTR)
-      continue;
-    ACTORCH_NPY_CHECK(r > 0, w, "writing the temporary file ", tmp,
-                      " failed: ", r < 0 ? errno_str(errno) : std::string("no progress"));
-    p += r;
-    n -= size_t(r);
-  }
-}
-
-/// The temporary file of one save: removed unless the rename over the target happened.
-class temp_file {
-public:
-  explicit temp_file(const where& w) : w_(w) {
-    static std::atomic<uint64_t> counter{0};
-    for (int attempt = 0;; ++attempt) {
-      path_ = w.name + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ >= 0)
-        return;
-      ACTORCH_NPY_CHECK(errno == EEXIST && attempt < 100, w, "cannot create the temporary file ",
-                        path_, ": ", errno_str(errno));
-    }
-  }
-  ~temp_file() {
-    if (fd_ >= 0)
-      ::close(fd_);
-    if (!renamed_)
-      ::unlink(path_.c_str());
-  }
-  temp_file(const temp_file&) = delete;
-  temp_file& operator=(const temp_file&) = delete;
-
-  void write(const void* data, size_t n) { write_all(fd_, data, n, path_, w_); }
-
-  /// fsync, close, rename over the target, then fsync the directory so the rename persists.
-  void commit() {
-    ACTORCH_NPY_CHECK(::fsync(fd_) == 0, w_, "fsync of the temporary file ", path_,
-                      " failed: ", errno_str(errno));
-    const int fd = std::exchange(fd_, -1);
-    ACTORCH_NPY_CHECK(::close(fd) == 0, w_, "closing the temporary file ", path_,
-                      " failed: ", errno_str(errno));
-    ACTORCH_NPY_CHECK(::rename(path_.c_str(), w_.name.c_str()) == 0, w_, "renaming ", path_,
-                      " over the target failed: ", errno_str(errno));
-    renamed_ = true;
-    // Best effort: the file is complete and in place; a failure here (some file systems
-    // refuse fsync on directories) only means the rename might not survive a power cut.
-    std::string dir = std::filesystem::path(w_.name).parent_path().string();
-    const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      (void)::fsync(dfd);
-      ::close(dfd);
-    }
-  }
-
-private:
-  const where& w_;
-  std::string path_;
-  int fd_ = -1;
-  bool renamed_ = false;
-};
-
 } // namespace
 
 tensor load_npy(const std::string& path) {
   const where w{"load_npy", path};
-  file_source src(w);
-  return read_npy(src, w);
+  file_source src(w, read_position::after_bytes);
+  return read_npy(byte_cursor(src), w);
 }
 
 tensor npy_from_bytes(std::string_view bytes, const std::string& name_for_errors) {
   const where w{"npy_from_bytes", name_for_errors};
   memory_source src(bytes);
-  return read_npy(src, w);
+  return read_npy(byte_cursor(src), w);
 }
 
 std::string npy_to_bytes(const tensor& t) {
@@ -580,7 +431,7 @@ void save_npy(const std::string& path, const tensor& t) {
   const where w{"save_npy", path};
   const tensor c = writable(t, w);
   const std::string header = npy_header_bytes(c, w);
-  temp_file tmp(w);
+  serialize::atomic_file tmp(w);
   tmp.write(header.data(), header.size());
   tmp.write(c.data_ptr(), c.nbytes());
   tmp.commit();
