@@ -14,6 +14,7 @@
 // once with that reason.
 #include "comm/process_group_gloo.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -249,6 +250,7 @@ struct process_group_gloo::impl {
   std::deque<job> jobs;
   std::deque<p2p_job> p2p_jobs;
   bool stopping = false;
+  std::atomic<size_t> queued{0}; // jobs.size(), readable without the lock
   std::string broken; // see Note [Gloo group threads]
   uint32_t next_seq = 0;
   int64_t monitored_seq = 0; // worker thread only
@@ -298,6 +300,7 @@ struct process_group_gloo::impl {
     if (!broken.empty())
       return work::failed(refused(op));
     jobs.push_back(job{std::move(op), std::move(run), w, next_seq++});
+    queued.store(jobs.size(), std::memory_order_release);
     cv.notify_all();
     return w;
   }
@@ -305,6 +308,11 @@ struct process_group_gloo::impl {
   void worker_loop() {
     for (;;) {
       job j;
+      // A caller that issues collectives back to back enqueues the next within microseconds:
+      // yield for a short while before sleeping (see spin_briefly in work.cpp).
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+      while (queued.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
       {
         std::unique_lock lock(mu);
         cv.wait(lock, [&] { return stopping || !jobs.empty(); });
@@ -312,6 +320,7 @@ struct process_group_gloo::impl {
           return;
         j = std::move(jobs.front());
         jobs.pop_front();
+        queued.store(jobs.size(), std::memory_order_release);
         if (!broken.empty()) {
           lock.unlock();
           j.w.mark_failed(refused(j.op));

@@ -1,7 +1,9 @@
 // Note [Shared-memory all-reduce]
-// Segment: one 384-byte block per rank (arrive counter, done counter, pid, op header), then a
-// slot of kChunk bytes per rank and a result area of kChunk bytes. A tensor is processed in
-// chunks of at most kChunk bytes; within a chunk, rank q owns elements [q*n/N, (q+1)*n/N).
+// Segment: one 512-byte block per rank (arrive counter, done counter, pid, two op headers used
+// by alternate ops), two small-op buffers per rank (see Note [Small all-reduce]), then a slot
+// of kChunk bytes per rank and a result area of kChunk bytes. A tensor larger than kSmall is
+// processed in chunks of at most kChunk bytes; within a chunk, rank q owns elements
+// [q*n/N, (q+1)*n/N).
 // For each chunk:
 //  1. Copy in: rank r copies the parts of its chunk that the *other* ranks own into its slot
 //     (its own part stays in its tensor). On the first chunk it also writes its op header.
@@ -39,7 +41,8 @@ namespace actorch::dist {
 
 namespace {
 
-constexpr size_t kBlock = 384;        // per-rank control block
+constexpr size_t kBlock = 512;        // per-rank control block
+constexpr size_t kSmall = 256u << 10; // bytes of each of a rank's two small-op buffers
 constexpr size_t kChunk = 4u << 20;   // bytes of each rank's slot
 using counter = std::atomic<uint64_t>;
 static_assert(counter::is_always_lock_free, "shared-memory counters must be lock-free");
@@ -48,7 +51,7 @@ struct block_view {
   counter* arrive;
   counter* done;
   int32_t* pid;
-  int64_t* header;
+  int64_t* headers; // two, alternating by op parity
 };
 
 block_view block(void* base, int r) {
@@ -57,8 +60,16 @@ block_view block(void* base, int r) {
           reinterpret_cast<int32_t*>(b + 128), reinterpret_cast<int64_t*>(b + 192)};
 }
 
+int64_t* header_of(void* base, int r, uint64_t parity) {
+  return block(base, r).headers + parity * shm_allreduce::header_len;
+}
+
+char* small_buffer(void* base, int size, int r, uint64_t parity) {
+  return static_cast<char*>(base) + kBlock * size_t(size) + kSmall * (2 * size_t(r) + parity);
+}
+
 char* slot(void* base, int size, int r) {
-  return static_cast<char*>(base) + kBlock * size_t(size) + kChunk * size_t(r);
+  return static_cast<char*>(base) + (kBlock + 2 * kSmall) * size_t(size) + kChunk * size_t(r);
 }
 
 char* result_area(void* base, int size) {
@@ -84,7 +95,7 @@ void copy(void* dst, const void* src, size_t n) {
 
 std::unique_ptr<shm_allreduce> shm_allreduce::connect(store& st, int rank, int size,
                                                       milliseconds timeout) {
-  const size_t bytes = kBlock * size_t(size) + kChunk * size_t(size + 1);
+  const size_t bytes = (kBlock + 2 * kSmall) * size_t(size) + kChunk * size_t(size + 1);
   // Round 1: same host?
   st.set("shm/host/" + std::to_string(rank), host_id());
   bool same = true;
@@ -173,6 +184,9 @@ void shm_allreduce::barrier(size_t which, uint64_t epoch) {
 
 bool shm_allreduce::run(void* data, size_t count, size_t elem_size, reduce_fn fn,
                         const int64_t* header, std::vector<int64_t>& all_headers) {
+  const uint64_t parity = ops_++ & 1;
+  if (count * elem_size <= kSmall)
+    return run_small(data, count, elem_size, fn, header, all_headers, parity);
   const size_t n_size = size_t(size_);
   const size_t per_chunk = kChunk / elem_size;
   auto* bytes = static_cast<char*>(data);
@@ -191,20 +205,12 @@ bool shm_allreduce::run(void* data, size_t count, size_t elem_size, reduce_fn fn
       copy(mine + b * elem_size, chunk + b * elem_size, (e - b) * elem_size);
     }
     if (first)
-      std::memcpy(block(base_, rank_).header, header, header_len * sizeof(int64_t));
+      std::memcpy(header_of(base_, rank_, parity), header, header_len * sizeof(int64_t));
     // 2. Everyone's slot is full.
     const uint64_t epoch = ++epoch_;
     barrier(0, epoch);
     if (first) {
-      bool same = true;
-      for (int q = 1; q < size_; ++q)
-        same = same && std::memcmp(block(base_, q).header, block(base_, 0).header,
-                                   header_len * sizeof(int64_t)) == 0;
-      if (!same) {
-        all_headers.clear();
-        for (int q = 0; q < size_; ++q)
-          all_headers.insert(all_headers.end(), block(base_, q).header,
-                             block(base_, q).header + header_len);
+      if (!same_headers(parity, all_headers)) {
         // Nobody has written a result yet; a done barrier keeps the epochs in step.
         barrier(1, epoch);
         return false;
@@ -230,6 +236,42 @@ bool shm_allreduce::run(void* data, size_t count, size_t elem_size, reduce_fn fn
     }
     done_elems += n;
   }
+  return true;
+}
+
+bool shm_allreduce::same_headers(uint64_t parity, std::vector<int64_t>& all_headers) const {
+  bool same = true;
+  for (int q = 1; q < size_; ++q)
+    same = same && std::memcmp(header_of(base_, q, parity), header_of(base_, 0, parity),
+                               header_len * sizeof(int64_t)) == 0;
+  if (!same) {
+    all_headers.clear();
+    for (int q = 0; q < size_; ++q)
+      all_headers.insert(all_headers.end(), header_of(base_, q, parity),
+                         header_of(base_, q, parity) + header_len);
+  }
+  return same;
+}
+
+// Note [Small all-reduce]: up to kSmall bytes, one barrier per op. Each rank copies its whole
+// tensor (and header) into its buffer of this op's parity, arrives, then reduces every rank's
+// buffer itself, in rank order (so every rank computes the same bits). A rank writes a buffer
+// of the same parity again two ops later, after the next op's barrier, which nobody passes
+// before finishing its reads of this op: no second barrier is needed.
+bool shm_allreduce::run_small(void* data, size_t count, size_t elem_size, reduce_fn fn,
+                              const int64_t* header, std::vector<int64_t>& all_headers,
+                              uint64_t parity) {
+  const size_t nbytes = count * elem_size;
+  copy(small_buffer(base_, size_, rank_, parity), data, nbytes);
+  std::memcpy(header_of(base_, rank_, parity), header, header_len * sizeof(int64_t));
+  barrier(0, ++epoch_);
+  if (!same_headers(parity, all_headers))
+    return false;
+  if (count == 0)
+    return true;
+  copy(data, small_buffer(base_, size_, 0, parity), nbytes);
+  for (int q = 1; q < size_; ++q)
+    fn(data, data, small_buffer(base_, size_, q, parity), count);
   return true;
 }
 

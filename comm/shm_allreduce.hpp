@@ -38,13 +38,17 @@ public:
 private:
   shm_allreduce(int rank, int size, milliseconds timeout, void* base, size_t bytes);
   void barrier(size_t which, uint64_t epoch);
+  bool same_headers(uint64_t parity, std::vector<int64_t>& all_headers) const;
+  bool run_small(void* data, size_t count, size_t elem_size, reduce_fn fn, const int64_t* header,
+                 std::vector<int64_t>& all_headers, uint64_t parity);
 
   int rank_;
   int size_;
   milliseconds timeout_;
   void* base_;
   size_t bytes_;
-  uint64_t epoch_ = 0;
+  uint64_t epoch_ = 0; // barriers passed
+  uint64_t ops_ = 0;   // ops run; its parity picks the header and small buffer
 };
 
 } // namespace actorch::dist
