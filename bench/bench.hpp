@@ -39,4 +39,15 @@ struct ddp_mlp_options {
 /// cross-entropy, SGD(lr 0.01, momentum 0.9) on fixed random inputs; ms per step.
 void run_ddp_mlp(const ddp_mlp_options& opts, std::ostream& out);
 
+struct loader_bench_options {
+  int64_t workers = 2; // dataset worker actors (0: load in the consumer's thread)
+  int64_t passes = 1;  // normalisation passes per sample
+  int64_t n = 20000;   // samples
+};
+
+/// The `loader` workload: the actor data loader over the synthetic dataset, samples per second.
+void run_loader(const loader_bench_options& opts, std::ostream& out);
+/// `loader-raw`: the same work in one plain single-threaded loop (the efficiency reference).
+void run_loader_raw(const loader_bench_options& opts, std::ostream& out);
+
 } // namespace actorch::bench

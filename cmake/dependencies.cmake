@@ -9,6 +9,12 @@ target_include_directories(actorch_openblas SYSTEM INTERFACE ${OpenBLAS_INCLUDE_
 target_link_libraries(actorch_openblas INTERFACE ${OpenBLAS_LIBRARIES})
 
 # CAF 0.17: Debian ships no CMake config, so the imported targets are made here.
+# ACTORCH_CAF_ROOT, when set, is searched first: the tsan preset points it at the
+# TSan-instrumented CAF that scripts/build-tsan-caf.sh installs (Debian's is not instrumented).
+set(ACTORCH_CAF_ROOT "" CACHE PATH "A CAF 0.17 install to use instead of Debian's")
+if(ACTORCH_CAF_ROOT)
+  list(PREPEND CMAKE_PREFIX_PATH ${ACTORCH_CAF_ROOT})
+endif()
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
 find_library(CAF_CORE_LIB caf_core REQUIRED)
 find_library(CAF_IO_LIB caf_io REQUIRED)
@@ -58,3 +64,8 @@ endif()
 if(ACTORCH_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)
 endif()
+
+# zlib: the gzipped digits CSV (core/data/digits_dataset.cpp). SQLite3: the example data-source
+# actor (examples/sqlite_source.*).
+find_package(ZLIB REQUIRED)
+find_package(SQLite3 REQUIRED)

@@ -36,6 +36,20 @@ void add_bench(CLI::App& app) {
   mlp_cmd->add_option("--warmup", mlp->warmup, "untimed steps")->check(CLI::Range(0, 1000));
   mlp_cmd->add_option("--steps", mlp->steps, "timed steps")->check(CLI::Range(1, 100000));
   mlp_cmd->callback([mlp] { bench::run_ddp_mlp(*mlp, std::cout); });
+
+  auto ld = std::make_shared<bench::loader_bench_options>();
+  for (const char* name : {"loader", "loader-raw"}) {
+    const bool raw = std::string(name) == "loader-raw";
+    auto* cmd = bench->add_subcommand(name, raw ? "the loader workload in one plain loop"
+                                                : "samples/s through the actor data loader");
+    cmd->add_option("--workers", ld->workers, "dataset worker actors")->check(CLI::Range(0, 64));
+    cmd->add_option("--passes", ld->passes, "normalisation passes per sample")
+        ->check(CLI::Range(0, 10000));
+    cmd->add_option("--n", ld->n, "samples")->check(CLI::Range(int64_t(1), int64_t(1) << 32));
+    cmd->callback([ld, raw] {
+      raw ? bench::run_loader_raw(*ld, std::cout) : bench::run_loader(*ld, std::cout);
+    });
+  }
 }
 
 } // namespace actorch::cli

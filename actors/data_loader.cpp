@@ -1,0 +1,366 @@
+// data_loader: options, epochs, the consumer side of the graph (the queue the range-for waits
+// on), the num_workers = 0 path, save/resume, and shutdown.
+#include "actors/data_loader.hpp"
+
+#include <chrono>
+
+#include "actors/dataset_worker.hpp"
+#include "actors/sampler_actor.hpp"
+#include "actors/source_loader.hpp"
+#include "core/data/sampler.hpp"
+
+namespace actorch::data {
+namespace detail {
+
+struct loader_impl {
+  dataset_ptr dataset;   // null with a user's source
+  int64_t dataset_size = 0;
+  loader_options opts;
+  std::shared_ptr<generator> gen;
+  batch_sampler_ptr batches;
+  buffer_pool_ptr pool;
+
+  // Actors: the system (ours unless given), the sampler of the current run (persistent with
+  // persistent_workers or a user's source), and the user's source if any.
+  std::unique_ptr<caf::actor_system_config> own_config; // the system keeps a reference to it
+  std::unique_ptr<caf::actor_system> own_system;
+  caf::actor_system* system = nullptr;
+  std::optional<actors::source_actor> source;
+  caf::actor sampler;
+  std::shared_ptr<actors::delivery_queue> queue = std::make_shared<actors::delivery_queue>();
+  std::shared_ptr<std::atomic<uint64_t>> active_generation =
+      std::make_shared<std::atomic<uint64_t>>(0);
+
+  // The run in progress.
+  uint64_t generation = 0;
+  int64_t epoch = 0;
+  bool running = false;
+  bool local = false; // num_workers == 0: loading in this thread
+  uint64_t base_seed = 0;
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> plan;
+  size_t local_pos = 0;
+  std::vector<int64_t> delivered;
+  generator::state gen_at_start{};
+  std::optional<generator::state> sampler_gen_at_start;
+  std::optional<loader_state> resume;
+  sample current;
+  bool holding_credit = false;
+
+  ~loader_impl() { shutdown(); }
+
+  bool uses_actors() const { return source.has_value() || opts.num_workers > 0; }
+  int64_t credits() const {
+    return opts.prefetch_factor.value_or(2) * std::max<int64_t>(1, opts.num_workers);
+  }
+  generator* sampler_rng() const {
+    generator* g = batches->rng();
+    return g == gen.get() ? nullptr : g;
+  }
+
+  caf::actor_system& sys() {
+    if (!system) {
+      own_config = std::make_unique<caf::actor_system_config>();
+      own_config->set("scheduler.max-threads", size_t(2));
+      own_system = std::make_unique<caf::actor_system>(*own_config);
+      system = own_system.get();
+    }
+    return *system;
+  }
+
+  void stop_sampler() {
+    if (sampler) {
+      caf::anon_send_exit(sampler, caf::exit_reason::user_shutdown);
+      sampler = nullptr;
+    }
+  }
+
+  void shutdown() {
+    active_generation->store(~uint64_t(0));
+    stop_sampler();
+    own_system.reset(); // waits for every actor; they all quit (see stop_sampler)
+  }
+
+  /// Ends the run in progress: completed, abandoned or failed. The next run is a new epoch.
+  void end_run() {
+    if (!running) return;
+    running = false;
+    holding_credit = false;
+    current = sample();
+    ++epoch;
+    resume.reset();
+    active_generation->store(++generation); // workers skip what is left of the old run
+    if (!local && !(opts.persistent_workers || source)) stop_sampler();
+  }
+
+  caf::actor make_sampler() {
+    actors::sampler_config cfg;
+    cfg.in_order = opts.in_order;
+    cfg.timeout_s = opts.timeout;
+    cfg.collate = opts.collate_fn;
+    cfg.pool = pool;
+    cfg.pin_memory = opts.pin_memory;
+    cfg.queue = queue;
+    cfg.active_generation = active_generation;
+    if (source) {
+      cfg.sources.push_back(*source);
+    } else {
+      // Everything the respawn needs is captured by value: the sampler may call it while the
+      // loader is being destroyed (with a caller's actor system, nobody waits for it).
+      actors::worker_config proto;
+      proto.dataset = dataset;
+      proto.num_workers = opts.num_workers;
+      proto.base_seed = base_seed;
+      proto.collate = opts.collate_fn;
+      proto.pool = pool;
+      proto.pin_memory = opts.pin_memory;
+      proto.worker_init_fn = opts.worker_init_fn;
+      proto.active_generation = active_generation;
+      auto spawn = [sys = &sys(), proto](int64_t id) {
+        actors::worker_config w = proto;
+        w.id = id;
+        return actors::spawn_dataset_worker(*sys, std::move(w));
+      };
+      for (int64_t id = 0; id < opts.num_workers; ++id) cfg.sources.push_back(spawn(id));
+      cfg.respawn = spawn;
+    }
+    return actors::spawn_sampler(sys(), std::move(cfg));
+  }
+
+  /// Draws the epoch's batches and base seed, then starts loading them.
+  void start_run(const caf::actor* sink) {
+    end_run();
+    if (resume) {
+      epoch = resume->epoch;
+      gen->set_state(resume->loader_generator);
+      if (resume->sampler_generator && sampler_rng()) sampler_rng()->set_state(*resume->sampler_generator);
+    }
+    gen_at_start = gen->get_state();
+    sampler_gen_at_start.reset();
+    if (auto* g = sampler_rng()) sampler_gen_at_start = g->get_state();
+    batches->set_epoch(epoch);
+    base_seed = random_u64(*gen);
+    auto all = batches->batches();
+    std::vector<bool> skip(all.size(), false);
+    delivered.clear();
+    if (resume) {
+      for (int64_t s : resume->delivered)
+        if (s >= 0 && size_t(s) < all.size()) skip[size_t(s)] = true;
+      delivered = resume->delivered;
+      resume.reset();
+    }
+    plan.clear();
+    for (size_t s = 0; s < all.size(); ++s) {
+      for (int64_t i : all[s])
+        ACTORCH_CHECK(i >= 0 && i < dataset_size, "DataLoader: the sampler yielded index ", i,
+                      " for batch ", s, ", out of range for a dataset of ", dataset_size,
+                      " samples");
+      if (!skip[s]) plan.emplace_back(int64_t(s), std::move(all[s]));
+    }
+    running = true;
+    local = !uses_actors() && sink == nullptr;
+    local_pos = 0;
+    active_generation->store(++generation);
+    if (local) return;
+    ACTORCH_CHECK(sink == nullptr || uses_actors(),
+                  "DataLoader.run_epoch: needs num_workers > 0 or a source actor");
+    if (!sampler) sampler = make_sampler();
+    actors::epoch_plan p;
+    p.generation = generation;
+    p.epoch = epoch;
+    p.base_seed = base_seed;
+    p.batches = plan;
+    p.credits = credits();
+    if (sink) p.sink = *sink;
+    caf::anon_send(sampler, actors::epoch_atom::value, std::move(p));
+  }
+
+  /// Moves to the next batch of the run; false at the end of the epoch.
+  bool advance() {
+    if (!running) return false;
+    if (holding_credit) {
+      holding_credit = false;
+      current = sample(); // release the batch: its buffers go back to the pool
+      caf::anon_send(sampler, actors::credit_atom::value, generation);
+    }
+    if (local) {
+      if (local_pos == plan.size()) {
+        end_run();
+        return false;
+      }
+      const auto& [seq, indices] = plan[local_pos++];
+      actors::index_batch task;
+      task.generation = generation;
+      task.epoch = epoch;
+      task.seq = seq;
+      task.indices = indices;
+      task.seed = batch_seed(base_seed, epoch, seq);
+      auto b = actors::load_batch(task, *dataset, opts.collate_fn, pool.get(), opts.pin_memory,
+                                  "DataLoader (num_workers=0)");
+      if (!b.error.empty()) {
+        end_run();
+        throw error(b.error);
+      }
+      current = std::move(b.data);
+      delivered.push_back(seq);
+      return true;
+    }
+    // A safety net behind the sampler's own timeout: should the sampler itself stall.
+    const auto patience = std::chrono::microseconds(int64_t(opts.timeout * 2e6) + 1000000);
+    for (;;) {
+      actors::delivery d;
+      if (opts.timeout > 0) {
+        if (!queue->wait_dequeue_timed(d, patience)) {
+          end_run();
+          ACTORCH_FAIL("DataLoader timed out after ", opts.timeout,
+                       " seconds waiting for batch (no answer from the sampler)");
+        }
+      } else {
+        queue->wait_dequeue(d);
+      }
+      if (d.generation != generation) continue; // left over from an abandoned run
+      if (d.end_of_epoch) {
+        end_run();
+        return false;
+      }
+      if (!d.error.empty()) {
+        end_run();
+        throw error(d.error);
+      }
+      current = std::move(d.data);
+      delivered.push_back(d.seq);
+      holding_credit = true;
+      return true;
+    }
+  }
+};
+
+} // namespace detail
+
+namespace {
+
+void check_options(const loader_options& o, bool custom_source) {
+  ACTORCH_CHECK(o.num_workers >= 0,
+                "DataLoader: num_workers option should be non-negative; use num_workers=0 to "
+                "disable multiprocessing (got ",
+                o.num_workers, ")");
+  ACTORCH_CHECK(o.timeout >= 0, "DataLoader: timeout option should be non-negative (got ",
+                o.timeout, ")");
+  if (!custom_source)
+    ACTORCH_CHECK(o.num_workers > 0 || !o.prefetch_factor,
+                  "DataLoader: prefetch_factor option could only be specified in multiprocessing; "
+                  "let num_workers > 0 to enable multiprocessing, otherwise leave prefetch_factor "
+                  "unset");
+  ACTORCH_CHECK(!o.prefetch_factor || *o.prefetch_factor > 0,
+                "DataLoader: prefetch_factor option should be positive (got ",
+                o.prefetch_factor.value_or(0), ")");
+  if (!custom_source)
+    ACTORCH_CHECK(!o.persistent_workers || o.num_workers > 0,
+                  "DataLoader: persistent_workers option needs num_workers > 0");
+  if (o.batch_sampler)
+    ACTORCH_CHECK(o.batch_size == 1 && !o.shuffle && !o.sampler && !o.drop_last,
+                  "DataLoader: batch_sampler option is mutually exclusive with batch_size, "
+                  "shuffle, sampler, and drop_last");
+  else
+    ACTORCH_CHECK(o.batch_size > 0,
+                  "DataLoader: batch_size should be a positive integer value, but got batch_size=",
+                  o.batch_size);
+  ACTORCH_CHECK(!(o.sampler && o.shuffle),
+                "DataLoader: sampler option is mutually exclusive with shuffle");
+}
+
+std::unique_ptr<detail::loader_impl> make_impl(dataset_ptr ds, int64_t size, loader_options opts,
+                                               bool custom_source) {
+  check_options(opts, custom_source);
+  auto impl = std::make_unique<detail::loader_impl>();
+  impl->dataset = std::move(ds);
+  impl->dataset_size = size;
+  impl->gen = opts.generator ? opts.generator : seeded_from_default();
+  if (opts.batch_sampler) {
+    impl->batches = opts.batch_sampler;
+  } else {
+    sampler_ptr s = opts.sampler;
+    if (!s && opts.shuffle) s = std::make_shared<random_sampler>(size, false, -1, impl->gen);
+    if (!s) s = std::make_shared<sequential_sampler>(size);
+    impl->batches = std::make_shared<batch_sampler>(s, opts.batch_size, opts.drop_last);
+  }
+  impl->pool = buffer_pool::make(opts.pin_memory ? pinned_allocator() : cpu_allocator());
+  impl->opts = std::move(opts);
+  return impl;
+}
+
+} // namespace
+
+data_loader::data_loader(dataset_ptr dataset, loader_options opts) {
+  ACTORCH_CHECK(dataset != nullptr, "DataLoader: null dataset");
+  const int64_t n = dataset->size();
+  impl_ = make_impl(std::move(dataset), n, std::move(opts), false);
+}
+
+data_loader::data_loader(std::unique_ptr<detail::loader_impl> impl) : impl_(std::move(impl)) {}
+data_loader::~data_loader() = default;
+data_loader::data_loader(data_loader&&) noexcept = default;
+data_loader& data_loader::operator=(data_loader&&) noexcept = default;
+
+const sample& data_loader::iterator::operator*() const {
+  ACTORCH_CHECK(impl_->running, "DataLoader: dereferencing an iterator past the end of the epoch");
+  return impl_->current;
+}
+
+data_loader::iterator& data_loader::iterator::operator++() {
+  impl_->advance();
+  return *this;
+}
+
+bool data_loader::iterator::operator==(sentinel) const { return !impl_->running; }
+
+data_loader::iterator data_loader::begin() {
+  impl_->start_run(nullptr);
+  impl_->advance();
+  return iterator(impl_.get());
+}
+
+int64_t data_loader::size() const { return impl_->batches->size(); }
+int64_t data_loader::epoch() const { return impl_->resume ? impl_->resume->epoch : impl_->epoch; }
+
+loader_state data_loader::state() const {
+  const auto& m = *impl_;
+  if (m.resume) return *m.resume;
+  loader_state s;
+  s.epoch = m.epoch;
+  if (m.running) {
+    s.delivered = m.delivered;
+    s.loader_generator = m.gen_at_start;
+    s.sampler_generator = m.sampler_gen_at_start;
+  } else {
+    s.loader_generator = m.gen->get_state();
+    if (auto* g = m.sampler_rng()) s.sampler_generator = g->get_state();
+  }
+  return s;
+}
+
+void data_loader::load_state(const loader_state& s) {
+  impl_->end_run();
+  impl_->resume = s;
+}
+
+buffer_pool::stats data_loader::pool_stats() const { return impl_->pool->get_stats(); }
+const loader_options& data_loader::options() const { return impl_->opts; }
+
+void data_loader::run_epoch(const caf::actor& sink) { impl_->start_run(&sink); }
+
+void data_loader::set_actor_system(caf::actor_system& sys) {
+  ACTORCH_CHECK(!impl_->system, "DataLoader.set_actor_system: the loader's actors already run");
+  impl_->system = &sys;
+}
+
+data_loader make_source_loader(caf::actor_system& sys, actors::source_actor source,
+                               int64_t dataset_size, loader_options opts) {
+  ACTORCH_CHECK(source != nullptr, "DataLoader: null source actor");
+  ACTORCH_CHECK(dataset_size >= 0, "DataLoader: negative dataset size ", dataset_size);
+  auto impl = make_impl(nullptr, dataset_size, std::move(opts), true);
+  impl->system = &sys;
+  impl->source = std::move(source);
+  return data_loader(std::move(impl));
+}
+
+} // namespace actorch::data

@@ -1,0 +1,136 @@
+// actorch::data::data_loader: torch.utils.data.DataLoader rebuilt on actors. A range-for over
+// the loader is one epoch of batches:
+//
+//   data_loader loader(dataset, {.batch_size = 64, .shuffle = true, .num_workers = 2});
+//   for (const sample& batch : loader) train(batch[0].as_tensor(), batch[1].as_tensor());
+//
+// Behind it, a sampler actor emits index batches under credit to detached dataset-worker
+// actors, which load, collate and pin them; the sampler reorders them (in_order) and hands
+// them to the consumer's thread through a queue (docs/architecture.md, "One batch"). With
+// num_workers = 0 the consumer's thread loads the batches itself, no actors involved.
+// This header includes no CAF: CAF-facing entry points are in actors/source_loader.hpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/data/batch_sampler.hpp"
+#include "core/data/buffer_pool.hpp"
+#include "core/data/collate.hpp"
+#include "core/data/dataset.hpp"
+#include "core/random.hpp"
+
+namespace caf {
+class actor;
+class actor_system;
+} // namespace caf
+
+namespace actorch::data {
+
+/// DataLoader's options, with PyTorch's names and defaults.
+struct loader_options {
+  int64_t batch_size = 1;
+  /// Reshuffle every epoch (a RandomSampler over the loader's generator).
+  bool shuffle = false;
+  sampler_ptr sampler{};
+  /// Yields whole batches; excludes batch_size (other than 1), shuffle, sampler, drop_last.
+  batch_sampler_ptr batch_sampler{};
+  /// Worker actors loading in parallel; 0 loads in the consumer's thread.
+  int64_t num_workers = 0;
+  /// Replaces default_collate.
+  data::collate_fn collate_fn{};
+  /// Batches in pinned host memory (pinned_allocator()).
+  bool pin_memory = false;
+  bool drop_last = false;
+  /// Seconds to wait for a worker's batch before failing with a timeout error; 0: forever.
+  double timeout = 0;
+  /// Called with the worker id on each worker's thread before its first batch.
+  std::function<void(int64_t)> worker_init_fn{};
+  /// Draws the shuffle order and the base seed; one seeded from the default generator if null.
+  std::shared_ptr<actorch::generator> generator{};
+  /// Batches in flight per worker (2 when unset); only with num_workers > 0.
+  std::optional<int64_t> prefetch_factor{};
+  /// Keep the workers alive across epochs.
+  bool persistent_workers = false;
+  /// Deliver batches in sampler order; false: as soon as they are ready.
+  bool in_order = true;
+};
+
+/// Where a loader stands, to resume mid-epoch with exactly the batches it would have given.
+struct loader_state {
+  int64_t epoch = 0;
+  /// Batch indices of `epoch` the consumer already received (in order when in_order).
+  std::vector<int64_t> delivered{};
+  /// Generator states at the start of `epoch` (the sampler's when it has its own).
+  generator::state loader_generator{};
+  std::optional<generator::state> sampler_generator{};
+};
+
+namespace detail {
+struct loader_impl;
+}
+
+class data_loader {
+public:
+  /// Checks the options (throwing actorch::error naming the option) and builds the sampler.
+  /// Actors start with the first epoch.
+  explicit data_loader(dataset_ptr dataset, loader_options opts = {});
+  /// Used by make_source_loader (actors/source_loader.hpp).
+  explicit data_loader(std::unique_ptr<detail::loader_impl> impl);
+  /// Stops every actor of the loader; waits only for dataset calls already running.
+  ~data_loader();
+  data_loader(data_loader&&) noexcept;
+  data_loader& operator=(data_loader&&) noexcept;
+
+  struct sentinel {};
+  class iterator {
+  public:
+    using value_type = sample;
+    using difference_type = std::ptrdiff_t;
+    const sample& operator*() const;
+    const sample* operator->() const { return &**this; }
+    /// Releases the current batch (its credit goes back to the sampler) and waits for the next.
+    iterator& operator++();
+    bool operator==(sentinel) const;
+
+  private:
+    friend class data_loader;
+    explicit iterator(detail::loader_impl* impl) : impl_(impl) {}
+    detail::loader_impl* impl_;
+  };
+
+  /// Starts an epoch (abandoning what is left of a previous one) and waits for its first batch.
+  /// Throws actorch::error for a failed batch: the dataset's or collate's exception (naming the
+  /// worker, the sample index and the original message), a timeout, a sampler index out of
+  /// range.
+  iterator begin();
+  sentinel end() const { return {}; }
+
+  /// Batches per epoch (len(loader)).
+  int64_t size() const;
+  /// The epoch the next begin() starts (or the one in progress).
+  int64_t epoch() const;
+  /// Where the loader stands; load_state() on a loader built the same way resumes there.
+  loader_state state() const;
+  void load_state(const loader_state& s);
+  /// The batch buffer pool (bounded-memory checks).
+  buffer_pool::stats pool_stats() const;
+  const loader_options& options() const;
+
+  /// Runs one epoch for a consumer actor: each batch arrives as (batch_atom, delivery) and the
+  /// actor replies (credit_atom, delivery.generation) to the sender once done with it; the
+  /// last message has end_of_epoch set (or a non-empty error). Needs num_workers > 0 or a
+  /// user's source, and a loader built on the actor's system (make_source_loader, or
+  /// set_actor_system before the first epoch).
+  void run_epoch(const caf::actor& sink);
+  /// Runs the loader's actors in `sys` (which must outlive the loader) instead of its own.
+  void set_actor_system(caf::actor_system& sys);
+
+private:
+  std::unique_ptr<detail::loader_impl> impl_;
+};
+
+} // namespace actorch::data

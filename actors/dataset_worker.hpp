@@ -1,0 +1,46 @@
+// The dataset worker: a detached actor implementing source_actor over a map-style dataset.
+// For each index batch it calls dataset.get(i) for every index (on its own thread: a slow or
+// blocking dataset never blocks CAF's scheduler), then collates the samples into a batch
+// buffer from the pool (pinned memory when pin_memory). Collate and pin-memory thus run in the
+// worker, in parallel across workers, as PyTorch's workers collate; see Note [Loader stages] in
+// sampler_actor.cpp.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include "actors/interfaces.hpp"
+#include "core/data/buffer_pool.hpp"
+#include "core/data/collate.hpp"
+#include "core/data/dataset.hpp"
+#include "core/data/worker_info.hpp"
+
+namespace actorch::actors {
+
+struct worker_config {
+  data::dataset_ptr dataset;
+  int64_t id = 0;
+  int64_t num_workers = 1;
+  uint64_t base_seed = 0;             // worker seed = base_seed + id, as PyTorch
+  data::collate_fn collate;           // empty: default_collate into `pool`
+  data::buffer_pool_ptr pool;         // batch buffers; pinned allocator when pin_memory
+  bool pin_memory = false;            // pin batches a custom collate_fn returns
+  std::function<void(int64_t)> worker_init_fn;
+  /// The run the loader currently wants; tasks of older runs are answered at once, unloaded.
+  std::shared_ptr<std::atomic<uint64_t>> active_generation;
+};
+
+/// Loads one batch on the calling thread: get() each index, collate, pin. Any exception from
+/// the dataset or collate becomes `error` naming `who` ("DataLoader worker 2"), the sample
+/// index and batch, and the original message.
+loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
+                        const data::collate_fn& collate, data::buffer_pool* pool,
+                        bool pin_memory, const std::string& who,
+                        const std::atomic<uint64_t>* active_generation = nullptr);
+
+/// Spawns a detached dataset worker. Its worker_init_fn runs on its thread before its first
+/// batch, with get_worker_info() set.
+source_actor spawn_dataset_worker(caf::actor_system& sys, worker_config cfg);
+
+} // namespace actorch::actors

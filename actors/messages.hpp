@@ -1,0 +1,72 @@
+// Every message type of the actor graph, in one place (STYLE.md). The data loader's graph:
+//   sampler ──index_batch──> source (dataset worker, or a user's actor) ──loaded_batch──>
+//   sampler (collate/pin stage for batches that need it, reorder buffer) ──delivery──> consumer
+//   consumer ──(credit_atom, generation)──> sampler
+// See Note [Loader credits] in actors/sampler_actor.cpp for the flow control.
+// The types carry tensors (shared storage) and therefore stay inside one process: they are
+// allowed as local-only message types rather than made serializable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "caf/all.hpp"
+#include "core/data/sample.hpp"
+
+namespace actorch::actors {
+
+/// (load_atom, index_batch): asks a source to load one batch.
+using load_atom = caf::atom_constant<caf::atom("load")>;
+/// (credit_atom, generation): the consumer released one batch of run `generation`.
+using credit_atom = caf::atom_constant<caf::atom("credit")>;
+/// (batch_atom, delivery): a batch for a consumer actor (see data_loader::run_epoch).
+using batch_atom = caf::atom_constant<caf::atom("batch")>;
+/// (epoch_atom, epoch_plan): the sampler starts a run, dropping whatever remains of the last.
+using epoch_atom = caf::atom_constant<caf::atom("epoch")>;
+
+/// One batch of dataset indices, as the sampler emits it.
+struct index_batch {
+  uint64_t generation = 0;      // which run (epoch start) it belongs to; stale ones are skipped
+  int64_t epoch = 0;            // the loader's epoch
+  int64_t seq = 0;              // position in the epoch's sampler order (batch index)
+  std::vector<int64_t> indices; // dataset indices, in order
+  uint64_t seed = 0;            // batch_seed(base seed, epoch, seq): see Note [Batch randomness]
+};
+
+/// A source's reply: the loaded batch, or what went wrong.
+struct loaded_batch {
+  uint64_t generation = 0;
+  int64_t seq = 0;
+  int64_t worker = -1;     // which worker loaded it (-1 for a user's source)
+  data::sample data;       // the collated batch; or, when !collated, a tuple of the samples
+  bool collated = true;    // false: the loader's collate stage collates `data`'s elements
+  bool pinned = false;     // true: every tensor already lies in pinned memory
+  std::string error;       // non-empty: loading failed, the message names worker and sample
+};
+
+/// What reaches the consumer: one batch in delivery order, an error, or the end of the epoch.
+struct delivery {
+  uint64_t generation = 0;
+  int64_t seq = -1;
+  data::sample data;
+  std::string error;
+  bool end_of_epoch = false;
+};
+
+/// One run of the sampler: the batches still to load this epoch, in sampler order.
+struct epoch_plan {
+  uint64_t generation = 0;
+  int64_t epoch = 0;
+  uint64_t base_seed = 0;
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> batches; // (seq, indices)
+  int64_t credits = 0; // prefetch_factor x num_workers: batches in flight at most
+  caf::actor sink;     // deliver (batch_atom, delivery) here; null: the consumer's queue
+};
+
+} // namespace actorch::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorch::actors::index_batch)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorch::actors::loaded_batch)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorch::actors::delivery)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorch::actors::epoch_plan)

@@ -1,0 +1,41 @@
+// The sampler actor: the head and the tail of one loader's graph. It emits index batches to the
+// sources while it holds credit, collects their replies, collates and pins what a source left
+// undone, reorders (in_order) and delivers to the consumer; and it supervises the sources
+// (respawns a dead worker and re-issues its batches, turns a stalled one into a timeout).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include <concurrentqueue/blockingconcurrentqueue.h>
+
+#include "actors/interfaces.hpp"
+#include "core/data/buffer_pool.hpp"
+#include "core/data/collate.hpp"
+
+namespace actorch::actors {
+
+using delivery_queue = moodycamel::BlockingConcurrentQueue<delivery>;
+
+struct sampler_config {
+  std::vector<source_actor> sources;
+  /// Makes the replacement of dead source `id`; empty for a user's sources (a dead one is then
+  /// an error, and the sampler neither links to nor kills them).
+  std::function<source_actor(int64_t id)> respawn;
+  bool in_order = true;
+  double timeout_s = 0;            // 0: wait forever for a source
+  data::collate_fn collate;        // for batches a source returns uncollated
+  data::buffer_pool_ptr pool;      // batch buffers (pinned when pin_memory)
+  bool pin_memory = false;
+  std::shared_ptr<delivery_queue> queue;
+  std::shared_ptr<std::atomic<uint64_t>> active_generation;
+  int max_attempts = 3;            // loads of one batch before a dying worker is an error
+};
+
+/// Spawns the sampler (detached: its collate stage may do real work). Send it
+/// (epoch_atom, epoch_plan) to start a run and (credit_atom, generation) per released batch;
+/// anon_send_exit(it, user_shutdown) stops it and the workers it spawned.
+caf::actor spawn_sampler(caf::actor_system& sys, sampler_config cfg);
+
+} // namespace actorch::actors

@@ -1,0 +1,100 @@
+// The `loader` and `loader-raw` workloads of ../shared/bench/WORKLOADS.md: N synthetic samples
+// (float32 [3,32,32], element j of sample i = ((j + i) mod 251) / 251, then P passes of
+// x = (x - 0.5) / 0.25; label i % 10), batch 64, shuffled with seed 0. `loader` runs them
+// through the actor data loader with W workers; `loader-raw` does the same generation, passes
+// and batching in one plain loop (the efficiency reference).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <numeric>
+
+#include "actors/data_loader.hpp"
+#include "bench/bench.hpp"
+#include "core/data/collate.hpp"
+#include "core/ops/factory.hpp"
+
+namespace actorch::bench {
+
+namespace {
+
+class synthetic_dataset : public data::dataset {
+public:
+  synthetic_dataset(int64_t n, int64_t passes) : n_(n), passes_(passes) {}
+  int64_t size() const override { return n_; }
+  data::sample get(int64_t i) const override {
+    tensor x = empty({3, 32, 32});
+    float* p = x.data_ptr<float>();
+    // ((j + i) mod 251) / 251, computed per element, one run of consecutive residues at a
+    // time so that the division vectorises.
+    int j = 0;
+    int r = int(i % 251);
+    while (j < 3072) {
+      const int run = std::min(251 - r, 3072 - j);
+      for (int t = 0; t < run; ++t) p[j + t] = float(r + t) / 251.0f;
+      j += run;
+      r = 0;
+    }
+    for (int64_t k = 0; k < passes_; ++k)
+      for (int e = 0; e < 3072; ++e) p[e] = (p[e] - 0.5f) / 0.25f;
+    return data::sample::make_tuple({x, i % 10});
+  }
+
+private:
+  int64_t n_, passes_;
+};
+
+using clock_type = std::chrono::steady_clock;
+
+void print(std::ostream& out, const std::string& head, int64_t samples, double seconds) {
+  out << head << " samples=" << samples << " time_s=" << std::fixed << std::setprecision(3)
+      << seconds << " samples_per_s=" << std::setprecision(0) << double(samples) / seconds
+      << std::defaultfloat << std::endl;
+}
+
+} // namespace
+
+void run_loader(const loader_bench_options& o, std::ostream& out) {
+  auto ds = std::make_shared<synthetic_dataset>(o.n, o.passes);
+  data::data_loader loader(ds, {.batch_size = 64, .shuffle = true, .num_workers = o.workers,
+                                .generator = std::make_shared<generator>(0)});
+  const auto t0 = clock_type::now();
+  int64_t seen = 0;
+  double chk = 0;
+  for (const data::sample& batch : loader) { // the consumer touches every batch
+    const tensor& x = batch[0].as_tensor();
+    seen += x.size(0);
+    chk += double(x.data_ptr<float>()[0]);
+  }
+  const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
+  ACTORCH_CHECK(seen == o.n && std::isfinite(chk), "bench loader: saw ", seen, " samples of ", o.n);
+  print(out,
+        "loader workers=" + std::to_string(o.workers) + " passes=" + std::to_string(o.passes) +
+            " n=" + std::to_string(o.n),
+        seen, dt);
+}
+
+void run_loader_raw(const loader_bench_options& o, std::ostream& out) {
+  synthetic_dataset ds(o.n, o.passes);
+  auto pool = data::buffer_pool::make(cpu_allocator());
+  generator gen(0);
+  const auto t0 = clock_type::now();
+  const auto order = data::random_permutation(o.n, gen);
+  int64_t seen = 0;
+  double chk = 0;
+  for (int64_t start = 0; start < o.n; start += 64) {
+    std::vector<data::sample> samples;
+    for (int64_t k = start; k < std::min(o.n, start + 64); ++k)
+      samples.push_back(ds.get(order[size_t(k)]));
+    data::sample batch = data::default_collate(std::move(samples), pool.get());
+    const tensor& x = batch[0].as_tensor();
+    seen += x.size(0);
+    chk += double(x.data_ptr<float>()[0]);
+  }
+  const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
+  ACTORCH_CHECK(seen == o.n && std::isfinite(chk), "bench loader-raw: saw ", seen, " samples");
+  print(out, "loader-raw passes=" + std::to_string(o.passes) + " n=" + std::to_string(o.n), seen,
+        dt);
+}
+
+} // namespace actorch::bench

@@ -1,0 +1,29 @@
+// Collate: a list of samples into one batch sample, as torch.utils.data.default_collate:
+// tensors are stacked along a new batch dimension 0, ints become an int64 tensor, floats a
+// float64 tensor and bools a bool tensor, strings stay a tuple of strings, and tuples and dicts
+// are collated element by element (recursively). pin_memory copies a batch into pinned memory.
+// The loader runs both inside its pipeline (actors/); they are plain functions usable anywhere.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "core/data/buffer_pool.hpp"
+#include "core/data/sample.hpp"
+
+namespace actorch::data {
+
+/// A collate_fn: the samples of one batch in, the batch out.
+using collate_fn = std::function<sample(std::vector<sample>)>;
+
+/// default_collate. Stacked tensors come from `pool` when given (recycled batch buffers), from
+/// the CPU allocator otherwise. Throws actorch::error naming the sample (its position in the
+/// batch) and the element path ("batch[2][0]['image']") when the samples do not agree: kinds,
+/// tensor shapes or dtypes, tuple lengths, dict keys; or for None.
+sample default_collate(std::vector<sample> batch, buffer_pool* pool = nullptr);
+
+/// A copy of `s` whose tensors live in memory from `pool` (pinned when the pool's allocator is
+/// pinned_allocator()); non-tensor values are kept.
+sample pin_memory(const sample& s, buffer_pool& pool);
+
+} // namespace actorch::data

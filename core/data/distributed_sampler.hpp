@@ -1,0 +1,33 @@
+// DistributedSampler: each of num_replicas ranks gets its own 1/num_replicas of the indices.
+// Without drop_last the index list is padded (wrapping around) so that every rank gets the same
+// count; with drop_last the tail is dropped instead. Shuffling uses a generator seeded with
+// seed + epoch, so every rank draws the same permutation: call set_epoch before each epoch (the
+// loader does).
+#pragma once
+
+#include "core/data/sampler.hpp"
+
+namespace actorch::data {
+
+class distributed_sampler : public sampler {
+public:
+  /// @pre num_replicas > 0, 0 <= rank < num_replicas.
+  distributed_sampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle = true,
+                      uint64_t seed = 0, bool drop_last = false);
+  /// Samples per rank (num_samples in PyTorch).
+  int64_t size() const override { return num_samples_; }
+  std::vector<int64_t> indices() override;
+  void set_epoch(int64_t epoch) override { epoch_ = epoch; }
+  int64_t epoch() const { return epoch_; }
+  int64_t total_size() const { return total_size_; }
+
+private:
+  int64_t n_, num_replicas_, rank_;
+  bool shuffle_;
+  uint64_t seed_;
+  bool drop_last_;
+  int64_t epoch_ = 0;
+  int64_t num_samples_, total_size_;
+};
+
+} // namespace actorch::data

@@ -1,0 +1,38 @@
+// Thread-local worker info and batch generator. See Note [Batch randomness] in worker_info.hpp.
+#include "core/data/worker_info.hpp"
+
+namespace actorch::data {
+
+namespace {
+thread_local const worker_info* current_worker = nullptr;
+thread_local generator* current_batch_gen = nullptr;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+} // namespace
+
+const worker_info* get_worker_info() { return current_worker; }
+
+generator& batch_generator() {
+  return current_batch_gen ? *current_batch_gen : default_generator();
+}
+
+uint64_t batch_seed(uint64_t base_seed, int64_t epoch, int64_t batch_index) {
+  return splitmix64(splitmix64(splitmix64(base_seed) ^ uint64_t(epoch)) ^ uint64_t(batch_index));
+}
+
+worker_scope::worker_scope(const worker_info* info) : previous_(current_worker) {
+  current_worker = info;
+}
+worker_scope::~worker_scope() { current_worker = previous_; }
+
+batch_scope::batch_scope(uint64_t seed) : gen_(seed), previous_(current_batch_gen) {
+  current_batch_gen = &gen_;
+}
+batch_scope::~batch_scope() { current_batch_gen = previous_; }
+
+} // namespace actorch::data

@@ -1,0 +1,58 @@
+// What a dataset can ask about where it runs: get_worker_info() (torch.utils.data's) inside a
+// loader worker, and the batch's own generator. Note [Batch randomness]: randomness a dataset
+// or collate_fn needs (augmentation) should come from batch_generator(), which the loader seeds
+// from (base seed, epoch, batch index) before loading each batch, so a run yields the same
+// batches whatever num_workers is and whichever worker loads a batch. Both are thread-local:
+// the loader sets them around each batch, on the thread that loads it.
+#pragma once
+
+#include <cstdint>
+
+#include "core/data/dataset.hpp"
+#include "core/random.hpp"
+
+namespace actorch::data {
+
+struct worker_info {
+  int64_t id = 0;
+  int64_t num_workers = 0;
+  uint64_t seed = 0; // base_seed + id, as PyTorch
+  dataset_ptr dataset;
+};
+
+/// The worker loading on this thread, or nullptr outside a loader worker (num_workers == 0
+/// loads in the consumer's thread and gives nullptr, as PyTorch's main process does).
+const worker_info* get_worker_info();
+
+/// The generator of the batch being loaded on this thread; outside a loader, the default
+/// generator. See Note [Batch randomness].
+generator& batch_generator();
+
+/// The seed of batch `batch_index` of epoch `epoch` (a SplitMix64 mix of the three).
+uint64_t batch_seed(uint64_t base_seed, int64_t epoch, int64_t batch_index);
+
+/// Sets the thread's worker info / batch generator for the scope's lifetime (loader internals).
+class worker_scope {
+public:
+  explicit worker_scope(const worker_info* info);
+  ~worker_scope();
+  worker_scope(const worker_scope&) = delete;
+  worker_scope& operator=(const worker_scope&) = delete;
+
+private:
+  const worker_info* previous_;
+};
+
+class batch_scope {
+public:
+  explicit batch_scope(uint64_t seed);
+  ~batch_scope();
+  batch_scope(const batch_scope&) = delete;
+  batch_scope& operator=(const batch_scope&) = delete;
+
+private:
+  generator gen_;
+  generator* previous_;
+};
+
+} // namespace actorch::data

@@ -1,0 +1,413 @@
+// Tests of the data loader's pipeline: option checks, epochs through range-for, ordering with
+// and without in_order under uneven workers, bounded memory under a slow consumer, identical
+// batches whatever num_workers is, mid-epoch save/resume, worker errors, worker death,
+// timeouts, early exit and destruction, worker info, pinning and custom collate.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <mutex>
+#include <numeric>
+#include <set>
+
+#include "core/data/distributed_sampler.hpp"
+#include "tests/actors/loader_fixtures.hpp"
+#include "tests/core/values.hpp"
+
+using namespace actorch;
+using namespace actorch::data;
+using actorch::test::epoch_labels;
+using actorch::test::probe_dataset;
+using actorch::test::sleep_ms;
+using Catch::Contains;
+
+namespace {
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+std::vector<int64_t> flat(const std::vector<std::vector<int64_t>>& batches) {
+  std::vector<int64_t> out;
+  for (const auto& b : batches) out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+} // namespace
+
+TEST_CASE("loader options are checked, naming the option", "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(10);
+  auto s = std::make_shared<sequential_sampler>(10);
+  auto bs = std::make_shared<batch_sampler>(s, 2, false);
+  CHECK_THROWS_WITH(data_loader(ds, {.num_workers = -1}),
+                    Contains("num_workers option should be non-negative"));
+  CHECK_THROWS_WITH(data_loader(ds, {.timeout = -1}),
+                    Contains("timeout option should be non-negative"));
+  CHECK_THROWS_WITH(data_loader(ds, {.prefetch_factor = 2}),
+                    Contains("prefetch_factor option could only be specified in multiprocessing"));
+  CHECK_THROWS_WITH(data_loader(ds, {.num_workers = 1, .prefetch_factor = 0}),
+                    Contains("prefetch_factor option should be positive"));
+  CHECK_THROWS_WITH(data_loader(ds, {.persistent_workers = true}),
+                    Contains("persistent_workers option needs num_workers > 0"));
+  CHECK_THROWS_WITH(data_loader(ds, {.shuffle = true, .sampler = s}),
+                    Contains("sampler option is mutually exclusive with shuffle"));
+  for (auto bad : {loader_options{.batch_size = 4, .batch_sampler = bs},
+                   loader_options{.shuffle = true, .batch_sampler = bs},
+                   loader_options{.sampler = s, .batch_sampler = bs},
+                   loader_options{.batch_sampler = bs, .drop_last = true}})
+    CHECK_THROWS_WITH(data_loader(ds, bad),
+                      Contains("batch_sampler option is mutually exclusive with batch_size, "
+                               "shuffle, sampler, and drop_last"));
+  CHECK_THROWS_WITH(data_loader(ds, {.batch_size = 0}), Contains("batch_size should be a positive"));
+  CHECK_NOTHROW(data_loader(ds, {.batch_sampler = bs, .num_workers = 1, .prefetch_factor = 3}));
+}
+
+TEST_CASE("a range-for over the loader is one epoch of collated batches", "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(10);
+  for (int64_t workers : {0, 1, 3}) {
+    for (bool drop_last : {false, true}) {
+      data_loader loader(ds, {.batch_size = 3, .num_workers = workers, .drop_last = drop_last});
+      CHECK(loader.size() == (drop_last ? 3 : 4));
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        auto got = epoch_labels(loader);
+        std::vector<std::vector<int64_t>> want = {{0, 1, 2}, {3, 4, 5}, {6, 7, 8}};
+        if (!drop_last) want.push_back({9});
+        INFO("workers " << workers << " drop_last " << drop_last << " epoch " << epoch);
+        CHECK(got == want);
+      }
+      CHECK(loader.epoch() == 2);
+    }
+  }
+  SECTION("the batch is a tuple of stacked tensors") {
+    data_loader loader(ds, {.batch_size = 4, .num_workers = 2});
+    auto it = loader.begin();
+    CHECK((*it)[0].as_tensor().sizes() == shape_t{4, 2});
+    CHECK(test::values_of((*it)[0].as_tensor()) == std::vector<double>{0, 0, 1, 1, 2, 2, 3, 3});
+  }
+}
+
+TEST_CASE("shuffle draws a new permutation every epoch from the loader's generator",
+          "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(50);
+  data_loader loader(ds, {.batch_size = 8, .shuffle = true, .num_workers = 2,
+                          .generator = std::make_shared<generator>(0)});
+  auto e0 = flat(epoch_labels(loader));
+  auto e1 = flat(epoch_labels(loader));
+  std::vector<int64_t> all(50);
+  std::iota(all.begin(), all.end(), int64_t(0));
+  auto s0 = e0, s1 = e1;
+  std::sort(s0.begin(), s0.end());
+  std::sort(s1.begin(), s1.end());
+  CHECK(s0 == all);
+  CHECK(s1 == all);
+  CHECK(e0 != all);
+  CHECK(e0 != e1);
+}
+
+TEST_CASE("a run yields the same batches whatever num_workers is", "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(40);
+  ds->noise = true; // randomness through the batch's own generator
+  std::vector<std::vector<sample>> runs;
+  for (int64_t workers : {0, 1, 4}) {
+    data_loader loader(ds, {.batch_size = 6, .shuffle = true, .num_workers = workers,
+                            .generator = std::make_shared<generator>(7)});
+    std::vector<sample> batches;
+    for (int epoch = 0; epoch < 2; ++epoch)
+      for (const auto& b : loader) batches.push_back(b);
+    runs.push_back(std::move(batches));
+  }
+  REQUIRE(runs[0].size() == 14);
+  for (size_t r = 1; r < runs.size(); ++r) {
+    REQUIRE(runs[r].size() == runs[0].size());
+    for (size_t i = 0; i < runs[0].size(); ++i) CHECK(equal(runs[r][i], runs[0][i]));
+  }
+  // The noise is real: two batches of the same indices in different epochs differ.
+  CHECK_FALSE(equal(runs[0][0], runs[0][7]));
+}
+
+TEST_CASE("in_order delivers in sampler order under uneven worker delays; false as ready",
+          "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(16);
+  ds->hook = [](int64_t) {
+    if (get_worker_info()->id == 0) sleep_ms(15); // worker 0 is slow
+  };
+  std::vector<int64_t> in_order_seen, as_ready_seen;
+  {
+    data_loader loader(ds, {.batch_size = 2, .num_workers = 2, .in_order = true});
+    for (const auto& b : epoch_labels(loader)) in_order_seen.push_back(b[0] / 2);
+  }
+  {
+    data_loader loader(ds, {.batch_size = 2, .num_workers = 2, .in_order = false});
+    for (const auto& b : epoch_labels(loader)) as_ready_seen.push_back(b[0] / 2);
+  }
+  std::vector<int64_t> order(8);
+  std::iota(order.begin(), order.end(), int64_t(0));
+  CHECK(in_order_seen == order);
+  CHECK(std::set<int64_t>(as_ready_seen.begin(), as_ready_seen.end()).size() == 8);
+  // Batch 0 goes to the slow worker 0, batch 1 to worker 1: batch 1 arrives first.
+  CHECK(as_ready_seen != order);
+  CHECK(as_ready_seen[0] != 0);
+}
+
+TEST_CASE("memory stays bounded by prefetch_factor x num_workers with a slow consumer",
+          "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(120);
+  const int64_t workers = 2, prefetch = 2, bs = 4, credits = workers * prefetch;
+  data_loader loader(ds, {.batch_size = bs, .num_workers = workers,
+                          .prefetch_factor = prefetch});
+  int64_t consumed = 0, max_ahead = 0;
+  for (const auto& b : loader) {
+    consumed += b[1].as_tensor().numel();
+    sleep_ms(3); // a slow consumer: the workers would race ahead without credits
+    max_ahead = std::max(max_ahead, ds->gets.load() - consumed);
+  }
+  CHECK(consumed == 120);
+  // Loaded but not yet released: at most the batches holding credit beyond the one in hand.
+  CHECK(max_ahead <= (credits - 1) * bs);
+  const auto st = loader.pool_stats();
+  // Two buffers per batch (x and the labels); never more than `credits` batches alive.
+  CHECK(st.peak_live <= 2 * credits);
+  CHECK(st.live == 0);
+  // Recycled: 30 batches were made from at most 2 x credits buffers.
+  CHECK(st.allocations <= 2 * credits);
+  CHECK(st.reuses >= 2 * 30 - 2 * credits);
+}
+
+TEST_CASE("a loader resumes mid-epoch with exactly the batches it would have seen",
+          "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(30);
+  ds->noise = true;
+  auto make = [&](int64_t workers, bool in_order) {
+    return data_loader(ds, {.batch_size = 4, .shuffle = true, .num_workers = workers,
+                            .generator = std::make_shared<generator>(3), .in_order = in_order});
+  };
+  for (int64_t workers : {0, 2}) {
+    for (bool in_order : {true, false}) {
+      INFO("workers " << workers << " in_order " << in_order);
+      std::vector<sample> reference_e1, reference_e2;
+      {
+        auto ref = make(0, true);
+        for (const auto& b : ref) (void)b; // epoch 0
+        for (const auto& b : ref) reference_e1.push_back(b);
+        for (const auto& b : ref) reference_e2.push_back(b);
+      }
+      loader_state saved;
+      std::vector<sample> seen;
+      {
+        auto first = make(workers, in_order);
+        for (const auto& b : first) (void)b; // epoch 0
+        int n = 0;
+        for (const auto& b : first) {
+          seen.push_back(b);
+          if (++n == 3) {
+            saved = first.state();
+            break;
+          }
+        }
+      }
+      CHECK(saved.epoch == 1);
+      CHECK(saved.delivered.size() == 3);
+      auto second = make(workers, in_order);
+      second.load_state(saved);
+      for (const auto& b : second) seen.push_back(b);
+      std::vector<sample> e2;
+      for (const auto& b : second) e2.push_back(b);
+      // Every batch of epoch 1 exactly once (in order when in_order), then epoch 2 as before.
+      REQUIRE(seen.size() == reference_e1.size());
+      for (const auto& want : reference_e1)
+        CHECK(std::count_if(seen.begin(), seen.end(),
+                            [&](const sample& s) { return equal(s, want); }) == 1);
+      if (in_order)
+        for (size_t i = 0; i < seen.size(); ++i) CHECK(equal(seen[i], reference_e1[i]));
+      REQUIRE(e2.size() == reference_e2.size());
+      for (size_t i = 0; i < e2.size() && in_order; ++i) CHECK(equal(e2[i], reference_e2[i]));
+    }
+  }
+}
+
+TEST_CASE("a dataset exception reaches the consumer naming the worker and the sample index",
+          "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(20);
+  ds->hook = [](int64_t i) {
+    if (i == 13) throw std::runtime_error("corrupt record");
+  };
+  for (int64_t workers : {0, 2}) {
+    data_loader loader(ds, {.batch_size = 4, .num_workers = workers});
+    int batches = 0;
+    try {
+      for (const auto& b : loader) {
+        (void)b;
+        ++batches;
+      }
+      FAIL("no error");
+    } catch (const actorch::error& e) {
+      const std::string msg = e.what();
+      CHECK_THAT(msg, Contains("failed on sample index 13 (batch 3): corrupt record"));
+      if (workers > 0) CHECK_THAT(msg, Contains("DataLoader worker "));
+    }
+    CHECK(batches == 3); // in order: the three batches before the failing one came first
+    // The loader is usable again: the next epoch starts over (and fails at the same place).
+    CHECK_THROWS_WITH(epoch_labels(loader), Contains("sample index 13"));
+  }
+}
+
+TEST_CASE("collate errors and out-of-range sampler indices name the batch and the sample",
+          "[actors][loader]") {
+  class ragged : public dataset {
+  public:
+    int64_t size() const override { return 6; }
+    sample get(int64_t i) const override { return sample(zeros({i == 4 ? 3 : 2})); }
+  };
+  data_loader loader(std::make_shared<ragged>(), {.batch_size = 3, .num_workers = 1});
+  auto drain = [&] {
+    for (const auto& b : loader) CHECK(b.as_tensor().size(0) == 3);
+  };
+  CHECK_THROWS_WITH(drain(),
+                    Contains("failed to collate batch 1 (sample indices [3, 4, 5])") &&
+                        Contains("sample 0 has shape [2] and sample 1 has shape [3]"));
+
+  class bad_sampler : public sampler {
+  public:
+    int64_t size() const override { return 3; }
+    std::vector<int64_t> indices() override { return {0, 12, 1}; }
+  };
+  data_loader bad(std::make_shared<probe_dataset>(10),
+                  {.batch_size = 2, .sampler = std::make_shared<bad_sampler>(), .num_workers = 1});
+  CHECK_THROWS_WITH(bad.begin(), Contains("the sampler yielded index 12 for batch 0, out of range "
+                                          "for a dataset of 10 samples"));
+}
+
+TEST_CASE("a worker that dies is replaced and its batch re-issued", "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(24);
+  auto crashes = std::make_shared<std::atomic<int>>(0);
+  ds->hook = [crashes](int64_t i) {
+    // Not a std::exception: it escapes the worker's handler and kills the actor.
+    if (i == 9 && crashes->fetch_add(1) == 0) throw 42;
+  };
+  data_loader loader(ds, {.batch_size = 4, .num_workers = 2});
+  auto got = epoch_labels(loader);
+  CHECK(crashes->load() == 2); // died once, then the re-issued batch loaded fine
+  REQUIRE(got.size() == 6);
+  CHECK(got[2] == std::vector<int64_t>{8, 9, 10, 11});
+  CHECK(flat(epoch_labels(loader)).size() == 24); // the replacement keeps working
+
+  SECTION("a batch that kills every worker it meets becomes an error") {
+    ds->hook = [](int64_t i) {
+      if (i == 5) throw 7;
+    };
+    CHECK_THROWS_WITH(epoch_labels(loader), Contains("died 3 times while loading batch 1"));
+  }
+}
+
+TEST_CASE("a stalled worker raises a timeout error instead of hanging", "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(12);
+  ds->hook = [](int64_t i) {
+    if (i == 5) sleep_ms(600);
+  };
+  const auto t0 = clock_type::now();
+  {
+    data_loader loader(ds, {.batch_size = 2, .num_workers = 2, .timeout = 0.1});
+    CHECK_THROWS_WITH(epoch_labels(loader),
+                      Contains("DataLoader timed out after 0.1 seconds waiting for DataLoader "
+                               "worker") &&
+                          Contains("batch 2"));
+    CHECK(seconds_since(t0) < 0.5);
+  }
+  // Destruction waits for the dataset call in progress, no longer.
+  CHECK(seconds_since(t0) < 2.0);
+}
+
+TEST_CASE("leaving the loop early or destroying the loader mid-epoch neither hangs nor leaks",
+          "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(200);
+  ds->hook = [](int64_t) { sleep_ms(1); };
+  const auto t0 = clock_type::now();
+  for (bool persistent : {false, true}) {
+    data_loader loader(ds, {.batch_size = 4, .num_workers = 3, .persistent_workers = persistent});
+    int n = 0;
+    for (const auto& b : loader) {
+      (void)b;
+      if (++n == 2) break;
+    }
+    // A new epoch after an abandoned one starts over from batch 0.
+    auto it = loader.begin();
+    CHECK((*it)[1].as_tensor().data_ptr<int64_t>()[0] == 0);
+    ++it;
+    CHECK(loader.epoch() == 1);
+    // ... and the loader is destroyed here, mid-epoch, with batches in flight.
+  }
+  {
+    data_loader never_started(ds, {.num_workers = 2});
+  }
+  CHECK(seconds_since(t0) < 3.0);
+}
+
+TEST_CASE("get_worker_info gives each worker its id, count, seed and dataset",
+          "[actors][loader]") {
+  class info_dataset : public dataset {
+  public:
+    int64_t size() const override { return 32; }
+    sample get(int64_t) const override {
+      const worker_info* w = get_worker_info();
+      if (!w) return sample::make_tuple({-1, -1, 0});
+      ACTORCH_CHECK(w->dataset.get() == this, "wrong dataset");
+      return sample::make_tuple({w->id, w->num_workers, int64_t(w->seed)});
+    }
+  };
+  auto ds = std::make_shared<info_dataset>();
+  std::mutex m;
+  std::set<int64_t> init_ids;
+  data_loader loader(ds, {.batch_size = 2, .num_workers = 3, .worker_init_fn = [&](int64_t id) {
+                            std::lock_guard lock(m);
+                            init_ids.insert(id);
+                            CHECK(get_worker_info()->id == id);
+                          }});
+  std::set<int64_t> ids, seeds;
+  for (const auto& b : loader) {
+    auto v = test::ints_of(b[0].as_tensor());
+    ids.insert(v.begin(), v.end());
+    CHECK(test::ints_of(b[1].as_tensor()) == std::vector<int64_t>{3, 3});
+    auto s = test::ints_of(b[2].as_tensor());
+    CHECK(s[1] - s[0] == 0); // both samples of a batch come from one worker
+    seeds.insert(s[0] - v[0]);
+  }
+  CHECK(ids == std::set<int64_t>{0, 1, 2});
+  CHECK(seeds.size() == 1); // seed - id is the epoch's base seed, shared by all workers
+  CHECK(init_ids == std::set<int64_t>{0, 1, 2});
+  data_loader main_thread(ds, {.batch_size = 2});
+  CHECK(test::ints_of((*main_thread.begin())[0].as_tensor()) == std::vector<int64_t>{-1, -1});
+}
+
+TEST_CASE("pin_memory batches live in pooled pinned memory; collate_fn replaces the default",
+          "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(10);
+  data_loader pinned(ds, {.batch_size = 5, .num_workers = 2, .pin_memory = true});
+  data_loader plain(ds, {.batch_size = 5, .num_workers = 2});
+  auto a = epoch_labels(pinned), b = epoch_labels(plain);
+  CHECK(a == b);
+  CHECK(pinned.pool_stats().allocations > 0);
+
+  data_loader custom(ds, {.batch_size = 5, .num_workers = 2,
+                          .collate_fn = [](std::vector<sample> samples) {
+                            int64_t sum = 0;
+                            for (const auto& s : samples) sum += s[1].as_int();
+                            return sample(sum);
+                          },
+                          .pin_memory = true});
+  std::vector<int64_t> sums;
+  for (const auto& s : custom) sums.push_back(s.as_int());
+  CHECK(sums == std::vector<int64_t>{0 + 1 + 2 + 3 + 4, 5 + 6 + 7 + 8 + 9});
+}
+
+TEST_CASE("a distributed sampler gets set_epoch from the loader every epoch",
+          "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(20);
+  auto s = std::make_shared<distributed_sampler>(20, 2, 1, true, 5);
+  data_loader loader(ds, {.batch_size = 5, .sampler = s, .num_workers = 1});
+  auto e0 = flat(epoch_labels(loader));
+  CHECK(s->epoch() == 0);
+  auto e1 = flat(epoch_labels(loader));
+  CHECK(s->epoch() == 1);
+  CHECK(e0.size() == 10);
+  CHECK(e0 != e1);
+  distributed_sampler replay(20, 2, 1, true, 5);
+  replay.set_epoch(1);
+  CHECK(e1 == replay.indices());
+}

@@ -1,0 +1,108 @@
+// Tests of core/data/collate: default_collate's rules (stack, numbers to tensors, strings kept,
+// tuples and dicts element-wise), its errors naming the sample and element, the buffer pool's
+// recycling, and pin_memory.
+#include <catch2/catch.hpp>
+
+#include "core/data/collate.hpp"
+#include "core/data/worker_info.hpp"
+#include "core/ops/factory.hpp"
+#include "tests/core/values.hpp"
+
+using namespace actorch;
+using namespace actorch::data;
+using actorch::test::ints_of;
+using actorch::test::values_of;
+using Catch::Contains;
+
+TEST_CASE("default_collate stacks tensors and turns numbers into tensors", "[data][collate]") {
+  std::vector<sample> batch;
+  const char* names[] = {"s0", "s1", "s2"};
+  for (int64_t i = 0; i < 3; ++i)
+    batch.push_back(sample::make_tuple(
+        {arange(i, i + 2), i, double(i) / 2, names[i], i % 2 == 0,
+         sample::make_dict({{"x", arange(2).add(i * 10).t()}})}));
+  sample b = default_collate(batch);
+  REQUIRE(b.size() == 6);
+  CHECK(b[0].as_tensor().sizes() == shape_t{3, 2});
+  CHECK(ints_of(b[0].as_tensor()) == std::vector<int64_t>{0, 1, 1, 2, 2, 3});
+  CHECK(b[1].as_tensor().dtype() == dtype::int64);
+  CHECK(ints_of(b[1].as_tensor()) == std::vector<int64_t>{0, 1, 2});
+  CHECK(b[2].as_tensor().dtype() == dtype::float64);
+  CHECK(values_of(b[2].as_tensor()) == std::vector<double>{0, 0.5, 1});
+  CHECK(b[3][2].as_string() == "s2");
+  CHECK(b[4].as_tensor().dtype() == dtype::bool_);
+  CHECK(ints_of(b[4].as_tensor()) == std::vector<int64_t>{1, 0, 1});
+  CHECK(ints_of(b[5]["x"].as_tensor()) == std::vector<int64_t>{0, 1, 10, 11, 20, 21});
+}
+
+TEST_CASE("default_collate copies non-contiguous samples correctly", "[data][collate]") {
+  tensor m = arange(6).view({2, 3});
+  sample b = default_collate({sample(m.t()), sample(m.t())});
+  CHECK(b.as_tensor().sizes() == shape_t{2, 3, 2});
+  CHECK(ints_of(b.as_tensor()) == std::vector<int64_t>{0, 3, 1, 4, 2, 5, 0, 3, 1, 4, 2, 5});
+}
+
+TEST_CASE("default_collate names the sample and the element it cannot collate",
+          "[data][collate]") {
+  CHECK_THROWS_WITH(default_collate({sample(zeros({2, 3})), sample(zeros({2, 3})),
+                                     sample(zeros({2, 4}))}),
+                    Contains("batch: stack expects each tensor to be equal size, but sample 0 has "
+                             "shape [2, 3] and sample 2 has shape [2, 4]"));
+  CHECK_THROWS_WITH(default_collate({sample::make_tuple({zeros({2}), 1}),
+                                     sample::make_tuple({zeros({2}, {.dtype = dtype::int64}), 1})}),
+                    Contains("batch[0]: tensors of different dtypes, sample 0 is float32 and "
+                             "sample 1 is int64"));
+  CHECK_THROWS_WITH(default_collate({sample::make_dict({{"a", 1}}), sample::make_dict({{"a", "x"}})}),
+                    Contains("batch['a']: sample 0 is a int but sample 1 is a str"));
+  CHECK_THROWS_WITH(default_collate({sample::make_dict({{"a", 1}}), sample::make_dict({{"b", 1}})}),
+                    Contains("key 'a' of sample 0 is missing from sample 1"));
+  CHECK_THROWS_WITH(default_collate({sample::make_tuple({1, 2}), sample::make_tuple({1})}),
+                    Contains("should be of equal size"));
+  CHECK_THROWS_WITH(default_collate({sample(), sample()}), Contains("found None"));
+}
+
+TEST_CASE("batches from a buffer pool recycle their memory", "[data][collate]") {
+  auto pool = buffer_pool::make(cpu_allocator());
+  const void* first = nullptr;
+  for (int round = 0; round < 5; ++round) {
+    sample b = default_collate({sample(ones({4})), sample(ones({4}))}, pool.get());
+    if (round == 0) first = b.as_tensor().data_ptr();
+    CHECK(b.as_tensor().data_ptr() == first); // the same buffer every round
+    CHECK(pool->get_stats().live == 1);
+  }
+  auto st = pool->get_stats();
+  CHECK(st.live == 0);
+  CHECK(st.allocations == 1);
+  CHECK(st.reuses == 4);
+  CHECK(st.peak_live == 1);
+}
+
+TEST_CASE("pin_memory copies every tensor into the pool and keeps other values",
+          "[data][collate]") {
+  auto pool = buffer_pool::make(pinned_allocator());
+  sample s = sample::make_tuple({arange(3), "k", sample::make_dict({{"y", ones({2})}})});
+  sample p = pin_memory(s, *pool);
+  CHECK(p[0].as_tensor().data_ptr() != s[0].as_tensor().data_ptr());
+  CHECK(equal(p, s));
+  CHECK(pool->get_stats().live == 2);
+}
+
+TEST_CASE("batch generators are seeded from (base seed, epoch, batch index)", "[data][collate]") {
+  CHECK(get_worker_info() == nullptr);
+  double a, b, c;
+  {
+    batch_scope scope(batch_seed(1, 0, 5));
+    a = rand({1}, {}, &batch_generator()).item<double>();
+  }
+  {
+    batch_scope scope(batch_seed(1, 0, 5));
+    b = rand({1}, {}, &batch_generator()).item<double>();
+  }
+  {
+    batch_scope scope(batch_seed(1, 0, 6));
+    c = rand({1}, {}, &batch_generator()).item<double>();
+  }
+  CHECK(a == b);
+  CHECK(a != c);
+  CHECK(&batch_generator() == &default_generator());
+}
