@@ -246,3 +246,30 @@ TEST_CASE("all_reduce of tensors larger than a shared-memory chunk", "[comm][glo
   for (const auto& g : got)
     CHECK(g == V{0, 6, 6.0 * double(n / 2), 6.0 * double(n - 1), double(n)});
 }
+
+TEST_CASE("back-to-back small and large all_reduces keep their values apart", "[comm][gloo]") {
+  // Issued without waiting, alternating sizes below and above the shared-memory small-op limit,
+  // so buffers of consecutive ops are reused while peers may still be reading the last ones.
+  auto got = on_ranks<V>(3, [](int r, process_group_gloo& pg) {
+    std::vector<tensor> ts;
+    std::vector<work> ws;
+    for (int k = 0; k < 8; ++k) {
+      const int64_t n = k % 2 == 0 ? 3 : 300000; // 12 bytes or 1.2 MB of float32
+      ts.push_back(full({n}, double(10 * k + r)));
+      ws.push_back(pg.all_reduce(ts.back(), reduce_op::sum));
+    }
+    when_all(ws).wait();
+    V out;
+    for (auto& t : ts) {
+      const V v = values_of(t);
+      out.push_back(v.front());
+      out.push_back(v.back());
+    }
+    return out;
+  });
+  V want;
+  for (int k = 0; k < 8; ++k)
+    want.insert(want.end(), {30.0 * k + 3, 30.0 * k + 3}); // sum over r of 10k + r
+  for (const auto& g : got)
+    CHECK(g == want);
+}
