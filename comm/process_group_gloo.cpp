@@ -218,7 +218,24 @@ void check_list(const char* op, const std::vector<tensor>& list, const char* wha
   }
 }
 
+// Note [Point-to-point slots]
+// A Gloo recv smaller than the matching send aborts the process (an enforce in Gloo's device
+// thread) and a larger one silently keeps stale data. So a send and a recv only match when they
+// agree on tag, dtype and element count: all three go into the slot (prefix 0xA5 in bits 56-63,
+// the tag in bits 24-55, a 24-bit hash of dtype and numel below). Mismatched pairs do not
+// match, and both fail after the group's timeout with an error that says what must agree.
 constexpr uint64_t kP2PSlotPrefix = uint64_t(0xA5) << 56;
+
+uint64_t p2p_slot(int tag, const tensor& t) {
+  uint64_t h = uint64_t(t.numel()) * 0x9E3779B97F4A7C15ull ^ (uint64_t(t.dtype()) + 1) * 0xC2B2AE3D27D4EB4Full;
+  h ^= h >> 29;
+  return kP2PSlotPrefix | (uint64_t(uint32_t(tag)) << 24) | (h & 0xFFFFFF);
+}
+
+std::string p2p_what(const tensor& t, int tag) {
+  return "(tag " + std::to_string(tag) + ", " + std::string(dtype_name(t.dtype())) + " " +
+         shape_str(t.sizes()) + ")";
+}
 
 } // namespace
 
@@ -365,7 +382,9 @@ struct process_group_gloo::impl {
       } catch (const actorch::error&) {
         j.w.mark_failed(std::current_exception());
       } catch (const std::exception& e) {
-        j.w.mark_failed(fail_group(j.op, e.what()));
+        j.w.mark_failed(fail_group(j.op, std::string(e.what()) +
+                                             " (a send and its recv must agree on tag, dtype and "
+                                             "number of elements; see Note [Point-to-point slots])"));
       }
     }
   }
@@ -762,11 +781,10 @@ work process_group_gloo::send(const tensor& t, int dst, int tag) {
   if (!impl_->broken.empty())
     return work::failed(impl_->refused("send"));
   auto buf = impl_->context->createUnboundBuffer(data->flat.data_ptr(), data->flat.nbytes());
-  buf->send(dst, kP2PSlotPrefix | uint64_t(uint32_t(tag)));
+  buf->send(dst, p2p_slot(tag, data->flat)); // See Note [Point-to-point slots]
   work w;
   impl_->p2p_jobs.push_back(impl::p2p_job{
-      "send to rank " + std::to_string(global_ranks_[size_t(dst)]) + " (tag " +
-          std::to_string(tag) + ")",
+      "send to rank " + std::to_string(global_ranks_[size_t(dst)]) + " " + p2p_what(t, tag),
       std::move(buf), data, true, dst, w});
   impl_->cv.notify_all();
   return w;
@@ -785,7 +803,7 @@ work process_group_gloo::recv(tensor& t, int src, int tag) {
   if (!impl_->broken.empty())
     return work::failed(impl_->refused("recv"));
   auto buf = impl_->context->createUnboundBuffer(data->flat.data_ptr(), data->flat.nbytes());
-  const uint64_t slot = kP2PSlotPrefix | uint64_t(uint32_t(tag));
+  const uint64_t slot = p2p_slot(tag, data->flat); // See Note [Point-to-point slots]
   std::string what;
   if (src == -1) {
     std::vector<int> srcs;
@@ -793,11 +811,10 @@ work process_group_gloo::recv(tensor& t, int src, int tag) {
       if (r != rank())
         srcs.push_back(r);
     buf->recv(srcs, slot);
-    what = "recv from any rank (tag " + std::to_string(tag) + ")";
+    what = "recv from any rank " + p2p_what(t, tag);
   } else {
     buf->recv(src, slot);
-    what = "recv from rank " + std::to_string(global_ranks_[size_t(src)]) + " (tag " +
-           std::to_string(tag) + ")";
+    what = "recv from rank " + std::to_string(global_ranks_[size_t(src)]) + " " + p2p_what(t, tag);
   }
   work w;
   impl_->p2p_jobs.push_back(impl::p2p_job{what, std::move(buf), data, false, src, w});

@@ -126,3 +126,23 @@ TEST_CASE("work reports failures through wait, exception and then", "[comm][work
                         .wait(),
                     "second");
 }
+
+TEST_CASE("a send and a recv that disagree on size fail clearly instead of crashing",
+          "[comm][gloo][p2p][errors]") {
+  // Gloo itself aborts the process when a send is larger than the recv; here the two never
+  // match and both fail within the timeout, saying what must agree.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto got = on_ranks<std::string>(
+      2,
+      [](int r, process_group_gloo& pg) {
+        if (r == 0)
+          return error_of([&] { pg.send(ones({8}), 1, 0).wait(); });
+        tensor t = zeros({4});
+        return error_of([&] { pg.recv(t, 0, 0).wait(); });
+      },
+      actorch::test::short_timeout(500));
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  CHECK_THAT(got[0], Catch::Contains("send to rank 1 (tag 0, float32 [8]) failed") &&
+                         Catch::Contains("must agree on tag, dtype and number of elements"));
+  CHECK_THAT(got[1], Catch::Contains("recv from rank 0 (tag 0, float32 [4]) failed"));
+}
