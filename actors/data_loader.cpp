@@ -294,6 +294,9 @@ data_loader::data_loader(dataset_ptr dataset, loader_options opts) {
   ACTORCH_CHECK(dataset != nullptr, "DataLoader: null dataset");
   const int64_t n = dataset->size();
   impl_ = make_impl(std::move(dataset), n, std::move(opts), false);
+  // The actor system starts with the loader (its threads cost milliseconds to start); the
+  // workers start with the first epoch, as PyTorch's do.
+  if (impl_->opts.num_workers > 0) impl_->sys();
 }
 
 data_loader::data_loader(std::unique_ptr<detail::loader_impl> impl) : impl_(std::move(impl)) {}
@@ -349,7 +352,9 @@ const loader_options& data_loader::options() const { return impl_->opts; }
 void data_loader::run_epoch(const caf::actor& sink) { impl_->start_run(&sink); }
 
 void data_loader::set_actor_system(caf::actor_system& sys) {
-  ACTORCH_CHECK(!impl_->system, "DataLoader.set_actor_system: the loader's actors already run");
+  ACTORCH_CHECK(!impl_->sampler, "DataLoader.set_actor_system: the loader's actors already run");
+  impl_->own_system.reset(); // no actor of it was spawned yet
+  impl_->own_config.reset();
   impl_->system = &sys;
 }
 

