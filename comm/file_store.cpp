@@ -67,19 +67,17 @@ file_store::~file_store() {
 }
 
 void file_store::replay(locked_file& f) {
-  struct stat_buf {
-    std::string bytes;
-  } buf;
+  std::string bytes; // what other handles appended since our last look
   const off_t end = ::lseek(f.fd(), 0, SEEK_END);
   ACTORCH_CHECK(end >= 0, "file_store: cannot seek '", path_, "': ", std::strerror(errno));
   if (end < pos_) { // the file was removed and recreated by a new run: start over
     pos_ = 0;
     data_.clear();
   }
-  buf.bytes.resize(size_t(end - pos_));
+  bytes.resize(size_t(end - pos_));
   size_t got = 0;
-  while (got < buf.bytes.size()) {
-    const ssize_t n = ::pread(f.fd(), buf.bytes.data() + got, buf.bytes.size() - got,
+  while (got < bytes.size()) {
+    const ssize_t n = ::pread(f.fd(), bytes.data() + got, bytes.size() - got,
                               off_t(pos_ + int64_t(got)));
     if (n < 0 && errno == EINTR)
       continue;
@@ -88,21 +86,21 @@ void file_store::replay(locked_file& f) {
   }
   size_t i = 0;
   auto take_u32 = [&](uint32_t& v) {
-    ACTORCH_CHECK(i + 4 <= buf.bytes.size(), "file_store: '", path_, "' is truncated");
-    std::memcpy(&v, buf.bytes.data() + i, 4);
+    ACTORCH_CHECK(i + 4 <= bytes.size(), "file_store: '", path_, "' is truncated");
+    std::memcpy(&v, bytes.data() + i, 4);
     i += 4;
   };
-  while (i < buf.bytes.size()) {
-    const char op = buf.bytes[i++];
+  while (i < bytes.size()) {
+    const char op = bytes[i++];
     uint32_t klen = 0, vlen = 0;
     take_u32(klen);
-    ACTORCH_CHECK(i + klen <= buf.bytes.size(), "file_store: '", path_, "' is truncated");
-    std::string key = buf.bytes.substr(i, klen);
+    ACTORCH_CHECK(i + klen <= bytes.size(), "file_store: '", path_, "' is truncated");
+    std::string key = bytes.substr(i, klen);
     i += klen;
     take_u32(vlen);
-    ACTORCH_CHECK(i + vlen <= buf.bytes.size(), "file_store: '", path_, "' is truncated");
+    ACTORCH_CHECK(i + vlen <= bytes.size(), "file_store: '", path_, "' is truncated");
     if (op == 's')
-      data_[key] = buf.bytes.substr(i, vlen);
+      data_[key] = bytes.substr(i, vlen);
     else if (op == 'd')
       data_.erase(key);
     else

@@ -273,3 +273,22 @@ TEST_CASE("back-to-back small and large all_reduces keep their values apart", "[
   for (const auto& g : got)
     CHECK(g == want);
 }
+
+TEST_CASE("all_to_all with a different size for each pair of ranks", "[comm][gloo]") {
+  // Rank r sends j + r + 1 elements of value 100 r + j to rank j.
+  auto got = on_ranks<std::vector<V>>(3, [](int r, process_group_gloo& pg) {
+    std::vector<tensor> ins, outs;
+    for (int j = 0; j < 3; ++j) {
+      ins.push_back(full({j + r + 1}, double(100 * r + j)));
+      outs.push_back(empty({r + j + 1}));
+    }
+    pg.all_to_all(outs, ins).wait();
+    std::vector<V> res;
+    for (auto& o : outs)
+      res.push_back(values_of(o));
+    return res;
+  });
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 3; ++i)
+      CHECK(got[size_t(r)][size_t(i)] == V(size_t(r + i + 1), 100.0 * i + r));
+}

@@ -76,6 +76,20 @@ TEST_CASE("tensors that differ across ranks are reported with each rank's", "[co
   }
 }
 
+TEST_CASE("all_to_all sizes that do not pair up are reported on every rank",
+          "[comm][gloo][errors]") {
+  auto got = on_ranks<std::string>(2, [](int r, process_group_gloo& pg) {
+    std::vector<tensor> ins{zeros({2}), zeros({2})};
+    std::vector<tensor> outs{zeros({2}), zeros({r == 1 ? 3 : 2})};
+    const std::string e = error_of([&] { pg.all_to_all(outs, ins).wait(); });
+    pg.barrier().wait(); // still usable
+    return e;
+  });
+  for (const auto& e : got)
+    CHECK_THAT(e, Contains("all_to_all: sizes do not match across ranks: rank 1 sends 2 "
+                           "elements to rank 1, which expects 3"));
+}
+
 TEST_CASE("a rank that never joins the op fails the others within the timeout",
           "[comm][gloo][errors]") {
   const auto t0 = std::chrono::steady_clock::now();
@@ -98,9 +112,10 @@ TEST_CASE("a rank that never joins the op fails the others within the timeout",
   for (int r = 0; r < 2; ++r) {
     const auto& e = got[size_t(r)];
     REQUIRE(e.size() == 3);
-    CHECK_THAT(e[0], Contains("all_reduce failed on rank " + std::to_string(r) +
-                              " of group [0, 1, 2] within the group's timeout of 500 ms") &&
-                         Contains("peers [") && Contains("unusable"));
+    std::string want = "all_reduce failed on rank ";
+    want += std::to_string(r);
+    want += " of group [0, 1, 2] within the group's timeout of 500 ms";
+    CHECK_THAT(e[0], Contains(want) && Contains("peers [") && Contains("unusable"));
     CHECK_THAT(e[1], Contains("barrier refused") && Contains("all_reduce failed"));
     CHECK_FALSE(e[2].empty());
   }
