@@ -674,16 +674,27 @@ work process_group_gloo::reduce_scatter(tensor& output, const std::vector<tensor
   check_list("reduce_scatter", inputs, "inputs", size_t(size()), output);
   check_reduce("reduce_scatter", output.dtype(), op);
   auto out = std::make_shared<contiguous_buffer>(output);
-  // All-reduce of the concatenated inputs, keeping this rank's part: twice the traffic of a
-  // dedicated reduce-scatter, which this Gloo lacks in its options API.
+  // All-reduce of the concatenated inputs (through shared memory when the group has it),
+  // keeping this rank's part: twice the traffic of a dedicated reduce-scatter, which this Gloo
+  // lacks in its options API.
   std::vector<tensor> flat_inputs;
   for (const auto& t : inputs)
     flat_inputs.push_back(t.reshape({-1}));
   tensor all = cat(flat_inputs, 0);
   return impl_->enqueue("reduce_scatter", [this, out, all, op](uint32_t seq) mutable {
-    impl_->check_headers("reduce_scatter", seq,
-                         make_header(op_kind::reduce_scatter, &out->flat, -1, int(op)));
-    impl_->allreduce_flat(all, op, seq);
+    const op_header h = make_header(op_kind::reduce_scatter, &out->flat, -1, int(op));
+    impl_->check_headers("reduce_scatter", seq, h);
+    if (impl_->shm) { // the headers agreed above, so the segment's own check passes
+      std::vector<int64_t> ignored;
+      dispatch(all.dtype(), [&]<class T>() {
+        impl_->shm->run(all.data_ptr(), size_t(all.numel()), sizeof(T), pick_reduce<T>(op), h.v,
+                        ignored);
+      });
+      if (op == reduce_op::avg)
+        all.div_(double(size()));
+    } else {
+      impl_->allreduce_flat(all, op, seq);
+    }
     const int64_t n = out->flat.numel();
     out->flat.copy_(all.narrow(0, int64_t(rank()) * n, n).view(out->flat.sizes()));
     out->copy_back();

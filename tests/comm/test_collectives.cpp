@@ -188,6 +188,8 @@ TEST_CASE("gather collects on the root, scatter hands out from it", "[comm][gloo
 
 TEST_CASE("reduce_scatter reduces and keeps each rank's part", "[comm][gloo]") {
   const int world = GENERATE(2, 3);
+  auto opts = actorch::test::short_timeout();
+  opts.shared_memory = GENERATE(true, false);
   auto got = on_ranks<V>(world, [&](int r, process_group_gloo& pg) {
     std::vector<tensor> ins;
     for (int j = 0; j < world; ++j)
@@ -195,7 +197,7 @@ TEST_CASE("reduce_scatter reduces and keeps each rank's part", "[comm][gloo]") {
     tensor out = empty({2});
     pg.reduce_scatter(out, ins, reduce_op::sum).wait();
     return values_of(out);
-  });
+  }, opts);
   for (int r = 0; r < world; ++r) {
     double s = 0;
     for (int q = 0; q < world; ++q)
