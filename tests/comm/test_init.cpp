@@ -8,14 +8,13 @@
 #include <filesystem>
 #include <thread>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "comm/distributed.hpp"
 #include "comm/launcher.hpp"
 #include "core/ops/factory.hpp"
+#include "tests/comm/ports.hpp"
 #include "tests/comm/ranks.hpp"
 #include "tests/core/values.hpp"
 
@@ -23,22 +22,10 @@ using namespace actorch;
 using namespace actorch::dist;
 using namespace std::chrono_literals;
 using actorch::test::error_of;
+using actorch::test::free_port;
 using Catch::Contains;
 
 namespace {
-
-// A port nobody listens on right now (the kernel's pick for a socket bound to port 0).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // What every rank checks after init: its rank, the world, a sum over ranks, a subgroup.
 void exercise(int rank, int world) {
@@ -183,7 +170,8 @@ TEST_CASE("init_process_group rejects bad input clearly and in time", "[comm][in
                                                                      std::make_shared<hash_store>()}),
              Contains("unknown backend 'mpi'"));
   SECTION("a master that never answers fails within the timeout") {
-    const int port = free_port();
+    const actorch::test::refused_port refused; // bound, never listening
+    const int port = refused.port();
     const auto t0 = std::chrono::steady_clock::now();
     CHECK_THAT(init({.init_method = "tcp://127.0.0.1:" + std::to_string(port), .world_size = 2,
                      .rank = 1, .timeout = 400ms}),

@@ -13,6 +13,7 @@
 #include "comm/prefix_store.hpp"
 #include "comm/tcp_store.hpp"
 #include "core/error.hpp"
+#include "tests/comm/ports.hpp"
 
 using namespace actorch;
 using namespace actorch::dist;
@@ -126,12 +127,8 @@ TEST_CASE("tcp_store keeps c10d's store semantics through CAF's middleman", "[co
 }
 
 TEST_CASE("tcp_store fails clearly when no master answers", "[comm][store]") {
-  // Find a port nobody listens on: open a master, remember its port, close it.
-  uint16_t port = 0;
-  {
-    tcp_store probe("127.0.0.1", 0, true, 1s);
-    port = probe.port();
-  }
+  const actorch::test::refused_port refused; // bound, never listening
+  const auto port = uint16_t(refused.port());
   const auto t0 = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH(tcp_store("127.0.0.1", port, false, 300ms),
                     Catch::Contains("no master answered at 127.0.0.1:" + std::to_string(port)) &&

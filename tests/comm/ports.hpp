@@ -1,0 +1,47 @@
+// Ports for tests that start masters or expect none: a free one for a master to take, or one
+// held bound but not listening, so that connecting to it is refused and no other process (a
+// test running in parallel) can start listening there.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace actorch::test {
+
+/// A port nobody listens on right now (the kernel's pick for a socket bound to port 0).
+inline int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+/// Holds a port bound without listening for its lifetime: connections to it are refused.
+class refused_port {
+public:
+  refused_port() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  ~refused_port() { ::close(fd_); }
+  refused_port(const refused_port&) = delete;
+  refused_port& operator=(const refused_port&) = delete;
+  int port() const { return port_; }
+
+private:
+  int fd_;
+  int port_ = 0;
+};
+
+} // namespace actorch::test
