@@ -19,7 +19,10 @@ find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
 find_library(CAF_CORE_LIB caf_core REQUIRED)
 find_library(CAF_IO_LIB caf_io REQUIRED)
 add_library(CAF::core UNKNOWN IMPORTED)
+# INTERFACE_INCLUDE_DIRECTORIES too: the SYSTEM property alone adds no -isystem flag, which
+# went unnoticed while CAF lived in /usr/include (an ACTORCH_CAF_ROOT elsewhere needs it).
 set_target_properties(CAF::core PROPERTIES IMPORTED_LOCATION ${CAF_CORE_LIB}
+  INTERFACE_INCLUDE_DIRECTORIES ${CAF_INCLUDE_DIR}
   INTERFACE_SYSTEM_INCLUDE_DIRECTORIES ${CAF_INCLUDE_DIR}
   INTERFACE_LINK_LIBRARIES Threads::Threads)
 add_library(CAF::io UNKNOWN IMPORTED)

@@ -352,12 +352,14 @@ TEST_CASE("get_worker_info gives each worker its id, count, seed and dataset",
     }
   };
   auto ds = std::make_shared<info_dataset>();
+  // worker_init_fn runs on the workers' threads: record there, check here (Catch2's
+  // assertions are not thread-safe).
   std::mutex m;
-  std::set<int64_t> init_ids;
+  std::set<int64_t> init_ids, init_info_ids;
   data_loader loader(ds, {.batch_size = 2, .num_workers = 3, .worker_init_fn = [&](int64_t id) {
                             std::lock_guard lock(m);
                             init_ids.insert(id);
-                            CHECK(get_worker_info()->id == id);
+                            init_info_ids.insert(get_worker_info() ? get_worker_info()->id : -1);
                           }});
   std::set<int64_t> ids, seeds;
   for (const auto& b : loader) {
@@ -370,7 +372,9 @@ TEST_CASE("get_worker_info gives each worker its id, count, seed and dataset",
   }
   CHECK(ids == std::set<int64_t>{0, 1, 2});
   CHECK(seeds.size() == 1); // seed - id is the epoch's base seed, shared by all workers
+  std::lock_guard lock(m);
   CHECK(init_ids == std::set<int64_t>{0, 1, 2});
+  CHECK(init_info_ids == init_ids);
   data_loader main_thread(ds, {.batch_size = 2});
   CHECK(test::ints_of((*main_thread.begin())[0].as_tensor()) == std::vector<int64_t>{-1, -1});
 }
