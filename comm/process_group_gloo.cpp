@@ -731,11 +731,14 @@ work process_group_gloo::monitored_barrier(milliseconds timeout) {
     const auto global = [&](int r) { return global_ranks()[size_t(r)]; };
     if (rank() != 0) {
       st.set(base + std::to_string(rank()), "1");
+      // Rank 0 may use the whole timeout collecting arrivals before it posts the verdict, so
+      // waiting for the verdict with the same timeout would race it: wait twice as long. Only
+      // a rank 0 that is gone or stuck makes this wait fail.
       try {
-        st.wait({base + "done"}, timeout);
+        st.wait({base + "done"}, 2 * timeout);
       } catch (const actorch::error&) {
         ACTORCH_FAIL("monitored_barrier: rank ", global(0), " (the group's rank 0) gave no ",
-                     "verdict within ", timeout.count(), " ms");
+                     "verdict within ", (2 * timeout).count(), " ms");
       }
       const std::string verdict = st.get(base + "done");
       ACTORCH_CHECK(verdict == "ok", "monitored_barrier: ", verdict);
