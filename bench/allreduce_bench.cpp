@@ -5,10 +5,6 @@
 #include <cstdlib>
 #include <iomanip>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include "bench/bench.hpp"
 #include "comm/distributed.hpp"
 #include "comm/launcher.hpp"
@@ -17,18 +13,6 @@
 namespace actorch::bench {
 
 namespace {
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 void run_rank(const allreduce_options& opts, std::ostream& out) {
   dist::init_process_group({.backend = opts.backend, .timeout = std::chrono::seconds(60)});
@@ -42,14 +26,13 @@ void run_rank(const allreduce_options& opts, std::ostream& out) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i)
       dist::all_reduce(t);
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-                      iters;
+    const double dt =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
     if (rank == 0) {
       const double alg = double(nbytes) / dt / 1e9;
       out << "allreduce backend=" << opts.backend << " world=" << world << " bytes=" << nbytes
-          << std::fixed << std::setprecision(1) << " time_us=" << dt * 1e6
-          << std::setprecision(3) << " algbw_GBps=" << alg
-          << " busbw_GBps=" << alg * 2 * (world - 1) / world << std::endl;
+          << std::fixed << std::setprecision(1) << " time_us=" << dt * 1e6 << std::setprecision(3)
+          << " algbw_GBps=" << alg << " busbw_GBps=" << alg * 2 * (world - 1) / world << std::endl;
       out.unsetf(std::ios::floatfield);
     }
   }
@@ -66,7 +49,7 @@ void run_allreduce(const allreduce_options& opts, std::ostream& out) {
   }
   ::setenv("MASTER_ADDR", "127.0.0.1", 0);
   if (std::getenv("MASTER_PORT") == nullptr)
-    ::setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+    ::setenv("MASTER_PORT", std::to_string(dist::free_port()).c_str(), 1);
   dist::spawn([&](int) { run_rank(opts, out); }, opts.world);
 }
 

@@ -12,7 +12,9 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,9 +25,9 @@ namespace actorch::dist {
 namespace {
 
 struct child {
-  int rank = 0;     // global rank, for messages
+  int rank = 0; // global rank, for messages
   pid_t pid = -1;
-  int out_fd = -1;  // read end of its stdout+stderr, -1 when not relayed
+  int out_fd = -1; // read end of its stdout+stderr, -1 when not relayed
   std::string partial;
   bool running = true;
 };
@@ -76,8 +78,8 @@ void relay(child& c, std::ostream& out, bool flush_partial) {
 
 // Waits for every child. Returns "" when all exited 0, else the first failure's description
 // (the others were stopped: SIGTERM, then SIGKILL after `grace`).
-std::string supervise(std::vector<child>& kids, std::ostream& out,
-                      std::chrono::milliseconds grace, bool forward_signals) {
+std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::milliseconds grace,
+                      bool forward_signals) {
   std::string failure;
   auto stop_deadline = std::chrono::steady_clock::time_point::max();
   bool killed = false;
@@ -158,7 +160,8 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {
+  }, old_term{};
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
   g_forward_signal = 0;
@@ -256,6 +259,21 @@ void spawn(const std::function<void(int)>& fn, int nprocs, const spawn_options& 
   }
   const std::string failure = supervise(kids, std::cout, opts.grace, false);
   ACTORCH_CHECK(failure.empty(), "spawn: ", failure, "; stopped the other ranks");
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ACTORCH_CHECK(fd >= 0, "free_port: socket() failed: ", std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  const int err = errno;
+  ::close(fd);
+  ACTORCH_CHECK(ok, "free_port: binding a socket on 127.0.0.1 failed: ", std::strerror(err));
+  return ntohs(a.sin_port);
 }
 
 } // namespace actorch::dist

@@ -42,4 +42,9 @@ struct spawn_options {
 /// the children need (fork copies only the calling thread).
 void spawn(const std::function<void(int)>& fn, int nprocs, const spawn_options& opts = {});
 
+/// A TCP port on 127.0.0.1 that nothing listens on right now (the kernel's pick for a socket
+/// bound to port 0), for a MASTER_PORT of a job on one host. Another process may take it
+/// before the master binds it; callers that must rule that out hold a socket instead.
+int free_port();
+
 } // namespace actorch::dist

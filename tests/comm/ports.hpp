@@ -7,20 +7,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "comm/launcher.hpp"
+
 namespace actorch::test {
 
-/// A port nobody listens on right now (the kernel's pick for a socket bound to port 0).
-inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+// A free port for a master: dist::free_port() (comm/launcher.hpp).
 
 /// Holds a port bound without listening for its lifetime: connections to it are refused.
 class refused_port {

@@ -22,7 +22,6 @@ using namespace actorch;
 using namespace actorch::dist;
 using namespace std::chrono_literals;
 using actorch::test::error_of;
-using actorch::test::free_port;
 using Catch::Contains;
 
 namespace {
@@ -109,9 +108,9 @@ TEST_CASE("init_process_group with tcp:// and file://", "[comm][init]") {
     const std::string url = "tcp://127.0.0.1:" + std::to_string(free_port());
     CHECK_NOTHROW(spawn(
         [&](int rank) {
-          init_process_group({.init_method = url + "?rank=" + std::to_string(rank) +
-                                             "&world_size=2",
-                              .timeout = 5000ms});
+          init_process_group(
+              {.init_method = url + "?rank=" + std::to_string(rank) + "&world_size=2",
+               .timeout = 5000ms});
           exercise(rank, 2);
         },
         2));
@@ -166,15 +165,17 @@ TEST_CASE("init_process_group rejects bad input clearly and in time", "[comm][in
   env.set("RANK", "5");
   env.set("WORLD_SIZE", "3");
   CHECK_THAT(init({}), Contains("rank 5 (from RANK) is outside [0, 3)"));
-  CHECK_THAT(init({.backend = "mpi", .world_size = 1, .rank = 0, .store =
-                                                                     std::make_shared<hash_store>()}),
-             Contains("unknown backend 'mpi'"));
+  CHECK_THAT(
+      init({.backend = "mpi", .world_size = 1, .rank = 0, .store = std::make_shared<hash_store>()}),
+      Contains("unknown backend 'mpi'"));
   SECTION("a master that never answers fails within the timeout") {
     const actorch::test::refused_port refused; // bound, never listening
     const int port = refused.port();
     const auto t0 = std::chrono::steady_clock::now();
-    CHECK_THAT(init({.init_method = "tcp://127.0.0.1:" + std::to_string(port), .world_size = 2,
-                     .rank = 1, .timeout = 400ms}),
+    CHECK_THAT(init({.init_method = "tcp://127.0.0.1:" + std::to_string(port),
+                     .world_size = 2,
+                     .rank = 1,
+                     .timeout = 400ms}),
                Contains("no master answered at 127.0.0.1:" + std::to_string(port)) &&
                    Contains("within 400 ms"));
     CHECK(std::chrono::steady_clock::now() - t0 < 3s);
@@ -182,7 +183,9 @@ TEST_CASE("init_process_group rejects bad input clearly and in time", "[comm][in
   SECTION("a rank that never joins fails the master within the timeout") {
     const auto t0 = std::chrono::steady_clock::now();
     CHECK_THAT(init({.init_method = "tcp://127.0.0.1:" + std::to_string(free_port()),
-                     .world_size = 2, .rank = 0, .timeout = 400ms}),
+                     .world_size = 2,
+                     .rank = 0,
+                     .timeout = 400ms}),
                Contains("could not connect to its peers within 400 ms"));
     CHECK(std::chrono::steady_clock::now() - t0 < 3s);
   }
@@ -210,9 +213,9 @@ TEST_CASE("a rank process killed mid-collective fails the others within the time
           for (int i = 0; i < 100; ++i)
             all_reduce(t);
         });
-        const bool named = e.find("all_reduce failed on rank " + std::to_string(rank)) !=
-                               std::string::npos &&
-                           e.find("peers [") != std::string::npos;
+        const bool named =
+            e.find("all_reduce failed on rank " + std::to_string(rank)) != std::string::npos &&
+            e.find("peers [") != std::string::npos;
         const bool in_time = std::chrono::steady_clock::now() - t0 < 4s;
         if (!named || !in_time) {
           std::fprintf(stderr, "rank %d: %s\n", rank, e.c_str());

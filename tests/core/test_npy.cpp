@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/core/files.hpp"
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -22,31 +24,15 @@ using Catch::Contains;
 namespace {
 
 namespace fs = std::filesystem;
+using actorch::test::read_file;
+using actorch::test::write_file;
 
-// A folder of our own under the build's scratch directory.
 const fs::path& tmp_dir() {
-  static const fs::path dir = [] {
-    fs::path p = fs::path(ACTORCH_TEST_TMP) / "npy";
-    fs::create_directories(p);
-    return p;
-  }();
-  return dir;
+  return actorch::test::scratch_dir("npy");
 }
 
 std::string tmp_path(const std::string& name) {
   return (tmp_dir() / name).string();
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-  REQUIRE(out);
 }
 
 // Runs `code` under numpy's python (with `np`, `sys` and the folder `d` defined) and returns

@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/core/files.hpp"
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -26,30 +28,15 @@ using named_tensors = std::vector<std::pair<std::string, tensor>>;
 namespace {
 
 namespace fs = std::filesystem;
+using actorch::test::read_file;
+using actorch::test::write_file;
 
 const fs::path& tmp_dir() {
-  static const fs::path dir = [] {
-    fs::path p = fs::path(ACTORCH_TEST_TMP) / "safetensors";
-    fs::create_directories(p);
-    return p;
-  }();
-  return dir;
+  return actorch::test::scratch_dir("safetensors");
 }
 
 std::string tmp_path(const std::string& name) {
   return (tmp_dir() / name).string();
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-  REQUIRE(out);
 }
 
 /// Temporary files a save of `target` left behind.
