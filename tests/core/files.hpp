@@ -2,6 +2,9 @@
 // (ACTORCH_TEST_TMP), and whole-file reads and writes.
 #pragma once
 
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -34,6 +37,18 @@ inline void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), std::streamsize(bytes.size()));
   REQUIRE(out);
+}
+
+/// Runs `code` under Debian's python3 (ACTORCH_PYTHON, which has numpy) as a script in `dir`,
+/// with `sys` imported and the folder's path in `d`; returns the exit status (a failed assert
+/// in the script is a non-zero status).
+inline int run_python(const std::filesystem::path& dir, const std::string& name,
+                      const std::string& code) {
+  const std::string script = (dir / (name + ".py")).string();
+  write_file(script, "import sys\nd = r'" + dir.string() + "'\n" + code);
+  const std::string cmd = std::string("'") + ACTORCH_PYTHON + "' '" + script + "'";
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 } // namespace actorch::test

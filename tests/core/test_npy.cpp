@@ -38,11 +38,7 @@ std::string tmp_path(const std::string& name) {
 // Runs `code` under numpy's python (with `np`, `sys` and the folder `d` defined) and returns
 // its exit status: a failed assert there is a non-zero status here.
 int run_python(const std::string& name, const std::string& code) {
-  const std::string script = tmp_path(name + ".py");
-  write_file(script, "import sys\nimport numpy as np\nd = r'" + tmp_dir().string() + "'\n" + code);
-  const std::string cmd = std::string("'") + ACTORCH_PYTHON + "' '" + script + "'";
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return actorch::test::run_python(tmp_dir(), name, "import numpy as np\n" + code);
 }
 
 // The values of t in C order, as raw bytes.

@@ -51,11 +51,7 @@ int tmp_files_of(const std::string& target) {
 // Runs `code` under Debian's python3 (numpy, torch 1.13), with `d` the test folder, and returns
 // its exit status: a failed assert there is a non-zero status here.
 int run_python(const std::string& name, const std::string& code) {
-  const std::string script = tmp_path(name + ".py");
-  write_file(script, "import sys\nd = r'" + tmp_dir().string() + "'\n" + code);
-  const std::string cmd = std::string("'") + ACTORCH_PYTHON + "' '" + script + "'";
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return actorch::test::run_python(tmp_dir(), name, code);
 }
 
 std::string bytes_of(const tensor& t) {
