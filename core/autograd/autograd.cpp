@@ -15,7 +15,7 @@ std::atomic<uint64_t> g_next_sequence_nr{0};
 thread_local const node* t_running = nullptr;
 
 autograd_meta& meta_of(const tensor& t) {
-  auto& impl = const_cast<tensor_impl&>(*t.impl_ptr());
+  tensor_impl& impl = *t.impl_ptr(); // the handle is const, the state behind it is not
   if (!impl.autograd)
     impl.autograd = std::make_shared<autograd_meta>();
   return *impl.autograd;
@@ -39,9 +39,12 @@ public:
       return {};
     autograd_meta& m = meta_of(leaf);
     if (!m.grad.defined()) {
-      // Take the incoming buffer when nothing else can see it; otherwise keep a copy, so that
-      // later in-place accumulation never writes into another tensor's memory.
-      const bool exclusive = incoming.storage().use_count() == 1 && incoming.is_contiguous() &&
+      // Take the incoming buffer when nothing else can see it: no other handle to this tensor
+      // (the caller's gradient, or the same gradient sent to a second leaf, as add's backward
+      // does) and no other view of its storage. Otherwise keep a copy, so that later in-place
+      // accumulation never writes into another tensor's memory.
+      const bool exclusive = incoming.impl_ptr().use_count() == 1 &&
+                             incoming.storage().use_count() == 1 && incoming.is_contiguous() &&
                              incoming.sizes() == leaf.sizes();
       m.grad = exclusive ? incoming.detach() : incoming.clone();
     } else {
@@ -65,7 +68,9 @@ std::shared_ptr<node> grad_accumulator(const tensor& leaf) {
   return acc;
 }
 
-edge edge_of(const tensor& t) {
+} // namespace
+
+edge autograd::gradient_edge(const tensor& t) {
   const autograd_meta* m = find_meta(t);
   if (!m || !m->requires_grad)
     return {};
@@ -74,9 +79,15 @@ edge edge_of(const tensor& t) {
   return {grad_accumulator(t), 0};
 }
 
-} // namespace
-
 // Nodes and saved tensors. ---------------------------------------------------------------------
+
+namespace {
+std::string freed_graph_message(const std::string& node_name) {
+  return node_name + ": trying to backward through the graph a second time (or to use saved "
+                     "tensors after they were freed); pass retain_graph=true to the first "
+                     "backward if you need to backward twice";
+}
+} // namespace
 
 node::node() : sequence_nr(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
@@ -104,10 +115,7 @@ saved_variable::saved_variable(const tensor& t)
     : data_(t), version_(t.defined() ? t.storage()->version() : 0), saved_(true) {}
 
 tensor saved_variable::unpack(const std::string& node_name) const {
-  ACTORCH_CHECK(saved_, node_name,
-                ": trying to backward through the graph a second time (or to use saved tensors "
-                "after they were freed); pass retain_graph=true to the first backward if you "
-                "need to backward twice");
+  ACTORCH_CHECK(saved_, freed_graph_message(node_name));
   if (data_.defined())
     ACTORCH_CHECK(data_.storage()->version() == version_, node_name,
                   ": a tensor saved for backward (shape ", shape_str(data_.sizes()),
@@ -126,12 +134,11 @@ namespace autograd {
 std::vector<tensor> function_node::apply(std::vector<tensor>&& grads) {
   if (std::none_of(grads.begin(), grads.end(), [](const tensor& g) { return g.defined(); }))
     return std::vector<tensor>(next_edges.size()); // nothing flowed into this node
+  ACTORCH_CHECK(!released_, freed_graph_message(name_));
   std::vector<tensor> saved;
   saved.reserve(saved_.size());
   for (const auto& s : saved_)
     saved.push_back(s.unpack(name_));
-  if (saved_.empty() && released_)
-    saved_variable().unpack(name_); // throws the "backward twice" error
   const node* outer = t_running;
   t_running = this;
   struct restore {
@@ -173,7 +180,7 @@ void record(tensor& out, const char* name, const std::vector<const tensor*>& inp
     sv.emplace_back(t);
   auto n = std::make_shared<function_node>(name, std::move(fn), std::move(sv));
   for (const tensor* in : inputs) {
-    n->next_edges.push_back(edge_of(*in));
+    n->next_edges.push_back(gradient_edge(*in));
     n->inputs.push_back({in->dtype(), in->sizes()});
   }
   autograd_meta& m = meta_of(out);

@@ -13,6 +13,7 @@
 
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/autograd/grad_mode.hpp"
 #include "core/autograd/node.hpp"
@@ -45,7 +46,8 @@ void backward(const std::vector<tensor>& roots, const std::vector<tensor>& grads
                 grads.size(), " gradients");
   no_grad guard; // backward itself records nothing (no create_graph)
 
-  // Root edges and their seed gradients.
+  // Root edges and their seed gradients. A leaf root's edge is its accumulate_grad node, so
+  // it accumulates (and fires its hooks) like any other leaf.
   std::vector<std::pair<edge, tensor>> seeds;
   for (size_t i = 0; i < roots.size(); ++i) {
     const tensor& r = roots[i];
@@ -63,29 +65,17 @@ void backward(const std::vector<tensor>& roots, const std::vector<tensor>& grads
       ACTORCH_CHECK(g.sizes() == r.sizes(), "backward: gradient of shape ", shape_str(g.sizes()),
                     " does not match the output's shape ", shape_str(r.sizes()));
     }
-    edge e;
-    if (r.grad_fn()) {
-      e = {r.grad_fn(), 0};
-    } else {
-      // A leaf root: its gradient is the seed itself.
-      tensor leaf = r;
-      tensor acc = leaf.grad();
-      leaf.set_grad(acc.defined() ? acc.add(g) : g.to(leaf.dtype(), true));
-      continue;
-    }
-    seeds.emplace_back(e, g);
+    seeds.emplace_back(gradient_edge(r), std::move(g));
   }
 
-  // 1. Dependencies of every reachable node.
+  // 1. Dependencies of every reachable node. The roots own the graph for the whole call, so
+  //    raw pointers to its nodes stay valid.
   std::unordered_map<node*, int> deps;
+  std::unordered_set<node*> seen;
   std::vector<node*> stack;
-  std::unordered_map<node*, bool> seen;
-  for (auto& [e, g] : seeds) {
-    if (!seen[e.fn.get()]) {
-      seen[e.fn.get()] = true;
+  for (const auto& [e, g] : seeds)
+    if (seen.insert(e.fn.get()).second)
       stack.push_back(e.fn.get());
-    }
-  }
   while (!stack.empty()) {
     node* n = stack.back();
     stack.pop_back();
@@ -93,39 +83,32 @@ void backward(const std::vector<tensor>& roots, const std::vector<tensor>& grads
       if (!next.fn)
         continue;
       ++deps[next.fn.get()];
-      if (!seen[next.fn.get()]) {
-        seen[next.fn.get()] = true;
+      if (seen.insert(next.fn.get()).second)
         stack.push_back(next.fn.get());
-      }
     }
   }
 
-  // 2. Seed the roots' buffers. Nodes are kept alive by `owners` while they wait.
+  // 2. Seed the roots' buffers; queue each root node once, unless another root leads to it.
   std::unordered_map<node*, std::vector<tensor>> buffers;
-  std::unordered_map<node*, std::shared_ptr<node>> owners;
   auto deliver = [&](const edge& e, tensor g) {
     auto& buf = buffers[e.fn.get()];
     if (buf.empty())
       buf.resize(e.fn->num_outputs);
-    owners.emplace(e.fn.get(), e.fn);
     tensor& slot = buf.at(e.input_nr);
-    slot = slot.defined() ? slot.add(g) : g;
+    slot = slot.defined() ? slot.add(g) : std::move(g);
   };
-  for (auto& [e, g] : seeds)
-    deliver(e, g);
-
   std::priority_queue<node*, std::vector<node*>, later_first> ready;
-  for (auto& [e, g] : seeds)
-    if (deps[e.fn.get()] == 0 && seen[e.fn.get()]) {
-      seen[e.fn.get()] = false; // queued once
+  std::unordered_set<node*> queued;
+  for (auto& [e, g] : seeds) {
+    deliver(e, std::move(g));
+    if (deps[e.fn.get()] == 0 && queued.insert(e.fn.get()).second)
       ready.push(e.fn.get());
-    }
+  }
 
   // 3. Run nodes in dependency order, latest-created first among the ready ones.
   while (!ready.empty()) {
     node* n = ready.top();
     ready.pop();
-    std::shared_ptr<node> keep = owners[n];
     std::vector<tensor> in = std::move(buffers[n]);
     buffers.erase(n);
     if (in.empty())
@@ -143,12 +126,9 @@ void backward(const std::vector<tensor>& roots, const std::vector<tensor>& grads
       tensor g = validate(*n, i, std::move(out[i]));
       if (g.defined())
         deliver(e, std::move(g));
-      if (--deps[e.fn.get()] == 0) {
-        owners.emplace(e.fn.get(), e.fn);
+      if (--deps[e.fn.get()] == 0)
         ready.push(e.fn.get());
-      }
     }
-    owners.erase(n);
   }
 }
 

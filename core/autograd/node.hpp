@@ -91,6 +91,10 @@ private:
   bool released_ = false;
 };
 
+/// Where t's gradient goes: its grad_fn (for an op's result), its accumulate_grad node (for a
+/// leaf that requires grad), or nowhere (an empty edge).
+edge gradient_edge(const tensor& t);
+
 /// Inside a backward function: whether the node's input `i` needs a gradient (its edge leads
 /// somewhere). Lets a backward skip work, e.g. the gradient of a layer's input batch.
 bool needs_input_grad(size_t i);

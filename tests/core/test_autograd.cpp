@@ -235,6 +235,30 @@ TEST_CASE("post-accumulate hooks fire as soon as each parameter's gradient is re
   CHECK(fired == 1);
 }
 
+TEST_CASE("backward from a leaf accumulates into it like any leaf and fires its hooks",
+          "[core][autograd]") {
+  tensor w = tensor_of({1.0, 2.0}).requires_grad_();
+  int fired = 0;
+  w.register_post_accumulate_grad_hook([&](const tensor&) { ++fired; });
+  const tensor g = tensor_of({0.5, 0.25});
+  w.backward(g);
+  w.backward(g);
+  CHECK(fired == 2);
+  CHECK(values_of(w.grad()) == std::vector<double>{1.0, 0.5});
+  CHECK(values_of(g) == std::vector<double>{0.5, 0.25}); // the caller's gradient is not written
+}
+
+TEST_CASE("leaves that receive one gradient tensor keep separate gradients", "[core][autograd]") {
+  // add's backward hands the same gradient tensor to both inputs.
+  tensor a = tensor_of({1.0, 1.0}).requires_grad_();
+  tensor b = tensor_of({2.0, 2.0}).requires_grad_();
+  (a + b).backward(ones({2}));
+  CHECK(a.grad().storage() != b.grad().storage());
+  (a * 3 + b).backward(ones({2}));
+  CHECK(values_of(a.grad()) == std::vector<double>{4, 4});
+  CHECK(values_of(b.grad()) == std::vector<double>{2, 2});
+}
+
 TEST_CASE("deep graphs run and free without recursion", "[core][autograd]") {
   tensor x = tensor_of({1.0}).requires_grad_();
   tensor y = x;
