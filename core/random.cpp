@@ -27,9 +27,9 @@ void generator::set_state(const state& s) {
   offset_ = s.offset;
 }
 
-uint64_t generator::reserve(uint64_t blocks) {
+generator::state generator::reserve(uint64_t blocks) {
   std::lock_guard lock(mutex_);
-  const uint64_t first = offset_;
+  const state first{seed_, offset_};
   offset_ += blocks;
   return first;
 }

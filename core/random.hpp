@@ -26,8 +26,9 @@ public:
   state get_state() const;
   void set_state(const state& s);
 
-  /// Reserves `blocks` consecutive Philox blocks and returns the first block's counter.
-  uint64_t reserve(uint64_t blocks);
+  /// Reserves `blocks` consecutive Philox blocks, under one lock with the seed they belong to:
+  /// returns the seed and the first block's counter.
+  state reserve(uint64_t blocks);
 
   /// The four 32-bit values of block `counter` of the stream with `seed` (pure function).
   static std::array<uint32_t, 4> philox(uint64_t seed, uint64_t counter);

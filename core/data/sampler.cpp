@@ -14,7 +14,8 @@
 namespace actorch::data {
 
 uint64_t random_u64(generator& gen) {
-  const auto block = generator::philox(gen.get_state().seed, gen.reserve(1));
+  const generator::state r = gen.reserve(1); // seed and counter under one lock
+  const auto block = generator::philox(r.seed, r.offset);
   return uint64_t(block[0]) << 32 | block[1];
 }
 
@@ -79,7 +80,8 @@ std::vector<int64_t> subset_random_sampler::indices() {
   const auto perm = random_permutation(int64_t(indices_.size()), *gen_);
   std::vector<int64_t> out;
   out.reserve(perm.size());
-  for (int64_t p : perm) out.push_back(indices_[size_t(p)]);
+  for (int64_t p : perm)
+    out.push_back(indices_[size_t(p)]);
   return out;
 }
 
@@ -94,17 +96,15 @@ weighted_random_sampler::weighted_random_sampler(std::vector<double> weights, in
   double sum = 0;
   int64_t nonzero = 0;
   for (size_t i = 0; i < weights_.size(); ++i) {
-    ACTORCH_CHECK(std::isfinite(weights_[i]) && weights_[i] >= 0,
-                  "WeightedRandomSampler: weight ", i, " is ", weights_[i],
-                  "; weights must be finite and non-negative");
+    ACTORCH_CHECK(std::isfinite(weights_[i]) && weights_[i] >= 0, "WeightedRandomSampler: weight ",
+                  i, " is ", weights_[i], "; weights must be finite and non-negative");
     sum += weights_[i];
     nonzero += weights_[i] > 0;
     cumulative_.push_back(sum);
   }
   ACTORCH_CHECK(sum > 0, "WeightedRandomSampler: weights sum to zero");
   ACTORCH_CHECK(replacement || num_samples <= nonzero, "WeightedRandomSampler: cannot draw ",
-                num_samples, " samples without replacement from ", nonzero,
-                " non-zero weights");
+                num_samples, " samples without replacement from ", nonzero, " non-zero weights");
 }
 
 std::vector<int64_t> weighted_random_sampler::indices() {
@@ -116,8 +116,10 @@ std::vector<int64_t> weighted_random_sampler::indices() {
     for (int64_t k = 0; k < num_samples_; ++k) {
       const double u = random_double(*gen_) * total;
       auto it = std::upper_bound(cumulative_.begin(), cumulative_.end(), u);
-      if (it == cumulative_.end()) --it;
-      while (weights_[size_t(it - cumulative_.begin())] == 0) --it; // never land on weight 0
+      if (it == cumulative_.end())
+        --it;
+      while (weights_[size_t(it - cumulative_.begin())] == 0)
+        --it; // never land on weight 0
       out.push_back(int64_t(it - cumulative_.begin()));
     }
     return out;
@@ -127,11 +129,13 @@ std::vector<int64_t> weighted_random_sampler::indices() {
   std::vector<std::pair<double, int64_t>> keys;
   for (size_t i = 0; i < weights_.size(); ++i) {
     const double u = random_double(*gen_);
-    if (weights_[i] > 0) keys.emplace_back(std::log(u + 1e-300) / weights_[i], int64_t(i));
+    if (weights_[i] > 0)
+      keys.emplace_back(std::log(u + 1e-300) / weights_[i], int64_t(i));
   }
   std::partial_sort(keys.begin(), keys.begin() + num_samples_, keys.end(),
                     [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (int64_t k = 0; k < num_samples_; ++k) out.push_back(keys[size_t(k)].second);
+  for (int64_t k = 0; k < num_samples_; ++k)
+    out.push_back(keys[size_t(k)].second);
   return out;
 }
 
@@ -150,7 +154,8 @@ std::vector<std::vector<int64_t>> batch_sampler::batches() {
   std::vector<std::vector<int64_t>> out;
   for (size_t i = 0; i < idx.size(); i += size_t(batch_size_)) {
     const size_t end = std::min(idx.size(), i + size_t(batch_size_));
-    if (drop_last_ && end - i < size_t(batch_size_)) break;
+    if (drop_last_ && end - i < size_t(batch_size_))
+      break;
     out.emplace_back(idx.begin() + int64_t(i), idx.begin() + int64_t(end));
   }
   return out;
@@ -162,10 +167,13 @@ int64_t batch_sampler::size() const {
 }
 
 void batch_sampler::set_epoch(int64_t epoch) {
-  if (sampler_) sampler_->set_epoch(epoch);
+  if (sampler_)
+    sampler_->set_epoch(epoch);
 }
 
-generator* batch_sampler::rng() { return sampler_ ? sampler_->rng() : nullptr; }
+generator* batch_sampler::rng() {
+  return sampler_ ? sampler_->rng() : nullptr;
+}
 
 // DistributedSampler. --------------------------------------------------------------------------
 
@@ -182,7 +190,8 @@ distributed_sampler::distributed_sampler(int64_t dataset_size, int64_t num_repli
     num_samples_ = (n_ - num_replicas + num_replicas - 1) / num_replicas; // ceil((n - r) / r)
   else
     num_samples_ = (n_ + num_replicas - 1) / num_replicas;
-  if (num_samples_ < 0) num_samples_ = 0;
+  if (num_samples_ < 0)
+    num_samples_ = 0;
   total_size_ = num_samples_ * num_replicas;
 }
 
@@ -198,13 +207,15 @@ std::vector<int64_t> distributed_sampler::indices() {
   if (!drop_last_) {
     // Pad by wrapping around (repeating the list as often as needed) up to total_size.
     const size_t n = idx.size();
-    for (size_t k = 0; idx.size() < size_t(total_size_) && n > 0; ++k) idx.push_back(idx[k % n]);
+    for (size_t k = 0; idx.size() < size_t(total_size_) && n > 0; ++k)
+      idx.push_back(idx[k % n]);
   } else {
     idx.resize(size_t(total_size_));
   }
   std::vector<int64_t> out;
   out.reserve(size_t(num_samples_));
-  for (int64_t i = rank_; i < total_size_; i += num_replicas_) out.push_back(idx[size_t(i)]);
+  for (int64_t i = rank_; i < total_size_; i += num_replicas_)
+    out.push_back(idx[size_t(i)]);
   return out;
 }
 

@@ -201,23 +201,24 @@ namespace {
 class draws {
 public:
   draws(generator* gen, int64_t count)
-      : gen_(gen ? gen : &default_generator()), seed_(gen_->get_state().seed),
-        counter_(gen_->reserve(uint64_t(count + 3) / 4)) {}
+      : range_((gen ? gen : &default_generator())->reserve(uint64_t(count + 3) / 4)) {}
   uint32_t next() {
     if (i_ == 4) {
-      block_ = generator::philox(seed_, counter_++);
+      block_ = generator::philox(range_.seed, range_.offset++);
       i_ = 0;
     }
     return block_[size_t(i_++)];
   }
-  uint64_t next64() { return (uint64_t(next()) << 32) | next(); }
+  /// The high half is drawn first (spelled out: the operands of | are unsequenced).
+  uint64_t next64() {
+    const uint64_t hi = next();
+    return (hi << 32) | next();
+  }
   /// Uniform on [0, 1) with 53 random bits.
   double uniform() { return double(next64() >> 11) * 0x1.0p-53; }
 
 private:
-  generator* gen_;
-  uint64_t seed_;
-  uint64_t counter_;
+  generator::state range_; // the seed, and the next block's counter
   std::array<uint32_t, 4> block_{};
   int i_ = 4;
 };
