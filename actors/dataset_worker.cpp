@@ -5,21 +5,20 @@
 
 namespace actorch::actors {
 
-namespace {
 std::string indices_str(const std::vector<int64_t>& idx) {
   std::ostringstream os;
   os << '[';
-  for (size_t i = 0; i < idx.size() && i < 16; ++i) os << (i ? ", " : "") << idx[i];
-  if (idx.size() > 16) os << ", ...";
+  for (size_t i = 0; i < idx.size() && i < 16; ++i)
+    os << (i ? ", " : "") << idx[i];
+  if (idx.size() > 16)
+    os << ", ...";
   os << ']';
   return os.str();
 }
-} // namespace
 
 loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
-                        const data::collate_fn& collate, data::buffer_pool* pool,
-                        bool pin_memory, const std::string& who,
-                        const std::atomic<uint64_t>* active_generation) {
+                        const data::collate_fn& collate, data::buffer_pool* pool, bool pin_memory,
+                        const std::string& who, const std::atomic<uint64_t>* active_generation) {
   loaded_batch out;
   out.generation = task.generation;
   out.seq = task.seq;
@@ -28,7 +27,8 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
   samples.reserve(task.indices.size());
   for (int64_t index : task.indices) {
     // A new run started (early exit, new epoch): stop loading what nobody will read.
-    if (active_generation && active_generation->load(std::memory_order_relaxed) != task.generation) {
+    if (active_generation &&
+        active_generation->load(std::memory_order_relaxed) != task.generation) {
       out.error = "cancelled";
       return out;
     }
@@ -43,7 +43,8 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
   try {
     if (collate) {
       out.data = collate(std::move(samples));
-      if (pin_memory && pool) out.data = data::pin_memory(out.data, *pool);
+      if (pin_memory && pool)
+        out.data = data::pin_memory(out.data, *pool);
     } else {
       out.data = data::default_collate(std::move(samples), pool);
     }

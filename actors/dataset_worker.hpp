@@ -22,21 +22,24 @@ struct worker_config {
   data::dataset_ptr dataset;
   int64_t id = 0;
   int64_t num_workers = 1;
-  uint64_t base_seed = 0;             // worker seed = base_seed + id, as PyTorch
-  data::collate_fn collate;           // empty: default_collate into `pool`
-  data::buffer_pool_ptr pool;         // batch buffers; pinned allocator when pin_memory
-  bool pin_memory = false;            // pin batches a custom collate_fn returns
+  uint64_t base_seed = 0;     // worker seed = base_seed + id, as PyTorch
+  data::collate_fn collate;   // empty: default_collate into `pool`
+  data::buffer_pool_ptr pool; // batch buffers; pinned allocator when pin_memory
+  bool pin_memory = false;    // pin batches a custom collate_fn returns
   std::function<void(int64_t)> worker_init_fn;
   /// The run the loader currently wants; tasks of older runs are answered at once, unloaded.
   std::shared_ptr<std::atomic<uint64_t>> active_generation;
 };
 
+/// A batch's sample indices for messages: "[3, 17, 42]", cut after 16 with ", ...".
+std::string indices_str(const std::vector<int64_t>& indices);
+
 /// Loads one batch on the calling thread: get() each index, collate, pin. Any exception from
 /// the dataset or collate becomes `error` naming `who` ("DataLoader worker 2"), the sample
 /// index and batch, and the original message.
 loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
-                        const data::collate_fn& collate, data::buffer_pool* pool,
-                        bool pin_memory, const std::string& who,
+                        const data::collate_fn& collate, data::buffer_pool* pool, bool pin_memory,
+                        const std::string& who,
                         const std::atomic<uint64_t>* active_generation = nullptr);
 
 /// Spawns a detached dataset worker. Its worker_init_fn runs on its thread before its first

@@ -31,6 +31,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "actors/dataset_worker.hpp"
 #include "core/data/worker_info.hpp"
 
 namespace actorch::actors {
@@ -61,22 +62,14 @@ struct sampler_state {
 
 using sampler_pointer = caf::stateful_actor<sampler_state>*;
 
-std::string indices_str(const std::vector<int64_t>& idx) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < idx.size() && i < 16; ++i) os << (i ? ", " : "") << idx[i];
-  if (idx.size() > 16) os << ", ...";
-  os << ']';
-  return os.str();
-}
-
 std::string source_name(const sampler_state& st, int64_t w) {
   return (st.cfg.respawn ? "DataLoader worker " : "DataLoader source ") + std::to_string(w);
 }
 
 void push(sampler_pointer self, delivery d) {
   auto& st = self->state;
-  if (!d.error.empty()) st.failed = true; // the run ends with the first error the consumer sees
+  if (!d.error.empty())
+    st.failed = true; // the run ends with the first error the consumer sees
   if (st.plan.sink)
     self->send(st.plan.sink, batch_atom::value, std::move(d));
   else
@@ -103,7 +96,8 @@ void deliver(sampler_pointer self, int64_t seq, data::sample data, std::string e
       st.ready.erase(st.ready.begin());
       ++st.next_deliver;
       ++st.delivered;
-      if (err) break;
+      if (err)
+        break;
     }
   }
   if (!st.failed && st.delivered == st.plan.batches.size()) {
@@ -138,9 +132,11 @@ void dispatch(sampler_pointer self, int64_t seq, int64_t w, int attempt) {
       .then(
           [self, gen, seq, w, attempt](loaded_batch& b) {
             auto& st = self->state;
-            if (gen != st.plan.generation || !st.active || st.failed) return;
+            if (gen != st.plan.generation || !st.active || st.failed)
+              return;
             auto it = st.outstanding.find(seq);
-            if (it == st.outstanding.end() || it->second.attempt != attempt) return;
+            if (it == st.outstanding.end() || it->second.attempt != attempt)
+              return;
             st.outstanding.erase(it);
             --st.load[size_t(w)];
             if (b.error.empty()) {
@@ -148,15 +144,16 @@ void dispatch(sampler_pointer self, int64_t seq, int64_t w, int attempt) {
               try {
                 if (!b.collated) {
                   auto samples = std::move(b.data.as_tuple());
-                  b.data = st.cfg.collate ? st.cfg.collate(std::move(samples))
-                                          : data::default_collate(std::move(samples),
-                                                                  st.cfg.pool.get());
+                  b.data = st.cfg.collate
+                               ? st.cfg.collate(std::move(samples))
+                               : data::default_collate(std::move(samples), st.cfg.pool.get());
                   b.pinned = st.cfg.pin_memory && !st.cfg.collate;
                 }
-                if (st.cfg.pin_memory && !b.pinned) b.data = data::pin_memory(b.data, *st.cfg.pool);
+                if (st.cfg.pin_memory && !b.pinned)
+                  b.data = data::pin_memory(b.data, *st.cfg.pool);
               } catch (const std::exception& e) {
-                b.error = "DataLoader failed to collate batch " + std::to_string(seq) +
-                          " from " + source_name(st, w) + " (sample indices " +
+                b.error = "DataLoader failed to collate batch " + std::to_string(seq) + " from " +
+                          source_name(st, w) + " (sample indices " +
                           indices_str(st.plan.batches[st.position.at(seq)].second) +
                           "): " + e.what();
               }
@@ -166,9 +163,11 @@ void dispatch(sampler_pointer self, int64_t seq, int64_t w, int attempt) {
           },
           [self, gen, seq, w, attempt](caf::error& err) {
             auto& st = self->state;
-            if (gen != st.plan.generation || !st.active || st.failed) return;
+            if (gen != st.plan.generation || !st.active || st.failed)
+              return;
             auto it = st.outstanding.find(seq);
-            if (it == st.outstanding.end() || it->second.attempt != attempt) return;
+            if (it == st.outstanding.end() || it->second.attempt != attempt)
+              return;
             if (err == caf::sec::request_timeout) {
               std::ostringstream os;
               os << "DataLoader timed out after " << st.cfg.timeout_s << " seconds waiting for "
@@ -187,7 +186,8 @@ void pump(sampler_pointer self) {
     // The least busy source; ties go to the lowest id.
     size_t w = 0;
     for (size_t i = 1; i < st.load.size(); ++i)
-      if (st.load[i] < st.load[w]) w = i;
+      if (st.load[i] < st.load[w])
+        w = i;
     const int64_t seq = st.plan.batches[st.next_emit].first;
     ++st.next_emit;
     --st.credit;
@@ -209,10 +209,12 @@ void replace_source(sampler_pointer self, int64_t w, const caf::error& reason) {
   st.sources[size_t(w)] = st.cfg.respawn(w);
   self->link_to(st.sources[size_t(w)]);
   st.load[size_t(w)] = 0;
-  if (!st.active || st.failed) return;
+  if (!st.active || st.failed)
+    return;
   std::vector<std::pair<int64_t, int>> reissue;
   for (const auto& [seq, task] : st.outstanding)
-    if (task.worker == w) reissue.emplace_back(seq, task.attempt + 1);
+    if (task.worker == w)
+      reissue.emplace_back(seq, task.attempt + 1);
   for (const auto& [seq, attempt] : reissue) {
     if (attempt >= st.cfg.max_attempts) {
       deliver(self, seq, {},
@@ -246,14 +248,16 @@ caf::behavior sampler_actor(sampler_pointer self, sampler_config cfg) {
         return;
       }
     // A worker replaced already (its request failed first): nothing left to do.
-    if (std::find(st.retired.begin(), st.retired.end(), msg.source) != st.retired.end()) return;
+    if (std::find(st.retired.begin(), st.retired.end(), msg.source) != st.retired.end())
+      return;
     // From the loader (or anyone else): stop, and take the linked workers along.
     self->quit(msg.reason ? msg.reason : caf::error(caf::exit_reason::user_shutdown));
   });
   self->set_down_handler([self](caf::down_msg& msg) {
     auto& st = self->state;
     for (size_t w = 0; w < st.sources.size(); ++w)
-      if (msg.source == st.sources[w].address()) replace_source(self, int64_t(w), msg.reason);
+      if (msg.source == st.sources[w].address())
+        replace_source(self, int64_t(w), msg.reason);
   });
   return {
       [self](epoch_atom, epoch_plan& plan) {
@@ -266,7 +270,8 @@ caf::behavior sampler_actor(sampler_pointer self, sampler_config cfg) {
         st.outstanding.clear();
         st.ready.clear();
         st.position.clear();
-        for (size_t i = 0; i < st.plan.batches.size(); ++i) st.position[st.plan.batches[i].first] = i;
+        for (size_t i = 0; i < st.plan.batches.size(); ++i)
+          st.position[st.plan.batches[i].first] = i;
         st.next_deliver = 0;
         st.delivered = 0;
         std::fill(st.load.begin(), st.load.end(), 0);
@@ -282,7 +287,8 @@ caf::behavior sampler_actor(sampler_pointer self, sampler_config cfg) {
       },
       [self](credit_atom, uint64_t generation) {
         auto& st = self->state;
-        if (generation != st.plan.generation) return;
+        if (generation != st.plan.generation)
+          return;
         ++st.credit;
         pump(self);
       },
