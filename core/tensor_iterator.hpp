@@ -17,7 +17,10 @@ kernels::strided_loop<N> make_loop(const tensor& out, std::array<const tensor*, 
 /// Strides of `t` when viewed as broadcast to `shape` (0 on new or size-1 broadcast dims).
 shape_t broadcast_strides(const tensor& t, const shape_t& shape);
 
-/// Throws naming `op` when `out` has a broadcast (stride 0) dim: writing it would race.
+/// Every in-place write calls this first: throws naming `op` when `out` has a broadcast
+/// (stride 0) dim (writing it would race) or is a tensor autograd tracks (see
+/// autograd::check_in_place), then bumps out's storage version so that tensors saved for
+/// backward notice the write.
 void check_writable(const tensor& out, const char* op);
 /// `in`, or a copy of it when it overlaps `out` through a different layout (an in-place op
 /// would otherwise read elements it has already written).

@@ -9,8 +9,9 @@ for preset in "${presets[@]}"; do
   echo "== ${preset}: configure, build, test"
   # TSan needs a TSan-instrumented CAF (Debian's is not): built once, cached outside the tree.
   if [ "$preset" = tsan ]; then bash scripts/build-tsan-caf.sh; fi
-  cmake --preset "$preset" > "build-${preset}.configure.log" 2>&1 ||
-    { cat "build-${preset}.configure.log"; exit 1; }
+  mkdir -p build
+  cmake --preset "$preset" > "build/${preset}.configure.log" 2>&1 ||
+    { cat "build/${preset}.configure.log"; exit 1; }
   cmake --build --preset "$preset"
   ctest --preset "$preset"
 done

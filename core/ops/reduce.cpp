@@ -3,15 +3,14 @@
 // Note [Reduction layouts]) and allocates a contiguous result of the reduced shape.
 #include "core/ops/reduce.hpp"
 
-#include "core/autograd/grad_mode.hpp"
-#include "core/autograd/node.hpp"
-#include "core/ops/elementwise.hpp"
-#include "core/ops/index.hpp"
-
 #include <algorithm>
 #include <optional>
 
+#include "core/autograd/grad_mode.hpp"
+#include "core/autograd/node.hpp"
+#include "core/ops/elementwise.hpp"
 #include "core/ops/factory.hpp"
+#include "core/ops/index.hpp"
 #include "core/tensor_iterator.hpp"
 #include "kernels/cpu/reduce.hpp"
 
@@ -125,8 +124,8 @@ tensor reduce_forward(kc::reduce_op op, const char* name, const tensor& t, const
 }
 
 // max/min (values and indices) and argmax/argmin, over `dim` or, when absent, all elements.
-values_indices arg_reduce_forward(bool is_max, bool want_values, const char* name,
-                                  const tensor& t, std::optional<int64_t> dim, bool keepdim) {
+values_indices arg_reduce_forward(bool is_max, bool want_values, const char* name, const tensor& t,
+                                  std::optional<int64_t> dim, bool keepdim) {
   check_defined(name, {&t});
   check_cpu(name, {&t});
   const reduction r = plan_reduction(t, dim ? shape_t{*dim} : shape_t{}, keepdim, name);
@@ -204,29 +203,27 @@ tensor reduce(kc::reduce_op op, const char* name, const tensor& t, const shape_t
     break;
   case kc::reduce_op::amax:
   case kc::reduce_op::amin:
-    autograd::record(out, "AmaxAminBackward", {&t}, {t, out.detach()},
-                     [=](const auto& g, const auto& s) {
-                       // Ties share the gradient evenly.
-                       const tensor hit =
-                           eq(s[0], expand_back(s[1], in_shape, red, keepdim)).to(g[0].dtype());
-                       const tensor count = sum(hit, red, true);
-                       return std::vector<tensor>{
-                           expand_back(g[0], in_shape, red, keepdim) * hit / count};
-                     });
+    autograd::record(
+        out, "AmaxAminBackward", {&t}, {t, out.detach()}, [=](const auto& g, const auto& s) {
+          // Ties share the gradient evenly.
+          const tensor hit = eq(s[0], expand_back(s[1], in_shape, red, keepdim)).to(g[0].dtype());
+          const tensor count = sum(hit, red, true);
+          return std::vector<tensor>{expand_back(g[0], in_shape, red, keepdim) * hit / count};
+        });
     break;
   case kc::reduce_op::var:
   case kc::reduce_op::std: {
     const bool is_std = op == kc::reduce_op::std;
-    autograd::record(
-        out, is_std ? "StdBackward" : "VarBackward", {&t}, {t, out.detach()},
-        [=](const auto& g, const auto& s) {
-          const tensor centered = s[0] - mean(s[0], red, true);
-          const double denom = double(std::max<int64_t>(n - correction, 0));
-          tensor grad = expand_back(g[0], in_shape, red, keepdim) * centered;
-          if (is_std)
-            return std::vector<tensor>{grad / (expand_back(s[1], in_shape, red, keepdim) * denom)};
-          return std::vector<tensor>{grad * (2.0 / denom)};
-        });
+    autograd::record(out, is_std ? "StdBackward" : "VarBackward", {&t}, {t, out.detach()},
+                     [=](const auto& g, const auto& s) {
+                       const tensor centered = s[0] - mean(s[0], red, true);
+                       const double denom = double(std::max<int64_t>(n - correction, 0));
+                       tensor grad = expand_back(g[0], in_shape, red, keepdim) * centered;
+                       if (is_std)
+                         return std::vector<tensor>{
+                             grad / (expand_back(s[1], in_shape, red, keepdim) * denom)};
+                       return std::vector<tensor>{grad * (2.0 / denom)};
+                     });
     break;
   }
   default: break;
