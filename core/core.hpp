@@ -8,6 +8,7 @@
 #include "core/ops/factory.hpp"
 #include "core/ops/index.hpp"
 #include "core/ops/linalg.hpp"
+#include "core/ops/quantize.hpp"
 #include "core/ops/reduce.hpp"
 #include "core/ops/shape_ops.hpp"
 #include "core/ops/softmax.hpp"
