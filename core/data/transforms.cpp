@@ -1,0 +1,258 @@
+// Per-sample transforms (torchvision.transforms' semantics). Crops copy the kept window into a
+// fresh tensor pre-filled with the padding value, so padding never materialises a padded image;
+// normalize and hflip loop over contiguous memory. Randomness comes from batch_generator(),
+// one Philox block per draw. See Note [Batch randomness] in worker_info.hpp.
+#include "core/data/transforms.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "core/data/worker_info.hpp"
+#include "core/ops/factory.hpp"
+#include "core/ops/shape_ops.hpp"
+#include "core/tensor_iterator.hpp"
+
+namespace actorch::data::transforms {
+
+namespace {
+
+// 64 random bits: one Philox block of the batch's generator.
+uint64_t draw_bits() {
+  const generator::state s = batch_generator().reserve(1);
+  const auto v = generator::philox(s.seed, s.offset);
+  return uint64_t(v[0]) << 32 | v[1];
+}
+// Uniform in [0, n) (the modulo bias, n / 2^64, is far below anything observable).
+int64_t draw_index(int64_t n) { return int64_t(draw_bits() % uint64_t(n)); }
+// Uniform in [0, 1), 53 bits.
+double draw_unit() { return double(draw_bits() >> 11) * 0x1.0p-53; }
+
+void check_image(const char* op, const tensor& t, int64_t min_dim) {
+  check_defined(op, {&t});
+  check_cpu(op, {&t});
+  ACTORCH_CHECK(t.dim() >= min_dim, op, ": expected an image with at least ", min_dim,
+                " dims but got ", t.dim(), " (shape ", shape_str(t.sizes()), ")");
+}
+
+// The window [top, top + h) x [left, left + w) of the last two dims of t, where rows and
+// columns outside t read as `fill` (the padding of random_crop and center_crop).
+tensor crop_window(const tensor& t, int64_t top, int64_t left, int64_t h, int64_t w, double fill) {
+  const int64_t H = t.size(-2), W = t.size(-1);
+  if (top >= 0 && left >= 0 && top + h <= H && left + w <= W)
+    return t.narrow(-2, top, h).narrow(-1, left, w);
+  shape_t out_shape = t.sizes();
+  out_shape[out_shape.size() - 2] = h;
+  out_shape[out_shape.size() - 1] = w;
+  tensor out = full(out_shape, fill, {.dtype = t.dtype()});
+  // The overlap, in source rows [r0, r1) and columns [c0, c1).
+  const int64_t r0 = std::max<int64_t>(top, 0), r1 = std::min(top + h, H);
+  const int64_t c0 = std::max<int64_t>(left, 0), c1 = std::min(left + w, W);
+  if (r0 < r1 && c0 < c1)
+    out.narrow(-2, r0 - top, r1 - r0)
+        .narrow(-1, c0 - left, c1 - c0)
+        .copy_(t.narrow(-2, r0, r1 - r0).narrow(-1, c0, c1 - c0));
+  return out;
+}
+
+std::string sizes_str(int64_t h, int64_t w) {
+  std::ostringstream os;
+  os << '(' << h << ", " << w << ')';
+  return os.str();
+}
+
+} // namespace
+
+transform compose(std::vector<transform> transforms) {
+  for (size_t i = 0; i < transforms.size(); ++i)
+    ACTORCH_CHECK(transforms[i] != nullptr, "compose: transform ", i, " is empty");
+  return [ts = std::move(transforms)](const tensor& x) {
+    tensor y = x;
+    for (const auto& t : ts)
+      y = t(y);
+    return y;
+  };
+}
+
+tensor to_tensor(const tensor& image) {
+  const char* op = "to_tensor";
+  check_defined(op, {&image});
+  ACTORCH_CHECK(image.dim() == 2 || image.dim() == 3, op,
+                ": expected an image (H, W) or (H, W, C) but got shape ",
+                shape_str(image.sizes()));
+  const tensor hwc = image.dim() == 2 ? image.unsqueeze(2) : image;
+  const tensor chw = hwc.permute({2, 0, 1});
+  if (image.dtype() != dtype::uint8)
+    return chw.contiguous();
+  tensor out = empty(chw.sizes(), {.dtype = dtype::float32});
+  const tensor src = chw.contiguous();
+  const uint8_t* s = src.data_ptr<uint8_t>();
+  float* d = out.data_ptr<float>();
+  for (int64_t i = 0, n = out.numel(); i < n; ++i)
+    d[i] = float(s[i]) / 255.0f;
+  return out;
+}
+
+transform to_tensor() {
+  return [](const tensor& x) { return to_tensor(x); };
+}
+
+tensor normalize(const tensor& image, const std::vector<double>& mean,
+                 const std::vector<double>& std) {
+  const char* op = "normalize";
+  check_image(op, image, 3);
+  ACTORCH_CHECK(image.is_floating_point(), op, ": expected a floating image but got ",
+                dtype_name(image.dtype()), " (apply to_tensor first)");
+  const int64_t C = image.size(-3);
+  for (const auto* v : {&mean, &std})
+    ACTORCH_CHECK(v->size() == 1 || int64_t(v->size()) == C, op, ": ",
+                  v == &mean ? "mean" : "std", " has ", v->size(),
+                  " values but the image has ", C, " channels (shape ",
+                  shape_str(image.sizes()), ")");
+  for (size_t c = 0; c < std.size(); ++c)
+    ACTORCH_CHECK(std[c] != 0, op, ": std[", c, "] is 0 (division by zero)");
+  const tensor in = image.contiguous();
+  tensor out = empty(in.sizes(), {.dtype = in.dtype()});
+  const int64_t plane = in.size(-1) * in.size(-2);
+  const int64_t outer = C == 0 || plane == 0 ? 0 : in.numel() / (C * plane);
+  dispatch(in.dtype(), [&]<class T>() {
+    if constexpr (is_floating_v<T>) {
+      using V = compute_t<T>;
+      const T* s = in.data_ptr<T>();
+      T* d = out.data_ptr<T>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t c = 0; c < C; ++c) {
+          const V m = V(mean[mean.size() == 1 ? 0 : size_t(c)]);
+          const V sd = V(std[std.size() == 1 ? 0 : size_t(c)]);
+          const int64_t base = (o * C + c) * plane;
+          for (int64_t i = 0; i < plane; ++i)
+            d[base + i] = T((V(s[base + i]) - m) / sd);
+        }
+    }
+  });
+  return out;
+}
+
+transform normalize(std::vector<double> mean, std::vector<double> std) {
+  ACTORCH_CHECK(!mean.empty() && !std.empty(), "normalize: mean and std need at least one value");
+  for (size_t c = 0; c < std.size(); ++c)
+    ACTORCH_CHECK(std[c] != 0, "normalize: std[", c, "] is 0 (division by zero)");
+  return [mean = std::move(mean), std = std::move(std)](const tensor& x) {
+    return normalize(x, mean, std);
+  };
+}
+
+transform random_crop(crop_size size, random_crop_options opts) {
+  ACTORCH_CHECK(size.height > 0 && size.width > 0, "random_crop: size must be positive but got ",
+                sizes_str(size.height, size.width));
+  const auto& p = opts.padding;
+  ACTORCH_CHECK(p.size() == 0 || p.size() == 1 || p.size() == 2 || p.size() == 4,
+                "random_crop: padding takes 1, 2 or 4 values but got ", p.size());
+  for (const int64_t v : p)
+    ACTORCH_CHECK(v >= 0, "random_crop: padding must be >= 0 but got ", v);
+  // left, top, right, bottom.
+  int64_t pad[4] = {0, 0, 0, 0};
+  if (p.size() == 1)
+    pad[0] = pad[1] = pad[2] = pad[3] = p[0];
+  else if (p.size() == 2)
+    pad[0] = pad[2] = p[0], pad[1] = pad[3] = p[1];
+  else if (p.size() == 4)
+    for (int i = 0; i < 4; ++i)
+      pad[i] = p[size_t(i)];
+  return [size, opts, pad0 = pad[0], pad1 = pad[1], pad2 = pad[2],
+          pad3 = pad[3]](const tensor& x) {
+    check_image("random_crop", x, 2);
+    int64_t left = pad0, top = pad1, right = pad2, bottom = pad3;
+    int64_t H = x.size(-2) + top + bottom, W = x.size(-1) + left + right;
+    if (opts.pad_if_needed && H < size.height) {
+      const int64_t more = size.height - H;
+      top += more, bottom += more, H += 2 * more;
+    }
+    if (opts.pad_if_needed && W < size.width) {
+      const int64_t more = size.width - W;
+      left += more, right += more, W += 2 * more;
+    }
+    ACTORCH_CHECK(H >= size.height && W >= size.width, "random_crop: the crop ",
+                  sizes_str(size.height, size.width), " is larger than the padded image ",
+                  sizes_str(H, W), " (image shape ", shape_str(x.sizes()), ")");
+    int64_t i = 0, j = 0; // offsets in the padded image
+    if (H != size.height || W != size.width) {
+      i = draw_index(H - size.height + 1);
+      j = draw_index(W - size.width + 1);
+    }
+    return crop_window(x, i - top, j - left, size.height, size.width, opts.fill);
+  };
+}
+
+transform center_crop(crop_size size) {
+  ACTORCH_CHECK(size.height > 0 && size.width > 0, "center_crop: size must be positive but got ",
+                sizes_str(size.height, size.width));
+  return [size](const tensor& x) {
+    check_image("center_crop", x, 2);
+    const int64_t H = x.size(-2), W = x.size(-1);
+    // torchvision pads a smaller image by (diff // 2) before and (diff + 1) // 2 after, then
+    // takes round((H - h) / 2) (Python's round: half to even) as the top offset.
+    const int64_t pad_top = H < size.height ? (size.height - H) / 2 : 0;
+    const int64_t pad_left = W < size.width ? (size.width - W) / 2 : 0;
+    const int64_t PH = std::max(H, size.height), PW = std::max(W, size.width);
+    const int64_t top = int64_t(std::nearbyint(double(PH - size.height) / 2.0));
+    const int64_t left = int64_t(std::nearbyint(double(PW - size.width) / 2.0));
+    return crop_window(x, top - pad_top, left - pad_left, size.height, size.width, 0.0);
+  };
+}
+
+tensor hflip(const tensor& image) {
+  check_image("hflip", image, 1);
+  const tensor in = image.contiguous();
+  tensor out = empty(in.sizes(), {.dtype = in.dtype()});
+  const int64_t W = in.size(-1);
+  const int64_t rows = W == 0 ? 0 : in.numel() / W;
+  dispatch(in.dtype(), [&]<class T>() {
+    const T* s = in.data_ptr<T>();
+    T* d = out.data_ptr<T>();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < W; ++c)
+        d[r * W + c] = s[r * W + (W - 1 - c)];
+  });
+  return out;
+}
+
+transform random_horizontal_flip(double p) {
+  ACTORCH_CHECK(p >= 0 && p <= 1, "random_horizontal_flip: p must be in [0, 1] but got ", p);
+  return [p](const tensor& x) {
+    // One draw per call whatever p is, as torchvision's torch.rand(1) < p.
+    return draw_unit() < p ? hflip(x) : x;
+  };
+}
+
+transform lambda_(std::function<tensor(const tensor&)> fn) {
+  ACTORCH_CHECK(fn != nullptr, "lambda_: the function is empty");
+  return fn;
+}
+
+transformed_dataset::transformed_dataset(dataset_ptr dataset, transforms::transform image_transform,
+                                         transforms::transform target_transform)
+    : dataset_(std::move(dataset)), transform_(std::move(image_transform)),
+      target_transform_(std::move(target_transform)) {
+  ACTORCH_CHECK(dataset_ != nullptr, "transformed_dataset: the dataset is null");
+  ACTORCH_CHECK(transform_ || target_transform_,
+                "transformed_dataset: give a transform, a target_transform or both");
+}
+
+sample transformed_dataset::get(int64_t index) const {
+  sample s = dataset_->get(index);
+  if (s.is_tensor())
+    return transform_ ? sample(transform_(s.as_tensor())) : s;
+  ACTORCH_CHECK(s.is_tuple() && s.size() >= 1, "transformed_dataset: sample ", index,
+                " is neither a tensor nor an (image, target, ...) tuple: ", s.str());
+  sample::tuple& items = s.as_tuple();
+  if (transform_)
+    items[0] = transform_(items[0].as_tensor());
+  if (target_transform_) {
+    ACTORCH_CHECK(items.size() >= 2, "transformed_dataset: sample ", index,
+                  " has no target for target_transform: ", s.str());
+    items[1] = target_transform_(items[1].as_tensor());
+  }
+  return s;
+}
+
+} // namespace actorch::data::transforms
