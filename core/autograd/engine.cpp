@@ -23,6 +23,9 @@ namespace actorch::autograd {
 
 namespace {
 
+// Callbacks queued by the backward running on this thread; null outside backward.
+thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
+
 struct later_first {
   bool operator()(const node* a, const node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
@@ -45,6 +48,14 @@ void backward(const std::vector<tensor>& roots, const std::vector<tensor>& grads
   ACTORCH_CHECK(roots.size() == grads.size(), "backward: got ", roots.size(), " tensors but ",
                 grads.size(), " gradients");
   no_grad guard; // backward itself records nothing (no create_graph)
+  // Callbacks queued while this call runs its nodes; dropped if a node throws.
+  std::vector<std::function<void()>> callbacks;
+  auto* const outer_callbacks = current_callbacks;
+  current_callbacks = &callbacks;
+  struct restore {
+    std::vector<std::function<void()>>* prev;
+    ~restore() { current_callbacks = prev; }
+  } restore_callbacks{outer_callbacks};
 
   // Root edges and their seed gradients. A leaf root's edge is its accumulate_grad node, so
   // it accumulates (and fires its hooks) like any other leaf.
@@ -130,6 +141,19 @@ void backward(const std::vector<tensor>& roots, const std::vector<tensor>& grads
         ready.push(e.fn.get());
     }
   }
+
+  // 4. Final callbacks; one may queue another.
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    auto fn = std::move(callbacks[i]);
+    fn();
+  }
+}
+
+void queue_callback(std::function<void()> fn) {
+  ACTORCH_CHECK(current_callbacks != nullptr,
+                "queue_callback: called outside a backward pass (no engine is running on this "
+                "thread)");
+  current_callbacks->push_back(std::move(fn));
 }
 
 } // namespace actorch::autograd

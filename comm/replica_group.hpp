@@ -1,0 +1,80 @@
+// The replicas of a data-parallel job as the gradient reducer and SyncBatchNorm see them: a
+// global rank, a size, and an all-reduce across every replica. Two levels can sit behind it
+// (docs/architecture.md, "One gradient, end to end"): the trainer threads of one process sum
+// their tensors in shared memory (local_replicas), and one process-group all_reduce per
+// process crosses processes (a process_exchange, which the comm actor implements).
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+
+#include "comm/process_group.hpp"
+
+namespace actorch::dist {
+
+class replica_group {
+public:
+  virtual ~replica_group() = default;
+  /// This replica's global rank: process rank x replicas per process + local index.
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Reduces `t` over every replica (sum, avg, min or max). Every replica issues its
+  /// collectives in the same order. Once the work completes, result()[0] holds the reduction:
+  /// it may be `t` itself or a tensor the replicas of this process share, so read it and never
+  /// write it; `t`'s own contents are unspecified afterwards.
+  virtual work all_reduce(const tensor& t, reduce_op op) = 0;
+};
+
+/// One replica per process: the collectives of `pg` (DistributedDataParallel as torch runs it).
+std::shared_ptr<replica_group> process_replicas(std::shared_ptr<process_group> pg);
+
+/// Rank 0's `t` on every replica (written into `t`), through one all_reduce; blocks.
+void broadcast_from_rank0(replica_group& g, tensor& t);
+
+/// Every replica's `row` (int64, 1-D, lengths may differ), as a [size, max length] tensor
+/// padded with `pad`, through all_reduce; blocks.
+tensor all_gather_rows(replica_group& g, const tensor& row, int64_t pad);
+
+/// The cross-process step of local_replicas.
+class process_exchange {
+public:
+  virtual ~process_exchange() = default;
+  virtual int process_rank() const = 0;
+  virtual int num_processes() const = 0;
+  /// `sum` is the reduction over this process's replicas of its collective number `seq`
+  /// (0, 1, ... on every process). Reduce it in place across processes with `op`, starting the
+  /// collectives in seq order, then call done(nullptr), or done(error) when it failed. Called
+  /// from the replicas' threads, seqs possibly out of order.
+  virtual void submit(uint64_t seq, tensor sum, reduce_op op,
+                      std::function<void(std::exception_ptr)> done) = 0;
+};
+
+/// N replicas in this process, one per trainer thread, over a process_exchange. Each replica's
+/// n-th collective meets the others' n-th: the first to arrive lends its tensor as the sum, the
+/// others add theirs into it on their own threads (no copies through sockets), and the last
+/// hands the sum to the exchange.
+class local_replicas {
+public:
+  /// @pre every process of the job has the same `num_local`.
+  local_replicas(int num_local, std::shared_ptr<process_exchange> exchange);
+  ~local_replicas();
+  local_replicas(const local_replicas&) = delete;
+  local_replicas& operator=(const local_replicas&) = delete;
+
+  int num_local() const;
+  /// Replica `i`'s handle (global rank = process rank x num_local + i). Each handle is used by
+  /// one thread at a time.
+  std::shared_ptr<replica_group> replica(int i);
+  /// Fails every pending and future collective with `e`: when a replica dies, the others get
+  /// its error instead of waiting for it forever.
+  void abort(std::exception_ptr e);
+
+  struct state; // shared with the replica handles (replica_group.cpp)
+
+private:
+  std::shared_ptr<state> state_;
+};
+
+} // namespace actorch::dist

@@ -1,0 +1,24 @@
+// A training checkpoint in one safetensors file: the model's state dict ("model.*"), the
+// optimizer's ("optim.*", its scalar state as "optim.*" metadata) and the caller's own
+// metadata (epoch, step, loader position). Saved atomically (tmp, fsync, rename), so a crash
+// mid-save leaves the previous checkpoint whole.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "core/nn/module.hpp"
+#include "core/optim/optimizer.hpp"
+
+namespace actorch {
+
+void save_checkpoint(const std::string& path, const nn::module& model,
+                     const optim::optimizer& opt,
+                     const std::map<std::string, std::string>& metadata);
+
+/// Loads into `model` and `opt` (every check before any write: a bad file leaves them as they
+/// were) and returns the caller's metadata. Errors name the file and the key.
+std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::module& model,
+                                                   optim::optimizer& opt);
+
+} // namespace actorch

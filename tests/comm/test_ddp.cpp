@@ -1,0 +1,298 @@
+// distributed_data_parallel and its reducer over process groups (ranks as threads): bucket
+// assignment, averaged gradients against gradients computed here without DDP, bucket order and
+// overlap with backward, no_sync, unused parameters, and construction errors.
+#include <catch2/catch.hpp>
+
+#include <mutex>
+
+#include "comm/distributed_data_parallel.hpp"
+#include "core/core.hpp"
+#include "core/nn/functional.hpp"
+#include "core/nn/layers.hpp"
+#include "tests/comm/ranks.hpp"
+#include "tests/core/values.hpp"
+
+using namespace actorch;
+using namespace actorch::dist;
+using actorch::test::error_of;
+using actorch::test::on_ranks;
+using actorch::test::values_of;
+
+namespace {
+
+std::shared_ptr<nn::sequential> mlp(uint64_t seed, int64_t in = 6, int64_t hidden = 5) {
+  generator g(seed);
+  return std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{
+      std::make_shared<nn::linear>(in, hidden, true, &g), std::make_shared<nn::relu>(),
+      std::make_shared<nn::linear>(hidden, 3, true, &g)});
+}
+
+// Rank r's batch: 4 samples that differ by rank.
+std::pair<tensor, tensor> batch_of(int r, int64_t in = 6) {
+  generator g(100 + uint64_t(r));
+  return {randn({4, in}, {}, &g), randint(0, 3, {4}, {}, &g)};
+}
+
+std::vector<std::vector<double>> grads_of(const nn::module& m) {
+  std::vector<std::vector<double>> out;
+  for (const tensor& p : m.parameters())
+    out.push_back(p.grad().defined() ? values_of(p.grad()) : std::vector<double>{});
+  return out;
+}
+
+// The gradients DDP should produce: the mean over ranks of each rank's own gradient, computed
+// on one thread from the same initial model (rank 0's) with no DDP involved.
+std::vector<std::vector<double>> expected_average(int world) {
+  std::vector<std::vector<double>> sum;
+  for (int r = 0; r < world; ++r) {
+    auto m = mlp(0);
+    auto [x, y] = batch_of(r);
+    nn::functional::cross_entropy((*m)(x), y).backward();
+    const auto g = grads_of(*m);
+    if (sum.empty())
+      sum.assign(g.size(), {});
+    for (size_t i = 0; i < g.size(); ++i) {
+      sum[i].resize(g[i].size(), 0.0);
+      for (size_t k = 0; k < g[i].size(); ++k)
+        sum[i][k] += g[i][k] / world;
+    }
+  }
+  return sum;
+}
+
+void require_close(const std::vector<std::vector<double>>& a,
+                   const std::vector<std::vector<double>>& b, double tol = 1e-6) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(a[i].size() == b[i].size());
+    for (size_t k = 0; k < a[i].size(); ++k)
+      REQUIRE(a[i][k] == Approx(b[i][k]).margin(tol));
+  }
+}
+
+} // namespace
+
+TEST_CASE("bucket assignment: reverse order, a small first bucket, one bucket set per dtype") {
+  // float32 sizes in elements; 1 KiB = 256 floats.
+  std::vector<tensor> p{zeros({300}), zeros({10}), zeros({200}), zeros({600}), zeros({50}),
+                        zeros({100}, {.dtype = dtype::float64})};
+  // Order 5 4 3 2 1 0; caps: first 1 KiB, then 2 KiB.
+  const auto b = compute_bucket_assignment(p, {5, 4, 3, 2, 1, 0}, 1024, 2048);
+  // float32: 4 (200 B) + 3 (2400 B) closes the first bucket (>= 1 KiB); 2 (800 B) + 1 (40 B) +
+  // 0 (1200 B) = 2040 B stays open until the end. float64: 5 (800 B) stays open.
+  REQUIRE(b == std::vector<std::vector<size_t>>{{4, 3}, {2, 1, 0}, {5}});
+  REQUIRE(error_of([&] { compute_bucket_assignment(p, {6}, 1, 1); }).find("index 6") !=
+          std::string::npos);
+}
+
+TEST_CASE("DDP over a Gloo group averages the replicas' gradients") {
+  const auto want = expected_average(3);
+  const auto got = on_ranks<std::vector<std::vector<double>>>(3, [](int r, process_group_gloo& pg) {
+    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    // Different initial values per rank: construction broadcasts rank 0's.
+    distributed_data_parallel ddp(mlp(uint64_t(r)), group);
+    auto [x, y] = batch_of(r);
+    nn::functional::cross_entropy(ddp(x), y).backward();
+    return grads_of(ddp.module());
+  });
+  for (const auto& g : got)
+    require_close(g, want);
+}
+
+TEST_CASE("DDP: buckets launch in index order and the first is reduced before backward ends") {
+  struct seen {
+    std::vector<size_t> ready;
+    std::chrono::steady_clock::time_point ready_time0;
+    std::vector<bucket_event> reduced;
+    std::chrono::steady_clock::time_point last_hook;
+    size_t buckets = 0;
+  };
+  const auto results = on_ranks<seen>(2, [](int r, process_group_gloo& pg) {
+    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    // A large first layer: its weight gradient (the last to be ready, a [512 x 512] x
+    // [512 x 4096] GEMM, tens of ms) takes far longer than exchanging the first bucket (the
+    // last two layers, about 1 MiB), even under TSan, which slows the exchange but not BLAS.
+    generator g(1);
+    auto m = std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{
+        std::make_shared<nn::linear>(4096, 512, true, &g), std::make_shared<nn::relu>(),
+        std::make_shared<nn::linear>(512, 512, true, &g), std::make_shared<nn::relu>(),
+        std::make_shared<nn::linear>(512, 10, true, &g)});
+    distributed_data_parallel ddp(m, group, {.bucket_cap_mb = 1});
+    seen s;
+    std::mutex mu;
+    ddp.reducer().set_observer([&](const bucket_event& e) {
+      std::lock_guard lock(mu);
+      if (e.kind == bucket_event::ready) {
+        if (e.bucket == 0)
+          s.ready_time0 = e.time;
+        s.ready.push_back(e.bucket);
+      }
+      else
+        s.reduced.push_back(e);
+    });
+    // The first layer's weight is the last gradient backward produces.
+    m->parameters().front().register_post_accumulate_grad_hook(
+        [&](const tensor&) { s.last_hook = std::chrono::steady_clock::now(); });
+    generator dg(10 + uint64_t(r));
+    const tensor x = randn({512, 4096}, {}, &dg);
+    const tensor y = randint(0, 10, {512}, {}, &dg);
+    nn::functional::cross_entropy(ddp(x), y).backward();
+    s.buckets = ddp.reducer().buckets().size();
+    return s;
+  });
+  for (const seen& s : results) {
+    REQUIRE(s.buckets >= 2);
+    REQUIRE(s.ready.size() == s.buckets);
+    for (size_t b = 0; b < s.ready.size(); ++b)
+      REQUIRE(s.ready[b] == b);
+    REQUIRE(s.reduced.size() == s.buckets);
+  }
+  // Overlap, seen from the rank whose part of bucket 0 came last (the other may run ahead by
+  // a scheduling quantum on a loaded machine): right after its hook completed the bucket, the
+  // exchange ran while its backward went on computing the first layer's weight gradient.
+  const seen& late = results[0].ready_time0 > results[1].ready_time0 ? results[0] : results[1];
+  const auto first = std::find_if(late.reduced.begin(), late.reduced.end(),
+                                  [](const bucket_event& e) { return e.bucket == 0; });
+  REQUIRE(first != late.reduced.end());
+  INFO(("bucket 0 reduced " +
+        std::to_string(
+            std::chrono::duration<double, std::micro>(late.last_hook - first->time).count()) +
+        " us before the last hook"));
+  CHECK(first->time < late.last_hook);
+}
+
+TEST_CASE("DDP: buckets are rebuilt once, from rank 0's ready order, identically everywhere") {
+  const auto got = on_ranks<std::vector<std::vector<size_t>>>(2, [](int r, process_group_gloo& pg) {
+    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    distributed_data_parallel ddp(mlp(0, 64, 64), group,
+                                  {.bucket_cap_mb = 64.0 * 4 / (1024 * 1024)});
+    auto [x, y] = batch_of(r, 64);
+    for (int it = 0; it < 3; ++it) {
+      ddp.module().zero_grad();
+      nn::functional::cross_entropy(ddp(x), y).backward();
+      if (it == 0)
+        REQUIRE_FALSE(ddp.reducer().buckets_rebuilt());
+    }
+    REQUIRE(ddp.reducer().buckets_rebuilt());
+    return ddp.reducer().buckets();
+  });
+  REQUIRE(got[0] == got[1]);
+  size_t n = 0;
+  for (const auto& b : got[0])
+    n += b.size();
+  REQUIRE(n == 4);
+}
+
+TEST_CASE("DDP no_sync accumulates locally; the next synchronised backward averages the sums") {
+  const auto got = on_ranks<std::vector<std::vector<double>>>(2, [](int r, process_group_gloo& pg) {
+    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    distributed_data_parallel ddp(mlp(0), group);
+    auto [x, y] = batch_of(r);
+    {
+      auto guard = ddp.no_sync();
+      REQUIRE_FALSE(ddp.require_backward_grad_sync());
+      nn::functional::cross_entropy(ddp(x), y).backward();
+    }
+    REQUIRE(ddp.require_backward_grad_sync());
+    nn::functional::cross_entropy(ddp(x), y).backward();
+    return grads_of(ddp.module());
+  });
+  // Each rank accumulated twice its own gradient; the average of those is twice the average.
+  auto want = expected_average(2);
+  for (auto& g : want)
+    for (double& v : g)
+      v *= 2;
+  for (const auto& g : got)
+    require_close(g, want);
+}
+
+namespace {
+
+// Two heads; `use_b` decides whether head b takes part, and `c` is never used.
+class two_heads : public nn::module {
+public:
+  explicit two_heads(uint64_t seed) {
+    generator g(seed);
+    a_ = register_module("a", std::make_shared<nn::linear>(6, 3, true, &g));
+    b_ = register_module("b", std::make_shared<nn::linear>(6, 3, true, &g));
+    c_ = register_module("c", std::make_shared<nn::linear>(6, 3, true, &g));
+  }
+  tensor forward(const tensor& x) override { return use_b ? (*a_)(x).add((*b_)(x)) : (*a_)(x); }
+  bool use_b = true;
+
+private:
+  std::shared_ptr<nn::linear> a_, b_, c_;
+};
+
+} // namespace
+
+TEST_CASE("DDP: unused parameters are an error naming them, or count as ready with "
+          "find_unused_parameters") {
+  // Without the option: backward fails on every rank, naming c (and b where unused).
+  const auto errors = on_ranks<std::string>(2, [](int, process_group_gloo& pg) {
+    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    distributed_data_parallel ddp(std::make_shared<two_heads>(0), group);
+    auto [x, y] = batch_of(0);
+    return error_of([&] { nn::functional::cross_entropy(ddp(x), y).backward(); });
+  });
+  for (const auto& e : errors) {
+    REQUIRE(e.find("'c.weight', 'c.bias'") != std::string::npos);
+    REQUIRE(e.find("find_unused_parameters") != std::string::npos);
+  }
+
+  // With it: rank 1 does not use b; nobody uses c. No hang; b gets the average over ranks of
+  // (rank 0's gradient, 0); c's gradient stays undefined, as in torch.
+  struct result {
+    std::vector<double> a_w, b_w;
+    bool c_defined;
+  };
+  const auto got = on_ranks<result>(2, [](int r, process_group_gloo& pg) {
+    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    auto m = std::make_shared<two_heads>(0);
+    m->use_b = r == 0;
+    distributed_data_parallel ddp(m, group, {.find_unused_parameters = true});
+    for (int it = 0; it < 2; ++it) { // the second iteration runs on rebuilt buckets
+      ddp.module().zero_grad();
+      auto [x, y] = batch_of(r);
+      nn::functional::cross_entropy(ddp(x), y).backward();
+    }
+    const auto params = m->named_parameters();
+    return result{values_of(params[0].second.grad()), values_of(params[2].second.grad()),
+                  params[4].second.grad().defined()};
+  });
+  // The expected values, without DDP.
+  std::vector<double> a_sum, b0;
+  for (int r = 0; r < 2; ++r) {
+    auto m = std::make_shared<two_heads>(0);
+    m->use_b = r == 0;
+    auto [x, y] = batch_of(r);
+    nn::functional::cross_entropy((*m)(x), y).backward();
+    const auto params = m->named_parameters();
+    const auto a = values_of(params[0].second.grad());
+    a_sum.resize(a.size(), 0.0);
+    for (size_t k = 0; k < a.size(); ++k)
+      a_sum[k] += a[k] / 2;
+    if (r == 0)
+      b0 = values_of(params[2].second.grad());
+  }
+  for (const result& g : got) {
+    require_close({g.a_w}, {a_sum});
+    std::vector<double> half(b0.size());
+    for (size_t k = 0; k < b0.size(); ++k)
+      half[k] = b0[k] / 2;
+    require_close({g.b_w}, {half});
+    REQUIRE_FALSE(g.c_defined);
+  }
+}
+
+TEST_CASE("DDP: parameters that differ across ranks are an error on every rank naming them") {
+  const auto errors = on_ranks<std::string>(2, [](int r, process_group_gloo& pg) {
+    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    return error_of([&] { distributed_data_parallel ddp(mlp(0, 6, r == 0 ? 5 : 7), group); });
+  });
+  for (const auto& e : errors) {
+    REQUIRE(e.find("'0.weight' has shape [5, 6] (float32) on rank 0 but [7, 6] (float32) on "
+                   "rank 1") != std::string::npos);
+    REQUIRE(e.find("'2.weight'") != std::string::npos);
+  }
+}
