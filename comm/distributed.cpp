@@ -117,6 +117,8 @@ group make_group(const std::string& backend, std::shared_ptr<store> st, int rank
   }
   if (backend == "nccl")
     return make_process_group_nccl(std::move(st), rank, size, timeout, std::move(ranks));
+  if (backend == "mpi")
+    ACTORCH_FAIL("init_process_group: ", backend_unavailable_reason(backend));
   ACTORCH_FAIL("init_process_group: unknown backend '", backend, "' (expected gloo or nccl)");
 }
 
@@ -397,6 +399,26 @@ void monitored_barrier(const group& g, std::optional<milliseconds> timeout) {
     t = s.timeout;
   }
   pg->monitored_barrier(t).wait();
+}
+
+bool is_available() { return true; }
+bool is_gloo_available() { return true; }
+bool is_nccl_available() { return ACTORCH_HAVE_CUDA != 0; }
+bool is_mpi_available() { return false; }
+
+std::string backend_unavailable_reason(const std::string& backend) {
+  if (backend == "gloo")
+    return "";
+  if (backend == "nccl")
+    return is_nccl_available() ? ""
+                               : "the nccl backend is not available: this build has no CUDA "
+                                 "(configure with ACTORCH_ENABLE_CUDA=ON where nvcc is found)";
+  if (backend == "mpi")
+    return "the mpi backend is not available: actorch has no MPI backend (PyTorch builds it "
+           "only from source against an MPI library); use gloo for CPU tensors and nccl for "
+           "CUDA tensors, started with `actorch launch` (or mpirun: init reads "
+           "OMPI_COMM_WORLD_RANK / _SIZE)";
+  return "unknown backend '" + backend + "' (expected gloo or nccl)";
 }
 
 } // namespace actorch::dist

@@ -32,6 +32,19 @@ struct init_options {
   std::shared_ptr<dist::store> store = nullptr;
 };
 
+/// torch.distributed.is_available: this build has the distributed package (always true).
+bool is_available();
+/// The gloo backend is always built in.
+bool is_gloo_available();
+/// True in CUDA builds, which link NCCL (as PyTorch's, it says nothing about whether a GPU is
+/// present: init_process_group with "nccl" still needs one).
+bool is_nccl_available();
+/// Always false: actorch has no MPI backend (see backend_unavailable_reason("mpi")).
+bool is_mpi_available();
+/// Why `backend` cannot be used in this build, or "" when it can; init_process_group fails with
+/// this reason for such a backend.
+std::string backend_unavailable_reason(const std::string& backend);
+
 /// Joins the default group; blocks until every rank has, or throws actorch::error within the
 /// timeout (malformed URL, rank outside [0, world), a missing variable, no master).
 void init_process_group(const init_options& opts = {});

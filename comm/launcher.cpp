@@ -187,8 +187,13 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
       set_env("GROUP_RANK", std::to_string(o.node_rank));
       set_env("MASTER_ADDR", o.master_addr);
       set_env("MASTER_PORT", std::to_string(o.master_port));
+      // torch.distributed.launch puts --local_rank=N right after the script, before its
+      // arguments.
+      std::vector<std::string> args = o.command;
+      if (o.use_local_rank_arg)
+        args.insert(args.begin() + 1, "--local_rank=" + std::to_string(local));
       std::vector<char*> argv;
-      for (const auto& a : o.command)
+      for (const auto& a : args)
         argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
       ::execvp(argv[0], argv.data());

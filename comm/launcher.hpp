@@ -21,6 +21,10 @@ struct launch_options {
   int master_port = 29500;
   /// The program and its arguments.
   std::vector<std::string> command;
+  /// torch.distributed.launch's convention (its default before --use-env): each rank also
+  /// gets `--local_rank=N` as its first argument after the program, for programs that parse it
+  /// instead of reading LOCAL_RANK (which is set either way).
+  bool use_local_rank_arg = false;
   /// How long the others get to exit after SIGTERM (when one failed) before SIGKILL.
   std::chrono::milliseconds grace{3000};
 };

@@ -37,8 +37,10 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "comm/gloo_store.hpp"
+#include "comm/prefix_store.hpp"
 #include "comm/reduce_kernels.hpp"
 #include "comm/shm_allreduce.hpp"
+#include "comm/socket_ifname.hpp"
 #include "core/error.hpp"
 #include "core/ops/factory.hpp"
 #include "core/ops/shape_ops.hpp"
@@ -197,8 +199,9 @@ struct process_group_gloo::impl {
   process_group_gloo& pg;
   std::shared_ptr<store> st;
   options opts;
-  std::shared_ptr<gloo::transport::Device> device;
-  std::shared_ptr<gloo::rendezvous::Context> context;
+  // One device and full mesh per interface; see Note [Socket interfaces].
+  std::vector<std::shared_ptr<gloo::transport::Device>> devices;
+  std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;
   std::unique_ptr<shm_allreduce> shm; // all_reduce's path when every rank is on this host
 
   mutable std::mutex mu;
@@ -215,6 +218,11 @@ struct process_group_gloo::impl {
 
   impl(process_group_gloo& g, std::shared_ptr<store> s, options o)
       : pg(g), st(std::move(s)), opts(std::move(o)) {}
+
+  // The context of the n-th collective, or of a point-to-point op with tag n.
+  const std::shared_ptr<gloo::rendezvous::Context>& ctx(uint32_t n) const {
+    return contexts[n % contexts.size()];
+  }
 
   std::string peers() const {
     std::vector<int> others;
@@ -338,7 +346,7 @@ struct process_group_gloo::impl {
     }
     const size_t n = size_t(pg.size());
     std::vector<int64_t> all(kHeaderLen * n);
-    gloo::AllgatherOptions o(context);
+    gloo::AllgatherOptions o(ctx(seq));
     o.setInput(const_cast<int64_t*>(mine.v), kHeaderLen);
     o.setOutput(all.data(), all.size());
     o.setTag(4 * seq);
@@ -388,7 +396,7 @@ struct process_group_gloo::impl {
   // In-place all-reduce of a contiguous tensor over Gloo (AVG divides afterwards).
   void allreduce_flat(tensor& flat, reduce_op op, uint32_t seq) {
     dispatch(flat.dtype(), [&]<class T>() {
-      gloo::AllreduceOptions o(context);
+      gloo::AllreduceOptions o(ctx(seq));
       o.setOutput(flat.data_ptr<T>(), size_t(flat.numel()));
       o.setReduceFunction(pick_reduce<T>(op));
       tag(o, seq);
@@ -406,14 +414,43 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
   ACTORCH_CHECK(impl_->st != nullptr, "process_group_gloo: the store is null");
   ACTORCH_CHECK(rank >= 0, "process_group_gloo: rank ", rank, " is outside [0, ", size, ")");
   ACTORCH_CHECK(impl_->opts.timeout.count() > 0, "process_group_gloo: the timeout must be > 0");
-  try {
+  // Note [Socket interfaces]
+  // With interfaces (options::interfaces, else GLOO_SOCKET_IFNAME="eth0,eth1"), the group makes
+  // one Gloo TCP device per interface, each bound to that interface's address, and one full
+  // mesh (context) per device, rendezvousing under its own store prefix. The n-th collective
+  // runs on context n % k and a point-to-point op with tag t on context t % k (c10d's
+  // getContext(tag)): every rank picks the same context for the same op, and consecutive ops
+  // spread over the interfaces. Without interfaces, one device listens on options::hostname.
+  std::vector<gloo::transport::tcp::attr> attrs;
+  std::vector<std::string> ifnames = impl_->opts.interfaces;
+  for (const auto& name : ifnames)
+    parse_gloo_ifnames(name, "process_group_gloo: options::interfaces entry");
+  if (ifnames.empty())
+    ifnames = gloo_socket_ifnames();
+  for (const auto& name : ifnames) {
+    gloo::transport::tcp::attr attr;
+    attr.iface = name;
+    attr.ai_family = interface_family(name);
+    attrs.push_back(attr);
+  }
+  if (attrs.empty()) {
     gloo::transport::tcp::attr attr;
     attr.hostname = impl_->opts.hostname;
-    impl_->device = gloo::transport::tcp::CreateDevice(attr);
-    impl_->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    impl_->context->setTimeout(impl_->opts.timeout);
-    gloo_store adapter(impl_->st, impl_->opts.timeout);
-    impl_->context->connectFullMesh(adapter, impl_->device);
+    attrs.push_back(attr);
+  }
+  try {
+    for (size_t i = 0; i < attrs.size(); ++i) {
+      impl_->devices.push_back(gloo::transport::tcp::CreateDevice(attrs[i]));
+      auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+      context->setTimeout(impl_->opts.timeout);
+      // Device 0 keeps the keys a single-device group uses.
+      gloo_store adapter(i == 0 ? impl_->st
+                                : std::make_shared<prefix_store>("device" + std::to_string(i),
+                                                                 impl_->st),
+                         impl_->opts.timeout);
+      context->connectFullMesh(adapter, impl_->devices.back());
+      impl_->contexts.push_back(std::move(context));
+    }
     const char* shm_env = std::getenv("ACTORCH_GLOO_SHM");
     if (impl_->opts.shared_memory && !(shm_env && std::string(shm_env) == "0"))
       impl_->shm = shm_allreduce::connect(*impl_->st, rank, size, impl_->opts.timeout);
@@ -451,7 +488,7 @@ work process_group_gloo::broadcast(tensor& t, int root) {
   auto buf = std::make_shared<contiguous_buffer>(t);
   return impl_->enqueue("broadcast", [this, buf, root](uint32_t seq) {
     impl_->check_headers("broadcast", seq, make_header(op_kind::broadcast, &buf->flat, root, -1));
-    gloo::BroadcastOptions o(impl_->context);
+    gloo::BroadcastOptions o(impl_->ctx(seq));
     // In place: Gloo sends the root's output buffer. (Giving the root the same buffer as input
     // too makes Gloo memcpy it onto itself while its device thread sends it.)
     o.setOutput(static_cast<uint8_t*>(buf->flat.data_ptr()), buf->flat.nbytes());
@@ -485,7 +522,7 @@ work process_group_gloo::reduce(tensor& t, int root, reduce_op op) {
     // tensor keeps its value.
     tensor out = rank() == root ? buf->flat : buf->flat.clone();
     dispatch(out.dtype(), [&]<class T>() {
-      gloo::ReduceOptions o(impl_->context);
+      gloo::ReduceOptions o(impl_->ctx(seq));
       o.setOutput(out.data_ptr<T>(), size_t(out.numel()));
       o.setRoot(root);
       o.setReduceFunction(pick_reduce<T>(op));
@@ -513,7 +550,7 @@ work process_group_gloo::all_gather_into_tensor(tensor& output, const tensor& in
   return impl_->enqueue("all_gather_into_tensor", [this, in, out](uint32_t seq) {
     impl_->check_headers("all_gather_into_tensor", seq,
                          make_header(op_kind::all_gather, &in->flat, -1, -1));
-    gloo::AllgatherOptions o(impl_->context);
+    gloo::AllgatherOptions o(impl_->ctx(seq));
     o.setInput(static_cast<uint8_t*>(in->flat.data_ptr()), in->flat.nbytes());
     o.setOutput(static_cast<uint8_t*>(out->flat.data_ptr()), out->flat.nbytes());
     impl_->tag(o, seq);
@@ -531,7 +568,7 @@ work process_group_gloo::all_gather(std::vector<tensor>& outputs, const tensor& 
   return impl_->enqueue("all_gather", [this, in, outs](uint32_t seq) {
     impl_->check_headers("all_gather", seq, make_header(op_kind::all_gather, &in->flat, -1, -1));
     tensor flat = empty({int64_t(size()) * in->flat.numel()}, {.dtype = in->flat.dtype()});
-    gloo::AllgatherOptions o(impl_->context);
+    gloo::AllgatherOptions o(impl_->ctx(seq));
     o.setInput(static_cast<uint8_t*>(in->flat.data_ptr()), in->flat.nbytes());
     o.setOutput(static_cast<uint8_t*>(flat.data_ptr()), flat.nbytes());
     impl_->tag(o, seq);
@@ -557,7 +594,7 @@ work process_group_gloo::gather(std::vector<tensor>& outputs, const tensor& inpu
   auto outs = outputs;
   return impl_->enqueue("gather", [this, in, outs, root](uint32_t seq) {
     impl_->check_headers("gather", seq, make_header(op_kind::gather, &in->flat, root, -1));
-    gloo::GatherOptions o(impl_->context);
+    gloo::GatherOptions o(impl_->ctx(seq));
     o.setInput(static_cast<uint8_t*>(in->flat.data_ptr()), in->flat.nbytes());
     tensor flat;
     if (rank() == root) {
@@ -590,7 +627,7 @@ work process_group_gloo::scatter(tensor& output, const std::vector<tensor>& inpu
     ins.push_back(t.contiguous());
   return impl_->enqueue("scatter", [this, out, ins, root](uint32_t seq) {
     impl_->check_headers("scatter", seq, make_header(op_kind::scatter, &out->flat, root, -1));
-    gloo::ScatterOptions o(impl_->context);
+    gloo::ScatterOptions o(impl_->ctx(seq));
     std::vector<uint8_t*> ptrs;
     for (const auto& t : ins)
       ptrs.push_back(static_cast<uint8_t*>(t.data_ptr()));
@@ -671,7 +708,7 @@ work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
     const tensor dtype_only = empty({0}, {.dtype = in.dtype()});
     impl_->check_headers("all_to_all", seq, make_header(op_kind::all_to_all, &dtype_only, -1, -1));
     std::vector<int64_t> all(2 * n * n);
-    gloo::AllgatherOptions ag(impl_->context);
+    gloo::AllgatherOptions ag(impl_->ctx(seq));
     ag.setInput(const_cast<int64_t*>(counts.data()), counts.size());
     ag.setOutput(all.data(), all.size());
     ag.setTag(4 * seq + 2);
@@ -696,7 +733,7 @@ work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
       total += counts[n + j];
     }
     tensor flat = empty({total}, {.dtype = in.dtype()});
-    gloo::AlltoallvOptions o(impl_->context);
+    gloo::AlltoallvOptions o(impl_->ctx(seq));
     o.setInput(static_cast<uint8_t*>(in.data_ptr()), send_bytes);
     o.setOutput(static_cast<uint8_t*>(flat.data_ptr()), recv_bytes);
     impl_->tag(o, seq);
@@ -714,7 +751,7 @@ work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
 work process_group_gloo::barrier() {
   return impl_->enqueue("barrier", [this](uint32_t seq) {
     impl_->check_headers("barrier", seq, make_header(op_kind::barrier, nullptr, -1, -1));
-    gloo::BarrierOptions o(impl_->context);
+    gloo::BarrierOptions o(impl_->ctx(seq));
     impl_->tag(o, seq);
     gloo::barrier(o);
     return std::vector<tensor>{};
@@ -776,7 +813,7 @@ work process_group_gloo::send(const tensor& t, int dst, int tag) {
   std::lock_guard lock(impl_->mu);
   if (!impl_->broken.empty())
     return work::failed(impl_->refused("send"));
-  auto buf = impl_->context->createUnboundBuffer(data->flat.data_ptr(), data->flat.nbytes());
+  auto buf = impl_->ctx(uint32_t(tag))->createUnboundBuffer(data->flat.data_ptr(), data->flat.nbytes());
   buf->send(dst, p2p_slot(tag, data->flat)); // See Note [Point-to-point slots]
   work w;
   impl_->p2p_jobs.push_back(impl::p2p_job{
@@ -798,7 +835,7 @@ work process_group_gloo::recv(tensor& t, int src, int tag) {
   std::lock_guard lock(impl_->mu);
   if (!impl_->broken.empty())
     return work::failed(impl_->refused("recv"));
-  auto buf = impl_->context->createUnboundBuffer(data->flat.data_ptr(), data->flat.nbytes());
+  auto buf = impl_->ctx(uint32_t(tag))->createUnboundBuffer(data->flat.data_ptr(), data->flat.nbytes());
   const uint64_t slot = p2p_slot(tag, data->flat); // See Note [Point-to-point slots]
   std::string what;
   if (src == -1) {

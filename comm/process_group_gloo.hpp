@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "comm/process_group.hpp"
 #include "comm/store.hpp"
@@ -14,8 +16,12 @@ public:
   struct options {
     /// How long an op (and the rendezvous) may wait for its peers.
     milliseconds timeout{1800000};
-    /// The address this rank listens on for its peers.
+    /// The address this rank listens on for its peers, when no interfaces are given.
     std::string hostname = "127.0.0.1";
+    /// Network interfaces to use, round-robin (see Note [Socket interfaces] in
+    /// process_group_gloo.cpp); empty: those of GLOO_SOCKET_IFNAME when it is set, else
+    /// `hostname`. An interface that does not exist is an error listing those that do.
+    std::vector<std::string> interfaces = {};
     /// all_reduce through shared memory when every rank runs on this host (see
     /// shm_allreduce.hpp); the environment variable ACTORCH_GLOO_SHM=0 turns it off.
     bool shared_memory = true;

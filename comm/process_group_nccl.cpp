@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "comm/socket_ifname.hpp"
 #include "core/error.hpp"
 
 #define ACTORCH_CUDA_CHECK(expr)                                                                   \
@@ -73,6 +74,10 @@ public:
                      std::vector<int> global_ranks)
       : process_group(rank, size, std::move(global_ranks)), store_(std::move(st)),
         timeout_(timeout) {
+    // NCCL reads NCCL_SOCKET_IFNAME itself (in ncclGetUniqueId and ncclCommInitRank); an
+    // interface that does not exist would fail there as "no socket interface found", so check
+    // it first and name the interfaces that exist.
+    check_nccl_socket_ifname();
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
     ACTORCH_CHECK(err == cudaSuccess && count > 0, "nccl backend: no usable CUDA device on rank ",

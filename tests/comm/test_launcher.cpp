@@ -97,3 +97,29 @@ TEST_CASE("spawn runs fn in each rank and reports the one that failed", "[comm][
   CHECK_THROWS_WITH(spawn([](int rank) { if (rank == 1) ::kill(::getpid(), SIGKILL); }, 2),
                     Contains("rank 1 was killed by signal 9"));
 }
+
+TEST_CASE("launch passes --local_rank=N after the program with use_local_rank_arg",
+          "[comm][launch]") {
+  std::ostringstream out, err;
+  auto o = sh(2, "");
+  o.command = {"/bin/echo", "a", "--b"};
+  SECTION("torch.distributed.launch's convention") {
+    o.use_local_rank_arg = true;
+    CHECK(launch(o, out, err) == 0);
+    CHECK_THAT(out.str(), Contains("[rank0]: --local_rank=0 a --b\n") &&
+                              Contains("[rank1]: --local_rank=1 a --b\n"));
+  }
+  SECTION("off by default (torchrun's: LOCAL_RANK only)") {
+    CHECK(launch(o, out, err) == 0);
+    CHECK_THAT(out.str(), Contains("[rank0]: a --b\n") && Contains("[rank1]: a --b\n"));
+    CHECK_THAT(out.str(), !Contains("local_rank"));
+  }
+  SECTION("on a second node, N is the local rank, not the global one") {
+    o.use_local_rank_arg = true;
+    o.nnodes = 2;
+    o.node_rank = 1;
+    CHECK(launch(o, out, err) == 0);
+    CHECK_THAT(out.str(), Contains("[rank2]: --local_rank=0 a --b\n") &&
+                              Contains("[rank3]: --local_rank=1 a --b\n"));
+  }
+}

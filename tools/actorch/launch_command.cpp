@@ -1,6 +1,7 @@
 // `actorch launch --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]
-// PROGRAM ARGS...`: torchrun's launcher (comm/launcher.hpp). torchrun's underscore spellings
-// (--nproc_per_node, ...) are accepted too.
+// [--use-local-rank-arg] PROGRAM ARGS...`: torchrun's launcher (comm/launcher.hpp). torchrun's
+// underscore spellings (--nproc_per_node, ...) are accepted too; --use-local-rank-arg is
+// torch.distributed.launch's older convention of passing --local_rank=N to each rank.
 #include <iostream>
 
 #include "comm/launcher.hpp"
@@ -20,6 +21,8 @@ void add_launch(CLI::App& app) {
   cmd->add_option("--master-addr,--master_addr", opts->master_addr, "rank 0's host");
   cmd->add_option("--master-port,--master_port", opts->master_port, "rank 0's store port")
       ->check(CLI::Range(1, 65535));
+  cmd->add_flag("--use-local-rank-arg,--use_local_rank_arg", opts->use_local_rank_arg,
+               "also pass --local_rank=N to each rank, after PROGRAM (torch.distributed.launch)");
   // PROGRAM and everything after it belong to the program, dashes included.
   cmd->prefix_command();
   cmd->footer("PROGRAM ARGS...: the program each rank runs, with its arguments");
