@@ -2,16 +2,18 @@
 //
 //   digits_mlp [--data FILE] [--epochs 30] [--checkpoint FILE] [--stop-after E] [--resume FILE]
 //
-// A fixed 80/20 split (seeded permutation), Linear(64,128) ReLU Linear(128,10), SGD with
-// momentum, batch 32. Each epoch's shuffle comes from a generator seeded with the epoch
-// number, so a run resumed from a checkpoint (model, optimizer and epoch) continues with
-// exactly the batches, and so the weights, of an uninterrupted run.
+// Pixels normalized (transforms::normalize), a fixed 80/20 split (seeded permutation),
+// Linear(64,128) ReLU Linear(128,10), SGD with momentum, batch 32. Each epoch's shuffle comes
+// from a generator seeded with the epoch number, so a run resumed from a checkpoint (model,
+// optimizer and epoch) continues with exactly the batches, and so the weights, of an
+// uninterrupted run.
 #include <cstdio>
 #include <iostream>
 #include <string>
 
 #include "core/core.hpp"
 #include "core/data/digits_dataset.hpp"
+#include "core/data/transforms.hpp"
 #include "core/nn/functional.hpp"
 #include "core/nn/layers.hpp"
 #include "core/optim/sgd.hpp"
@@ -101,9 +103,13 @@ int64_t load_checkpoint(const std::string& path, nn::module& model, optim::optim
 int main(int argc, char** argv) try {
   const options o = parse(argc, argv);
 
-  // Data: pixels scaled to [0, 1], a fixed 80/20 split.
+  // Data: pixels scaled to [0, 1], then normalized as torchvision's Normalize does (the mean
+  // and std of every pixel of the file, as MNIST's (0.1307,), (0.3081,)), a fixed 80/20 split.
   const data::digits_dataset digits(o.data);
-  const tensor images = digits.images().view({digits.size(), 64}).div(16.0);
+  const tensor images =
+      data::transforms::normalize(digits.images().view({digits.size(), 1, 8, 8}).div(16.0),
+                                  {0.3053}, {0.3760})
+          .view({digits.size(), 64});
   generator split_gen(0);
   const tensor order = randperm(digits.size(), {}, &split_gen);
   const int64_t n_train = digits.size() * 8 / 10;
