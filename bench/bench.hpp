@@ -49,5 +49,8 @@ struct loader_bench_options {
 void run_loader(const loader_bench_options& opts, std::ostream& out);
 /// `loader-raw`: the same work in one plain single-threaded loop (the efficiency reference).
 void run_loader_raw(const loader_bench_options& opts, std::ostream& out);
+/// `loader-transforms`: `loader` plus Normalize, RandomCrop(32, padding 4) and
+/// RandomHorizontalFlip per sample in the workers (`actorch bench loader --transforms 1`).
+void run_loader_transforms(const loader_bench_options& opts, std::ostream& out);
 
 } // namespace actorch::bench

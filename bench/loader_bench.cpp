@@ -12,6 +12,7 @@
 #include "actors/data_loader.hpp"
 #include "bench/bench.hpp"
 #include "core/data/collate.hpp"
+#include "core/data/transforms.hpp"
 #include "core/ops/factory.hpp"
 
 namespace actorch::bench {
@@ -95,6 +96,34 @@ void run_loader_raw(const loader_bench_options& o, std::ostream& out) {
   ACTORCH_CHECK(seen == o.n && chk == chk, "bench loader-raw: saw ", seen, " samples");
   print(out, "loader-raw passes=" + std::to_string(o.passes) + " n=" + std::to_string(o.n), seen,
         dt);
+}
+
+// The `loader` workload with per-sample augmentation, as a CIFAR-10 training pipeline applies it
+// (torchvision's Normalize + RandomCrop(32, padding=4) + RandomHorizontalFlip) in the dataset
+// workers, after the P passes. bench/peer_loader_transforms.py is the same through PyTorch.
+void run_loader_transforms(const loader_bench_options& o, std::ostream& out) {
+  namespace tf = data::transforms;
+  auto ds = std::make_shared<tf::transformed_dataset>(
+      std::make_shared<synthetic_dataset>(o.n, o.passes),
+      tf::compose({tf::normalize({0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}),
+                   tf::random_crop(32, {.padding = {4}}), tf::random_horizontal_flip()}));
+  data::data_loader loader(ds, {.batch_size = 64, .shuffle = true, .num_workers = o.workers,
+                                .generator = std::make_shared<generator>(0)});
+  const auto t0 = clock_type::now();
+  int64_t seen = 0;
+  double chk = 0;
+  for (const data::sample& batch : loader) {
+    const tensor& x = batch[0].as_tensor();
+    seen += x.size(0);
+    chk += double(x.data_ptr<float>()[0]);
+  }
+  const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
+  ACTORCH_CHECK(seen == o.n && chk == chk, "bench loader-transforms: saw ", seen, " samples of ",
+                o.n);
+  print(out,
+        "loader-transforms workers=" + std::to_string(o.workers) +
+            " passes=" + std::to_string(o.passes) + " n=" + std::to_string(o.n),
+        seen, dt);
 }
 
 } // namespace actorch::bench

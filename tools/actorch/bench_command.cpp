@@ -38,6 +38,7 @@ void add_bench(CLI::App& app) {
   mlp_cmd->callback([mlp] { bench::run_ddp_mlp(*mlp, std::cout); });
 
   auto ld = std::make_shared<bench::loader_bench_options>();
+  auto ld_transforms = std::make_shared<int>(0); // `loader --transforms 1`: loader-transforms
   for (const char* name : {"loader", "loader-raw"}) {
     const bool raw = std::string(name) == "loader-raw";
     auto* cmd = bench->add_subcommand(name, raw ? "the loader workload in one plain loop"
@@ -46,7 +47,14 @@ void add_bench(CLI::App& app) {
     cmd->add_option("--passes", ld->passes, "normalisation passes per sample")
         ->check(CLI::Range(0, 10000));
     cmd->add_option("--n", ld->n, "samples")->check(CLI::Range(int64_t(1), int64_t(1) << 32));
-    cmd->callback([ld, raw] {
+    if (!raw)
+      cmd->add_option("--transforms", *ld_transforms,
+                      "1: also Normalize + RandomCrop(32, padding 4) + RandomHorizontalFlip "
+                      "per sample (prints loader-transforms)")
+          ->check(CLI::Range(0, 1));
+    cmd->callback([ld, raw, ld_transforms] {
+      if (!raw && *ld_transforms)
+        return bench::run_loader_transforms(*ld, std::cout);
       raw ? bench::run_loader_raw(*ld, std::cout) : bench::run_loader(*ld, std::cout);
     });
   }
