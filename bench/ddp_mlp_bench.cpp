@@ -1,9 +1,20 @@
-// `actorch bench ddp-mlp`: the training step of WORKLOADS.md's ddp-mlp model. mode=single is
-// one replica (world 1), the limit the data-parallel modes are measured against: forward,
-// cross-entropy, backward and an SGD step on a fixed random batch, on the calling thread.
+// `actorch bench ddp-mlp`: the training step of WORKLOADS.md's ddp-mlp model, forward,
+// cross-entropy, backward and an SGD step on a fixed random batch per replica.
+// - mode=single: one replica on the calling thread (world 1), the limit the data-parallel
+//   modes are measured against;
+// - mode=actors: `world` trainer actors in this process (gradients summed in shared memory);
+// - mode=process: `world` processes (forked through the launcher's spawn), one trainer actor
+//   each, exchanging gradients through the comm actor over Gloo.
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 
+#include <unistd.h>
+
+#include "actors/trainer.hpp"
 #include "bench/bench.hpp"
+#include "comm/distributed.hpp"
+#include "comm/launcher.hpp"
 #include "core/core.hpp"
 #include "core/nn/functional.hpp"
 #include "core/nn/layers.hpp"
@@ -11,19 +22,33 @@
 
 namespace actorch::bench {
 
-void run_ddp_mlp(const ddp_mlp_options& o, std::ostream& out) {
-  generator gen(0);
-  nn::sequential model{
+namespace {
+
+std::shared_ptr<nn::sequential> mlp(generator& gen) {
+  return std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{
       std::make_shared<nn::linear>(784, 1024, true, &gen), std::make_shared<nn::relu>(),
       std::make_shared<nn::linear>(1024, 1024, true, &gen), std::make_shared<nn::relu>(),
-      std::make_shared<nn::linear>(1024, 10, true, &gen)};
-  optim::sgd opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
+      std::make_shared<nn::linear>(1024, 10, true, &gen)});
+}
+
+void print_line(const ddp_mlp_options& o, double seconds_per_step, double loss,
+                std::ostream& out) {
+  out << "ddp-mlp mode=" << o.mode << " world=" << o.world << " batch=" << o.batch
+      << " ms_per_step=" << seconds_per_step * 1e3
+      << " samples_per_s=" << double(o.batch * o.world) / seconds_per_step << " loss=" << loss
+      << std::endl;
+}
+
+void run_single(const ddp_mlp_options& o, std::ostream& out) {
+  generator gen(0);
+  auto model = mlp(gen);
+  optim::sgd opt(model->parameters(), {.lr = 0.01, .momentum = 0.9});
   const tensor x = randn({o.batch, 784}, {}, &gen);
   const tensor y = randint(0, 10, {o.batch}, {}, &gen);
   double last_loss = 0;
   auto step = [&] {
     opt.zero_grad();
-    const tensor loss = nn::functional::cross_entropy(model(x), y);
+    const tensor loss = nn::functional::cross_entropy((*model)(x), y);
     loss.backward();
     opt.step();
     last_loss = loss.item<double>();
@@ -35,9 +60,91 @@ void run_ddp_mlp(const ddp_mlp_options& o, std::ostream& out) {
     step();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
                    double(o.steps);
-  out << "ddp-mlp mode=" << o.mode << " world=" << o.world << " batch=" << o.batch
-      << " ms_per_step=" << s * 1e3 << " samples_per_s=" << double(o.batch * o.world) / s
-      << " loss=" << last_loss << std::endl;
+  print_line(o, s, last_loss, out);
+}
+
+// The spec both data-parallel modes run: fixed inputs per replica (seeded by its rank), the
+// timed steps following the warm-up ones in one epoch.
+actors::trainer_spec spec_of(const ddp_mlp_options& o, double* last_loss) {
+  actors::trainer_spec s;
+  s.make_model = [](const actors::replica_info&) {
+    generator gen(0);
+    return mlp(gen);
+  };
+  s.make_optimizer = [](nn::module& m) {
+    return std::make_unique<optim::sgd>(m.parameters(),
+                                        optim::sgd_options{.lr = 0.01, .momentum = 0.9});
+  };
+  s.forward = [last_loss](dist::distributed_data_parallel& m, const data::sample& b) {
+    const tensor loss = nn::functional::cross_entropy(m(b[0].as_tensor()), b[1].as_tensor());
+    if (m.group().rank() == 0)
+      *last_loss = loss.item<double>();
+    return actors::step_result{loss, b[0].as_tensor().size(0), -1};
+  };
+  // Each replica's fixed batch, made up front (replica r's from seed r).
+  std::vector<data::sample> fixed;
+  for (int64_t r = 0; r < o.world; ++r) {
+    generator g{uint64_t(r)};
+    const tensor x = randn({o.batch, 784}, {}, &g);
+    fixed.push_back(data::sample::make_tuple({data::sample(x),
+                                              data::sample(randint(0, 10, {o.batch}, {}, &g))}));
+  }
+  s.batch_fn = [fixed](const actors::replica_info& r, int64_t) { return fixed.at(size_t(r.rank)); };
+  s.steps_per_epoch = o.warmup + o.steps;
+  return s;
+}
+
+// Seconds per timed step from local replica 0's step end times.
+double timed_step(const ddp_mlp_options& o, const actors::job_report& r) {
+  const auto& t = r.step_end_times;
+  ACTORCH_CHECK(int64_t(t.size()) == o.warmup + o.steps, "ddp-mlp: expected ",
+                o.warmup + o.steps, " steps but replica 0 ran ", t.size());
+  const auto begin = o.warmup > 0 ? t[size_t(o.warmup - 1)] : t.front();
+  const int64_t n = o.warmup > 0 ? o.steps : o.steps - 1;
+  return std::chrono::duration<double>(t.back() - begin).count() / double(std::max<int64_t>(n, 1));
+}
+
+void run_actors(const ddp_mlp_options& o, std::ostream& out) {
+  double loss = 0;
+  const auto r = actors::train_data_parallel(spec_of(o, &loss), {.num_local = int(o.world)});
+  print_line(o, timed_step(o, r), loss, out);
+}
+
+void run_process(const ddp_mlp_options& o, std::ostream& out) {
+  const auto store = std::filesystem::temp_directory_path() /
+                     ("actorch-ddp-mlp-" + std::to_string(::getpid()) + ".store");
+  std::filesystem::remove(store);
+  out.flush();
+  dist::spawn(
+      [&](int rank) {
+        dist::init_process_group({.init_method = "file://" + store.string(),
+                                  .world_size = int(o.world),
+                                  .rank = rank,
+                                  .timeout = std::chrono::milliseconds(60000)});
+        double loss = 0;
+        const auto r =
+            actors::train_data_parallel(spec_of(o, &loss), {.process_group = dist::world()});
+        if (rank == 0)
+          print_line(o, timed_step(o, r), loss, out);
+        dist::destroy_process_group();
+      },
+      int(o.world));
+  std::filesystem::remove(store);
+}
+
+} // namespace
+
+void run_ddp_mlp(const ddp_mlp_options& o, std::ostream& out) {
+  ACTORCH_CHECK(o.mode != "single" || o.world == 1, "ddp-mlp: mode=single runs world 1, not ",
+                o.world);
+  if (o.mode == "single")
+    run_single(o, out);
+  else if (o.mode == "actors")
+    run_actors(o, out);
+  else if (o.mode == "process")
+    run_process(o, out);
+  else
+    ACTORCH_FAIL("ddp-mlp: unknown mode '", o.mode, "' (single, actors or process)");
 }
 
 } // namespace actorch::bench

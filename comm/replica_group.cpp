@@ -75,20 +75,23 @@ tensor all_gather_rows(replica_group& g, const tensor& row, int64_t pad) {
 
 // Note [Local reduction]
 // The replicas of one process are trainer threads sharing memory. Their n-th collectives
-// meet in one entry: the first arrival lends its own tensor as the running sum (it promised
-// not to read it until the work completes), each later arrival adds its tensor into that sum
-// on its own thread under the entry's lock, and the last hands the sum to the process
-// exchange. So the local level costs one pass per replica over its tensor, spread over the
-// replicas' threads, and never copies through a socket. The exchange reduces across processes
-// (in seq order, which keeps the collectives matched) and completes the entry's work, which
-// every local replica waits on; they then read the shared result.
+// meet in one entry: the first arrival copies its tensor into a sum buffer, each later arrival
+// adds its tensor into that buffer on its own thread under the entry's lock, and the last
+// hands the sum to the process exchange. So the local level costs one pass per replica over
+// its tensor, spread over the replicas' threads, and never copies through a socket. The
+// exchange reduces across processes (in seq order, which keeps the collectives matched) and
+// completes the entry's work, which every local replica waits on; they then read the shared
+// result.
+// The sum buffer is not any replica's own tensor: a replica that woke first could otherwise
+// start its next iteration and overwrite its tensor while a slower one still reads the result.
+// Buffers come from a pool and are reused only once nobody holds the result any more (the
+// pool holds the only reference to the tensor and its storage).
 struct local_replicas::state {
   struct entry {
     std::mutex mu;
     tensor sum;
     reduce_op op = reduce_op::sum;
     int arrived = 0;
-    int first = -1;
     bool submitted = false; // handed to the exchange, which completes `done`
     bool failed = false;
     work done;
@@ -100,6 +103,17 @@ struct local_replicas::state {
   std::vector<uint64_t> next_seq;
   std::map<uint64_t, std::shared_ptr<entry>> pending;
   std::exception_ptr aborted;
+  std::vector<tensor> pool; // sum buffers; see Note [Local reduction]
+
+  // A buffer shaped like t, unused by anyone (under mu).
+  tensor acquire(const tensor& t) {
+    for (const tensor& b : pool)
+      if (b.dtype() == t.dtype() && b.numel() == t.numel() && b.impl_ptr().use_count() == 1 &&
+          b.storage().use_count() == 1)
+        return b.view(t.sizes());
+    pool.push_back(empty({t.numel()}, {.dtype = t.dtype()}));
+    return pool.back().view(t.sizes());
+  }
 
   int world() const { return num_local * exchange->num_processes(); }
 
@@ -148,8 +162,10 @@ work local_replicas::state::all_reduce(int local, const tensor& t, reduce_op op)
       return work::failed(aborted);
     seq = next_seq.at(size_t(local))++;
     auto& slot = pending[seq];
-    if (!slot)
+    if (!slot) {
       slot = std::make_shared<entry>();
+      slot->sum = acquire(t);
+    }
     e = slot;
   }
   bool last = false;
@@ -157,22 +173,25 @@ work local_replicas::state::all_reduce(int local, const tensor& t, reduce_op op)
     std::lock_guard lock(e->mu);
     if (e->failed)
       return e->done;
+    // The buffer was shaped by whichever replica created the entry.
+    if (e->sum.sizes() != t.sizes() || e->sum.dtype() != t.dtype() ||
+        (e->arrived > 0 && e->op != op)) {
+      auto err = std::make_exception_ptr(error(detail::concat(
+          "all_reduce across replicas: collective ", seq, " does not match: the other replicas "
+          "passed ", e->arrived > 0 ? reduce_op_name(e->op) : "it", " over ",
+          dtype_name(e->sum.dtype()), " ", shape_str(e->sum.sizes()), " but replica ", local,
+          " passed ", reduce_op_name(op), " over ", dtype_name(t.dtype()), " ",
+          shape_str(t.sizes()),
+          " (every replica must issue the same collectives in the same order)")));
+      e->failed = true;
+      e->done.mark_failed(err);
+      std::rethrow_exception(err);
+    }
     if (e->arrived == 0) {
-      e->sum = t;
+      no_grad guard;
+      e->sum.copy_(t);
       e->op = op;
-      e->first = local;
     } else {
-      if (e->sum.sizes() != t.sizes() || e->sum.dtype() != t.dtype() || e->op != op) {
-        auto err = std::make_exception_ptr(error(detail::concat(
-            "all_reduce across replicas: collective ", seq, " does not match: replica ", e->first,
-            " passed ", reduce_op_name(e->op), " over ", dtype_name(e->sum.dtype()), " ",
-            shape_str(e->sum.sizes()), " but replica ", local, " passed ", reduce_op_name(op),
-            " over ", dtype_name(t.dtype()), " ", shape_str(t.sizes()),
-            " (every replica must issue the same collectives in the same order)")));
-        e->failed = true;
-        e->done.mark_failed(err);
-        std::rethrow_exception(err);
-      }
       combine(e->sum, t, op);
     }
     last = ++e->arrived == num_local;

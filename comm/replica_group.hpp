@@ -52,9 +52,9 @@ public:
 };
 
 /// N replicas in this process, one per trainer thread, over a process_exchange. Each replica's
-/// n-th collective meets the others' n-th: the first to arrive lends its tensor as the sum, the
-/// others add theirs into it on their own threads (no copies through sockets), and the last
-/// hands the sum to the exchange.
+/// n-th collective meets the others' n-th: the first to arrive copies its tensor into a pooled
+/// sum buffer, the others add theirs into it on their own threads (no copies through sockets),
+/// and the last hands the sum to the exchange (Note [Local reduction]).
 class local_replicas {
 public:
   /// @pre every process of the job has the same `num_local`.

@@ -29,9 +29,12 @@ void add_bench(CLI::App& app) {
 
   auto mlp = std::make_shared<bench::ddp_mlp_options>();
   auto* mlp_cmd = bench->add_subcommand("ddp-mlp", "training step time of the ddp-mlp model");
-  mlp_cmd->add_option("--mode", mlp->mode, "single (one replica; data-parallel modes follow)")
-      ->check(CLI::IsMember({"single"}));
-  mlp_cmd->add_option("--world", mlp->world, "replicas")->check(CLI::Range(1, 1));
+  mlp_cmd
+      ->add_option("--mode", mlp->mode,
+                   "single (one replica, world 1), actors (trainer actors in one process) or "
+                   "process (one trainer actor in each of --world processes)")
+      ->check(CLI::IsMember({"single", "actors", "process"}));
+  mlp_cmd->add_option("--world", mlp->world, "replicas")->check(CLI::Range(1, 64));
   mlp_cmd->add_option("--batch", mlp->batch, "batch per replica")->check(CLI::Range(1, 65536));
   mlp_cmd->add_option("--warmup", mlp->warmup, "untimed steps")->check(CLI::Range(0, 1000));
   mlp_cmd->add_option("--steps", mlp->steps, "timed steps")->check(CLI::Range(1, 100000));

@@ -1,0 +1,131 @@
+// Data-parallel training on actors: one trainer actor per replica (a CPU replica here; a GPU
+// with the CUDA issue), each with its model replica wrapped in distributed_data_parallel, its
+// optimizer and its loader shard (a DistributedSampler over the dataset), and one comm actor
+// per process for the cross-process exchange (docs/architecture.md, "One gradient").
+//
+//   trainer_spec spec{.make_model = ..., .make_optimizer = ..., .forward = ..., .dataset = d};
+//   job_report r = train_data_parallel(spec, {.num_local = 2});        // 2 actors, 1 process
+//   job_report r = train_data_parallel(spec, {.process_group = world}); // 1 actor per process
+//
+// The same spec runs N actors in one process, one actor in each of N processes, or both: the
+// replicas are numbered process rank x num_local + local index.
+// This header includes no CAF.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/data_loader.hpp"
+#include "comm/distributed_data_parallel.hpp"
+#include "core/optim/optimizer.hpp"
+#include "core/trace.hpp"
+
+namespace actorch::actors {
+
+/// Where a replica sits in the job.
+struct replica_info {
+  int rank = 0;       // global replica rank
+  int world_size = 1; // replicas in the job
+  int local_rank = 0; // trainer actor index in this process
+  int num_local = 1;
+  int process_rank = 0;
+  int num_processes = 1;
+};
+
+/// What the spec's forward returns for one batch.
+struct step_result {
+  tensor loss;          // the batch's mean loss; the trainer runs backward on it
+  int64_t samples = 0;  // samples in the batch
+  int64_t correct = -1; // correctly classified samples, or -1 when not counted
+};
+
+/// One training step of one replica (the numbers of its own batch).
+struct train_progress {
+  int rank = 0;
+  int64_t epoch = 0;
+  int64_t step = 0; // within the epoch, counted from 0
+  int64_t steps_per_epoch = 0;
+  double loss = 0;
+  int64_t samples = 0;
+  int64_t correct = -1;
+  trace::clock::time_point time;
+};
+
+/// End of an epoch, with numbers reduced over every replica of the job.
+struct epoch_summary {
+  int64_t epoch = 0;
+  double loss = 0;       // mean over the epoch's samples
+  double accuracy = -1;  // over the epoch's samples; -1 when not counted
+  int64_t samples = 0;   // over every replica
+  double seconds = 0;
+  std::map<std::string, double> eval; // the spec's evaluate(), computed on rank 0
+};
+
+struct trainer_spec {
+  /// This replica's model. Every replica builds the same shapes; rank 0's values win (DDP's
+  /// construction broadcast).
+  std::function<std::shared_ptr<nn::module>(const replica_info&)> make_model;
+  /// The optimizer over the model's parameters.
+  std::function<std::unique_ptr<optim::optimizer>(nn::module&)> make_optimizer;
+  /// Forward and loss of one batch through the DDP-wrapped model; the trainer then runs
+  /// backward (which returns with averaged gradients) and the optimizer step.
+  std::function<step_result(dist::distributed_data_parallel&, const data::sample& batch)>
+      forward;
+
+  /// Training data. Each replica loads its shard through its own data_loader: `loader`'s
+  /// options per replica (batch_size is per replica), with a DistributedSampler(world size,
+  /// rank, shuffle = loader.shuffle, seed = seed, drop_last = loader.drop_last) as sampler.
+  data::dataset_ptr dataset;
+  data::loader_options loader;
+  /// Instead of a dataset: the batch of step `step` (benchmarks on fixed inputs).
+  std::function<data::sample(const replica_info&, int64_t step)> batch_fn;
+  int64_t steps_per_epoch = 0; // with batch_fn
+
+  int64_t epochs = 1;
+  /// Stop after this many steps in total (a test's "kill mid-training", or a short run); -1: no
+  /// limit.
+  int64_t max_steps = -1;
+  uint64_t seed = 0;
+  dist::ddp_options ddp;
+
+  /// Evaluation after each epoch, on rank 0's model (e.g. test accuracy), reported in the
+  /// epoch's summary.
+  std::function<std::map<std::string, double>(nn::module&)> evaluate;
+
+  /// Rank 0 saves here (atomic safetensors: model, optimizer, epoch, step, loader position)
+  /// after each epoch and every `checkpoint_every` steps (0: only at epoch ends); then a barrier.
+  std::string checkpoint;
+  int64_t checkpoint_every = 0;
+  /// Every replica loads this checkpoint before training and continues where it stopped,
+  /// loader position included.
+  std::string resume;
+};
+
+struct job_options {
+  /// Trainer actors in this process.
+  int num_local = 1;
+  /// The group across processes; null when this process is the whole job.
+  std::shared_ptr<dist::process_group> process_group{};
+  /// Called on the calling thread for every step of every local replica, and at each epoch's
+  /// end with the job-wide summary.
+  std::function<void(const train_progress&)> on_progress{};
+  std::function<void(const epoch_summary&)> on_epoch{};
+};
+
+struct job_report {
+  std::vector<epoch_summary> epochs;
+  /// When each step of local replica 0 ended (benchmarks derive step times from it).
+  std::vector<trace::clock::time_point> step_end_times;
+};
+
+/// Runs the job's part in this process: a comm actor and num_local trainer actors (spawned in
+/// an actor system of its own), until every replica has finished. Blocks. When a replica
+/// fails, the others of this process are aborted (their pending exchanges fail) and this throws
+/// actorch::error naming the replica and carrying its message; other processes see their
+/// collectives fail and stop too (the launcher stops the whole job).
+job_report train_data_parallel(const trainer_spec& spec, const job_options& opts = {});
+
+} // namespace actorch::actors

@@ -1,0 +1,219 @@
+// Data-parallel training on trainer actors (actors/trainer.hpp): determinism across world
+// sizes (2 actors in one process, 2 processes), checkpoint and mid-epoch resume, a failing
+// replica, and a rank killed mid-training.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "actors/trainer.hpp"
+#include "comm/distributed.hpp"
+#include "comm/launcher.hpp"
+#include "core/core.hpp"
+#include "core/nn/functional.hpp"
+#include "core/nn/layers.hpp"
+#include "core/optim/sgd.hpp"
+#include "core/serialize/safetensors.hpp"
+#include "tests/core/files.hpp"
+#include "tests/core/values.hpp"
+
+using namespace actorch;
+using namespace actorch::actors;
+using namespace std::chrono_literals;
+using Catch::Contains;
+
+namespace {
+
+constexpr int64_t kSamples = 256;
+
+// 256 samples of 8 features and 4 classes, fixed.
+data::dataset_ptr toy_dataset() {
+  generator g(7);
+  const tensor x = randn({kSamples, 8}, {}, &g);
+  const tensor y = randint(0, 4, {kSamples}, {}, &g);
+  return std::make_shared<data::tensor_dataset>(std::vector<tensor>{x, y});
+}
+
+// An MLP trained with SGD and momentum; `batch` per replica, shuffled by DistributedSampler.
+trainer_spec toy_spec(int64_t batch, const std::string& checkpoint) {
+  trainer_spec s;
+  s.make_model = [](const replica_info& r) {
+    // Different values per replica: DDP's construction broadcast must make them agree.
+    generator g(100 + uint64_t(r.rank));
+    return std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{
+        std::make_shared<nn::linear>(8, 16, true, &g), std::make_shared<nn::relu>(),
+        std::make_shared<nn::linear>(16, 4, true, &g)});
+  };
+  s.make_optimizer = [](nn::module& m) {
+    return std::make_unique<optim::sgd>(m.parameters(),
+                                        optim::sgd_options{.lr = 0.1, .momentum = 0.9});
+  };
+  s.forward = [](dist::distributed_data_parallel& m, const data::sample& b) {
+    const tensor x = b[0].as_tensor(), y = b[1].as_tensor();
+    const tensor out = m(x);
+    return step_result{nn::functional::cross_entropy(out, y), x.size(0),
+                       out.argmax(1).eq(y).sum().item<int64_t>()};
+  };
+  s.dataset = toy_dataset();
+  s.loader.batch_size = batch;
+  s.loader.shuffle = true;
+  s.epochs = 2;
+  s.seed = 3;
+  s.checkpoint = checkpoint;
+  return s;
+}
+
+std::map<std::string, std::vector<double>> model_of(const std::string& checkpoint) {
+  std::map<std::string, std::vector<double>> out;
+  for (const auto& [n, t] : load_safetensors(checkpoint).tensors)
+    if (n.rfind("model.", 0) == 0)
+      out[n] = test::values_of(t);
+  return out;
+}
+
+void require_close(const std::map<std::string, std::vector<double>>& a,
+                   const std::map<std::string, std::vector<double>>& b, double tol) {
+  REQUIRE(a.size() == b.size());
+  REQUIRE_FALSE(a.empty());
+  for (const auto& [name, v] : a) {
+    INFO(name);
+    const auto& w = b.at(name);
+    REQUIRE(v.size() == w.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      REQUIRE(v[i] == Approx(w[i]).margin(tol));
+  }
+}
+
+std::string scratch(const std::string& name) {
+  return (test::scratch_dir("trainer") / name).string();
+}
+
+} // namespace
+
+TEST_CASE("trainer actors: 2 actors of batch 32 in one process end where 1 of batch 64 does") {
+  const std::string one = scratch("world1.safetensors"), two = scratch("actors2.safetensors");
+  const job_report r1 = train_data_parallel(toy_spec(64, one), {.num_local = 1});
+  int64_t steps = 0;
+  const job_report r2 = train_data_parallel(
+      toy_spec(32, two), {.num_local = 2, .on_progress = [&](const train_progress&) { ++steps; }});
+  REQUIRE(steps == 2 * 2 * kSamples / 64); // 2 replicas x 2 epochs x 4 steps
+  REQUIRE(r1.epochs.size() == 2);
+  REQUIRE(r2.epochs.size() == 2);
+  for (size_t e = 0; e < 2; ++e) {
+    CHECK(r2.epochs[e].samples == kSamples);
+    CHECK(r2.epochs[e].loss == Approx(r1.epochs[e].loss).epsilon(1e-5));
+    CHECK(r2.epochs[e].accuracy == Approx(r1.epochs[e].accuracy));
+  }
+  require_close(model_of(one), model_of(two), 1e-5);
+}
+
+TEST_CASE("trainer actors: 2 processes of batch 32 end where 1 of batch 64 does") {
+  // Fork first, while this process has no threads (spawn's precondition).
+  const std::string two = scratch("process2.safetensors");
+  const std::string store = scratch("process2.store");
+  std::filesystem::remove(store);
+  dist::spawn(
+      [&](int rank) {
+        dist::init_process_group({.init_method = "file://" + store,
+                                  .world_size = 2,
+                                  .rank = rank,
+                                  .timeout = 20000ms});
+        train_data_parallel(toy_spec(32, two), {.process_group = dist::world()});
+        dist::destroy_process_group();
+      },
+      2);
+  const std::string one = scratch("process1.safetensors");
+  train_data_parallel(toy_spec(64, one), {.num_local = 1});
+  require_close(model_of(one), model_of(two), 1e-5);
+}
+
+TEST_CASE("trainer actors: a run resumed mid-epoch ends with the same numbers") {
+  const std::string full = scratch("full.safetensors"), part = scratch("part.safetensors");
+  auto spec = toy_spec(32, full);
+  spec.loader.num_workers = 2;
+  train_data_parallel(spec, {.num_local = 2});
+  // Stop after 6 of 8 steps per replica... i.e. in the middle of epoch 1 (4 steps per epoch),
+  // with a checkpoint every 3 steps.
+  auto first = toy_spec(32, part);
+  first.loader.num_workers = 2;
+  first.max_steps = 6;
+  first.checkpoint_every = 3;
+  train_data_parallel(first, {.num_local = 2});
+  auto second = toy_spec(32, part);
+  second.loader.num_workers = 2;
+  second.resume = part;
+  const job_report r = train_data_parallel(second, {.num_local = 2});
+  REQUIRE(r.epochs.size() == 1); // only epoch 1 is left, resumed at its step 2
+  require_close(model_of(full), model_of(part), 0);
+}
+
+TEST_CASE("trainer actors: a failing replica stops the job with its error, no hang") {
+  auto spec = toy_spec(32, "");
+  auto forward = spec.forward;
+  spec.forward = [forward](dist::distributed_data_parallel& m, const data::sample& b) {
+    if (m.group().rank() == 1)
+      throw error("bad sample in the batch");
+    return forward(m, b);
+  };
+  CHECK_THROWS_WITH(train_data_parallel(spec, {.num_local = 2}),
+                    Contains("replica 1 failed: bad sample in the batch"));
+}
+
+TEST_CASE("trainer actors: bad specs are clear errors") {
+  auto spec = toy_spec(32, "");
+  spec.loader.sampler = std::make_shared<data::sequential_sampler>(kSamples);
+  CHECK_THROWS_WITH(train_data_parallel(spec), Contains("loader.sampler"));
+  spec = toy_spec(32, "");
+  spec.resume = scratch("does-not-exist.safetensors");
+  CHECK_THROWS_WITH(train_data_parallel(spec, {.num_local = 2}),
+                    Contains("does-not-exist.safetensors"));
+  spec = toy_spec(32, "");
+  spec.batch_fn = [](const replica_info&, int64_t) { return data::sample{}; };
+  CHECK_THROWS_WITH(train_data_parallel(spec), Contains("either a dataset or a batch_fn"));
+}
+
+TEST_CASE("trainer actors: a rank killed mid-training stops the job, naming the rank") {
+  const std::string store = scratch("killed.store");
+  const std::string seen = scratch("killed.rank0");
+  std::filesystem::remove(store);
+  std::filesystem::remove(seen);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string error_text;
+  try {
+    dist::spawn(
+        [&](int rank) {
+          // Rank 0 ignores the launcher's SIGTERM, so that it must notice rank 1's death by
+          // itself; only the SIGKILL after the 20 s grace period could stop it otherwise.
+          if (rank == 0)
+            std::signal(SIGTERM, SIG_IGN);
+          dist::init_process_group(
+              {.init_method = "file://" + store, .world_size = 2, .rank = rank,
+               .timeout = 5000ms});
+          auto spec = toy_spec(32, "");
+          spec.epochs = 50;
+          auto forward = spec.forward;
+          int64_t steps = 0;
+          spec.forward = [&, forward](dist::distributed_data_parallel& m, const data::sample& b) {
+            if (rank == 1 && ++steps == 5)
+              ::kill(::getpid(), SIGKILL);
+            return forward(m, b);
+          };
+          try {
+            train_data_parallel(spec, {.process_group = dist::world()});
+          } catch (const std::exception& e) {
+            std::ofstream(seen) << e.what();
+            throw;
+          }
+        },
+        2, {.grace = 20000ms});
+  } catch (const std::exception& e) {
+    error_text = e.what();
+  }
+  CHECK_THAT(error_text, Contains("rank 1 was killed by signal 9"));
+  // Rank 0 noticed on its own, well before the launcher's grace period, and named rank 1.
+  CHECK(std::chrono::steady_clock::now() - t0 < 15s);
+  CHECK_THAT(test::read_file(seen), Contains("rank 1"));
+}
