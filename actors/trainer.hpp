@@ -113,6 +113,10 @@ struct job_options {
   /// end with the job-wide summary.
   std::function<void(const train_progress&)> on_progress{};
   std::function<void(const epoch_summary&)> on_epoch{};
+  /// Writes a Chrome / Perfetto trace of the run here (every process's part merged by process
+  /// 0): each batch through the loader's stages and the trainer, each bucket from ready to
+  /// reduced, each cross-process all_reduce. Empty: no trace.
+  std::string trace{};
 };
 
 struct job_report {

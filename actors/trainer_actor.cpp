@@ -310,6 +310,27 @@ private:
   int64_t total_ = 0;
 };
 
+// Each process writes its part; process 0 merges them once all are written (same host: the
+// parts sit next to the target).
+void write_trace(const std::string& path, dist::process_group* pg) {
+  trace::enable(false);
+  const int rank = pg ? pg->rank() : 0;
+  const std::string part = pg ? path + ".part" + std::to_string(rank) : path;
+  trace::write_chrome_json(part, rank, "process " + std::to_string(rank));
+  if (!pg)
+    return;
+  pg->barrier().wait();
+  if (rank == 0) {
+    std::vector<std::string> parts;
+    for (int r = 0; r < pg->size(); ++r)
+      parts.push_back(path + ".part" + std::to_string(r));
+    trace::merge_chrome_json(parts, path);
+    for (const auto& p : parts)
+      std::remove(p.c_str());
+  }
+  pg->barrier().wait();
+}
+
 caf::behavior trainer_actor(caf::event_based_actor* self, const trainer_spec* spec,
                             replica_info info, std::shared_ptr<dist::replica_group> group,
                             caf::actor monitor) {
@@ -332,8 +353,17 @@ caf::behavior trainer_actor(caf::event_based_actor* self, const trainer_spec* sp
 
 job_report train_data_parallel(const trainer_spec& spec, const job_options& opts) {
   check_spec(spec, opts);
+  if (!opts.trace.empty()) {
+    trace::clear();
+    trace::enable();
+  }
   caf::actor_system_config cfg;
+  // The trainers are detached (their own threads); the scheduler runs only the comm actor and
+  // the loaders' sampler. The sharing policy's workers sleep on a condition variable, where the
+  // default work-stealing workers poll for a while after each message and take CPU time
+  // from the trainers' compute threads.
   cfg.set("scheduler.max-threads", size_t(2));
+  cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system sys{cfg};
   auto exchange = spawn_comm_actor(sys, opts.process_group);
   auto locals = std::make_shared<dist::local_replicas>(opts.num_local, exchange);
@@ -392,6 +422,8 @@ job_report train_data_parallel(const trainer_spec& spec, const job_options& opts
         });
   }
   ACTORCH_CHECK(failure.empty(), failure);
+  if (!opts.trace.empty())
+    write_trace(opts.trace, opts.process_group.get());
   return out;
 }
 

@@ -33,6 +33,7 @@ struct ddp_mlp_options {
   int64_t batch = 64;
   int64_t warmup = 5;
   int64_t steps = 50;
+  std::string trace{}; // actors and process modes: a Chrome trace of the run
 };
 
 /// The ddp-mlp workload: Linear(784,1024) ReLU Linear(1024,1024) ReLU Linear(1024,10),

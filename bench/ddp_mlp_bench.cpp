@@ -106,7 +106,8 @@ double timed_step(const ddp_mlp_options& o, const actors::job_report& r) {
 
 void run_actors(const ddp_mlp_options& o, std::ostream& out) {
   double loss = 0;
-  const auto r = actors::train_data_parallel(spec_of(o, &loss), {.num_local = int(o.world)});
+  const auto r = actors::train_data_parallel(spec_of(o, &loss),
+                                             {.num_local = int(o.world), .trace = o.trace});
   print_line(o, timed_step(o, r), loss, out);
 }
 
@@ -123,7 +124,8 @@ void run_process(const ddp_mlp_options& o, std::ostream& out) {
                                   .timeout = std::chrono::milliseconds(60000)});
         double loss = 0;
         const auto r =
-            actors::train_data_parallel(spec_of(o, &loss), {.process_group = dist::world()});
+            actors::train_data_parallel(spec_of(o, &loss),
+                                        {.process_group = dist::world(), .trace = o.trace});
         if (rank == 0)
           print_line(o, timed_step(o, r), loss, out);
         dist::destroy_process_group();

@@ -225,7 +225,9 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
     while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
       const size_t b = next_launch++;
       notify(bucket_event::ready, b);
-      work w = group->all_reduce(buckets[b].flat, reduce_op::sum);
+      // AVG: the division happens once per bucket where the sum completes (for trainer
+      // threads, once per process), so copying the result back is a plain copy.
+      work w = group->all_reduce(buckets[b].flat, reduce_op::avg);
       std::weak_ptr<impl> weak = weak_from_this();
       const int64_t it = iteration;
       buckets[b].reduced = w.then([weak, b, it](const work& done) {
@@ -267,7 +269,6 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
       w.wait();
       used_anywhere = w.result().at(0);
     }
-    const double scale = 1.0 / group->size();
     no_grad guard;
     for (size_t b = 0; b < buckets.size(); ++b) {
       bucket& bk = buckets[b];
@@ -277,12 +278,12 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
         const size_t i = bk.params[slot];
         if (used_anywhere.defined() && used_anywhere.data_ptr<int32_t>()[i] == 0)
           continue; // no replica used it: its gradient stays as it was, as in torch
-        tensor avg = slot_view(b, slot, sum).mul(scale);
+        const tensor avg = slot_view(b, slot, sum);
         tensor g = params[i].grad();
         if (g.defined())
           g.copy_(avg);
         else
-          params[i].set_grad(avg);
+          params[i].set_grad(avg.clone());
       }
       bk.reduced = work();
     }
