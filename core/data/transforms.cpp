@@ -240,17 +240,25 @@ transformed_dataset::transformed_dataset(dataset_ptr dataset, transforms::transf
 
 sample transformed_dataset::get(int64_t index) const {
   sample s = dataset_->get(index);
-  if (s.is_tensor())
-    return transform_ ? sample(transform_(s.as_tensor())) : s;
-  ACTORCH_CHECK(s.is_tuple() && s.size() >= 1, "transformed_dataset: sample ", index,
-                " is neither a tensor nor an (image, target, ...) tuple: ", s.str());
+  // The tensors are replaced in place (for_each_tensor on a tensor sample visits just it),
+  // rather than assigning new samples over the old ones.
+  auto apply = [](sample& item, const transforms::transform& t) {
+    item.for_each_tensor([&](tensor& x) { x = t(x); });
+  };
+  if (s.is_tensor()) {
+    if (transform_)
+      apply(s, transform_);
+    return s;
+  }
+  ACTORCH_CHECK(s.is_tuple() && s.size() >= 1 && s[0].is_tensor(), "transformed_dataset: sample ",
+                index, " is neither a tensor nor an (image, target, ...) tuple: ", s.str());
   sample::tuple& items = s.as_tuple();
   if (transform_)
-    items[0] = transform_(items[0].as_tensor());
+    apply(items[0], transform_);
   if (target_transform_) {
-    ACTORCH_CHECK(items.size() >= 2, "transformed_dataset: sample ", index,
-                  " has no target for target_transform: ", s.str());
-    items[1] = target_transform_(items[1].as_tensor());
+    ACTORCH_CHECK(items.size() >= 2 && items[1].is_tensor(), "transformed_dataset: sample ",
+                  index, " has no tensor target for target_transform: ", s.str());
+    apply(items[1], target_transform_);
   }
   return s;
 }
