@@ -92,9 +92,9 @@ void verify_replica_parameters(replica_group& g, const nn::named_tensors& params
 }
 
 distributed_data_parallel::distributed_data_parallel(std::shared_ptr<nn::module> module,
-                                                     std::shared_ptr<replica_group> group,
+                                                     std::shared_ptr<replica_group> replicas,
                                                      ddp_options opts)
-    : module_(std::move(module)), group_(std::move(group)), opts_(opts) {
+    : module_(std::move(module)), group_(std::move(replicas)), opts_(opts) {
   ACTORCH_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
   ACTORCH_CHECK(group_ != nullptr, "DistributedDataParallel: the replica group is null");
   const nn::named_tensors named = module_->named_parameters();

@@ -32,7 +32,7 @@ public:
   /// on every replica naming those that differ), broadcasts rank 0's parameters and buffers,
   /// and builds the buckets. Every replica constructs it at the same point.
   distributed_data_parallel(std::shared_ptr<nn::module> module,
-                            std::shared_ptr<replica_group> group, ddp_options opts = {});
+                            std::shared_ptr<replica_group> replicas, ddp_options opts = {});
 
   /// The module's forward. When gradients are to be synchronised (grad mode on, outside
   /// no_sync), arms the reducer for the backward of its output. In training mode with

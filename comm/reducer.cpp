@@ -291,9 +291,9 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
 };
 
 reducer::reducer(std::vector<tensor> params, std::vector<std::string> names,
-                 std::shared_ptr<replica_group> group, reducer_options opts)
+                 std::shared_ptr<replica_group> replicas, reducer_options opts)
     : impl_(std::make_shared<impl>()) {
-  ACTORCH_CHECK(group != nullptr, "DistributedDataParallel: the replica group is null");
+  ACTORCH_CHECK(replicas != nullptr, "DistributedDataParallel: the replica group is null");
   ACTORCH_CHECK(!params.empty(), "DistributedDataParallel: the module has no parameters");
   ACTORCH_CHECK(names.size() == params.size(), "reducer: ", params.size(), " parameters but ",
                 names.size(), " names");
@@ -310,7 +310,7 @@ reducer::reducer(std::vector<tensor> params, std::vector<std::string> names,
   }
   impl_->params = std::move(params);
   impl_->names = std::move(names);
-  impl_->group = std::move(group);
+  impl_->group = std::move(replicas);
   impl_->opts = opts;
   std::vector<size_t> reverse(impl_->params.size());
   for (size_t k = 0; k < reverse.size(); ++k)

@@ -51,7 +51,7 @@ public:
   /// Registers a post-accumulate hook on each parameter. `names` name them in errors.
   /// @pre params are leaves that require grad, all on one device.
   reducer(std::vector<tensor> params, std::vector<std::string> names,
-          std::shared_ptr<replica_group> group, reducer_options opts = {});
+          std::shared_ptr<replica_group> replicas, reducer_options opts = {});
   ~reducer();
   reducer(const reducer&) = delete;
   reducer& operator=(const reducer&) = delete;

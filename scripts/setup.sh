@@ -8,6 +8,7 @@ packages=(
   libcaf-dev libgloo-dev libconcurrentqueue-dev catch2 libopenblas-dev
   libcli11-dev zlib1g-dev libsqlite3-dev
   python3 python3-numpy
+  gnuplot-nox
 )
 
 missing=()

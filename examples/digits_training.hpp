@@ -1,0 +1,37 @@
+// The data-parallel digits job shared by examples/digits_ddp (processes started by the
+// launcher) and examples/digits_actors (trainer actors in one process): options, the trainer
+// spec (MLP 64-128-10, SGD with momentum, per-sample Normalize in the dataset workers), a
+// progress display, and the run's outputs (checkpoint, metrics.csv, curves.png).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "actors/trainer.hpp"
+
+namespace digits {
+
+struct options {
+  std::string data;               // the digits CSV (gzip)
+  std::string out = "digits-run"; // checkpoint, metrics.csv and curves.png go here
+  int64_t epochs = 30;
+  int64_t batch_size = 32;        // per replica
+  int64_t num_workers = 1;        // dataset worker actors per replica
+  int actors = 1;                 // trainer actors per process
+  double lr = 0.05;
+  std::string trace;              // Chrome trace of the run
+  std::string resume;             // a checkpoint to continue from
+};
+
+/// Parses argv (both examples take the same flags). Throws actorch::error naming a bad flag.
+options parse(int argc, char** argv, const char* program);
+
+/// The trainer spec of the job: the train split (80%, a fixed permutation) through the loader
+/// with the per-sample transform, evaluation on the test split.
+actorch::actors::trainer_spec make_spec(const options& o);
+
+/// Runs the job's part in this process (`pg` null: one process) and, on the process holding
+/// rank 0, prints progress and writes the outputs. Returns the final test accuracy (rank 0).
+double run(const options& o, std::shared_ptr<actorch::dist::process_group> pg);
+
+} // namespace digits
