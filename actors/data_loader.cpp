@@ -13,7 +13,8 @@ namespace actorch::data {
 namespace detail {
 
 struct loader_impl {
-  dataset_ptr dataset;   // null with a user's source
+  dataset_ptr dataset;   // null with a user's source or an iterable dataset
+  iterable_dataset_ptr iterable;
   int64_t dataset_size = 0;
   loader_options opts;
   std::shared_ptr<generator> gen;
@@ -39,6 +40,8 @@ struct loader_impl {
   uint64_t base_seed = 0;
   std::vector<std::pair<int64_t, std::vector<int64_t>>> plan;
   size_t local_pos = 0;
+  std::unique_ptr<sample_iterator> local_iter; // iterable, num_workers = 0: this thread's pass
+  bool local_exhausted = false;
   std::vector<int64_t> delivered;
   generator::state gen_at_start{};
   std::optional<generator::state> sampler_gen_at_start;
@@ -49,10 +52,13 @@ struct loader_impl {
   ~loader_impl() { shutdown(); }
 
   bool uses_actors() const { return source.has_value() || opts.num_workers > 0; }
+  bool auto_collation() const { return opts.batch_size.has_value(); }
   int64_t credits() const {
     return opts.prefetch_factor.value_or(2) * std::max<int64_t>(1, opts.num_workers);
   }
   generator* sampler_rng() const {
+    if (!batches)
+      return nullptr; // iterable: no sampler
     generator* g = batches->rng();
     return g == gen.get() ? nullptr : g;
   }
@@ -86,6 +92,7 @@ struct loader_impl {
     running = false;
     holding_credit = false;
     current = sample();
+    local_iter.reset();
     ++epoch;
     resume.reset();
     active_generation->store(++generation); // workers skip what is left of the old run
@@ -95,6 +102,8 @@ struct loader_impl {
   caf::actor make_sampler() {
     actors::sampler_config cfg;
     cfg.in_order = opts.in_order;
+    cfg.iterable = iterable != nullptr;
+    cfg.auto_collation = auto_collation();
     cfg.timeout_s = opts.timeout;
     cfg.collate = opts.collate_fn;
     cfg.pool = pool;
@@ -108,6 +117,9 @@ struct loader_impl {
       // loader is being destroyed (with a caller's actor system, nobody waits for it).
       actors::worker_config proto;
       proto.dataset = dataset;
+      proto.iterable = iterable;
+      proto.batch_size = opts.batch_size.value_or(1);
+      proto.drop_last = opts.drop_last;
       proto.num_workers = opts.num_workers;
       proto.base_seed = base_seed;
       proto.collate = opts.collate_fn;
@@ -121,7 +133,8 @@ struct loader_impl {
         return actors::spawn_dataset_worker(*sys, std::move(w));
       };
       for (int64_t id = 0; id < opts.num_workers; ++id) cfg.sources.push_back(spawn(id));
-      cfg.respawn = spawn;
+      if (!iterable)
+        cfg.respawn = spawn; // See Note [Worker death]
     }
     return actors::spawn_sampler(sys(), std::move(cfg));
   }
@@ -137,28 +150,32 @@ struct loader_impl {
     gen_at_start = gen->get_state();
     sampler_gen_at_start.reset();
     if (auto* g = sampler_rng()) sampler_gen_at_start = g->get_state();
-    batches->set_epoch(epoch);
+    if (batches) batches->set_epoch(epoch);
     base_seed = random_u64(*gen);
-    auto all = batches->batches();
-    std::vector<bool> skip(all.size(), false);
     delivered.clear();
-    if (resume) {
-      for (int64_t s : resume->delivered)
-        if (s >= 0 && size_t(s) < all.size()) skip[size_t(s)] = true;
-      delivered = resume->delivered;
-      resume.reset();
-    }
     plan.clear();
-    for (size_t s = 0; s < all.size(); ++s) {
-      for (int64_t i : all[s])
-        ACTORCH_CHECK(i >= 0 && i < dataset_size, "DataLoader: the sampler yielded index ", i,
-                      " for batch ", s, ", out of range for a dataset of ", dataset_size,
-                      " samples");
-      if (!skip[s]) plan.emplace_back(int64_t(s), std::move(all[s]));
+    if (batches) {
+      auto all = batches->batches();
+      std::vector<bool> skip(all.size(), false);
+      if (resume) {
+        for (int64_t s : resume->delivered)
+          if (s >= 0 && size_t(s) < all.size()) skip[size_t(s)] = true;
+        delivered = resume->delivered;
+      }
+      for (size_t s = 0; s < all.size(); ++s) {
+        for (int64_t i : all[s])
+          ACTORCH_CHECK(i >= 0 && i < dataset_size, "DataLoader: the sampler yielded index ", i,
+                        " for batch ", s, ", out of range for a dataset of ", dataset_size,
+                        " samples");
+        if (!skip[s]) plan.emplace_back(int64_t(s), std::move(all[s]));
+      }
     }
+    resume.reset();
     running = true;
     local = !uses_actors() && sink == nullptr;
     local_pos = 0;
+    local_iter.reset();
+    local_exhausted = false;
     active_generation->store(++generation);
     if (local) return;
     ACTORCH_CHECK(sink == nullptr || uses_actors(),
@@ -169,6 +186,7 @@ struct loader_impl {
     p.epoch = epoch;
     p.base_seed = base_seed;
     p.batches = plan;
+    p.iterable = iterable != nullptr;
     p.credits = credits();
     if (sink) p.sink = *sink;
     caf::anon_send(sampler, actors::epoch_atom::value, std::move(p));
@@ -182,6 +200,33 @@ struct loader_impl {
       current = sample(); // release the batch: its buffers go back to the pool
       caf::anon_send(sampler, actors::credit_atom::value, generation);
     }
+    if (local && iterable) {
+      // The consumer's thread iterates the stream itself; get_worker_info() is null here.
+      actors::index_batch task;
+      task.generation = generation;
+      task.epoch = epoch;
+      task.seq = int64_t(local_pos++);
+      task.seed = batch_seed(base_seed, epoch, task.seq);
+      task.auto_collation = auto_collation();
+      actors::loaded_batch b;
+      b.end_of_data = true;
+      if (!local_exhausted)
+        b = actors::load_stream_batch(task, *iterable, local_iter, opts.batch_size.value_or(1),
+                                      opts.drop_last, opts.collate_fn, pool.get(),
+                                      opts.pin_memory, "DataLoader (num_workers=0)");
+      local_exhausted = b.end_of_data || !b.error.empty();
+      if (!b.error.empty()) {
+        end_run();
+        throw error(b.error);
+      }
+      if (b.end_of_data) {
+        end_run();
+        return false;
+      }
+      current = std::move(b.data);
+      delivered.push_back(task.seq);
+      return true;
+    }
     if (local) {
       if (local_pos == plan.size()) {
         end_run();
@@ -194,6 +239,7 @@ struct loader_impl {
       task.seq = seq;
       task.indices = indices;
       task.seed = batch_seed(base_seed, epoch, seq);
+      task.auto_collation = auto_collation();
       auto b = actors::load_batch(task, *dataset, opts.collate_fn, pool.get(), opts.pin_memory,
                                   "DataLoader (num_workers=0)");
       if (!b.error.empty()) {
@@ -238,7 +284,15 @@ struct loader_impl {
 
 namespace {
 
-void check_options(const loader_options& o, bool custom_source) {
+void check_options(const loader_options& o, bool custom_source, bool iterable) {
+  if (iterable) {
+    ACTORCH_CHECK(!o.shuffle, "DataLoader with IterableDataset: expected unspecified shuffle "
+                              "option, but got shuffle=true");
+    ACTORCH_CHECK(!o.sampler, "DataLoader with IterableDataset: expected unspecified sampler "
+                              "option, but got a sampler");
+    ACTORCH_CHECK(!o.batch_sampler, "DataLoader with IterableDataset: expected unspecified "
+                                    "batch_sampler option, but got a batch_sampler");
+  }
   ACTORCH_CHECK(o.num_workers >= 0,
                 "DataLoader: num_workers option should be non-negative; use num_workers=0 to "
                 "disable multiprocessing (got ",
@@ -260,28 +314,36 @@ void check_options(const loader_options& o, bool custom_source) {
     ACTORCH_CHECK(o.batch_size == 1 && !o.shuffle && !o.sampler && !o.drop_last,
                   "DataLoader: batch_sampler option is mutually exclusive with batch_size, "
                   "shuffle, sampler, and drop_last");
-  else
-    ACTORCH_CHECK(o.batch_size > 0,
+  else if (o.batch_size)
+    ACTORCH_CHECK(*o.batch_size > 0,
                   "DataLoader: batch_size should be a positive integer value, but got batch_size=",
-                  o.batch_size);
+                  *o.batch_size);
+  else
+    ACTORCH_CHECK(!o.drop_last, "DataLoader: batch_size=None option disables auto-batching and "
+                                "is mutually exclusive with drop_last");
   ACTORCH_CHECK(!(o.sampler && o.shuffle),
                 "DataLoader: sampler option is mutually exclusive with shuffle");
 }
 
-std::unique_ptr<detail::loader_impl> make_impl(dataset_ptr ds, int64_t size, loader_options opts,
+std::unique_ptr<detail::loader_impl> make_impl(dataset_ptr ds, iterable_dataset_ptr iterable,
+                                               int64_t size, loader_options opts,
                                                bool custom_source) {
-  check_options(opts, custom_source);
+  check_options(opts, custom_source, iterable != nullptr);
   auto impl = std::make_unique<detail::loader_impl>();
   impl->dataset = std::move(ds);
+  impl->iterable = std::move(iterable);
   impl->dataset_size = size;
   impl->gen = opts.generator ? opts.generator : seeded_from_default();
-  if (opts.batch_sampler) {
+  if (impl->iterable) {
+    // No sampler: the workers' iterators decide what comes.
+  } else if (opts.batch_sampler) {
     impl->batches = opts.batch_sampler;
   } else {
     sampler_ptr s = opts.sampler;
     if (!s && opts.shuffle) s = std::make_shared<random_sampler>(size, false, -1, impl->gen);
     if (!s) s = std::make_shared<sequential_sampler>(size);
-    impl->batches = std::make_shared<batch_sampler>(s, opts.batch_size, opts.drop_last);
+    // Unbatched: batches of one index, each converted instead of collated.
+    impl->batches = std::make_shared<batch_sampler>(s, opts.batch_size.value_or(1), opts.drop_last);
   }
   impl->pool = buffer_pool::make(opts.pin_memory ? pinned_allocator() : cpu_allocator());
   impl->opts = std::move(opts);
@@ -293,9 +355,15 @@ std::unique_ptr<detail::loader_impl> make_impl(dataset_ptr ds, int64_t size, loa
 data_loader::data_loader(dataset_ptr dataset, loader_options opts) {
   ACTORCH_CHECK(dataset != nullptr, "DataLoader: null dataset");
   const int64_t n = dataset->size();
-  impl_ = make_impl(std::move(dataset), n, std::move(opts), false);
+  impl_ = make_impl(std::move(dataset), nullptr, n, std::move(opts), false);
   // The actor system starts with the loader (its threads cost milliseconds to start); the
   // workers start with the first epoch, as PyTorch's do.
+  if (impl_->opts.num_workers > 0) impl_->sys();
+}
+
+data_loader::data_loader(iterable_dataset_ptr dataset, loader_options opts) {
+  ACTORCH_CHECK(dataset != nullptr, "DataLoader: null dataset");
+  impl_ = make_impl(nullptr, std::move(dataset), 0, std::move(opts), false);
   if (impl_->opts.num_workers > 0) impl_->sys();
 }
 
@@ -322,7 +390,10 @@ data_loader::iterator data_loader::begin() {
   return iterator(impl_.get());
 }
 
-int64_t data_loader::size() const { return impl_->batches->size(); }
+int64_t data_loader::size() const {
+  ACTORCH_CHECK(impl_->batches, "DataLoader: an IterableDataset has no length (len(loader))");
+  return impl_->batches->size();
+}
 int64_t data_loader::epoch() const { return impl_->resume ? impl_->resume->epoch : impl_->epoch; }
 
 loader_state data_loader::state() const {
@@ -342,6 +413,9 @@ loader_state data_loader::state() const {
 }
 
 void data_loader::load_state(const loader_state& s) {
+  ACTORCH_CHECK(!impl_->iterable || s.delivered.empty(),
+                "DataLoader with IterableDataset: cannot resume mid-epoch (", s.delivered.size(),
+                " batches delivered); only the epoch and the generator state are restored");
   impl_->end_run();
   impl_->resume = s;
 }
@@ -358,11 +432,23 @@ void data_loader::set_actor_system(caf::actor_system& sys) {
   impl_->system = &sys;
 }
 
+caf::actor data_loader::worker_for_testing(int64_t id) {
+  ACTORCH_CHECK(impl_->sampler, "DataLoader.worker_for_testing: no actors running");
+  caf::scoped_actor self{impl_->sys()};
+  caf::actor out;
+  self->request(impl_->sampler, caf::infinite, actors::worker_atom::value, id)
+      .receive([&](caf::actor& a) { out = std::move(a); },
+               [&](caf::error& e) {
+                 ACTORCH_FAIL("DataLoader.worker_for_testing(", id, "): ", caf::to_string(e));
+               });
+  return out;
+}
+
 data_loader make_source_loader(caf::actor_system& sys, actors::source_actor source,
                                int64_t dataset_size, loader_options opts) {
   ACTORCH_CHECK(source != nullptr, "DataLoader: null source actor");
   ACTORCH_CHECK(dataset_size >= 0, "DataLoader: negative dataset size ", dataset_size);
-  auto impl = make_impl(nullptr, dataset_size, std::move(opts), true);
+  auto impl = make_impl(nullptr, nullptr, dataset_size, std::move(opts), true);
   impl->system = &sys;
   impl->source = std::move(source);
   return data_loader(std::move(impl));

@@ -7,7 +7,9 @@
 // Behind it, a sampler actor emits index batches under credit to detached dataset-worker
 // actors, which load, collate and pin them; the sampler reorders them (in_order) and hands
 // them to the consumer's thread through a queue (docs/architecture.md, "One batch"). With
-// num_workers = 0 the consumer's thread loads the batches itself, no actors involved.
+// num_workers = 0 the consumer's thread loads the batches itself, no actors involved. An
+// iterable dataset has no sampler: each worker iterates its own iter() and the loader
+// interleaves their batches round-robin.
 // This header includes no CAF: CAF-facing entry points are in actors/source_loader.hpp.
 #pragma once
 
@@ -32,7 +34,9 @@ namespace actorch::data {
 
 /// DataLoader's options, with PyTorch's names and defaults.
 struct loader_options {
-  int64_t batch_size = 1;
+  /// Samples per batch; std::nullopt disables automatic batching (PyTorch's batch_size=None):
+  /// each sample goes through collate_fn on its own (default: default_convert, no batch dim).
+  std::optional<int64_t> batch_size = 1;
   /// Reshuffle every epoch (a RandomSampler over the loader's generator).
   bool shuffle = false;
   sampler_ptr sampler{};
@@ -40,10 +44,12 @@ struct loader_options {
   batch_sampler_ptr batch_sampler{};
   /// Worker actors loading in parallel; 0 loads in the consumer's thread.
   int64_t num_workers = 0;
-  /// Replaces default_collate.
+  /// Replaces default_collate. Unbatched (batch_size = nullopt), it replaces default_convert and
+  /// receives each sample alone, in a one-element list.
   data::collate_fn collate_fn{};
   /// Batches in pinned host memory (pinned_allocator()).
   bool pin_memory = false;
+  /// Drop the last, short batch; with an iterable dataset, each worker's last short batch.
   bool drop_last = false;
   /// Seconds to wait for a worker's batch before failing with a timeout error; 0: forever.
   double timeout = 0;
@@ -78,6 +84,13 @@ public:
   /// Checks the options (throwing actorch::error naming the option) and builds the sampler.
   /// Actors start with the first epoch.
   explicit data_loader(dataset_ptr dataset, loader_options opts = {});
+  /// Over an iterable dataset (PyTorch's IterableDataset): shuffle, sampler and batch_sampler
+  /// must be unset. Each worker calls dataset->iter() on its own thread with get_worker_info()
+  /// set; without splitting on it, every worker yields the whole stream, as in PyTorch. Batches
+  /// are collated in the workers and delivered round-robin across them (in_order); the epoch
+  /// ends when every worker's stream has ended. num_workers = 0 iterates in the consumer's
+  /// thread. size() and mid-epoch load_state() are not available.
+  explicit data_loader(iterable_dataset_ptr dataset, loader_options opts = {});
   /// Used by make_source_loader (actors/source_loader.hpp).
   explicit data_loader(std::unique_ptr<detail::loader_impl> impl);
   /// Stops every actor of the loader; waits only for dataset calls already running.
@@ -109,7 +122,8 @@ public:
   iterator begin();
   sentinel end() const { return {}; }
 
-  /// Batches per epoch (len(loader)).
+  /// Batches per epoch (len(loader)); samples per epoch when unbatched. Throws for an iterable
+  /// dataset, which has no length.
   int64_t size() const;
   /// The epoch the next begin() starts (or the one in progress).
   int64_t epoch() const;
@@ -128,6 +142,11 @@ public:
   void run_epoch(const caf::actor& sink);
   /// Runs the loader's actors in `sys` (which must outlive the loader) instead of its own.
   void set_actor_system(caf::actor_system& sys);
+
+  /// Test-only (supervision tests kill workers): the actor now serving worker slot `id`, asked
+  /// of the sampler through its mailbox, so the answer follows every message the sampler got
+  /// before. @pre an epoch with workers (or a source) was started.
+  caf::actor worker_for_testing(int64_t id);
 
 private:
   std::unique_ptr<detail::loader_impl> impl_;

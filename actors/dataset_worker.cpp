@@ -16,6 +16,35 @@ std::string indices_str(const std::vector<int64_t>& idx) {
   return os.str();
 }
 
+namespace {
+
+/// Collates (or, unbatched, converts) `samples` into out.data, then pins; an exception becomes
+/// out.error, prefixed by `failure`.
+void collate_into(loaded_batch& out, std::vector<data::sample> samples, bool auto_collation,
+                  const data::collate_fn& collate, data::buffer_pool* pool, bool pin_memory,
+                  const std::string& failure) {
+  try {
+    if (!auto_collation) {
+      // Unbatched: collate_fn sees the one sample (in a one-element list); the default
+      // converts it, out of the pool, so pinning is a copy.
+      out.data = collate ? collate(std::move(samples)) : data::default_convert(std::move(samples[0]));
+      if (pin_memory && pool)
+        out.data = data::pin_memory(out.data, *pool);
+    } else if (collate) {
+      out.data = collate(std::move(samples));
+      if (pin_memory && pool)
+        out.data = data::pin_memory(out.data, *pool);
+    } else {
+      out.data = data::default_collate(std::move(samples), pool);
+    }
+    out.pinned = pin_memory;
+  } catch (const std::exception& e) {
+    out.error = failure + e.what();
+  }
+}
+
+} // namespace
+
 loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
                         const data::collate_fn& collate, data::buffer_pool* pool, bool pin_memory,
                         const std::string& who, const std::atomic<uint64_t>* active_generation) {
@@ -40,19 +69,47 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
       return out;
     }
   }
+  collate_into(out, std::move(samples), task.auto_collation, collate, pool, pin_memory,
+               who + " failed to collate batch " + std::to_string(task.seq) + " (sample indices " +
+                   indices_str(task.indices) + "): ");
+  return out;
+}
+
+loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dataset& ds,
+                               std::unique_ptr<data::sample_iterator>& it, int64_t batch_size,
+                               bool drop_last, const data::collate_fn& collate,
+                               data::buffer_pool* pool, bool pin_memory, const std::string& who) {
+  loaded_batch out;
+  out.generation = task.generation;
+  out.seq = task.seq;
+  data::batch_scope randomness(task.seed);
+  const size_t want = task.auto_collation ? size_t(batch_size) : 1;
+  std::vector<data::sample> samples;
+  samples.reserve(want);
   try {
-    if (collate) {
-      out.data = collate(std::move(samples));
-      if (pin_memory && pool)
-        out.data = data::pin_memory(out.data, *pool);
-    } else {
-      out.data = data::default_collate(std::move(samples), pool);
+    if (!it)
+      it = ds.iter();
+    while (samples.size() < want) {
+      auto s = it->next();
+      if (!s)
+        break;
+      samples.push_back(std::move(*s));
     }
-    out.pinned = pin_memory;
   } catch (const std::exception& e) {
-    out.error = who + " failed to collate batch " + std::to_string(task.seq) + " (sample indices " +
-                indices_str(task.indices) + "): " + e.what();
+    out.error = who + " failed while iterating the IterableDataset (batch " +
+                std::to_string(task.seq) + ", after " + std::to_string(samples.size()) +
+                " samples of it): " + e.what();
+    return out;
   }
+  // The stream ended: nothing left, or only a short batch that drop_last drops (per worker,
+  // as PyTorch drops each worker's last partial batch).
+  if (samples.empty() || (drop_last && task.auto_collation && samples.size() < want)) {
+    out.end_of_data = true;
+    return out;
+  }
+  collate_into(out, std::move(samples), task.auto_collation, collate, pool, pin_memory,
+               who + " failed to collate batch " + std::to_string(task.seq) +
+                   " of the IterableDataset: ");
   return out;
 }
 
@@ -63,12 +120,64 @@ struct worker_state {
   data::worker_info info;
   bool initialized = false;
   std::string name;
+  // An iterable worker's pass: the iterator of run `iter_generation`, and whether it ended.
+  std::unique_ptr<data::sample_iterator> it;
+  uint64_t iter_generation = 0;
+  bool exhausted = false;
 };
 
-source_actor::behavior_type dataset_worker(source_actor::stateful_pointer<worker_state> self,
-                                           worker_config cfg) {
+using worker_pointer = source_actor::stateful_pointer<worker_state>;
+
+/// Runs worker_init_fn before the worker's first batch; false (and `out` the error) if it threw.
+bool initialize(worker_state& s, const index_batch& task, loaded_batch& out) {
+  if (s.initialized)
+    return true;
+  s.initialized = true;
+  if (!s.cfg.worker_init_fn)
+    return true;
+  try {
+    s.cfg.worker_init_fn(s.cfg.id);
+    return true;
+  } catch (const std::exception& e) {
+    out.generation = task.generation;
+    out.seq = task.seq;
+    out.worker = s.cfg.id;
+    out.error = s.name + ": worker_init_fn failed: " + e.what();
+    return false;
+  }
+}
+
+loaded_batch load_one(worker_state& s, const index_batch& task) {
+  if (s.cfg.dataset)
+    return load_batch(task, *s.cfg.dataset, s.cfg.collate, s.cfg.pool.get(), s.cfg.pin_memory,
+                      s.name, s.cfg.active_generation.get());
+  // Iterable: a new run (epoch) starts a new pass with a fresh iter(), on this thread, with
+  // get_worker_info() set, so that the dataset can split the stream between the workers.
+  if (task.generation != s.iter_generation) {
+    s.it.reset();
+    s.exhausted = false;
+    s.iter_generation = task.generation;
+  }
+  loaded_batch out;
+  out.generation = task.generation;
+  out.seq = task.seq;
+  if (s.cfg.active_generation &&
+      s.cfg.active_generation->load(std::memory_order_relaxed) != task.generation) {
+    out.error = "cancelled";
+  } else if (s.exhausted) {
+    out.end_of_data = true;
+  } else {
+    out = load_stream_batch(task, *s.cfg.iterable, s.it, s.cfg.batch_size, s.cfg.drop_last,
+                            s.cfg.collate, s.cfg.pool.get(), s.cfg.pin_memory, s.name);
+    s.exhausted = out.end_of_data || !out.error.empty();
+  }
+  return out;
+}
+
+source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cfg) {
   auto& st = self->state;
-  st.info = {cfg.id, cfg.num_workers, cfg.base_seed + uint64_t(cfg.id), cfg.dataset};
+  st.info = {cfg.id, cfg.num_workers, cfg.base_seed + uint64_t(cfg.id), cfg.dataset,
+             cfg.iterable};
   st.name = "DataLoader worker " + std::to_string(cfg.id);
   st.cfg = std::move(cfg);
   // Note [Worker crash]: an exception escaping a handler (one not derived from std::exception,
@@ -81,23 +190,10 @@ source_actor::behavior_type dataset_worker(source_actor::stateful_pointer<worker
       [self](load_atom, const index_batch& task) -> loaded_batch {
         auto& s = self->state;
         data::worker_scope scope(&s.info);
-        if (!s.initialized) {
-          s.initialized = true;
-          if (s.cfg.worker_init_fn) {
-            try {
-              s.cfg.worker_init_fn(s.cfg.id);
-            } catch (const std::exception& e) {
-              loaded_batch out;
-              out.generation = task.generation;
-              out.seq = task.seq;
-              out.worker = s.cfg.id;
-              out.error = s.name + ": worker_init_fn failed: " + e.what();
-              return out;
-            }
-          }
-        }
-        loaded_batch out = load_batch(task, *s.cfg.dataset, s.cfg.collate, s.cfg.pool.get(),
-                                      s.cfg.pin_memory, s.name, s.cfg.active_generation.get());
+        loaded_batch out;
+        if (!initialize(s, task, out))
+          return out;
+        out = load_one(s, task);
         out.worker = s.cfg.id;
         return out;
       },

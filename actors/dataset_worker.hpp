@@ -1,6 +1,7 @@
-// The dataset worker: a detached actor implementing source_actor over a map-style dataset.
-// For each index batch it calls dataset.get(i) for every index (on its own thread: a slow or
-// blocking dataset never blocks CAF's scheduler), then collates the samples into a batch
+// The dataset worker: a detached actor implementing source_actor over a map-style dataset, or
+// over its own iterator of an iterable dataset. For each index batch it calls dataset.get(i) for
+// every index (or pulls batch_size samples from its iterator), on its own thread: a slow or
+// blocking dataset never blocks CAF's scheduler; then it collates the samples into a batch
 // buffer from the pool (pinned memory when pin_memory). Collate and pin-memory thus run in the
 // worker, in parallel across workers, as PyTorch's workers collate; see Note [Loader stages] in
 // sampler_actor.cpp.
@@ -19,13 +20,16 @@
 namespace actorch::actors {
 
 struct worker_config {
-  data::dataset_ptr dataset;
+  data::dataset_ptr dataset;           // map-style; or
+  data::iterable_dataset_ptr iterable; // iterable-style: the worker iterates its own iter()
   int64_t id = 0;
   int64_t num_workers = 1;
   uint64_t base_seed = 0;     // worker seed = base_seed + id, as PyTorch
-  data::collate_fn collate;   // empty: default_collate into `pool`
+  data::collate_fn collate;   // empty: default_collate into `pool` (default_convert unbatched)
   data::buffer_pool_ptr pool; // batch buffers; pinned allocator when pin_memory
   bool pin_memory = false;    // pin batches a custom collate_fn returns
+  int64_t batch_size = 1;     // iterable: samples per batch (with task.auto_collation)
+  bool drop_last = false;     // iterable: drop this worker's last, short batch
   std::function<void(int64_t)> worker_init_fn;
   /// The run the loader currently wants; tasks of older runs are answered at once, unloaded.
   std::shared_ptr<std::atomic<uint64_t>> active_generation;
@@ -34,16 +38,28 @@ struct worker_config {
 /// A batch's sample indices for messages: "[3, 17, 42]", cut after 16 with ", ...".
 std::string indices_str(const std::vector<int64_t>& indices);
 
-/// Loads one batch on the calling thread: get() each index, collate, pin. Any exception from
-/// the dataset or collate becomes `error` naming `who` ("DataLoader worker 2"), the sample
-/// index and batch, and the original message.
+/// Loads one batch on the calling thread: get() each index, collate (default_convert the one
+/// sample when !task.auto_collation), pin. Any exception from the dataset or collate becomes
+/// `error` naming `who` ("DataLoader worker 2"), the sample index and batch, and the original
+/// message.
 loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
                         const data::collate_fn& collate, data::buffer_pool* pool, bool pin_memory,
                         const std::string& who,
                         const std::atomic<uint64_t>* active_generation = nullptr);
 
-/// Spawns a detached dataset worker. Its worker_init_fn runs on its thread before its first
-/// batch, with get_worker_info() set.
+/// Pulls the next batch from `it` (made by ds.iter() first when null) on the calling thread:
+/// batch_size samples (one when !task.auto_collation), fewer at the end of the stream, then
+/// collates and pins as load_batch does. end_of_data when the stream yields nothing more (or
+/// only a short batch and drop_last). An exception from iter(), next() or collate becomes
+/// `error` naming `who` and the batch.
+loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dataset& ds,
+                               std::unique_ptr<data::sample_iterator>& it, int64_t batch_size,
+                               bool drop_last, const data::collate_fn& collate,
+                               data::buffer_pool* pool, bool pin_memory, const std::string& who);
+
+/// Spawns a detached dataset worker (map-style or iterable, after cfg). Its worker_init_fn runs
+/// on its thread before its first batch, with get_worker_info() set; so does an iterable
+/// worker's iter(), once per run (generation).
 source_actor spawn_dataset_worker(caf::actor_system& sys, worker_config cfg);
 
 } // namespace actorch::actors

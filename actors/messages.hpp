@@ -24,6 +24,9 @@ using credit_atom = caf::atom_constant<caf::atom("credit")>;
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
 /// (epoch_atom, epoch_plan): the sampler starts a run, dropping whatever remains of the last.
 using epoch_atom = caf::atom_constant<caf::atom("epoch")>;
+/// (worker_atom, id) -> source_actor: the sampler's current source in slot `id` (tests only:
+/// see data_loader::worker_for_testing).
+using worker_atom = caf::atom_constant<caf::atom("worker")>;
 
 /// One batch of dataset indices, as the sampler emits it.
 struct index_batch {
@@ -32,6 +35,10 @@ struct index_batch {
   int64_t seq = 0;              // position in the epoch's sampler order (batch index)
   std::vector<int64_t> indices; // dataset indices, in order
   uint64_t seed = 0;            // batch_seed(base seed, epoch, seq): see Note [Batch randomness]
+  /// false (batch_size = nullopt): `indices` holds one index and the reply is that sample
+  /// through default_convert (or collate_fn), not a batch. An iterable worker then yields one
+  /// sample per task.
+  bool auto_collation = true;
 };
 
 /// A source's reply: the loaded batch, or what went wrong.
@@ -43,6 +50,8 @@ struct loaded_batch {
   bool collated = true;    // false: the loader's collate stage collates `data`'s elements
   bool pinned = false;     // true: every tensor already lies in pinned memory
   std::string error;       // non-empty: loading failed, the message names worker and sample
+  /// An iterable-dataset worker's stream is exhausted: no data (see Note [Iterable runs]).
+  bool end_of_data = false;
 };
 
 /// What reaches the consumer: one batch in delivery order, an error, or the end of the epoch.
@@ -62,6 +71,9 @@ struct epoch_plan {
   std::vector<std::pair<int64_t, std::vector<int64_t>>> batches; // (seq, indices)
   int64_t credits = 0; // prefetch_factor x num_workers: batches in flight at most
   caf::actor sink;     // deliver (batch_atom, delivery) here; null: the consumer's queue
+  /// The sources are iterable-dataset workers: `batches` is empty, the sampler asks the workers
+  /// round-robin until every one is exhausted (Note [Iterable runs] in sampler_actor.cpp).
+  bool iterable = false;
 };
 
 } // namespace actorch::actors

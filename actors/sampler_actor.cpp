@@ -19,11 +19,27 @@
 // Errors are delivered in order too (the consumer sees the batch before the failure first),
 // except timeouts, which go out at once.
 //
-// Note [Worker death]: workers are linked to the sampler, which traps exits. A worker that dies
-// (an exception not derived from std::exception, a kill) sends its exit; so may its pending
-// request fail. Whichever comes first replaces the worker (a new actor in the same slot, same
-// id) and re-issues the batches it held with attempt + 1; replies of older attempts or of older
-// runs (generation) are dropped. After max_attempts loads of one batch, the death is an error.
+// Note [Worker death]: the sampler monitors its workers rather than linking to them: CAF makes
+// an exit_msg with exit_reason::kill fatal to a linked actor whatever its exit handler, so a
+// killed worker would take the sampler (and the epoch) down with it. A worker that dies (an
+// exception not derived from std::exception, a kill) sends its down message; its requests
+// still queued bounce with an error. Whichever comes first replaces the worker (a new actor in
+// the same slot, same id) and re-issues the batches it held with attempt + 1; replies of older
+// attempts or of older runs (generation) are dropped, and so is the down message of a worker
+// replaced already. After max_attempts loads of one batch, the death is an error. An iterable
+// worker is not replaced: its stream cannot be resumed, so its death is an error. The workers
+// the sampler owns do not outlive it: its state's destructor, run whenever it terminates, asks
+// them to exit.
+//
+// Note [Iterable runs]: with an iterable dataset there is no index plan. Each worker iterates
+// its own iter() (split by the user through get_worker_info(), or the whole stream each). The
+// sampler asks the workers round-robin, one task per credit, skipping those known exhausted;
+// task k gets seq k. A worker replies with a batch, or with end_of_data once its stream is
+// done: that task yields nothing, its credit comes straight back, and in_order skips its seq.
+// So the delivered order is the workers' batches interleaved round-robin, an exhausted worker
+// dropping out of the rotation, whatever the timing (PyTorch's order for iterables: a task sent
+// to a worker not yet known exhausted yields nothing, which changes no other worker's place).
+// The epoch ends when every worker is exhausted and nothing is outstanding or waiting.
 #include "actors/sampler_actor.hpp"
 
 #include <algorithm>
@@ -43,10 +59,19 @@ struct outstanding_task {
   int attempt;
 };
 
+/// A reply waiting in the reorder buffer; `skip`: an iterable worker's end_of_data (no batch).
+struct ready_entry {
+  delivery d;
+  bool skip = false;
+};
+
 struct sampler_state {
   sampler_config cfg;
   std::vector<source_actor> sources;
   std::vector<int64_t> load; // outstanding requests per source
+  std::vector<bool> exhausted; // iterable: the source's stream ended this run
+  size_t next_source = 0;      // iterable: the round-robin cursor
+  int64_t next_seq = 0;        // iterable: the next task's seq
   epoch_plan plan;
   bool active = false;
   bool failed = false;
@@ -54,16 +79,36 @@ struct sampler_state {
   int64_t credit = 0;
   std::unordered_map<int64_t, outstanding_task> outstanding; // by seq
   std::unordered_map<int64_t, size_t> position;              // seq -> position
-  std::map<size_t, delivery> ready;                          // reorder buffer, by position
+  std::map<size_t, ready_entry> ready;                       // reorder buffer, by position
   size_t next_deliver = 0;
   size_t delivered = 0;
-  std::vector<caf::actor_addr> retired; // replaced workers, whose exit may still arrive
+
+  /// See Note [Worker death]: the workers this sampler spawned stop with it.
+  ~sampler_state() {
+    if (cfg.respawn || cfg.iterable)
+      for (auto& s : sources)
+        caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
+  }
 };
 
 using sampler_pointer = caf::stateful_actor<sampler_state>*;
 
 std::string source_name(const sampler_state& st, int64_t w) {
-  return (st.cfg.respawn ? "DataLoader worker " : "DataLoader source ") + std::to_string(w);
+  return (st.cfg.respawn || st.cfg.iterable ? "DataLoader worker " : "DataLoader source ") +
+         std::to_string(w);
+}
+
+/// The dataset indices of batch `seq` (none for an iterable run), for messages and tasks.
+const std::vector<int64_t>& indices_of(const sampler_state& st, int64_t seq) {
+  static const std::vector<int64_t> none;
+  return st.plan.iterable ? none : st.plan.batches[st.position.at(seq)].second;
+}
+
+bool run_complete(const sampler_state& st) {
+  if (!st.plan.iterable)
+    return st.delivered == st.plan.batches.size();
+  return std::all_of(st.exhausted.begin(), st.exhausted.end(), [](bool e) { return e; }) &&
+         st.outstanding.empty() && st.ready.empty();
 }
 
 void push(sampler_pointer self, delivery d) {
@@ -76,8 +121,10 @@ void push(sampler_pointer self, delivery d) {
     st.cfg.queue->enqueue(std::move(d));
 }
 
+/// Delivers batch `seq` (or its error; or nothing, `skip`, for an iterable worker's
+/// end_of_data), in order unless urgent or !in_order; then ends the run if it is complete.
 void deliver(sampler_pointer self, int64_t seq, data::sample data, std::string error,
-             bool urgent = false) {
+             bool urgent = false, bool skip = false) {
   auto& st = self->state;
   delivery d;
   d.generation = st.plan.generation;
@@ -85,22 +132,27 @@ void deliver(sampler_pointer self, int64_t seq, data::sample data, std::string e
   d.data = std::move(data);
   d.error = std::move(error);
   if (!st.cfg.in_order || urgent) {
-    push(self, std::move(d));
-    ++st.delivered;
+    if (!skip) {
+      push(self, std::move(d));
+      ++st.delivered;
+    }
   } else {
     // See Note [In order].
-    st.ready.emplace(st.position.at(seq), std::move(d));
+    st.ready.emplace(st.position.at(seq), ready_entry{std::move(d), skip});
     while (!st.ready.empty() && st.ready.begin()->first == st.next_deliver) {
-      const bool err = !st.ready.begin()->second.error.empty();
-      push(self, std::move(st.ready.begin()->second));
+      auto& entry = st.ready.begin()->second;
+      const bool err = !entry.d.error.empty();
+      if (!entry.skip) {
+        push(self, std::move(entry.d));
+        ++st.delivered;
+      }
       st.ready.erase(st.ready.begin());
       ++st.next_deliver;
-      ++st.delivered;
       if (err)
         break;
     }
   }
-  if (!st.failed && st.delivered == st.plan.batches.size()) {
+  if (!st.failed && st.active && run_complete(st)) {
     delivery end;
     end.generation = st.plan.generation;
     end.end_of_epoch = true;
@@ -114,13 +166,13 @@ void replace_source(sampler_pointer self, int64_t w, const caf::error& reason);
 
 void dispatch(sampler_pointer self, int64_t seq, int64_t w, int attempt) {
   auto& cur = self->state;
-  const auto& [s, indices] = cur.plan.batches[cur.position.at(seq)];
   index_batch task;
   task.generation = cur.plan.generation;
   task.epoch = cur.plan.epoch;
   task.seq = seq;
-  task.indices = indices;
+  task.indices = indices_of(cur, seq);
   task.seed = data::batch_seed(cur.plan.base_seed, cur.plan.epoch, seq);
+  task.auto_collation = cur.cfg.auto_collation;
   cur.outstanding[seq] = {w, attempt};
   ++cur.load[size_t(w)];
   const uint64_t gen = cur.plan.generation;
@@ -139,23 +191,36 @@ void dispatch(sampler_pointer self, int64_t seq, int64_t w, int attempt) {
               return;
             st.outstanding.erase(it);
             --st.load[size_t(w)];
+            if (b.end_of_data && b.error.empty()) {
+              // See Note [Iterable runs]: no batch, and its credit comes straight back.
+              st.exhausted[size_t(w)] = true;
+              ++st.credit;
+              deliver(self, seq, {}, {}, false, true);
+              pump(self);
+              return;
+            }
             if (b.error.empty()) {
               // See Note [Loader stages].
               try {
                 if (!b.collated) {
                   auto samples = std::move(b.data.as_tuple());
-                  b.data = st.cfg.collate
-                               ? st.cfg.collate(std::move(samples))
-                               : data::default_collate(std::move(samples), st.cfg.pool.get());
-                  b.pinned = st.cfg.pin_memory && !st.cfg.collate;
+                  if (st.cfg.collate) {
+                    b.data = st.cfg.collate(std::move(samples));
+                  } else if (st.cfg.auto_collation) {
+                    b.data = data::default_collate(std::move(samples), st.cfg.pool.get());
+                    b.pinned = st.cfg.pin_memory;
+                  } else {
+                    ACTORCH_CHECK(samples.size() == 1, "an unbatched task returned ",
+                                  samples.size(), " samples, expected 1");
+                    b.data = data::default_convert(std::move(samples[0]));
+                  }
                 }
                 if (st.cfg.pin_memory && !b.pinned)
                   b.data = data::pin_memory(b.data, *st.cfg.pool);
               } catch (const std::exception& e) {
                 b.error = "DataLoader failed to collate batch " + std::to_string(seq) + " from " +
                           source_name(st, w) + " (sample indices " +
-                          indices_str(st.plan.batches[st.position.at(seq)].second) +
-                          "): " + e.what();
+                          indices_str(indices_of(st, seq)) + "): " + e.what();
               }
             }
             deliver(self, seq, std::move(b.data), std::move(b.error));
@@ -172,7 +237,7 @@ void dispatch(sampler_pointer self, int64_t seq, int64_t w, int attempt) {
               std::ostringstream os;
               os << "DataLoader timed out after " << st.cfg.timeout_s << " seconds waiting for "
                  << source_name(st, w) << " to load batch " << seq << " (sample indices "
-                 << indices_str(st.plan.batches[st.position.at(seq)].second) << ")";
+                 << indices_str(indices_of(st, seq)) << ")";
               deliver(self, seq, {}, os.str(), true);
               return;
             }
@@ -182,6 +247,24 @@ void dispatch(sampler_pointer self, int64_t seq, int64_t w, int attempt) {
 
 void pump(sampler_pointer self) {
   auto& st = self->state;
+  if (st.plan.iterable) {
+    // See Note [Iterable runs]: round-robin over the sources not known exhausted.
+    const size_t n = st.sources.size();
+    while (st.active && !st.failed && st.credit > 0) {
+      size_t k = 0;
+      while (k < n && st.exhausted[(st.next_source + k) % n])
+        ++k;
+      if (k == n)
+        return;
+      const size_t w = (st.next_source + k) % n;
+      st.next_source = w + 1;
+      const int64_t seq = st.next_seq++;
+      st.position[seq] = size_t(seq);
+      --st.credit;
+      dispatch(self, seq, int64_t(w), 0);
+    }
+    return;
+  }
   while (st.active && !st.failed && st.credit > 0 && st.next_emit < st.plan.batches.size()) {
     // The least busy source; ties go to the lowest id.
     size_t w = 0;
@@ -199,15 +282,20 @@ void replace_source(sampler_pointer self, int64_t w, const caf::error& reason) {
   auto& st = self->state;
   if (!st.cfg.respawn) {
     if (st.active && !st.failed)
-      deliver(self, -1, {}, source_name(st, w) + " stopped: " + caf::to_string(reason), true);
+      deliver(self, -1, {},
+              source_name(st, w) +
+                  (st.cfg.iterable ? " died while iterating the IterableDataset (a stream "
+                                     "cannot be resumed): "
+                                   : " stopped: ") +
+                  caf::to_string(reason),
+              true);
     return;
   }
   // A new worker in slot w. The old one is dead already (or about to be: kill it).
-  self->unlink_from(st.sources[size_t(w)]);
-  st.retired.push_back(st.sources[size_t(w)].address());
+  self->demonitor(st.sources[size_t(w)].address());
   caf::anon_send_exit(st.sources[size_t(w)], caf::exit_reason::kill);
   st.sources[size_t(w)] = st.cfg.respawn(w);
-  self->link_to(st.sources[size_t(w)]);
+  self->monitor(st.sources[size_t(w)]);
   st.load[size_t(w)] = 0;
   if (!st.active || st.failed)
     return;
@@ -220,8 +308,8 @@ void replace_source(sampler_pointer self, int64_t w, const caf::error& reason) {
       deliver(self, seq, {},
               source_name(st, w) + " died " + std::to_string(attempt) +
                   " times while loading batch " + std::to_string(seq) + " (sample indices " +
-                  indices_str(st.plan.batches[st.position.at(seq)].second) +
-                  "); last exit reason: " + caf::to_string(reason),
+                  indices_str(indices_of(st, seq)) + "); last exit reason: " +
+                  caf::to_string(reason),
               true);
       return;
     }
@@ -234,25 +322,9 @@ caf::behavior sampler_actor(sampler_pointer self, sampler_config cfg) {
   cur.cfg = std::move(cfg);
   cur.sources = cur.cfg.sources;
   cur.load.assign(cur.sources.size(), 0);
-  for (auto& s : cur.sources) {
-    if (cur.cfg.respawn)
-      self->link_to(s);
-    else
-      self->monitor(s);
-  }
-  self->set_exit_handler([self](caf::exit_msg& msg) {
-    auto& st = self->state;
-    for (size_t w = 0; w < st.sources.size(); ++w)
-      if (msg.source == st.sources[w].address()) {
-        replace_source(self, int64_t(w), msg.reason); // See Note [Worker death]
-        return;
-      }
-    // A worker replaced already (its request failed first): nothing left to do.
-    if (std::find(st.retired.begin(), st.retired.end(), msg.source) != st.retired.end())
-      return;
-    // From the loader (or anyone else): stop, and take the linked workers along.
-    self->quit(msg.reason ? msg.reason : caf::error(caf::exit_reason::user_shutdown));
-  });
+  // See Note [Worker death]. An exit from the loader stops the sampler (CAF's default).
+  for (auto& s : cur.sources)
+    self->monitor(s);
   self->set_down_handler([self](caf::down_msg& msg) {
     auto& st = self->state;
     for (size_t w = 0; w < st.sources.size(); ++w)
@@ -275,7 +347,10 @@ caf::behavior sampler_actor(sampler_pointer self, sampler_config cfg) {
         st.next_deliver = 0;
         st.delivered = 0;
         std::fill(st.load.begin(), st.load.end(), 0);
-        if (st.plan.batches.empty()) {
+        st.exhausted.assign(st.sources.size(), false);
+        st.next_source = 0;
+        st.next_seq = 0;
+        if (!st.plan.iterable && st.plan.batches.empty()) {
           delivery end;
           end.generation = st.plan.generation;
           end.end_of_epoch = true;
@@ -291,6 +366,12 @@ caf::behavior sampler_actor(sampler_pointer self, sampler_config cfg) {
           return;
         ++st.credit;
         pump(self);
+      },
+      [self](worker_atom, int64_t id) -> caf::result<caf::actor> {
+        auto& st = self->state;
+        if (id < 0 || size_t(id) >= st.sources.size())
+          return caf::make_error(caf::sec::invalid_argument);
+        return caf::actor_cast<caf::actor>(st.sources[size_t(id)]);
       },
   };
 }

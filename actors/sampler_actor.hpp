@@ -26,8 +26,13 @@ using delivery_queue = moodycamel::BlockingConcurrentQueue<delivery, delivery_qu
 struct sampler_config {
   std::vector<source_actor> sources;
   /// Makes the replacement of dead source `id`; empty for a user's sources (a dead one is then
-  /// an error, and the sampler neither links to nor kills them).
+  /// an error, and the sampler never stops them).
   std::function<source_actor(int64_t id)> respawn;
+  /// The sources are iterable-dataset workers the loader spawned: they stop with the sampler
+  /// but are not replaced (a stream cannot be resumed), so a death is an error.
+  bool iterable = false;
+  /// false: batch_size = nullopt, each task is one sample, converted rather than collated.
+  bool auto_collation = true;
   bool in_order = true;
   double timeout_s = 0;            // 0: wait forever for a source
   data::collate_fn collate;        // for batches a source returns uncollated
@@ -40,7 +45,8 @@ struct sampler_config {
 
 /// Spawns the sampler (detached: its collate stage may do real work). Send it
 /// (epoch_atom, epoch_plan) to start a run and (credit_atom, generation) per released batch;
-/// anon_send_exit(it, user_shutdown) stops it and the workers it spawned.
+/// anon_send_exit(it, user_shutdown) stops it and the workers it spawned. (worker_atom, id)
+/// answers the source in slot `id` as a caf::actor (tests only).
 caf::actor spawn_sampler(caf::actor_system& sys, sampler_config cfg);
 
 } // namespace actorch::actors

@@ -122,6 +122,21 @@ sample default_collate(std::vector<sample> batch, buffer_pool* pool) {
   return collate(batch, pool, "batch");
 }
 
+sample default_convert(sample s) {
+  switch (s.type()) {
+  case sample::kind::integer: return scalar_tensor(s.as_int(), {.dtype = dtype::int64});
+  case sample::kind::floating: return scalar_tensor(s.as_double(), {.dtype = dtype::float64});
+  case sample::kind::boolean: return scalar_tensor(s.as_bool(), {.dtype = dtype::bool_});
+  case sample::kind::tuple:
+    for (auto& e : s.as_tuple()) e = default_convert(std::move(e));
+    return s;
+  case sample::kind::dict:
+    for (auto& kv : s.as_dict()) kv.second = default_convert(std::move(kv.second));
+    return s;
+  default: return s;
+  }
+}
+
 sample pin_memory(const sample& s, buffer_pool& pool) {
   sample out = s;
   out.for_each_tensor([&](tensor& t) {

@@ -1,7 +1,9 @@
 // Collate: a list of samples into one batch sample, as torch.utils.data.default_collate:
 // tensors are stacked along a new batch dimension 0, ints become an int64 tensor, floats a
 // float64 tensor and bools a bool tensor, strings stay a tuple of strings, and tuples and dicts
-// are collated element by element (recursively). pin_memory copies a batch into pinned memory.
+// are collated element by element (recursively). default_convert is what unbatched loading
+// (batch_size = nullopt) applies to each sample instead. pin_memory copies a batch into pinned
+// memory.
 // The loader runs both inside its pipeline (actors/); they are plain functions usable anywhere.
 #pragma once
 
@@ -21,6 +23,12 @@ using collate_fn = std::function<sample(std::vector<sample>)>;
 /// batch) and the element path ("batch[2][0]['image']") when the samples do not agree: kinds,
 /// tensor shapes or dtypes, tuple lengths, dict keys; or for None.
 sample default_collate(std::vector<sample> batch, buffer_pool* pool = nullptr);
+
+/// default_convert: the collate of unbatched loading. Numbers become 0-dim tensors (int64,
+/// float64, bool), tensors and strings stay as they are, tuples and dicts are converted element
+/// by element; no batch dimension is added. (PyTorch converts numpy scalars and arrays and keeps
+/// Python numbers; a C++ number plays the numpy scalar's part here.)
+sample default_convert(sample s);
 
 /// A copy of `s` whose tensors live in memory from `pool` (pinned when the pool's allocator is
 /// pinned_allocator()); non-tensor values are kept.

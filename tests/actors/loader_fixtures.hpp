@@ -1,5 +1,6 @@
 // Datasets with knobs for the loader tests: per-worker delays, failures at chosen indices, a
-// count of loads in progress, and randomness drawn through the batch generator.
+// count of loads in progress, and randomness drawn through the batch generator; and an
+// iterable range that can split itself between the loader's workers.
 #pragma once
 
 #include <atomic>
@@ -31,6 +32,49 @@ public:
 
 private:
   int64_t n_;
+};
+
+/// An iterable stream of samples (tensor [2] = {i, i}, label i) for i in [0, n) (n < 0: no end).
+/// With `split`, a worker yields only the i with i % num_workers == id (PyTorch's documented
+/// way of splitting an IterableDataset); without, every worker yields the whole stream.
+class range_iterable : public data::iterable_dataset {
+public:
+  range_iterable(int64_t n, bool split) : n_(n), split_(split) {}
+  std::unique_ptr<data::sample_iterator> iter() const override {
+    int64_t start = 0, step = 1;
+    if (const data::worker_info* w = data::get_worker_info()) {
+      ACTORCH_CHECK(w->iterable_dataset.get() == this && !w->dataset,
+                    "worker info names another dataset");
+      if (split_) {
+        start = w->id;
+        step = w->num_workers;
+      }
+    }
+    return std::make_unique<iterator>(this, start, step);
+  }
+  std::function<void(int64_t)> hook; // runs before yielding i: sleep, throw ...
+  mutable std::atomic<int64_t> pulled{0};
+
+private:
+  class iterator : public data::sample_iterator {
+  public:
+    iterator(const range_iterable* ds, int64_t start, int64_t step)
+        : ds_(ds), i_(start), step_(step) {}
+    std::optional<data::sample> next() override {
+      if (ds_->n_ >= 0 && i_ >= ds_->n_) return std::nullopt;
+      const int64_t i = i_;
+      i_ += step_;
+      if (ds_->hook) ds_->hook(i);
+      ds_->pulled.fetch_add(1);
+      return data::sample::make_tuple({full({2}, double(i)), i});
+    }
+
+  private:
+    const range_iterable* ds_;
+    int64_t i_, step_;
+  };
+  int64_t n_;
+  bool split_;
 };
 
 inline void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }

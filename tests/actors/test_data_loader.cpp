@@ -5,10 +5,13 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <condition_variable>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <set>
 
+#include "actors/messages.hpp"
 #include "core/data/distributed_sampler.hpp"
 #include "tests/actors/loader_fixtures.hpp"
 #include "tests/core/values.hpp"
@@ -293,6 +296,113 @@ TEST_CASE("a worker that dies is replaced and its batch re-issued", "[actors][lo
       if (i == 5) throw 7;
     };
     CHECK_THROWS_WITH(epoch_labels(loader), Contains("died 3 times while loading batch 1"));
+  }
+}
+
+namespace {
+/// Holds the first load of sample `at` inside the dataset until released: the test knows a
+/// worker is busy with that batch, with no sleeps (see the kill tests below).
+struct gate {
+  explicit gate(int64_t sample_index) : at(sample_index) {}
+  int64_t at;
+  std::mutex m;
+  std::condition_variable cv;
+  bool entered = false, released = false;
+  int64_t worker = -1;
+  std::map<int64_t, std::thread::id> threads; // sample index -> the thread that loaded it
+  void pass(int64_t i) {
+    std::unique_lock lock(m);
+    threads[i] = std::this_thread::get_id();
+    if (i != at || entered) return;
+    entered = true;
+    worker = get_worker_info()->id;
+    cv.notify_all();
+    cv.wait(lock, [&] { return released; });
+  }
+  void wait_entered() {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return entered; });
+  }
+  void release() {
+    std::lock_guard lock(m);
+    released = true;
+    cv.notify_all();
+  }
+};
+} // namespace
+
+TEST_CASE("a worker killed mid-epoch is replaced, its batch re-issued, the epoch complete",
+          "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(24);
+  const std::vector<std::vector<int64_t>> want = {{0, 1, 2, 3},     {4, 5, 6, 7},
+                                                  {8, 9, 10, 11},   {12, 13, 14, 15},
+                                                  {16, 17, 18, 19}, {20, 21, 22, 23}};
+  SECTION("the batch sent to the killed worker after the kill is re-issued") {
+    // One worker, two credits. Step by step:
+    // 1. batches 0 and 1 go to worker 0; it loads batch 0 and blocks inside batch 1 (gate);
+    // 2. the kill lands in its mailbox, which it reads only after batch 1;
+    // 3. the consumer actor returns batch 0's credit: batch 2 goes to worker 0, behind the kill;
+    // 4. released, worker 0 answers batch 1 and dies; batch 2's request bounces, so the
+    //    sampler replaces worker 0 and re-issues batch 2 to the new one.
+    auto g = std::make_shared<gate>(4);
+    ds->hook = [g](int64_t i) { g->pass(i); };
+    caf::actor_system_config cfg;
+    caf::actor_system sys{cfg};
+    data_loader loader(ds, {.batch_size = 4, .num_workers = 1, .prefetch_factor = 2});
+    loader.set_actor_system(sys);
+    caf::scoped_actor self{sys};
+    loader.run_epoch(self);
+    std::vector<std::vector<int64_t>> got;
+    std::vector<int64_t> seqs;
+    caf::actor sampler;
+    uint64_t generation = 0;
+    auto next = [&] {
+      bool end = false;
+      self->receive(
+          [&](actors::batch_atom, const actors::delivery& d) {
+            REQUIRE(d.error.empty());
+            end = d.end_of_epoch;
+            if (end) return;
+            sampler = caf::actor_cast<caf::actor>(self->current_sender());
+            generation = d.generation;
+            seqs.push_back(d.seq);
+            got.push_back(test::ints_of(d.data[1].as_tensor()));
+          },
+          caf::after(std::chrono::seconds(10)) >> [&] { FAIL("no batch within 10 s"); });
+      return !end;
+    };
+    REQUIRE(next()); // batch 0, held: no credit back yet
+    g->wait_entered();
+    const caf::actor killed = loader.worker_for_testing(0);
+    REQUIRE(killed);
+    caf::anon_send_exit(killed, caf::exit_reason::kill);
+    self->send(sampler, actors::credit_atom::value, generation);
+    // Asked after the credit, answered after it: batch 2 went to the worker, not yet replaced.
+    CHECK(loader.worker_for_testing(0) == killed);
+    g->release();
+    while (next()) self->send(sampler, actors::credit_atom::value, generation);
+    CHECK(got == want);
+    CHECK(seqs == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+    CHECK(loader.worker_for_testing(0) != killed);
+    CHECK(ds->gets.load() == 24); // the killed worker never loaded batch 2; its heir did
+    std::lock_guard lock(g->m);
+    CHECK(g->threads.at(8) != g->threads.at(4));
+  }
+  SECTION("range-for: killing a busy worker of two loses and repeats no batch") {
+    auto g = std::make_shared<gate>(4);
+    ds->hook = [g](int64_t i) { g->pass(i); };
+    data_loader loader(ds, {.batch_size = 4, .num_workers = 2});
+    std::vector<std::vector<int64_t>> got;
+    for (const auto& b : loader) {
+      got.push_back(test::ints_of(b[1].as_tensor()));
+      if (got.size() == 1) {
+        g->wait_entered();
+        caf::anon_send_exit(loader.worker_for_testing(g->worker), caf::exit_reason::kill);
+        g->release();
+      }
+    }
+    CHECK(got == want);
+    CHECK(epoch_labels(loader) == want); // the next epoch runs on the replacement
   }
 }
 
