@@ -114,6 +114,94 @@ tensor batch_norm(const tensor& input, tensor running_mean, tensor running_var,
   return out;
 }
 
+tensor sync_batch_norm(const tensor& input, tensor running_mean, tensor running_var,
+                       const tensor& weight, const tensor& bias, std::optional<double> momentum,
+                       double eps, tensor num_batches_tracked,
+                       const all_reduce_sum_fn& all_reduce_sum) {
+  ACTORCH_CHECK(input.dim() == 2 || input.dim() == 3,
+                "sync_batch_norm: expected 2D or 3D input (N, C) or (N, C, L), but got shape ",
+                shape_str(input.sizes()));
+  ACTORCH_CHECK(all_reduce_sum != nullptr, "sync_batch_norm: no all-reduce across replicas");
+  const int64_t c = input.size(1);
+  const shape_t dims = input.dim() == 2 ? shape_t{0} : shape_t{0, 2};
+  const shape_t bshape = input.dim() == 2 ? shape_t{1, c} : shape_t{1, c, 1};
+  // 1. Statistics over every replica's batch: per-channel sums and sums of squares (float64,
+  //    so the one-pass variance loses nothing that matters) and the sample count.
+  tensor mean, invstd;
+  int64_t n = 0;
+  {
+    no_grad guard;
+    const tensor x = input.to(dtype::float64);
+    const tensor stats = all_reduce_sum(
+        cat({x.sum(dims), x.mul(x).sum(dims),
+             full({1}, double(input.numel() / c), {.dtype = dtype::float64})},
+            0));
+    n = int64_t(stats.select(0, 2 * c).item<double>() + 0.5);
+    ACTORCH_CHECK(n > 1, "sync_batch_norm: expected more than 1 value per channel over the "
+                         "replicas when training, got ", n);
+    const tensor mean64 = stats.narrow(0, 0, c).div(double(n));
+    const tensor var64 =
+        clamp(stats.narrow(0, c, c).div(double(n)).sub(mean64.mul(mean64)), 0.0, std::nullopt);
+    if (running_mean.defined()) {
+      if (num_batches_tracked.defined())
+        num_batches_tracked.add_(1);
+      ACTORCH_CHECK(momentum || num_batches_tracked.defined(),
+                    "sync_batch_norm: a cumulative average (momentum unset) needs "
+                    "num_batches_tracked");
+      const double m = momentum ? *momentum : 1.0 / double(num_batches_tracked.item<int64_t>());
+      running_mean.mul_(1 - m).add_(mean64.to(running_mean.dtype()), m);
+      running_var.mul_(1 - m).add_(
+          var64.mul(double(n) / double(n - 1)).to(running_var.dtype()), m);
+    }
+    mean = mean64.to(input.dtype());
+    invstd = pow(var64.add(eps), -0.5).to(input.dtype());
+  }
+  // 2. Normalise with them.
+  tensor out;
+  {
+    no_grad guard;
+    out = input.sub(mean.view(bshape)).mul(invstd.view(bshape));
+    if (weight.defined())
+      out = out.mul(weight.view(bshape)).add(bias.view(bshape));
+  }
+  // 3. Backward: the weight and bias gradients are this replica's own sums (data-parallel
+  //    training averages them like any gradient); the input gradient needs the sums of dy and
+  //    dy * xhat over every replica, one more all-reduce, issued by every replica in the same
+  //    place of its backward pass.
+  const bool affine = weight.defined();
+  auto backward = [c, n, dims, bshape, affine, all_reduce_sum](
+                      const std::vector<tensor>& grads, const std::vector<tensor>& saved) {
+    const tensor& dy = grads[0];
+    const tensor xhat = saved[0].sub(saved[1].view(bshape)).mul(saved[2].view(bshape));
+    const tensor sum_dy = dy.sum(dims);
+    const tensor sum_dy_xhat = dy.mul(xhat).sum(dims);
+    std::vector<tensor> grad_in(affine ? 3 : 1);
+    if (autograd::needs_input_grad(0)) {
+      const tensor g = all_reduce_sum(
+          cat({sum_dy.to(dtype::float64), sum_dy_xhat.to(dtype::float64)}, 0));
+      const tensor mean_dy = g.narrow(0, 0, c).div(double(n)).to(dy.dtype());
+      const tensor mean_dy_xhat = g.narrow(0, c, c).div(double(n)).to(dy.dtype());
+      tensor scale = saved[2];
+      if (affine)
+        scale = scale.mul(saved[3]);
+      grad_in[0] = dy.sub(mean_dy.view(bshape))
+                       .sub(xhat.mul(mean_dy_xhat.view(bshape)))
+                       .mul(scale.view(bshape));
+    }
+    if (affine) {
+      grad_in[1] = sum_dy_xhat;
+      grad_in[2] = sum_dy;
+    }
+    return grad_in;
+  };
+  if (affine && autograd::needs_grad({&input, &weight, &bias}))
+    autograd::record(out, "SyncBatchNormBackward", {&input, &weight, &bias},
+                     {input, mean, invstd, weight}, backward);
+  else if (!affine && autograd::needs_grad({&input}))
+    autograd::record(out, "SyncBatchNormBackward", {&input}, {input, mean, invstd}, backward);
+  return out;
+}
+
 namespace {
 tensor reduce(const tensor& loss, reduction r) {
   switch (r) {

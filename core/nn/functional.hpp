@@ -2,6 +2,7 @@
 // autograd (each is a composition of core ops).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -25,6 +26,18 @@ tensor batch_norm(const tensor& input, tensor running_mean, tensor running_var,
                   const tensor& weight, const tensor& bias, bool training,
                   std::optional<double> momentum = 0.1, double eps = 1e-5,
                   tensor num_batches_tracked = {});
+
+/// Sums a float64 tensor over every replica of a data-parallel job (a collective).
+using all_reduce_sum_fn = std::function<tensor(const tensor&)>;
+
+/// batch_norm in training mode with statistics over the union of every replica's batch
+/// (torch.nn.SyncBatchNorm): the per-channel sums, sums of squares and counts go through
+/// `all_reduce_sum` in forward, and the sums of the output gradient terms in backward, so the
+/// result matches batch_norm over the concatenated batches. Every replica must call it.
+tensor sync_batch_norm(const tensor& input, tensor running_mean, tensor running_var,
+                       const tensor& weight, const tensor& bias, std::optional<double> momentum,
+                       double eps, tensor num_batches_tracked,
+                       const all_reduce_sum_fn& all_reduce_sum);
 
 tensor mse_loss(const tensor& input, const tensor& target, reduction r = reduction::mean);
 /// input (N, C) log-probabilities or (C); target (N) or () class indices (int64).

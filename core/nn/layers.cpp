@@ -81,6 +81,9 @@ tensor batch_norm1d::forward(const tensor& input) {
                 num_features_, " channels in dim 1 but got shape ", shape_str(input.sizes()));
   // Without running stats, batch statistics are used in evaluation too.
   const bool use_batch_stats = is_training() || !running_mean.defined();
+  if (sync_ && use_batch_stats)
+    return F::sync_batch_norm(input, running_mean, running_var, weight, bias, momentum_, eps_,
+                              num_batches_tracked, sync_);
   return F::batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats, momentum_,
                        eps_, num_batches_tracked);
 }

@@ -2,6 +2,7 @@
 // initialisation: Linear, ReLU, Dropout, Sequential, BatchNorm1d.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <optional>
 
@@ -61,8 +62,16 @@ public:
                         std::optional<double> momentum = 0.1, bool affine = true,
                         bool track_running_stats = true);
   tensor forward(const tensor& input) override;
-  std::string name() const override { return "BatchNorm1d"; }
+  /// "SyncBatchNorm" once synchronised.
+  std::string name() const override { return sync_ ? "SyncBatchNorm" : "BatchNorm1d"; }
   int64_t num_features() const { return num_features_; }
+  /// Makes this layer a SyncBatchNorm: in training, batch statistics come from every replica's
+  /// batch through `all_reduce_sum` (functional::sync_batch_norm). See
+  /// dist::convert_sync_batchnorm, which sets it on every BatchNorm of a model. An empty
+  /// function makes it local again.
+  void sync_statistics(std::function<tensor(const tensor&)> all_reduce_sum) {
+    sync_ = std::move(all_reduce_sum);
+  }
   double eps() const { return eps_; }
   std::optional<double> momentum() const { return momentum_; }
 
@@ -73,6 +82,7 @@ private:
   int64_t num_features_;
   double eps_;
   std::optional<double> momentum_;
+  std::function<tensor(const tensor&)> sync_;
 };
 
 } // namespace actorch::nn

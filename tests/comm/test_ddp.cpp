@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "comm/distributed_data_parallel.hpp"
+#include "comm/sync_batch_norm.hpp"
 #include "core/core.hpp"
 #include "core/nn/functional.hpp"
 #include "core/nn/layers.hpp"
@@ -294,5 +295,62 @@ TEST_CASE("DDP: parameters that differ across ranks are an error on every rank n
     REQUIRE(e.find("'0.weight' has shape [5, 6] (float32) on rank 0 but [7, 6] (float32) on "
                    "rank 1") != std::string::npos);
     REQUIRE(e.find("'2.weight'") != std::string::npos);
+  }
+}
+
+TEST_CASE("SyncBatchNorm over 2 ranks matches BatchNorm over the union of their batches") {
+  auto model = [] {
+    generator g(5);
+    return std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{
+        std::make_shared<nn::linear>(6, 5, true, &g), std::make_shared<nn::batch_norm1d>(5),
+        std::make_shared<nn::relu>(), std::make_shared<nn::linear>(5, 3, true, &g)});
+  };
+  struct result {
+    std::vector<double> out;
+    std::vector<std::vector<double>> grads;
+    std::vector<double> running_mean, running_var;
+    std::string bn_name;
+  };
+  const auto got = on_ranks<result>(2, [&](int r, process_group_gloo& pg) {
+    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    auto m = model();
+    REQUIRE(convert_sync_batchnorm(*m, group) == 1);
+    distributed_data_parallel ddp(m, group);
+    result res;
+    for (int it = 0; it < 2; ++it) { // twice: the running statistics accumulate
+      ddp.module().zero_grad();
+      auto [x, y] = batch_of(r);
+      const tensor out = ddp(x);
+      nn::functional::cross_entropy(out, y).backward();
+      res.out = values_of(out);
+    }
+    res.grads = grads_of(*m);
+    const auto& bn = dynamic_cast<const nn::batch_norm1d&>(*(*m)[1]);
+    res.running_mean = values_of(bn.running_mean);
+    res.running_var = values_of(bn.running_var);
+    res.bn_name = bn.name();
+    return res;
+  });
+  // One process, plain BatchNorm, the two batches concatenated.
+  auto ref = model();
+  std::vector<double> ref_out;
+  for (int it = 0; it < 2; ++it) {
+    ref->zero_grad();
+    auto [x0, y0] = batch_of(0);
+    auto [x1, y1] = batch_of(1);
+    const tensor out = (*ref)(cat({x0, x1}, 0));
+    nn::functional::cross_entropy(out, cat({y0, y1}, 0)).backward();
+    ref_out = values_of(out);
+  }
+  const auto& ref_bn = dynamic_cast<const nn::batch_norm1d&>(*(*ref)[1]);
+  for (int r = 0; r < 2; ++r) {
+    const result& g = got[size_t(r)];
+    REQUIRE(g.bn_name == "SyncBatchNorm");
+    // This rank's rows of the union's output (4 samples x 3 classes each).
+    require_close({g.out}, {std::vector<double>(ref_out.begin() + r * 12,
+                                                ref_out.begin() + (r + 1) * 12)}, 1e-5);
+    require_close(g.grads, grads_of(*ref), 1e-5);
+    require_close({g.running_mean}, {values_of(ref_bn.running_mean)}, 1e-6);
+    require_close({g.running_var}, {values_of(ref_bn.running_var)}, 1e-6);
   }
 }
