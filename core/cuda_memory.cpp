@@ -1,0 +1,235 @@
+// The caching allocator's CUDA backend (cudaMalloc/cudaFree on the right device) and
+// torch.cuda's memory functions. Without CUDA the same functions build and throw, saying why.
+#include "core/cuda_memory.hpp"
+
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+
+#if ACTORCH_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace actorch {
+
+#if ACTORCH_HAVE_CUDA
+
+#define ACTORCH_CUDA_MEMORY_CHECK(expr)                                                            \
+  do {                                                                                             \
+    const cudaError_t err_ = (expr);                                                               \
+    ACTORCH_CHECK(err_ == cudaSuccess, "cuda memory: ", #expr, " failed: ",                        \
+                  cudaGetErrorString(err_));                                                       \
+  } while (false)
+
+namespace {
+
+// Makes `device` current for the scope and restores the caller's device after: the allocator
+// runs on whichever thread frees a tensor, and must not move that thread to another GPU.
+class device_guard {
+public:
+  explicit device_guard(int device) {
+    ACTORCH_CUDA_MEMORY_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device)
+      ACTORCH_CUDA_MEMORY_CHECK(cudaSetDevice(device));
+  }
+  ~device_guard() {
+    int now = previous_;
+    if (cudaGetDevice(&now) == cudaSuccess && now != previous_)
+      cudaSetDevice(previous_);
+  }
+  device_guard(const device_guard&) = delete;
+  device_guard& operator=(const device_guard&) = delete;
+
+private:
+  int previous_ = 0;
+};
+
+class cuda_backend final : public caching_allocator_backend {
+public:
+  void* raw_alloc(size_t nbytes, int device) override {
+    device_guard guard(device);
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, nbytes);
+    if (err == cudaErrorMemoryAllocation) {
+      // Not sticky: clear it so that the next call's cudaGetLastError does not see it.
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    ACTORCH_CHECK(err == cudaSuccess, "cuda memory: cudaMalloc of ", nbytes, " bytes on device ",
+                  device, " failed: ", cudaGetErrorString(err));
+    return p;
+  }
+
+  void raw_free(void* ptr, int device) noexcept override {
+    // cudaFree waits for the device's work, so no stream can still be using the segment. A
+    // failure here (a driver torn down at exit) leaves nothing to recover.
+    int previous = device;
+    const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device &&
+                          cudaSetDevice(device) == cudaSuccess;
+    (void)cudaFree(ptr);
+    if (switched)
+      cudaSetDevice(previous);
+  }
+
+  std::string_view name() const override { return "CUDA"; }
+
+  std::string describe_memory(int device) override {
+    size_t free_bytes = 0, total_bytes = 0;
+    try {
+      device_guard guard(device);
+      if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return {};
+      }
+    } catch (const error&) {
+      return {};
+    }
+    return "GPU " + std::to_string(device) + " has a total capacity of " +
+           format_memory_size(total_bytes) + " of which " + format_memory_size(free_bytes) +
+           " is free.";
+  }
+};
+
+// Storage memory of one device on its default stream.
+class cuda_device_allocator final : public allocator {
+public:
+  explicit cuda_device_allocator(int device) : device_(device) {}
+  void* allocate(size_t nbytes) override {
+    return cuda_caching_allocator().allocate(nbytes, device_, 0);
+  }
+  void deallocate(void* ptr, size_t) noexcept override {
+    // Only fails for a pointer that did not come from allocate(): a bug that terminates.
+    cuda_caching_allocator().deallocate(ptr);
+  }
+  actorch::device device() const override { return {device_type::cuda, device_}; }
+  std::string_view name() const override { return "cuda"; }
+
+private:
+  int device_;
+};
+
+struct device_count_result {
+  int count = 0;
+  std::string why_none; // the runtime's reason when count is 0
+};
+
+const device_count_result& device_count() {
+  static const device_count_result result = [] {
+    device_count_result r;
+    // cudaGetDeviceCount leaves its argument untouched on error: check the code, not the count.
+    const cudaError_t err = cudaGetDeviceCount(&r.count);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      r.count = 0;
+      r.why_none = cudaGetErrorString(err);
+    } else if (r.count == 0) {
+      r.why_none = "the CUDA runtime sees no device";
+    }
+    return r;
+  }();
+  return result;
+}
+
+void check_device(const char* who, int device) {
+  const device_count_result& r = device_count();
+  ACTORCH_CHECK(r.count > 0, who, ": no CUDA device is available (", r.why_none, ")");
+  ACTORCH_CHECK(device >= 0 && device < r.count, who, ": device ", device,
+                " is not a CUDA device of this machine (it has ", r.count, ")");
+}
+
+} // namespace
+
+int cuda_device_count() {
+  return device_count().count;
+}
+
+caching_allocator& cuda_caching_allocator() {
+  check_device("cuda_caching_allocator", 0);
+  // Leaked on purpose, as PyTorch does: tensors destroyed during static destruction may still
+  // free into it, and the CUDA runtime may be gone by the time a destructor would run.
+  static cuda_backend* backend = new cuda_backend();
+  static caching_allocator* instance = new caching_allocator(backend);
+  return *instance;
+}
+
+allocator* cuda_allocator(int device) {
+  check_device("cuda_allocator", device);
+  static const std::vector<cuda_device_allocator*> allocators = [] {
+    std::vector<cuda_device_allocator*> v;
+    for (int d = 0; d < device_count().count; ++d)
+      v.push_back(new cuda_device_allocator(d)); // leaked with the caching allocator
+    return v;
+  }();
+  return allocators[static_cast<size_t>(device)];
+}
+
+size_t cuda_memory_allocated(int device) {
+  check_device("cuda_memory_allocated", device);
+  return cuda_caching_allocator().stats(device).allocated_bytes;
+}
+
+size_t cuda_memory_reserved(int device) {
+  check_device("cuda_memory_reserved", device);
+  return cuda_caching_allocator().stats(device).reserved_bytes;
+}
+
+size_t cuda_max_memory_allocated(int device) {
+  check_device("cuda_max_memory_allocated", device);
+  return cuda_caching_allocator().stats(device).peak_allocated_bytes;
+}
+
+size_t cuda_max_memory_reserved(int device) {
+  check_device("cuda_max_memory_reserved", device);
+  return cuda_caching_allocator().stats(device).peak_reserved_bytes;
+}
+
+void cuda_reset_peak_memory_stats(int device) {
+  check_device("cuda_reset_peak_memory_stats", device);
+  cuda_caching_allocator().reset_peak_stats(device);
+}
+
+void cuda_empty_cache() {
+  // As torch.cuda.empty_cache: nothing to do where CUDA never started.
+  if (cuda_device_count() > 0)
+    cuda_caching_allocator().empty_cache();
+}
+
+#else // !ACTORCH_HAVE_CUDA
+
+namespace {
+[[noreturn]] void no_cuda(const char* who) {
+  ACTORCH_FAIL(who, ": actorch was built without CUDA (nvcc was not found when configuring, or "
+                    "ACTORCH_ENABLE_CUDA is OFF)");
+}
+} // namespace
+
+int cuda_device_count() {
+  return 0;
+}
+caching_allocator& cuda_caching_allocator() {
+  no_cuda("cuda_caching_allocator");
+}
+allocator* cuda_allocator(int) {
+  no_cuda("cuda_allocator");
+}
+size_t cuda_memory_allocated(int) {
+  no_cuda("cuda_memory_allocated");
+}
+size_t cuda_memory_reserved(int) {
+  no_cuda("cuda_memory_reserved");
+}
+size_t cuda_max_memory_allocated(int) {
+  no_cuda("cuda_max_memory_allocated");
+}
+size_t cuda_max_memory_reserved(int) {
+  no_cuda("cuda_max_memory_reserved");
+}
+void cuda_reset_peak_memory_stats(int) {
+  no_cuda("cuda_reset_peak_memory_stats");
+}
+void cuda_empty_cache() {}
+
+#endif
+
+} // namespace actorch
