@@ -154,15 +154,21 @@ void* caching_allocator::allocate(size_t nbytes, int device, stream_id stream) {
     }
     if (p == nullptr)
       throw_out_of_memory(st, device, nbytes, segment, freed_segments, freed_bytes);
-    b = new block{.device = device, .stream = stream, .size = segment,
-                  .ptr = static_cast<char*>(p), .is_small = small};
+    b = new block{.device = device,
+                  .stream = stream,
+                  .size = segment,
+                  .ptr = static_cast<char*>(p),
+                  .is_small = small};
   }
 
   // Split off the tail as a free block of the same segment (see Note [Caching allocator]).
   const size_t remaining = b->size - size;
   if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
-    block* tail = new block{.device = device, .stream = stream, .size = remaining,
-                            .ptr = b->ptr + size, .is_small = small};
+    block* tail = new block{.device = device,
+                            .stream = stream,
+                            .size = remaining,
+                            .ptr = b->ptr + size,
+                            .is_small = small};
     tail->prev = b;
     tail->next = b->next;
     if (b->next)

@@ -48,10 +48,10 @@ struct caching_allocator_stats {
   size_t reserved_bytes = 0;       ///< in segments held from the backend (allocated + cached)
   size_t peak_allocated_bytes = 0; ///< since construction or reset_peak_stats()
   size_t peak_reserved_bytes = 0;
-  size_t segments = 0;         ///< segments held now
-  size_t active_blocks = 0;    ///< blocks handed out now
-  uint64_t num_allocs = 0;     ///< allocate() calls that succeeded
-  uint64_t num_frees = 0;      ///< deallocate() calls
+  size_t segments = 0;             ///< segments held now
+  size_t active_blocks = 0;        ///< blocks handed out now
+  uint64_t num_allocs = 0;         ///< allocate() calls that succeeded
+  uint64_t num_frees = 0;          ///< deallocate() calls
   uint64_t num_segment_allocs = 0; ///< successful raw_alloc calls
   uint64_t num_segment_frees = 0;  ///< raw_free calls
   uint64_t num_alloc_retries = 0;  ///< raw_alloc failures followed by freeing the cache and a retry
@@ -134,8 +134,8 @@ private:
   void* allocate_segment(device_state& st, int device, size_t size);
   void free_block(device_state& st, block* b);
   size_t release_cached_blocks(device_state& st, int device);
-  [[noreturn]] void throw_out_of_memory(device_state& st, int device, size_t nbytes,
-                                        size_t segment, size_t freed_segments, size_t freed_bytes);
+  [[noreturn]] void throw_out_of_memory(device_state& st, int device, size_t nbytes, size_t segment,
+                                        size_t freed_segments, size_t freed_bytes);
 
   caching_allocator_backend* backend_;
   mutable std::mutex mutex_;

@@ -18,8 +18,8 @@ namespace actorch {
 #define ACTORCH_CUDA_MEMORY_CHECK(expr)                                                            \
   do {                                                                                             \
     const cudaError_t err_ = (expr);                                                               \
-    ACTORCH_CHECK(err_ == cudaSuccess, "cuda memory: ", #expr, " failed: ",                        \
-                  cudaGetErrorString(err_));                                                       \
+    ACTORCH_CHECK(err_ == cudaSuccess, "cuda memory: ", #expr,                                     \
+                  " failed: ", cudaGetErrorString(err_));                                          \
   } while (false)
 
 namespace {

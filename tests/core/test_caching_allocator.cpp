@@ -488,7 +488,7 @@ TEST_CASE("caching allocator returns its segments to the backend when destroyed"
   fake_backend backend;
   {
     caching_allocator a(&backend);
-    (void)a.allocate(100, 0);        // still allocated
+    (void)a.allocate(100, 0);         // still allocated
     void* p = a.allocate(3 * MiB, 0); // freed, cached
     a.deallocate(p);
     (void)a.allocate(100, 1, 5);
