@@ -163,41 +163,54 @@ TEST_CASE("DDP: buckets launch in index order and the first is reduced before ba
 }
 
 TEST_CASE("DDP: buckets are rebuilt once, from rank 0's ready order, identically everywhere") {
-  const auto got = on_ranks<std::vector<std::vector<size_t>>>(2, [](int r, process_group_gloo& pg) {
+  // Catch2's assertions are not thread-safe: each rank returns what it saw.
+  struct seen {
+    bool rebuilt_after_first = true, rebuilt_at_end = false;
+    std::vector<std::vector<size_t>> buckets;
+    bool operator==(const seen&) const = default;
+  };
+  const auto got = on_ranks<seen>(2, [](int r, process_group_gloo& pg) {
     auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
     distributed_data_parallel ddp(mlp(0, 64, 64), group,
                                   {.bucket_cap_mb = 64.0 * 4 / (1024 * 1024)});
     auto [x, y] = batch_of(r, 64);
+    seen s;
     for (int it = 0; it < 3; ++it) {
       ddp.module().zero_grad();
       nn::functional::cross_entropy(ddp(x), y).backward();
       if (it == 0)
-        REQUIRE_FALSE(ddp.reducer().buckets_rebuilt());
+        s.rebuilt_after_first = ddp.reducer().buckets_rebuilt();
     }
-    REQUIRE(ddp.reducer().buckets_rebuilt());
-    return ddp.reducer().buckets();
+    s.rebuilt_at_end = ddp.reducer().buckets_rebuilt();
+    s.buckets = ddp.reducer().buckets();
+    return s;
   });
+  REQUIRE_FALSE(got[0].rebuilt_after_first);
+  REQUIRE(got[0].rebuilt_at_end);
   REQUIRE(got[0] == got[1]);
   size_t n = 0;
-  for (const auto& b : got[0])
+  for (const auto& b : got[0].buckets)
     n += b.size();
   REQUIRE(n == 4);
 }
 
 TEST_CASE("DDP no_sync accumulates locally; the next synchronised backward averages the sums") {
-  const auto got = on_ranks<std::vector<std::vector<double>>>(2, [](int r, process_group_gloo& pg) {
+  std::vector<int> sync_inside(2, -1), sync_after(2, -1);
+  const auto got = on_ranks<std::vector<std::vector<double>>>(2, [&](int r, process_group_gloo& pg) {
     auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
     distributed_data_parallel ddp(mlp(0), group);
     auto [x, y] = batch_of(r);
     {
       auto guard = ddp.no_sync();
-      REQUIRE_FALSE(ddp.require_backward_grad_sync());
+      sync_inside[size_t(r)] = ddp.require_backward_grad_sync();
       nn::functional::cross_entropy(ddp(x), y).backward();
     }
-    REQUIRE(ddp.require_backward_grad_sync());
+    sync_after[size_t(r)] = ddp.require_backward_grad_sync();
     nn::functional::cross_entropy(ddp(x), y).backward();
     return grads_of(ddp.module());
   });
+  REQUIRE(sync_inside == std::vector<int>{0, 0});
+  REQUIRE(sync_after == std::vector<int>{1, 1});
   // Each rank accumulated twice its own gradient; the average of those is twice the average.
   auto want = expected_average(2);
   for (auto& g : want)
@@ -310,13 +323,14 @@ TEST_CASE("SyncBatchNorm over 2 ranks matches BatchNorm over the union of their 
     std::vector<std::vector<double>> grads;
     std::vector<double> running_mean, running_var;
     std::string bn_name;
+    int converted = 0;
   };
   const auto got = on_ranks<result>(2, [&](int r, process_group_gloo& pg) {
     auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
     auto m = model();
-    REQUIRE(convert_sync_batchnorm(*m, group) == 1);
-    distributed_data_parallel ddp(m, group);
     result res;
+    res.converted = convert_sync_batchnorm(*m, group);
+    distributed_data_parallel ddp(m, group);
     for (int it = 0; it < 2; ++it) { // twice: the running statistics accumulate
       ddp.module().zero_grad();
       auto [x, y] = batch_of(r);
@@ -345,6 +359,7 @@ TEST_CASE("SyncBatchNorm over 2 ranks matches BatchNorm over the union of their 
   const auto& ref_bn = dynamic_cast<const nn::batch_norm1d&>(*(*ref)[1]);
   for (int r = 0; r < 2; ++r) {
     const result& g = got[size_t(r)];
+    REQUIRE(g.converted == 1);
     REQUIRE(g.bn_name == "SyncBatchNorm");
     // This rank's rows of the union's output (4 samples x 3 classes each).
     require_close({g.out}, {std::vector<double>(ref_out.begin() + r * 12,
