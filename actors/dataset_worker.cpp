@@ -3,6 +3,8 @@
 
 #include <sstream>
 
+#include "core/trace.hpp"
+
 namespace actorch::actors {
 
 std::string indices_str(const std::vector<int64_t>& idx) {
@@ -54,6 +56,7 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
   data::batch_scope randomness(task.seed); // See Note [Batch randomness]
   std::vector<data::sample> samples;
   samples.reserve(task.indices.size());
+  const auto load_begin = trace::clock::now();
   for (int64_t index : task.indices) {
     // A new run started (early exit, new epoch): stop loading what nobody will read.
     if (active_generation &&
@@ -69,9 +72,17 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
       return out;
     }
   }
+  const auto collate_begin = trace::clock::now();
   collate_into(out, std::move(samples), task.auto_collation, collate, pool, pin_memory,
                who + " failed to collate batch " + std::to_string(task.seq) + " (sample indices " +
                    indices_str(task.indices) + "): ");
+  if (trace::enabled()) {
+    const std::string args = "\"epoch\": " + std::to_string(task.epoch) +
+                             ", \"batch\": " + std::to_string(task.seq);
+    trace::record(who, "load batch " + std::to_string(task.seq), load_begin, collate_begin, args);
+    trace::record(who, pin_memory ? "collate + pin" : "collate", collate_begin,
+                  trace::clock::now(), args);
+  }
   return out;
 }
 

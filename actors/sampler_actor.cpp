@@ -49,6 +49,7 @@
 
 #include "actors/dataset_worker.hpp"
 #include "core/data/worker_info.hpp"
+#include "core/trace.hpp"
 
 namespace actorch::actors {
 
@@ -115,6 +116,11 @@ void push(sampler_pointer self, delivery d) {
   auto& st = self->state;
   if (!d.error.empty())
     st.failed = true; // the run ends with the first error the consumer sees
+  if (trace::enabled()) {
+    const auto now = trace::clock::now();
+    trace::record("sampler", "deliver batch " + std::to_string(d.seq), now, now,
+                  "\"batch\": " + std::to_string(d.seq));
+  }
   if (st.plan.sink)
     self->send(st.plan.sink, batch_atom::value, std::move(d));
   else
@@ -126,6 +132,11 @@ void push(sampler_pointer self, delivery d) {
 void deliver(sampler_pointer self, int64_t seq, data::sample data, std::string error,
              bool urgent = false, bool skip = false) {
   auto& st = self->state;
+  if (trace::enabled() && !skip) {
+    const auto now = trace::clock::now();
+    trace::record("sampler", "batch " + std::to_string(seq) + " loaded", now, now,
+                  "\"batch\": " + std::to_string(seq));
+  }
   delivery d;
   d.generation = st.plan.generation;
   d.seq = seq;

@@ -1,0 +1,68 @@
+"""The main job end to end: `actorch launch --nproc-per-node 2 digits_ddp` reaches >= 95% test
+accuracy, prints a progress line per epoch, and writes a loadable checkpoint, a metrics file
+whose rows match the printed epochs, a PNG plot, and a Chrome trace with both ranks' trainer,
+bucket and all_reduce spans and the loader's stages.
+Usage: python3 digits_ddp.py ACTORCH_BINARY DIGITS_DDP_BINARY SCRATCH_DIR
+"""
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from parity_step import read_safetensors  # noqa: E402
+
+
+def main():
+    actorch, digits, scratch = sys.argv[1], sys.argv[2], sys.argv[3]
+    shutil.rmtree(scratch, ignore_errors=True)
+    out_dir, trace = os.path.join(scratch, "run"), os.path.join(scratch, "trace.json")
+    os.makedirs(scratch)
+    r = subprocess.run([actorch, "launch", "--nproc-per-node", "2", digits, "--out", out_dir,
+                        "--epochs", "12", "--num-workers", "1", "--trace", trace],
+                       capture_output=True, text=True, timeout=600)
+    failures = []
+    if r.returncode != 0:
+        sys.exit(f"digits_ddp failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    epochs = re.findall(r"\[rank0\]: epoch +(\d+)/12 .* test acc +([0-9.]+)%", r.stdout)
+    if [int(e) for e, _ in epochs] != list(range(1, 13)):
+        failures.append(f"expected progress lines for epochs 1..12, got {epochs}")
+    acc = float(re.search(r"test accuracy ([0-9.]+)", r.stdout).group(1))
+    if acc < 0.95:
+        failures.append(f"test accuracy {acc} < 0.95")
+
+    with open(os.path.join(out_dir, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    if len(rows) != 12 or abs(float(rows[-1]["test_accuracy"]) - acc) > 1e-4:
+        failures.append(f"metrics.csv has {len(rows)} rows, last {rows[-1] if rows else None}")
+    with open(os.path.join(out_dir, "curves.png"), "rb") as f:
+        if f.read(8) != b"\x89PNG\r\n\x1a\n":
+            failures.append("curves.png is not a PNG")
+    ckpt = read_safetensors(os.path.join(out_dir, "digits_ddp.safetensors"))
+    if "model.0.weight" not in ckpt or ckpt["model.0.weight"].shape != (128, 64):
+        failures.append(f"checkpoint keys {sorted(ckpt)}")
+
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    lanes = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    spans = {(e["pid"], lanes.get((e["pid"], e["tid"]), "?"), e["name"].split(" ")[0])
+             for e in events if e["ph"] == "X"}
+    for pid in (0, 1):
+        for lane, name in ((f"trainer {pid}", "forward"), (f"trainer {pid}", "backward"),
+                           (f"buckets {pid}", "bucket"), ("comm", "all_reduce")):
+            if (pid, lane, name) not in spans:
+                failures.append(f"trace: no '{name}' span on lane '{lane}' of process {pid}")
+    loader = {name for (_, lane, name) in spans if "worker" in lane or lane == "sampler"}
+    if not loader:
+        failures.append(f"trace: no loader stage spans (lanes: {sorted(set(lanes.values()))})")
+    if failures:
+        sys.exit("\n".join(failures) + "\n" + r.stdout[-3000:])
+    print(f"digits_ddp: test accuracy {acc}, {len(events)} trace events")
+
+
+if __name__ == "__main__":
+    main()
