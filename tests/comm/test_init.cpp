@@ -167,7 +167,10 @@ TEST_CASE("init_process_group rejects bad input clearly and in time", "[comm][in
   CHECK_THAT(init({}), Contains("rank 5 (from RANK) is outside [0, 3)"));
   CHECK_THAT(
       init({.backend = "mpi", .world_size = 1, .rank = 0, .store = std::make_shared<hash_store>()}),
-      Contains("unknown backend 'mpi'"));
+      Contains("the mpi backend is not available: actorch has no MPI backend"));
+  CHECK_THAT(
+      init({.backend = "xyz", .world_size = 1, .rank = 0, .store = std::make_shared<hash_store>()}),
+      Contains("xyz"));
   SECTION("a master that never answers fails within the timeout") {
     const actorch::test::refused_port refused; // bound, never listening
     const int port = refused.port();
