@@ -2,7 +2,10 @@
 // (float32 [3,32,32], element j of sample i = ((j + i) mod 251) / 251, then P passes of
 // x = (x - 0.5) / 0.25; label i % 10), batch 64, shuffled with seed 0. `loader` runs them
 // through the actor data loader with W workers; `loader-raw` does the same generation, passes
-// and batching in one plain loop (the efficiency reference).
+// and batching in one plain loop (the efficiency reference). Run both as the peer runs, with
+// OPENBLAS_NUM_THREADS=1: otherwise OpenBLAS's idle pool thread spins on sched_yield for the
+// first ~0.1 s of the process (strace: ~1000 yields in one run), which is the whole of this
+// 50 ms workload, and competes with the two workers for the two cores.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
