@@ -17,7 +17,7 @@
 #include "core/nn/functional.hpp"
 #include "core/nn/layers.hpp"
 #include "core/optim/sgd.hpp"
-#include "core/serialize/safetensors.hpp"
+#include "core/serialize/checkpoint.hpp"
 
 using namespace actorch;
 
@@ -61,41 +61,12 @@ double accuracy(nn::module& model, const tensor& x, const tensor& y) {
   return pred.eq(y).to(dtype::float64).mean().item<double>();
 }
 
-// One checkpoint file: the model's state dict ("model.*"), the optimizer's ("optim.*") and
-// the number of finished epochs.
-void save_checkpoint(const std::string& path, const nn::module& model, const optim::optimizer& opt,
-                     int64_t epoch) {
-  std::vector<std::pair<std::string, tensor>> tensors;
-  std::map<std::string, std::string> meta{{"epoch", std::to_string(epoch)}};
-  for (const auto& [n, t] : model.state_dict())
-    tensors.emplace_back("model." + n, t);
-  const auto os = opt.state_dict();
-  for (const auto& [n, t] : os.tensors)
-    tensors.emplace_back("optim." + n, t);
-  for (const auto& [k, v] : os.metadata)
-    meta["optim." + k] = v;
-  save_safetensors(path, tensors, meta);
-}
-
-int64_t load_checkpoint(const std::string& path, nn::module& model, optim::optimizer& opt) {
-  const safetensors_file f = load_safetensors(path);
-  nn::named_tensors model_state;
-  optim::optimizer_state opt_state;
-  for (const auto& [n, t] : f.tensors) {
-    if (n.rfind("model.", 0) == 0)
-      model_state.emplace_back(n.substr(6), t);
-    else if (n.rfind("optim.", 0) == 0)
-      opt_state.tensors.emplace_back(n.substr(6), t);
-    else
-      ACTORCH_FAIL("digits_mlp: ", path, ": unexpected tensor \"", n, "\"");
-  }
-  for (const auto& [k, v] : f.metadata)
-    if (k.rfind("optim.", 0) == 0)
-      opt_state.metadata[k.substr(6)] = v;
-  ACTORCH_CHECK(f.metadata.count("epoch"), "digits_mlp: ", path, " has no \"epoch\" metadata");
-  model.load_state_dict(model_state);
-  opt.load_state_dict(opt_state);
-  return std::stoll(f.metadata.at("epoch"));
+// The checkpoint (core/serialize/checkpoint.hpp) holds the model, the optimizer and the
+// number of finished epochs.
+int64_t load_epoch(const std::string& path, nn::module& model, optim::optimizer& opt) {
+  const auto meta = load_checkpoint(path, model, opt);
+  ACTORCH_CHECK(meta.count("epoch"), "digits_mlp: ", path, " has no \"epoch\" metadata");
+  return std::stoll(meta.at("epoch"));
 }
 
 } // namespace
@@ -128,7 +99,7 @@ int main(int argc, char** argv) try {
   optim::sgd opt(model.parameters(), {.lr = 0.05, .momentum = 0.9});
   int64_t start = 0;
   if (!o.resume.empty()) {
-    start = load_checkpoint(o.resume, model, opt);
+    start = load_epoch(o.resume, model, opt);
     std::cout << "resumed from " << o.resume << " after epoch " << start << '\n';
   }
 
@@ -152,7 +123,7 @@ int main(int argc, char** argv) try {
                 static_cast<long long>(epoch + 1), total / double(batches),
                 accuracy(model, train_x, train_y), accuracy(model, test_x, test_y));
     if (epoch + 1 == o.stop_after || epoch + 1 == o.epochs) {
-      save_checkpoint(o.checkpoint, model, opt, epoch + 1);
+      save_checkpoint(o.checkpoint, model, opt, {{"epoch", std::to_string(epoch + 1)}});
       std::cout << "saved " << o.checkpoint << " after epoch " << epoch + 1 << '\n';
       if (epoch + 1 == o.stop_after)
         return 0;
