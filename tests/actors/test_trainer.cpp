@@ -150,6 +150,26 @@ TEST_CASE("trainer actors: a run resumed mid-epoch ends with the same numbers") 
   require_close(model_of(full), model_of(part), 0);
 }
 
+TEST_CASE("trainer actors: a run resumed from an epoch-end checkpoint ends the same") {
+  const std::string full = scratch("full_e.safetensors"), part = scratch("part_e.safetensors");
+  auto spec = toy_spec(32, full);
+  spec.loader.num_workers = 1;
+  spec.epochs = 3;
+  train_data_parallel(spec, {.num_local = 2});
+  auto first = toy_spec(32, part);
+  first.loader.num_workers = 1;
+  first.epochs = 3;
+  first.max_steps = 4; // exactly epoch 0: its end-of-epoch checkpoint is the last one
+  train_data_parallel(first, {.num_local = 2});
+  auto second = toy_spec(32, part);
+  second.loader.num_workers = 1;
+  second.epochs = 3;
+  second.resume = part;
+  const job_report r = train_data_parallel(second, {.num_local = 2});
+  REQUIRE(r.epochs.size() == 2);
+  require_close(model_of(full), model_of(part), 0);
+}
+
 TEST_CASE("trainer actors: a failing replica stops the job with its error, no hang") {
   auto spec = toy_spec(32, "");
   auto forward = spec.forward;
