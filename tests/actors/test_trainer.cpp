@@ -130,6 +130,28 @@ TEST_CASE("trainer actors: 2 processes of batch 32 end where 1 of batch 64 does"
   require_close(model_of(one), model_of(two), 1e-5);
 }
 
+TEST_CASE("trainer actors: 2 processes x 2 actors of batch 16 end where 1 of batch 64 does") {
+  // Both levels at once: each process sums its 2 actors' buckets in shared memory, then its
+  // comm actor all-reduces the sums across the processes over Gloo.
+  const std::string four = scratch("both4.safetensors");
+  const std::string store = scratch("both4.store");
+  std::filesystem::remove(store);
+  dist::spawn(
+      [&](int rank) {
+        dist::init_process_group({.init_method = "file://" + store,
+                                  .world_size = 2,
+                                  .rank = rank,
+                                  .timeout = 20000ms});
+        train_data_parallel(toy_spec(16, four),
+                            {.num_local = 2, .process_group = dist::world()});
+        dist::destroy_process_group();
+      },
+      2);
+  const std::string one = scratch("both1.safetensors");
+  train_data_parallel(toy_spec(64, one), {.num_local = 1});
+  require_close(model_of(one), model_of(four), 1e-5);
+}
+
 TEST_CASE("trainer actors: a run resumed mid-epoch ends with the same numbers") {
   const std::string full = scratch("full.safetensors"), part = scratch("part.safetensors");
   auto spec = toy_spec(32, full);
