@@ -110,10 +110,14 @@ TEST_CASE("trainer actors: 2 actors of batch 32 in one process end where 1 of ba
   require_close(model_of(one), model_of(two), 1e-5);
 }
 
-TEST_CASE("trainer actors: 2 processes of batch 32 end where 1 of batch 64 does") {
-  // Fork first, while this process has no threads (spawn's precondition).
-  const std::string two = scratch("process2.safetensors");
-  const std::string store = scratch("process2.store");
+namespace {
+
+// Trains toy_spec(batch) in 2 forked processes with `num_local` trainer actors each, and
+// returns rank 0's final checkpoint. Call it first in a test, while this process has no
+// threads (spawn's precondition).
+std::string train_in_2_processes(const std::string& name, int64_t batch, int num_local) {
+  const std::string out = scratch(name + ".safetensors");
+  const std::string store = scratch(name + ".store");
   std::filesystem::remove(store);
   dist::spawn(
       [&](int rank) {
@@ -121,10 +125,18 @@ TEST_CASE("trainer actors: 2 processes of batch 32 end where 1 of batch 64 does"
                                   .world_size = 2,
                                   .rank = rank,
                                   .timeout = 20000ms});
-        train_data_parallel(toy_spec(32, two), {.process_group = dist::world()});
+        train_data_parallel(toy_spec(batch, out),
+                            {.num_local = num_local, .process_group = dist::world()});
         dist::destroy_process_group();
       },
       2);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("trainer actors: 2 processes of batch 32 end where 1 of batch 64 does") {
+  const std::string two = train_in_2_processes("process2", 32, 1);
   const std::string one = scratch("process1.safetensors");
   train_data_parallel(toy_spec(64, one), {.num_local = 1});
   require_close(model_of(one), model_of(two), 1e-5);
@@ -133,20 +145,7 @@ TEST_CASE("trainer actors: 2 processes of batch 32 end where 1 of batch 64 does"
 TEST_CASE("trainer actors: 2 processes x 2 actors of batch 16 end where 1 of batch 64 does") {
   // Both levels at once: each process sums its 2 actors' buckets in shared memory, then its
   // comm actor all-reduces the sums across the processes over Gloo.
-  const std::string four = scratch("both4.safetensors");
-  const std::string store = scratch("both4.store");
-  std::filesystem::remove(store);
-  dist::spawn(
-      [&](int rank) {
-        dist::init_process_group({.init_method = "file://" + store,
-                                  .world_size = 2,
-                                  .rank = rank,
-                                  .timeout = 20000ms});
-        train_data_parallel(toy_spec(16, four),
-                            {.num_local = 2, .process_group = dist::world()});
-        dist::destroy_process_group();
-      },
-      2);
+  const std::string four = train_in_2_processes("both4", 16, 2);
   const std::string one = scratch("both1.safetensors");
   train_data_parallel(toy_spec(64, one), {.num_local = 1});
   require_close(model_of(one), model_of(four), 1e-5);
