@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/serialize/atomic_write.hpp"
 #include "core/serialize/file_io.hpp"
 #include "core/serialize/json.hpp"
 
@@ -45,13 +46,6 @@ std::string us(int64_t nanos) {
   std::snprintf(buf, sizeof buf, "%lld.%03lld", static_cast<long long>(nanos / 1000),
                 static_cast<long long>(nanos % 1000));
   return buf;
-}
-
-void write_text(const std::string& path, const char* op, const std::string& text) {
-  const serialize::where w{op, path};
-  serialize::atomic_file f(w);
-  f.write(text.data(), text.size());
-  f.commit();
 }
 
 } // namespace
@@ -102,7 +96,7 @@ void write_chrome_json(const std::string& path, int pid, const std::string& proc
     out += "}";
   }
   out += "\n]}\n";
-  write_text(path, "trace", out);
+  write_file_atomically(path, out, "trace");
 }
 
 void merge_chrome_json(const std::vector<std::string>& parts, const std::string& path) {
@@ -131,7 +125,7 @@ void merge_chrome_json(const std::vector<std::string>& parts, const std::string&
     first = false;
   }
   out += "\n]}\n";
-  write_text(path, "trace", out);
+  write_file_atomically(path, out, "trace");
 }
 
 void clear() {

@@ -3,7 +3,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <numeric>
 #include <sstream>
@@ -17,6 +16,7 @@
 #include "core/nn/functional.hpp"
 #include "core/nn/layers.hpp"
 #include "core/optim/sgd.hpp"
+#include "core/serialize/atomic_write.hpp"
 
 using namespace actorch;
 
@@ -142,18 +142,6 @@ actors::trainer_spec make_spec(const options& o) {
 
 namespace {
 
-// Writes `text` to `path` through a temporary file and a rename, so a reader never sees half.
-void write_atomically(const std::filesystem::path& path, const std::string& text) {
-  const auto tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << text;
-    f.flush();
-    ACTORCH_CHECK(f.good(), "digits: cannot write ", tmp);
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 std::string bar(double fraction, int width = 24) {
   const int full = int(fraction * width + 0.5);
   return "[" + std::string(size_t(full), '#') + std::string(size_t(width - full), '-') + "]";
@@ -229,7 +217,7 @@ std::string metrics_csv(const std::vector<actors::epoch_summary>& epochs) {
 // curves.png: the loss and the two accuracies per epoch, drawn by gnuplot from metrics.csv.
 void plot(const std::filesystem::path& dir) {
   const auto script = dir / "curves.gp";
-  write_atomically(script, "set datafile separator ','\n"
+  write_file_atomically(script.string(), "set datafile separator ','\n"
                            "set terminal png size 1000,420\n"
                            "set output '" + (dir / "curves.png").string() + "'\n"
                            "set multiplot layout 1,2 title 'digits MLP, data-parallel'\n"
@@ -272,7 +260,7 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
     jo.on_epoch = [&](const actors::epoch_summary& s) {
       display.epoch(s);
       done.push_back(s);
-      write_atomically(dir / "metrics.csv", metrics_csv(done));
+      write_file_atomically((dir / "metrics.csv").string(), metrics_csv(done), "digits");
     };
   }
   actors::train_data_parallel(spec, jo);
