@@ -100,8 +100,7 @@ distributed_data_parallel::distributed_data_parallel(std::shared_ptr<nn::module>
   const nn::named_tensors named = module_->named_parameters();
   verify_replica_parameters(*group_, named);
   // Rank 0's parameters and buffers everywhere, so the replicas start identical.
-  for (auto [name, p] : named)
-    broadcast_from_rank0(*group_, p);
+  broadcast_from_rank0(*group_, module_->parameters());
   sync_buffers();
   std::vector<tensor> params;
   std::vector<std::string> names;
@@ -116,8 +115,9 @@ distributed_data_parallel::distributed_data_parallel(std::shared_ptr<nn::module>
 }
 
 void distributed_data_parallel::sync_buffers() {
-  for (auto [name, b] : module_->named_buffers())
-    broadcast_from_rank0(*group_, b);
+  const std::vector<tensor> buffers = module_->buffers();
+  if (!buffers.empty())
+    broadcast_from_rank0(*group_, buffers);
 }
 
 tensor distributed_data_parallel::forward(const tensor& input) {

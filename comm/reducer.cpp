@@ -136,7 +136,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
     auto* p = t.data_ptr<int64_t>();
     for (size_t k = 0; k < order.size(); ++k)
       p[k] = int64_t(order[k]);
-    broadcast_from_rank0(*group, t);
+    broadcast_from_rank0(*group, {t});
     const auto* q = t.data_ptr<int64_t>();
     std::vector<size_t> agreed(order.size());
     for (size_t k = 0; k < agreed.size(); ++k)

@@ -44,15 +44,43 @@ std::shared_ptr<replica_group> process_replicas(std::shared_ptr<process_group> p
   return std::make_shared<process_group_replicas>(std::move(pg));
 }
 
-void broadcast_from_rank0(replica_group& g, tensor& t) {
+void broadcast_from_rank0(replica_group& g, std::vector<tensor> ts) {
   // A sum where every rank but 0 contributes zeros: x + 0 is exact, so rank 0's values arrive
   // bit for bit. It costs a reduction instead of a copy, which is fine for construction-time
-  // and buffer broadcasts.
-  tensor contribution = g.rank() == 0 ? t.clone() : zeros_like(t);
-  work w = g.all_reduce(contribution, reduce_op::sum);
-  w.wait();
+  // and buffer broadcasts. The tensors travel flattened, one collective per dtype (in order of
+  // first appearance, the same on every replica).
+  std::vector<dtype> order;
+  std::map<dtype, std::vector<tensor*>> by_dtype;
+  for (tensor& t : ts) {
+    ACTORCH_CHECK(t.defined(), "broadcast_from_rank0: an undefined tensor");
+    auto [it, inserted] = by_dtype.try_emplace(t.dtype());
+    if (inserted)
+      order.push_back(t.dtype());
+    it->second.push_back(&t);
+  }
   no_grad guard;
-  t.copy_(w.result().at(0));
+  for (dtype dt : order) {
+    const auto& group = by_dtype.at(dt);
+    int64_t numel = 0;
+    for (const tensor* t : group)
+      numel += t->numel();
+    tensor flat = zeros({numel}, {.dtype = dt});
+    if (g.rank() == 0) {
+      int64_t offset = 0;
+      for (const tensor* t : group) {
+        flat.narrow(0, offset, t->numel()).view(t->sizes()).copy_(*t);
+        offset += t->numel();
+      }
+    }
+    work w = g.all_reduce(flat, reduce_op::sum);
+    w.wait();
+    const tensor sum = w.result().at(0);
+    int64_t offset = 0;
+    for (tensor* t : group) {
+      t->copy_(sum.narrow(0, offset, t->numel()).view(t->sizes()));
+      offset += t->numel();
+    }
+  }
 }
 
 tensor all_gather_rows(replica_group& g, const tensor& row, int64_t pad) {

@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "comm/process_group.hpp"
 
@@ -30,8 +31,10 @@ public:
 /// One replica per process: the collectives of `pg` (DistributedDataParallel as torch runs it).
 std::shared_ptr<replica_group> process_replicas(std::shared_ptr<process_group> pg);
 
-/// Rank 0's `t` on every replica (written into `t`), through one all_reduce; blocks.
-void broadcast_from_rank0(replica_group& g, tensor& t);
+/// Rank 0's values of `ts` on every replica, written into each (the handles share the
+/// caller's storage), through one all_reduce per dtype; blocks. Every replica passes tensors
+/// of the same shapes and dtypes in the same order.
+void broadcast_from_rank0(replica_group& g, std::vector<tensor> ts);
 
 /// Every replica's `row` (int64, 1-D, lengths may differ), as a [size, max length] tensor
 /// padded with `pad`, through all_reduce; blocks.
