@@ -89,12 +89,11 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
   std::mutex observer_mu;
   std::function<void(const bucket_event&)> observer;
 
-  void notify(bucket_event::kind_t kind, size_t b) {
+  // Called on the backward thread (ready) and on the completing thread (reduced).
+  void notify(bucket_event::kind_t kind, int64_t it, size_t b, size_t bytes) {
     std::lock_guard lock(observer_mu);
     if (observer)
-      observer({kind, iteration, b, size_t(buckets[b].flat.numel()) *
-                                         element_size(buckets[b].flat.dtype()),
-                std::chrono::steady_clock::now()});
+      observer({kind, it, b, bytes, std::chrono::steady_clock::now()});
   }
 
   void build_buckets(std::vector<std::vector<size_t>> a) {
@@ -224,20 +223,16 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
   void launch_ready() {
     while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
       const size_t b = next_launch++;
-      notify(bucket_event::ready, b);
+      const size_t bytes = buckets[b].flat.nbytes();
+      notify(bucket_event::ready, iteration, b, bytes);
       // AVG: the division happens once per bucket where the sum completes (for trainer
       // threads, once per process), so copying the result back is a plain copy.
       work w = group->all_reduce(buckets[b].flat, reduce_op::avg);
       std::weak_ptr<impl> weak = weak_from_this();
       const int64_t it = iteration;
-      buckets[b].reduced = w.then([weak, b, it](const work& done) {
-        auto self = weak.lock();
-        if (!self || done.exception())
-          return;
-        std::lock_guard lock(self->observer_mu);
-        if (self->observer)
-          self->observer({bucket_event::reduced, it, b, size_t(done.result().at(0).nbytes()),
-                          std::chrono::steady_clock::now()});
+      buckets[b].reduced = w.then([weak, b, it, bytes](const work& done) {
+        if (auto self = weak.lock(); self && !done.exception())
+          self->notify(bucket_event::reduced, it, b, bytes);
       });
     }
   }
