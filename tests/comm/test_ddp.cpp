@@ -21,6 +21,11 @@ using actorch::test::values_of;
 
 namespace {
 
+// The rank's group as DDP's replica group; on_ranks owns the group, so the handle does not.
+std::shared_ptr<replica_group> replicas_of(process_group_gloo& pg) {
+  return process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+}
+
 std::shared_ptr<nn::sequential> mlp(uint64_t seed, int64_t in = 6, int64_t hidden = 5) {
   generator g(seed);
   return std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{
@@ -89,7 +94,7 @@ TEST_CASE("bucket assignment: reverse order, a small first bucket, one bucket se
 TEST_CASE("DDP over a Gloo group averages the replicas' gradients") {
   const auto want = expected_average(3);
   const auto got = on_ranks<std::vector<std::vector<double>>>(3, [](int r, process_group_gloo& pg) {
-    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    auto group = replicas_of(pg);
     // Different initial values per rank: construction broadcasts rank 0's.
     distributed_data_parallel ddp(mlp(uint64_t(r)), group);
     auto [x, y] = batch_of(r);
@@ -109,7 +114,7 @@ TEST_CASE("DDP: buckets launch in index order and the first is reduced before ba
     size_t buckets = 0;
   };
   const auto results = on_ranks<seen>(2, [](int r, process_group_gloo& pg) {
-    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    auto group = replicas_of(pg);
     // A large first layer: its weight gradient (the last to be ready, a [512 x 512] x
     // [512 x 4096] GEMM, tens of ms) takes far longer than exchanging the first bucket (the
     // last two layers, about 1 MiB), even under TSan, which slows the exchange but not BLAS.
@@ -170,7 +175,7 @@ TEST_CASE("DDP: buckets are rebuilt once, from rank 0's ready order, identically
     bool operator==(const seen&) const = default;
   };
   const auto got = on_ranks<seen>(2, [](int r, process_group_gloo& pg) {
-    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    auto group = replicas_of(pg);
     distributed_data_parallel ddp(mlp(0, 64, 64), group,
                                   {.bucket_cap_mb = 64.0 * 4 / (1024 * 1024)});
     auto [x, y] = batch_of(r, 64);
@@ -197,7 +202,7 @@ TEST_CASE("DDP: buckets are rebuilt once, from rank 0's ready order, identically
 TEST_CASE("DDP no_sync accumulates locally; the next synchronised backward averages the sums") {
   std::vector<int> sync_inside(2, -1), sync_after(2, -1);
   const auto got = on_ranks<std::vector<std::vector<double>>>(2, [&](int r, process_group_gloo& pg) {
-    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    auto group = replicas_of(pg);
     distributed_data_parallel ddp(mlp(0), group);
     auto [x, y] = batch_of(r);
     {
@@ -244,7 +249,7 @@ TEST_CASE("DDP: unused parameters are an error naming them, or count as ready wi
           "find_unused_parameters") {
   // Without the option: backward fails on every rank, naming c (and b where unused).
   const auto errors = on_ranks<std::string>(2, [](int, process_group_gloo& pg) {
-    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    auto group = replicas_of(pg);
     distributed_data_parallel ddp(std::make_shared<two_heads>(0), group);
     auto [x, y] = batch_of(0);
     return error_of([&] { nn::functional::cross_entropy(ddp(x), y).backward(); });
@@ -261,7 +266,7 @@ TEST_CASE("DDP: unused parameters are an error naming them, or count as ready wi
     bool c_defined;
   };
   const auto got = on_ranks<result>(2, [](int r, process_group_gloo& pg) {
-    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    auto group = replicas_of(pg);
     auto m = std::make_shared<two_heads>(0);
     m->use_b = r == 0;
     distributed_data_parallel ddp(m, group, {.find_unused_parameters = true});
@@ -301,7 +306,7 @@ TEST_CASE("DDP: unused parameters are an error naming them, or count as ready wi
 
 TEST_CASE("DDP: parameters that differ across ranks are an error on every rank naming them") {
   const auto errors = on_ranks<std::string>(2, [](int r, process_group_gloo& pg) {
-    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    auto group = replicas_of(pg);
     return error_of([&] { distributed_data_parallel ddp(mlp(0, 6, r == 0 ? 5 : 7), group); });
   });
   for (const auto& e : errors) {
@@ -326,7 +331,7 @@ TEST_CASE("SyncBatchNorm over 2 ranks matches BatchNorm over the union of their 
     int converted = 0;
   };
   const auto got = on_ranks<result>(2, [&](int r, process_group_gloo& pg) {
-    auto group = process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
+    auto group = replicas_of(pg);
     auto m = model();
     result res;
     res.converted = convert_sync_batchnorm(*m, group);
