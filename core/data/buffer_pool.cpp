@@ -1,5 +1,12 @@
 // buffer_pool: a free list per buffer size, guarded by one mutex (a batch takes a handful of
 // buffers, so contention is negligible next to filling them).
+//
+// Note [Buffer affinity]: with two or more workers, the buffer released last was most likely
+// filled by another worker, on another core. Handing it out LIFO made the taker's collate pull
+// every line of it across (a 64x3x32x32 float batch is 768 KiB, and each core's L2 holds a few
+// of them), and collate's copies took twice as long as in a single-threaded loop (the P=20
+// loader benchmark, profiled). So a buffer remembers the thread that last took it, and a thread
+// gets back, preferably, the most recent of its own; another's only when it has none free.
 #include "core/data/buffer_pool.hpp"
 
 #include <algorithm>
@@ -15,18 +22,23 @@ std::shared_ptr<buffer_pool> buffer_pool::make(allocator* base) {
 
 buffer_pool::~buffer_pool() {
   for (auto& [nbytes, list] : free_)
-    for (void* p : list) base_->deallocate(p, nbytes);
+    for (const free_buffer& b : list) base_->deallocate(b.p, nbytes);
 }
 
 tensor buffer_pool::empty(const shape_t& shape, actorch::dtype dt) {
   const size_t nbytes = size_t(checked_numel(shape, "buffer_pool")) * element_size(dt);
+  const std::thread::id me = std::this_thread::get_id();
   void* p = nullptr;
   {
     std::lock_guard lock(mutex_);
     auto& list = free_[nbytes];
     if (!list.empty()) {
-      p = list.back();
-      list.pop_back();
+      // See Note [Buffer affinity]: this thread's most recent buffer, else the most recent.
+      auto it = std::find_if(list.rbegin(), list.rend(),
+                             [&](const free_buffer& b) { return b.filler == me; });
+      auto pick = it == list.rend() ? std::prev(list.end()) : std::prev(it.base());
+      p = pick->p;
+      list.erase(pick);
       ++stats_.reuses;
     }
     ++stats_.live;
@@ -47,13 +59,14 @@ tensor buffer_pool::empty(const shape_t& shape, actorch::dtype dt) {
     ++stats_.allocations;
   }
   // The deleter holds the pool: buffers may outlive the loader that made them.
-  return from_blob(
-      p, shape, dt, [pool = shared_from_this(), nbytes](void* q) { pool->give_back(q, nbytes); });
+  return from_blob(p, shape, dt, [pool = shared_from_this(), nbytes, me](void* q) {
+    pool->give_back({q, me}, nbytes);
+  });
 }
 
-void buffer_pool::give_back(void* p, size_t nbytes) {
+void buffer_pool::give_back(free_buffer b, size_t nbytes) {
   std::lock_guard lock(mutex_);
-  free_[nbytes].push_back(p);
+  free_[nbytes].push_back(b);
   --stats_.live;
   stats_.live_bytes -= int64_t(nbytes);
 }

@@ -2,12 +2,15 @@
 // whose storage comes from here; when the consumer drops the batch, the storage's memory goes
 // back to the pool's free list instead of the allocator, so a steady-state epoch allocates
 // nothing. The pool is shared (shared_ptr) by every buffer it lent, so it outlives them all.
+// A thread asking for a buffer gets one it filled itself when there is one: see Note [Buffer
+// affinity] in buffer_pool.cpp.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -22,7 +25,8 @@ public:
   static std::shared_ptr<buffer_pool> make(allocator* base);
   ~buffer_pool();
 
-  /// A contiguous tensor over pooled memory (contents undefined).
+  /// A contiguous tensor over pooled memory (contents undefined); preferably a buffer this
+  /// thread had before.
   tensor empty(const shape_t& shape, actorch::dtype dt);
 
   struct stats {
@@ -38,11 +42,15 @@ public:
 
 private:
   explicit buffer_pool(allocator* base) : base_(base) {}
-  void give_back(void* p, size_t nbytes);
+  struct free_buffer {
+    void* p;
+    std::thread::id filler; // the thread that took it last: its cache may still hold it
+  };
+  void give_back(free_buffer b, size_t nbytes);
 
   allocator* base_;
   mutable std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<void*>> free_; // by size in bytes
+  std::unordered_map<size_t, std::vector<free_buffer>> free_; // by size in bytes
   stats stats_;
 };
 

@@ -3,6 +3,8 @@
 // recycling, and pin_memory.
 #include <catch2/catch.hpp>
 
+#include <thread>
+
 #include "core/data/collate.hpp"
 #include "core/data/worker_info.hpp"
 #include "core/ops/factory.hpp"
@@ -75,6 +77,29 @@ TEST_CASE("batches from a buffer pool recycle their memory", "[data][collate]") 
   CHECK(st.allocations == 1);
   CHECK(st.reuses == 4);
   CHECK(st.peak_live == 1);
+}
+
+TEST_CASE("a thread gets back the pooled buffer it filled before another's", "[data][collate]") {
+  // Note [Buffer affinity]: two threads each fill a buffer; both go back to the pool, the
+  // other thread's last. Each thread then gets its own again, not the most recent one.
+  auto pool = buffer_pool::make(cpu_allocator());
+  const void* mine = nullptr;
+  const void* theirs = nullptr;
+  {
+    tensor a = pool->empty({256}, dtype::float32);
+    mine = a.data_ptr();
+    tensor b;
+    std::thread([&] { b = pool->empty({256}, dtype::float32); }).join();
+    theirs = b.data_ptr();
+    REQUIRE(mine != theirs);
+    a = tensor();
+    b = tensor(); // released last: plain LIFO would hand out `theirs` next
+  }
+  tensor again = pool->empty({256}, dtype::float32);
+  CHECK(again.data_ptr() == mine);
+  // None of its own left: the other thread's, rather than a new allocation.
+  CHECK(pool->empty({256}, dtype::float32).data_ptr() == theirs);
+  CHECK(pool->get_stats().allocations == 2);
 }
 
 TEST_CASE("pin_memory copies every tensor into the pool and keeps other values",
