@@ -1,5 +1,6 @@
-// data_loader: options, epochs, the consumer side of the graph (the queue the range-for waits
-// on), the num_workers = 0 path, save/resume, and shutdown.
+// data_loader: options, epochs, the consumer side of the graph (the range-for's own actor,
+// hosting the sampler on the consumer's thread), the num_workers = 0 path, save/resume, and
+// shutdown.
 #include "actors/data_loader.hpp"
 
 #include <chrono>
@@ -22,13 +23,16 @@ struct loader_impl {
   buffer_pool_ptr pool;
 
   // Actors: the system (ours unless given), the sampler of the current run (persistent with
-  // persistent_workers or a user's source), and the user's source if any.
+  // persistent_workers or a user's source), and the user's source if any. The range-for's
+  // sampler lives in `host`, a blocking actor driven by the consumer's thread; a consumer
+  // actor's in a detached sampler actor (Note [Sampler host] in actors/sampler_actor.cpp).
   std::unique_ptr<caf::actor_system_config> own_config; // the system keeps a reference to it
   std::unique_ptr<caf::actor_system> own_system;
   caf::actor_system* system = nullptr;
   std::optional<actors::source_actor> source;
-  caf::actor sampler;
-  std::shared_ptr<actors::delivery_queue> queue = std::make_shared<actors::delivery_queue>();
+  std::unique_ptr<caf::scoped_actor> host;
+  std::unique_ptr<actors::sampler> sampler; // the range-for's, hosted by `host`
+  caf::actor sampler_actor;                 // a consumer actor's
   std::shared_ptr<std::atomic<uint64_t>> active_generation =
       std::make_shared<std::atomic<uint64_t>>(0);
 
@@ -47,7 +51,6 @@ struct loader_impl {
   std::optional<generator::state> sampler_gen_at_start;
   std::optional<loader_state> resume;
   sample current;
-  bool holding_credit = false;
 
   ~loader_impl() { shutdown(); }
 
@@ -81,15 +84,17 @@ struct loader_impl {
   }
 
   void stop_sampler() {
-    if (sampler) {
-      caf::anon_send_exit(sampler, caf::exit_reason::user_shutdown);
-      sampler = nullptr;
+    sampler.reset(); // asks the workers it spawned to exit
+    if (sampler_actor) {
+      caf::anon_send_exit(sampler_actor, caf::exit_reason::user_shutdown);
+      sampler_actor = nullptr;
     }
   }
 
   void shutdown() {
     active_generation->store(~uint64_t(0));
     stop_sampler();
+    host.reset();
     own_system.reset(); // waits for every actor; they all quit (see stop_sampler)
   }
 
@@ -97,7 +102,6 @@ struct loader_impl {
   void end_run() {
     if (!running) return;
     running = false;
-    holding_credit = false;
     current = sample();
     local_iter.reset();
     ++epoch;
@@ -106,7 +110,7 @@ struct loader_impl {
     if (!local && !(opts.persistent_workers || source)) stop_sampler();
   }
 
-  caf::actor make_sampler() {
+  actors::sampler_config sampler_config() {
     actors::sampler_config cfg;
     cfg.in_order = opts.in_order;
     cfg.iterable = iterable != nullptr;
@@ -115,8 +119,6 @@ struct loader_impl {
     cfg.collate = opts.collate_fn;
     cfg.pool = pool;
     cfg.pin_memory = opts.pin_memory;
-    cfg.queue = queue;
-    cfg.active_generation = active_generation;
     if (source) {
       cfg.sources.push_back(*source);
     } else {
@@ -143,7 +145,7 @@ struct loader_impl {
       if (!iterable)
         cfg.respawn = spawn; // See Note [Worker death]
     }
-    return actors::spawn_sampler(sys(), std::move(cfg));
+    return cfg;
   }
 
   /// Draws the epoch's batches and base seed, then starts loading them.
@@ -187,7 +189,6 @@ struct loader_impl {
     if (local) return;
     ACTORCH_CHECK(sink == nullptr || uses_actors(),
                   "DataLoader.run_epoch: needs num_workers > 0 or a source actor");
-    if (!sampler) sampler = make_sampler();
     actors::epoch_plan p;
     p.generation = generation;
     p.epoch = epoch;
@@ -195,18 +196,26 @@ struct loader_impl {
     p.batches = plan;
     p.iterable = iterable != nullptr;
     p.credits = credits();
-    if (sink) p.sink = *sink;
-    caf::anon_send(sampler, actors::epoch_atom::value, std::move(p));
+    if (sink) {
+      p.sink = *sink;
+      sampler.reset(); // the last run was a range-for's
+      if (!sampler_actor) sampler_actor = actors::spawn_sampler(sys(), sampler_config());
+      caf::anon_send(sampler_actor, actors::epoch_atom::value, std::move(p));
+      return;
+    }
+    if (sampler_actor) {
+      caf::anon_send_exit(sampler_actor, caf::exit_reason::user_shutdown);
+      sampler_actor = nullptr;
+    }
+    if (!host) host = std::make_unique<caf::scoped_actor>(sys());
+    if (!sampler) sampler = std::make_unique<actors::sampler>(host->ptr(), sampler_config());
+    sampler->start(std::move(p));
   }
 
   /// Moves to the next batch of the run; false at the end of the epoch.
   bool advance() {
     if (!running) return false;
-    if (holding_credit) {
-      holding_credit = false;
-      current = sample(); // release the batch: its buffers go back to the pool
-      caf::anon_send(sampler, actors::credit_atom::value, generation);
-    }
+    current = sample(); // release the batch: its buffers go back to the pool
     if (local && iterable) {
       // The consumer's thread iterates the stream itself; get_worker_info() is null here.
       actors::index_batch task;
@@ -257,19 +266,14 @@ struct loader_impl {
       delivered.push_back(seq);
       return true;
     }
-    // A safety net behind the sampler's own timeout: should the sampler itself stall.
-    const auto patience = std::chrono::microseconds(int64_t(opts.timeout * 2e6) + 1000000);
     for (;;) {
-      actors::delivery d;
-      if (opts.timeout > 0) {
-        if (!queue->wait_dequeue_timed(d, patience)) {
-          end_run();
-          ACTORCH_FAIL("DataLoader timed out after ", opts.timeout,
-                       " seconds waiting for batch (no answer from the sampler)");
-        }
-      } else {
-        queue->wait_dequeue(d);
+      auto& out = sampler->deliveries();
+      if (out.empty()) {
+        receive();
+        continue;
       }
+      actors::delivery d = std::move(out.front());
+      out.pop_front();
       if (d.generation != generation) continue; // left over from an abandoned run
       if (d.end_of_epoch) {
         end_run();
@@ -279,10 +283,38 @@ struct loader_impl {
         end_run();
         throw error(d.error);
       }
+      // Taken: its credit goes back now, as PyTorch counts a task outstanding until the main
+      // process receives its batch (Note [Loader credits]).
+      sampler->credit(generation);
       current = std::move(d.data);
       delivered.push_back(d.seq);
-      holding_credit = true;
       return true;
+    }
+  }
+
+  /// Hands the next message in the host's mailbox to the sampler: a source's reply, a down
+  /// message or a deadline (Note [Sampler host]).
+  void receive() {
+    auto& self = *host;
+    auto on_loaded = [&](actors::loaded_batch& b) { sampler->on_loaded(b, self->current_sender()); };
+    auto on_error = [&](caf::error& e) { sampler->on_source_error(e, self->current_sender()); };
+    auto on_timeout = [&](actors::timeout_atom, uint64_t g, int64_t seq, int attempt) {
+      sampler->on_timeout(g, seq, attempt);
+    };
+    auto on_down = [&](caf::down_msg& m) { sampler->on_down(m); };
+    if (opts.timeout <= 0) {
+      self->receive(on_loaded, on_error, on_timeout, on_down);
+      return;
+    }
+    // A safety net behind the sampler's own deadlines, should they never come.
+    bool stalled = false;
+    self->receive(on_loaded, on_error, on_timeout, on_down,
+                  caf::after(std::chrono::microseconds(int64_t(opts.timeout * 2e6) + 1000000)) >>
+                      [&] { stalled = true; });
+    if (stalled) {
+      end_run();
+      ACTORCH_FAIL("DataLoader timed out after ", opts.timeout,
+                   " seconds waiting for batch (no answer from the sampler)");
     }
   }
 };
@@ -433,17 +465,20 @@ const loader_options& data_loader::options() const { return impl_->opts; }
 void data_loader::run_epoch(const caf::actor& sink) { impl_->start_run(&sink); }
 
 void data_loader::set_actor_system(caf::actor_system& sys) {
-  ACTORCH_CHECK(!impl_->sampler, "DataLoader.set_actor_system: the loader's actors already run");
+  ACTORCH_CHECK(!impl_->sampler && !impl_->sampler_actor && !impl_->host,
+                "DataLoader.set_actor_system: the loader's actors already run");
   impl_->own_system.reset(); // no actor of it was spawned yet
   impl_->own_config.reset();
   impl_->system = &sys;
 }
 
 caf::actor data_loader::worker_for_testing(int64_t id) {
-  ACTORCH_CHECK(impl_->sampler, "DataLoader.worker_for_testing: no actors running");
+  ACTORCH_CHECK(impl_->sampler || impl_->sampler_actor,
+                "DataLoader.worker_for_testing: no actors running");
+  if (impl_->sampler) return impl_->sampler->source(id); // the range-for's, on this thread
   caf::scoped_actor self{impl_->sys()};
   caf::actor out;
-  self->request(impl_->sampler, caf::infinite, actors::worker_atom::value, id)
+  self->request(impl_->sampler_actor, caf::infinite, actors::worker_atom::value, id)
       .receive([&](caf::actor& a) { out = std::move(a); },
                [&](caf::error& e) {
                  ACTORCH_FAIL("DataLoader.worker_for_testing(", id, "): ", caf::to_string(e));

@@ -105,7 +105,8 @@ public:
     using difference_type = std::ptrdiff_t;
     const sample& operator*() const;
     const sample* operator->() const { return &**this; }
-    /// Releases the current batch (its credit goes back to the sampler) and waits for the next.
+    /// Releases the current batch (its buffers go back to the pool) and waits for the next,
+    /// whose credit goes back to the sampler as it is taken (Note [Loader credits]).
     iterator& operator++();
     bool operator==(sentinel) const;
 

@@ -1,7 +1,8 @@
 // Every message type of the actor graph, in one place (STYLE.md). The data loader's graph:
-//   sampler ──index_batch──> source (dataset worker, or a user's actor) ──loaded_batch──>
-//   sampler (collate/pin stage for batches that need it, reorder buffer) ──delivery──> consumer
-//   consumer ──(credit_atom, generation)──> sampler
+//   sampler ──(load_atom, index_batch)──> source (dataset worker, or a user's actor)
+//   source ──loaded_batch (the reply)──> the sampler's host (collate/pin stage for batches
+//   that need it, reorder buffer) ──delivery──> consumer; a consumer actor answers
+//   (credit_atom, generation), the range-for hands its credit over in its own thread
 // See Note [Loader credits] in actors/sampler_actor.cpp for the flow control.
 // The types carry tensors (shared storage) and therefore stay inside one process: they are
 // allowed as local-only message types rather than made serializable.
@@ -24,6 +25,8 @@ using credit_atom = caf::atom_constant<caf::atom("credit")>;
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
 /// (epoch_atom, epoch_plan): the sampler starts a run, dropping whatever remains of the last.
 using epoch_atom = caf::atom_constant<caf::atom("epoch")>;
+/// (timeout_atom, generation, seq, attempt): the sampler's deadline for one load (timeout > 0).
+using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 /// (worker_atom, id) -> source_actor: the sampler's current source in slot `id` (tests only:
 /// see data_loader::worker_for_testing).
 using worker_atom = caf::atom_constant<caf::atom("worker")>;

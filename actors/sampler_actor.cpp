@@ -1,13 +1,28 @@
-// The sampler actor. See sampler_actor.hpp for its role.
+// The sampler and the sampler actor. See sampler_actor.hpp for their roles.
+//
+// Note [Sampler host]: the sampler is a state machine inside an actor that hosts it. Tasks go
+// out as plain messages in the host's name; a source's reply (its handler's result) comes back
+// to the host as an ordinary message, and so do down messages and timeouts. For the range-for
+// the host is the consumer's own blocking actor, on the consumer's thread, as PyTorch's main
+// process runs its sampler: a batch costs one wake-up (the worker's reply waking the consumer)
+// and the credit is a function call. The sampler first ran as a detached actor between the
+// workers and the consumer's queue: three wake-ups per batch (the reply, the delivery, the
+// credit), and on two cores each one preempted a worker: 10% of the P=20 loader benchmark,
+// measured side by side. A consumer actor keeps a detached sampler actor as host, since it
+// can only talk by messages.
 //
 // Note [Loader credits]: CAF 0.17's stream stages do not keep back-pressure across a stage, so
 // flow control is explicit. A run starts with `credits` = prefetch_factor x num_workers. The
-// sampler emits one index batch per credit; the credit comes back only when the consumer
-// releases the batch (the range-for moves past it, or a consumer actor replies credit_atom).
-// So at most `credits` batches exist anywhere between the sampler and the consumer, whatever
-// the speeds: loading, waiting in the reorder buffer, queued, or held by the consumer. Batch
-// memory is bounded by construction, and with buffers recycled through the pool a steady-state
-// epoch allocates nothing.
+// sampler emits one index batch per credit; the credit comes back when the consumer takes the
+// batch: the range-for as it dequeues it, a consumer actor by replying credit_atom once done
+// with it (an actor's mailbox is its queue, so release is the only moment it can name). So at
+// most `credits` batches are in flight between the sampler and the consumer, whatever the
+// speeds (loading, waiting in the reorder buffer, queued), plus the one the range-for holds:
+// PyTorch's count, where a task is outstanding until the main process receives its batch.
+// Counting the held batch as well (as this loader first did) leaves a worker with nothing
+// queued behind its current batch once per batch, idle for the credit's round trip: 6% of the
+// P=20 loader benchmark. Batch memory is bounded by construction, and with buffers recycled
+// through the pool a steady-state epoch allocates nothing.
 //
 // Note [Loader stages]: collate and pin-memory run inside the dataset workers (in parallel, as
 // PyTorch collates in its workers), writing straight into pooled, pinned when asked, buffers.
@@ -22,11 +37,11 @@
 // Note [Worker death]: the sampler monitors its workers rather than linking to them: CAF makes
 // an exit_msg with exit_reason::kill fatal to a linked actor whatever its exit handler, so a
 // killed worker would take the sampler (and the epoch) down with it. A worker that dies (an
-// exception not derived from std::exception, a kill) sends its down message; its requests
-// still queued bounce with an error. Whichever comes first replaces the worker (a new actor in
-// the same slot, same id) and re-issues the batches it held with attempt + 1; replies of older
-// attempts or of older runs (generation) are dropped, and so is the down message of a worker
-// replaced already. After max_attempts loads of one batch, the death is an error. An iterable
+// exception not derived from std::exception, a kill) sends its down message (its tasks still
+// queued are dropped with it); that replaces the worker (a new actor in the same slot, same id)
+// and re-issues the batches it held with attempt + 1. A reply is taken only from the source
+// that holds its batch now, of the current run (generation); so are timeouts of the current
+// attempt; the down message of a worker replaced already is dropped. After max_attempts loads of one batch, the death is an error. An iterable
 // worker is not replaced: its stream cannot be resumed, so its death is an error. The workers
 // the sampler owns do not outlive it: its state's destructor, run whenever it terminates, asks
 // them to exit.
@@ -66,7 +81,10 @@ struct ready_entry {
   bool skip = false;
 };
 
-struct sampler_state {
+} // namespace
+
+struct sampler::impl {
+  caf::local_actor* self; // the host: see Note [Sampler host]
   sampler_config cfg;
   std::vector<source_actor> sources;
   std::vector<int64_t> load; // outstanding requests per source
@@ -83,37 +101,48 @@ struct sampler_state {
   std::map<size_t, ready_entry> ready;                       // reorder buffer, by position
   size_t next_deliver = 0;
   size_t delivered = 0;
+  std::deque<delivery> out; // deliveries for the host's own consumer (no sink)
 
   /// See Note [Worker death]: the workers this sampler spawned stop with it.
-  ~sampler_state() {
+  ~impl() {
     if (cfg.respawn || cfg.iterable)
       for (auto& s : sources)
         caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   }
 };
 
-using sampler_pointer = caf::stateful_actor<sampler_state>*;
+namespace {
 
-std::string source_name(const sampler_state& st, int64_t w) {
+using state = sampler::impl;
+
+std::string source_name(const state& st, int64_t w) {
   return (st.cfg.respawn || st.cfg.iterable ? "DataLoader worker " : "DataLoader source ") +
          std::to_string(w);
 }
 
+/// The slot of the source that sent `from`, or -1.
+int64_t slot_of(const state& st, const caf::strong_actor_ptr& from) {
+  const auto addr = caf::actor_cast<caf::actor_addr>(from);
+  for (size_t w = 0; w < st.sources.size(); ++w)
+    if (addr && addr == st.sources[w].address())
+      return int64_t(w);
+  return -1;
+}
+
 /// The dataset indices of batch `seq` (none for an iterable run), for messages and tasks.
-const std::vector<int64_t>& indices_of(const sampler_state& st, int64_t seq) {
+const std::vector<int64_t>& indices_of(const state& st, int64_t seq) {
   static const std::vector<int64_t> none;
   return st.plan.iterable ? none : st.plan.batches[st.position.at(seq)].second;
 }
 
-bool run_complete(const sampler_state& st) {
+bool run_complete(const state& st) {
   if (!st.plan.iterable)
     return st.delivered == st.plan.batches.size();
   return std::all_of(st.exhausted.begin(), st.exhausted.end(), [](bool e) { return e; }) &&
          st.outstanding.empty() && st.ready.empty();
 }
 
-void push(sampler_pointer self, delivery d) {
-  auto& st = self->state;
+void push(state& st, delivery d) {
   if (!d.error.empty())
     st.failed = true; // the run ends with the first error the consumer sees
   if (trace::enabled()) {
@@ -122,16 +151,15 @@ void push(sampler_pointer self, delivery d) {
                   "\"batch\": " + std::to_string(d.seq));
   }
   if (st.plan.sink)
-    self->send(st.plan.sink, batch_atom::value, std::move(d));
+    caf::unsafe_send_as(st.self, st.plan.sink, batch_atom::value, std::move(d));
   else
-    st.cfg.queue->enqueue(std::move(d));
+    st.out.push_back(std::move(d));
 }
 
 /// Delivers batch `seq` (or its error; or nothing, `skip`, for an iterable worker's
 /// end_of_data), in order unless urgent or !in_order; then ends the run if it is complete.
-void deliver(sampler_pointer self, int64_t seq, data::sample data, std::string error,
-             bool urgent = false, bool skip = false) {
-  auto& st = self->state;
+void deliver(state& st, int64_t seq, data::sample data, std::string error, bool urgent = false,
+             bool skip = false) {
   if (trace::enabled() && !skip) {
     const auto now = trace::clock::now();
     trace::record("sampler", "batch " + std::to_string(seq) + " loaded", now, now,
@@ -144,7 +172,7 @@ void deliver(sampler_pointer self, int64_t seq, data::sample data, std::string e
   d.error = std::move(error);
   if (!st.cfg.in_order || urgent) {
     if (!skip) {
-      push(self, std::move(d));
+      push(st, std::move(d));
       ++st.delivered;
     }
   } else {
@@ -154,7 +182,7 @@ void deliver(sampler_pointer self, int64_t seq, data::sample data, std::string e
       auto& entry = st.ready.begin()->second;
       const bool err = !entry.d.error.empty();
       if (!entry.skip) {
-        push(self, std::move(entry.d));
+        push(st, std::move(entry.d));
         ++st.delivered;
       }
       st.ready.erase(st.ready.begin());
@@ -167,97 +195,34 @@ void deliver(sampler_pointer self, int64_t seq, data::sample data, std::string e
     delivery end;
     end.generation = st.plan.generation;
     end.end_of_epoch = true;
-    push(self, std::move(end));
+    push(st, std::move(end));
     st.active = false;
   }
 }
 
-void pump(sampler_pointer self);
-void replace_source(sampler_pointer self, int64_t w, const caf::error& reason);
-
-void dispatch(sampler_pointer self, int64_t seq, int64_t w, int attempt) {
-  auto& cur = self->state;
+void dispatch(state& st, int64_t seq, int64_t w, int attempt) {
   index_batch task;
-  task.generation = cur.plan.generation;
-  task.epoch = cur.plan.epoch;
+  task.generation = st.plan.generation;
+  task.epoch = st.plan.epoch;
   task.seq = seq;
-  task.indices = indices_of(cur, seq);
-  task.seed = data::batch_seed(cur.plan.base_seed, cur.plan.epoch, seq);
-  task.auto_collation = cur.cfg.auto_collation;
-  cur.outstanding[seq] = {w, attempt};
-  ++cur.load[size_t(w)];
-  const uint64_t gen = cur.plan.generation;
-  const caf::duration timeout =
-      cur.cfg.timeout_s > 0
-          ? caf::duration(std::chrono::microseconds(int64_t(cur.cfg.timeout_s * 1e6)))
-          : caf::duration(caf::infinite);
-  self->request(cur.sources[size_t(w)], timeout, load_atom::value, std::move(task))
-      .then(
-          [self, gen, seq, w, attempt](loaded_batch& b) {
-            auto& st = self->state;
-            if (gen != st.plan.generation || !st.active || st.failed)
-              return;
-            auto it = st.outstanding.find(seq);
-            if (it == st.outstanding.end() || it->second.attempt != attempt)
-              return;
-            st.outstanding.erase(it);
-            --st.load[size_t(w)];
-            if (b.end_of_data && b.error.empty()) {
-              // See Note [Iterable runs]: no batch, and its credit comes straight back.
-              st.exhausted[size_t(w)] = true;
-              ++st.credit;
-              deliver(self, seq, {}, {}, false, true);
-              pump(self);
-              return;
-            }
-            if (b.error.empty()) {
-              // See Note [Loader stages].
-              try {
-                if (!b.collated) {
-                  auto samples = std::move(b.data.as_tuple());
-                  if (st.cfg.collate) {
-                    b.data = st.cfg.collate(std::move(samples));
-                  } else if (st.cfg.auto_collation) {
-                    b.data = data::default_collate(std::move(samples), st.cfg.pool.get());
-                    b.pinned = st.cfg.pin_memory;
-                  } else {
-                    ACTORCH_CHECK(samples.size() == 1, "an unbatched task returned ",
-                                  samples.size(), " samples, expected 1");
-                    b.data = data::default_convert(std::move(samples[0]));
-                  }
-                }
-                if (st.cfg.pin_memory && !b.pinned)
-                  b.data = data::pin_memory(b.data, *st.cfg.pool);
-              } catch (const std::exception& e) {
-                b.error = "DataLoader failed to collate batch " + std::to_string(seq) + " from " +
-                          source_name(st, w) + " (sample indices " +
-                          indices_str(indices_of(st, seq)) + "): " + e.what();
-              }
-            }
-            deliver(self, seq, std::move(b.data), std::move(b.error));
-            pump(self);
-          },
-          [self, gen, seq, w, attempt](caf::error& err) {
-            auto& st = self->state;
-            if (gen != st.plan.generation || !st.active || st.failed)
-              return;
-            auto it = st.outstanding.find(seq);
-            if (it == st.outstanding.end() || it->second.attempt != attempt)
-              return;
-            if (err == caf::sec::request_timeout) {
-              std::ostringstream os;
-              os << "DataLoader timed out after " << st.cfg.timeout_s << " seconds waiting for "
-                 << source_name(st, w) << " to load batch " << seq << " (sample indices "
-                 << indices_str(indices_of(st, seq)) << ")";
-              deliver(self, seq, {}, os.str(), true);
-              return;
-            }
-            replace_source(self, w, err); // the source is gone: see Note [Worker death]
-          });
+  task.indices = indices_of(st, seq);
+  task.seed = data::batch_seed(st.plan.base_seed, st.plan.epoch, seq);
+  task.auto_collation = st.cfg.auto_collation;
+  st.outstanding[seq] = {w, attempt};
+  ++st.load[size_t(w)];
+  // The reply comes back to the host as an ordinary message (Note [Sampler host]).
+  caf::unsafe_send_as(st.self, st.sources[size_t(w)], load_atom::value, std::move(task));
+  if (st.cfg.timeout_s > 0) {
+    auto& clock = st.self->home_system().clock();
+    clock.schedule_message(
+        clock.now() + std::chrono::microseconds(int64_t(st.cfg.timeout_s * 1e6)),
+        caf::strong_actor_ptr{st.self->ctrl()},
+        caf::make_mailbox_element(nullptr, caf::make_message_id(), caf::no_stages,
+                                  timeout_atom::value, st.plan.generation, seq, attempt));
+  }
 }
 
-void pump(sampler_pointer self) {
-  auto& st = self->state;
+void pump(state& st) {
   if (st.plan.iterable) {
     // See Note [Iterable runs]: round-robin over the sources not known exhausted.
     const size_t n = st.sources.size();
@@ -272,7 +237,7 @@ void pump(sampler_pointer self) {
       const int64_t seq = st.next_seq++;
       st.position[seq] = size_t(seq);
       --st.credit;
-      dispatch(self, seq, int64_t(w), 0);
+      dispatch(st, seq, int64_t(w), 0);
     }
     return;
   }
@@ -285,15 +250,14 @@ void pump(sampler_pointer self) {
     const int64_t seq = st.plan.batches[st.next_emit].first;
     ++st.next_emit;
     --st.credit;
-    dispatch(self, seq, int64_t(w), 0);
+    dispatch(st, seq, int64_t(w), 0);
   }
 }
 
-void replace_source(sampler_pointer self, int64_t w, const caf::error& reason) {
-  auto& st = self->state;
+void replace_source(state& st, int64_t w, const caf::error& reason) {
   if (!st.cfg.respawn) {
     if (st.active && !st.failed)
-      deliver(self, -1, {},
+      deliver(st, -1, {},
               source_name(st, w) +
                   (st.cfg.iterable ? " died while iterating the IterableDataset (a stream "
                                      "cannot be resumed): "
@@ -303,10 +267,10 @@ void replace_source(sampler_pointer self, int64_t w, const caf::error& reason) {
     return;
   }
   // A new worker in slot w. The old one is dead already (or about to be: kill it).
-  self->demonitor(st.sources[size_t(w)].address());
+  st.self->demonitor(st.sources[size_t(w)].address());
   caf::anon_send_exit(st.sources[size_t(w)], caf::exit_reason::kill);
   st.sources[size_t(w)] = st.cfg.respawn(w);
-  self->monitor(st.sources[size_t(w)]);
+  st.self->monitor(st.sources[size_t(w)]);
   st.load[size_t(w)] = 0;
   if (!st.active || st.failed)
     return;
@@ -316,7 +280,7 @@ void replace_source(sampler_pointer self, int64_t w, const caf::error& reason) {
       reissue.emplace_back(seq, task.attempt + 1);
   for (const auto& [seq, attempt] : reissue) {
     if (attempt >= st.cfg.max_attempts) {
-      deliver(self, seq, {},
+      deliver(st, seq, {},
               source_name(st, w) + " died " + std::to_string(attempt) +
                   " times while loading batch " + std::to_string(seq) + " (sample indices " +
                   indices_str(indices_of(st, seq)) + "); last exit reason: " +
@@ -324,65 +288,172 @@ void replace_source(sampler_pointer self, int64_t w, const caf::error& reason) {
               true);
       return;
     }
-    dispatch(self, seq, w, attempt);
+    dispatch(st, seq, w, attempt);
   }
 }
 
-caf::behavior sampler_actor(sampler_pointer self, sampler_config cfg) {
-  auto& cur = self->state;
-  cur.cfg = std::move(cfg);
-  cur.sources = cur.cfg.sources;
-  cur.load.assign(cur.sources.size(), 0);
-  // See Note [Worker death]. An exit from the loader stops the sampler (CAF's default).
-  for (auto& s : cur.sources)
-    self->monitor(s);
-  self->set_down_handler([self](caf::down_msg& msg) {
-    auto& st = self->state;
-    for (size_t w = 0; w < st.sources.size(); ++w)
-      if (msg.source == st.sources[w].address())
-        replace_source(self, int64_t(w), msg.reason);
-  });
-  return {
-      [self](epoch_atom, epoch_plan& plan) {
-        auto& st = self->state;
-        st.plan = std::move(plan);
-        st.active = true;
-        st.failed = false;
-        st.next_emit = 0;
-        st.credit = st.plan.credits;
-        st.outstanding.clear();
-        st.ready.clear();
-        st.position.clear();
-        for (size_t i = 0; i < st.plan.batches.size(); ++i)
-          st.position[st.plan.batches[i].first] = i;
-        st.next_deliver = 0;
-        st.delivered = 0;
-        std::fill(st.load.begin(), st.load.end(), 0);
-        st.exhausted.assign(st.sources.size(), false);
-        st.next_source = 0;
-        st.next_seq = 0;
-        if (!st.plan.iterable && st.plan.batches.empty()) {
-          delivery end;
-          end.generation = st.plan.generation;
-          end.end_of_epoch = true;
-          push(self, std::move(end));
-          st.active = false;
-          return;
+} // namespace
+
+sampler::sampler(caf::local_actor* host, sampler_config cfg) : impl_(std::make_unique<impl>()) {
+  auto& st = *impl_;
+  st.self = host;
+  st.cfg = std::move(cfg);
+  st.sources = st.cfg.sources;
+  st.load.assign(st.sources.size(), 0);
+  // See Note [Worker death]. An exit from the loader stops a sampler actor (CAF's default).
+  for (auto& s : st.sources)
+    host->monitor(s);
+}
+
+sampler::~sampler() = default;
+
+std::deque<delivery>& sampler::deliveries() { return impl_->out; }
+
+void sampler::start(epoch_plan plan) {
+  auto& st = *impl_;
+  st.plan = std::move(plan);
+  st.active = true;
+  st.failed = false;
+  st.next_emit = 0;
+  st.credit = st.plan.credits;
+  st.outstanding.clear();
+  st.ready.clear();
+  st.position.clear();
+  for (size_t i = 0; i < st.plan.batches.size(); ++i)
+    st.position[st.plan.batches[i].first] = i;
+  st.next_deliver = 0;
+  st.delivered = 0;
+  std::fill(st.load.begin(), st.load.end(), 0);
+  st.exhausted.assign(st.sources.size(), false);
+  st.next_source = 0;
+  st.next_seq = 0;
+  if (!st.plan.iterable && st.plan.batches.empty()) {
+    delivery end;
+    end.generation = st.plan.generation;
+    end.end_of_epoch = true;
+    push(st, std::move(end));
+    st.active = false;
+    return;
+  }
+  pump(st);
+}
+
+void sampler::credit(uint64_t generation) {
+  auto& st = *impl_;
+  if (generation != st.plan.generation)
+    return;
+  ++st.credit;
+  pump(st);
+}
+
+void sampler::on_loaded(loaded_batch& b, const caf::strong_actor_ptr& from) {
+  auto& st = *impl_;
+  if (b.generation != st.plan.generation || !st.active || st.failed)
+    return;
+  const int64_t seq = b.seq;
+  auto it = st.outstanding.find(seq);
+  const int64_t w = slot_of(st, from);
+  if (it == st.outstanding.end() || it->second.worker != w)
+    return; // a reply of an older attempt (Note [Worker death]), or a duplicate
+  st.outstanding.erase(it);
+  --st.load[size_t(w)];
+  if (b.end_of_data && b.error.empty()) {
+    // See Note [Iterable runs]: no batch, and its credit comes straight back.
+    st.exhausted[size_t(w)] = true;
+    ++st.credit;
+    deliver(st, seq, {}, {}, false, true);
+    pump(st);
+    return;
+  }
+  if (b.error.empty()) {
+    // See Note [Loader stages].
+    try {
+      if (!b.collated) {
+        auto samples = std::move(b.data.as_tuple());
+        if (st.cfg.collate) {
+          b.data = st.cfg.collate(std::move(samples));
+        } else if (st.cfg.auto_collation) {
+          b.data = data::default_collate(std::move(samples), st.cfg.pool.get());
+          b.pinned = st.cfg.pin_memory;
+        } else {
+          ACTORCH_CHECK(samples.size() == 1, "an unbatched task returned ", samples.size(),
+                        " samples, expected 1");
+          b.data = data::default_convert(std::move(samples[0]));
         }
-        pump(self);
-      },
-      [self](credit_atom, uint64_t generation) {
-        auto& st = self->state;
-        if (generation != st.plan.generation)
-          return;
-        ++st.credit;
-        pump(self);
+      }
+      if (st.cfg.pin_memory && !b.pinned)
+        b.data = data::pin_memory(b.data, *st.cfg.pool);
+    } catch (const std::exception& e) {
+      b.error = "DataLoader failed to collate batch " + std::to_string(seq) + " from " +
+                source_name(st, w) + " (sample indices " + indices_str(indices_of(st, seq)) +
+                "): " + e.what();
+    }
+  }
+  deliver(st, seq, std::move(b.data), std::move(b.error));
+  pump(st);
+}
+
+void sampler::on_source_error(const caf::error& err, const caf::strong_actor_ptr& from) {
+  // A source replied with an error instead of a loaded_batch: it broke the source_actor
+  // contract (failures go in loaded_batch::error), so the run ends naming it.
+  auto& st = *impl_;
+  const int64_t w = slot_of(st, from);
+  if (w < 0 || !st.active || st.failed)
+    return;
+  deliver(st, -1, {}, source_name(st, w) + " replied with an error: " + caf::to_string(err),
+          true);
+}
+
+void sampler::on_timeout(uint64_t generation, int64_t seq, int attempt) {
+  auto& st = *impl_;
+  if (generation != st.plan.generation || !st.active || st.failed)
+    return;
+  auto it = st.outstanding.find(seq);
+  if (it == st.outstanding.end() || it->second.attempt != attempt)
+    return; // loaded in time, or re-issued since
+  std::ostringstream os;
+  os << "DataLoader timed out after " << st.cfg.timeout_s << " seconds waiting for "
+     << source_name(st, it->second.worker) << " to load batch " << seq << " (sample indices "
+     << indices_str(indices_of(st, seq)) << ")";
+  deliver(st, seq, {}, os.str(), true);
+}
+
+void sampler::on_down(const caf::down_msg& msg) {
+  auto& st = *impl_;
+  for (size_t w = 0; w < st.sources.size(); ++w)
+    if (msg.source == st.sources[w].address())
+      replace_source(st, int64_t(w), msg.reason);
+}
+
+caf::actor sampler::source(int64_t id) const {
+  const auto& st = *impl_;
+  if (id < 0 || size_t(id) >= st.sources.size())
+    return nullptr;
+  return caf::actor_cast<caf::actor>(st.sources[size_t(id)]);
+}
+
+namespace {
+
+struct sampler_actor_state {
+  std::unique_ptr<sampler> core;
+};
+
+caf::behavior sampler_actor(caf::stateful_actor<sampler_actor_state>* self, sampler_config cfg) {
+  self->state.core = std::make_unique<sampler>(self, std::move(cfg));
+  self->set_down_handler([self](caf::down_msg& msg) { self->state.core->on_down(msg); });
+  return {
+      [self](epoch_atom, epoch_plan& plan) { self->state.core->start(std::move(plan)); },
+      [self](credit_atom, uint64_t generation) { self->state.core->credit(generation); },
+      [self](loaded_batch& b) { self->state.core->on_loaded(b, self->current_sender()); },
+      [self](caf::error& err) { self->state.core->on_source_error(err, self->current_sender()); },
+      [self](timeout_atom, uint64_t generation, int64_t seq, int attempt) {
+        self->state.core->on_timeout(generation, seq, attempt);
       },
       [self](worker_atom, int64_t id) -> caf::result<caf::actor> {
-        auto& st = self->state;
-        if (id < 0 || size_t(id) >= st.sources.size())
+        caf::actor a = self->state.core->source(id);
+        if (!a)
           return caf::make_error(caf::sec::invalid_argument);
-        return caf::actor_cast<caf::actor>(st.sources[size_t(id)]);
+        return a;
       },
   };
 }

@@ -1,27 +1,22 @@
-// The sampler actor: the head and the tail of one loader's graph. It emits index batches to the
+// The sampler: the head and the tail of one loader's graph. It emits index batches to the
 // sources while it holds credit, collects their replies, collates and pins what a source left
 // undone, reorders (in_order) and delivers to the consumer; and it supervises the sources
 // (respawns a dead worker and re-issues its batches, turns a stalled one into a timeout).
+// It runs inside an actor that hosts it: the range-for's own blocking actor, on the consumer's
+// thread, as PyTorch's main process runs its sampler; or a detached sampler actor for a
+// consumer actor. See Note [Sampler host] in sampler_actor.cpp.
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
-
-#include <concurrentqueue/blockingconcurrentqueue.h>
 
 #include "actors/interfaces.hpp"
 #include "core/data/buffer_pool.hpp"
 #include "core/data/collate.hpp"
 
 namespace actorch::actors {
-
-/// The consumer's queue. Its waits spin briefly before sleeping: moodycamel's default (10000
-/// spins) keeps the consumer's core busy while the workers need it (2-core machines).
-struct delivery_queue_traits : moodycamel::ConcurrentQueueDefaultTraits {
-  static const int MAX_SEMA_SPINS = 100;
-};
-using delivery_queue = moodycamel::BlockingConcurrentQueue<delivery, delivery_queue_traits>;
 
 struct sampler_config {
   std::vector<source_actor> sources;
@@ -38,15 +33,44 @@ struct sampler_config {
   data::collate_fn collate;        // for batches a source returns uncollated
   data::buffer_pool_ptr pool;      // batch buffers (pinned when pin_memory)
   bool pin_memory = false;
-  std::shared_ptr<delivery_queue> queue;
-  std::shared_ptr<std::atomic<uint64_t>> active_generation;
   int max_attempts = 3;            // loads of one batch before a dying worker is an error
 };
 
-/// Spawns the sampler (detached: its collate stage may do real work). Send it
-/// (epoch_atom, epoch_plan) to start a run and (credit_atom, generation) per released batch;
-/// anon_send_exit(it, user_shutdown) stops it and the workers it spawned. (worker_atom, id)
-/// answers the source in slot `id` as a caf::actor (tests only).
+/// The sampler's state machine. Its host forwards to it what arrives in the host's mailbox:
+/// the sources' replies (loaded_batch, or a caf::error), down messages and (timeout_atom, ...)
+/// messages; tasks go out in the host's name, so the replies come back there.
+class sampler {
+public:
+  sampler(caf::local_actor* host, sampler_config cfg);
+  ~sampler(); // asks the workers it spawned to exit (Note [Worker death])
+  sampler(const sampler&) = delete;
+  sampler& operator=(const sampler&) = delete;
+
+  /// Starts a run, dropping whatever remains of the last. Batches go to plan.sink as
+  /// (batch_atom, delivery), or, without a sink, to deliveries().
+  void start(epoch_plan plan);
+  /// The consumer took a batch of run `generation` (Note [Loader credits]).
+  void credit(uint64_t generation);
+  void on_loaded(loaded_batch& batch, const caf::strong_actor_ptr& from);
+  void on_source_error(const caf::error& err, const caf::strong_actor_ptr& from);
+  void on_timeout(uint64_t generation, int64_t seq, int attempt);
+  void on_down(const caf::down_msg& msg);
+  /// The source in slot `id` (null if there is none).
+  caf::actor source(int64_t id) const;
+  /// What reached the consumer's host (no sink), in delivery order.
+  std::deque<delivery>& deliveries();
+
+  struct impl;
+
+private:
+  std::unique_ptr<impl> impl_;
+};
+
+/// Spawns a sampler actor hosting a sampler, for a consumer actor (detached: its collate stage
+/// may do real work). Send it (epoch_atom, epoch_plan) to start a run and (credit_atom,
+/// generation) per batch the consumer is done with; anon_send_exit(it, user_shutdown) stops it
+/// and the workers it spawned. (worker_atom, id) answers the source in slot `id` as a
+/// caf::actor (tests only).
 caf::actor spawn_sampler(caf::actor_system& sys, sampler_config cfg);
 
 } // namespace actorch::actors

@@ -170,9 +170,9 @@ TEST_CASE("an endless iterable dataset is loaded under back-pressure",
       if (++n == 25) break;
     }
     CHECK(consumed == 25 * bs);
-    CHECK(max_ahead <= (credits - 1) * bs);
+    CHECK(max_ahead <= credits * bs); // loaded, not yet in hand: the batches holding credit
     const auto st = loader.pool_stats();
-    CHECK(st.peak_live <= 2 * credits);
+    CHECK(st.peak_live <= 2 * (credits + 1));
   } // destroyed mid-stream: neither hangs nor leaks
 }
 
