@@ -1,4 +1,9 @@
-// The trace recorder (trace.hpp): events in one locked vector; lanes become Chrome "threads".
+// The trace recorder (trace.hpp). The threads that record (dataset workers, the sampler's
+// host, trainers, the comm actor, Gloo's threads) push events into a moodycamel
+// ConcurrentQueue: lock-free for many producers, so tracing never makes them wait on one
+// another in their hot paths (it had them queue on one mutex per event); the order between
+// threads does not matter, events carry their times. Writing drains the queue into `events`.
+// Lanes become Chrome "threads", numbered in order of first appearance.
 #include "core/trace.hpp"
 
 #include <atomic>
@@ -6,6 +11,8 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+
+#include <concurrentqueue/concurrentqueue.h>
 
 #include "core/serialize/atomic_write.hpp"
 #include "core/serialize/file_io.hpp"
@@ -16,7 +23,7 @@ namespace actorch::trace {
 namespace {
 
 struct event {
-  int lane;
+  std::string lane;
   std::string name;
   int64_t begin_ns;
   int64_t end_ns;
@@ -25,9 +32,16 @@ struct event {
 
 struct recorder {
   std::atomic<bool> on{false};
-  std::mutex mu;
-  std::map<std::string, int> lanes;
-  std::vector<event> events;
+  moodycamel::ConcurrentQueue<event> incoming;
+  std::mutex mu;             // writers and clear()
+  std::vector<event> events; // drained from `incoming`
+
+  /// Moves what was recorded so far into `events`. Holds mu.
+  void drain() {
+    event e;
+    while (incoming.try_dequeue(e))
+      events.push_back(std::move(e));
+  }
 };
 
 recorder& rec() {
@@ -58,10 +72,7 @@ void record(const std::string& lane, const std::string& name, clock::time_point 
             clock::time_point end, const std::string& args) {
   if (!enabled())
     return;
-  recorder& r = rec();
-  std::lock_guard lock(r.mu);
-  auto [it, inserted] = r.lanes.try_emplace(lane, int(r.lanes.size()) + 1);
-  r.events.push_back({it->second, name, ns(begin), ns(end), args});
+  rec().incoming.enqueue({lane, name, ns(begin), ns(end), args});
 }
 
 span::span(std::string lane, std::string name, std::string args)
@@ -81,14 +92,20 @@ void write_chrome_json(const std::string& path, int pid, const std::string& proc
   serialize::append_json_string(out, process_name);
   out += "}}";
   std::lock_guard lock(r.mu);
-  for (const auto& [lane, tid] : r.lanes) {
+  r.drain();
+  std::map<std::string, int> lanes;
+  for (const event& e : r.events) {
+    auto [it, inserted] = lanes.try_emplace(e.lane, int(lanes.size()) + 1);
+    if (!inserted)
+      continue;
     out += ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + p +
-           ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"name\":";
-    serialize::append_json_string(out, lane);
+           ",\"tid\":" + std::to_string(it->second) + ",\"args\":{\"name\":";
+    serialize::append_json_string(out, e.lane);
     out += "}}";
   }
   for (const event& e : r.events) {
-    out += ",\n{\"ph\":\"X\",\"pid\":" + p + ",\"tid\":" + std::to_string(e.lane) + ",\"name\":";
+    out += ",\n{\"ph\":\"X\",\"pid\":" + p + ",\"tid\":" + std::to_string(lanes.at(e.lane)) +
+           ",\"name\":";
     serialize::append_json_string(out, e.name);
     out += ",\"ts\":" + us(e.begin_ns) + ",\"dur\":" + us(e.end_ns - e.begin_ns);
     if (!e.args.empty())
@@ -131,8 +148,8 @@ void merge_chrome_json(const std::vector<std::string>& parts, const std::string&
 void clear() {
   recorder& r = rec();
   std::lock_guard lock(r.mu);
+  r.drain();
   r.events.clear();
-  r.lanes.clear();
 }
 
 } // namespace actorch::trace

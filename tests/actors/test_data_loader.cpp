@@ -343,8 +343,8 @@ TEST_CASE("a worker killed mid-epoch is replaced, its batch re-issued, the epoch
     // 1. batches 0 and 1 go to worker 0; it loads batch 0 and blocks inside batch 1 (gate);
     // 2. the kill lands in its mailbox, which it reads only after batch 1;
     // 3. the consumer actor returns batch 0's credit: batch 2 goes to worker 0, behind the kill;
-    // 4. released, worker 0 answers batch 1 and dies; batch 2's request bounces, so the
-    //    sampler replaces worker 0 and re-issues batch 2 to the new one.
+    // 4. released, worker 0 answers batch 1 and dies, batch 2 still in its mailbox; its down
+    //    message makes the sampler replace worker 0 and re-issue batch 2 to the new one.
     auto g = std::make_shared<gate>(4);
     ds->hook = [g](int64_t i) { g->pass(i); };
     caf::actor_system_config cfg;
