@@ -196,16 +196,13 @@ struct loader_impl {
     p.batches = plan;
     p.iterable = iterable != nullptr;
     p.credits = credits();
+    if (sink ? sampler != nullptr : sampler_actor != nullptr)
+      stop_sampler(); // the last run had the other kind of consumer
     if (sink) {
       p.sink = *sink;
-      sampler.reset(); // the last run was a range-for's
       if (!sampler_actor) sampler_actor = actors::spawn_sampler(sys(), sampler_config());
       caf::anon_send(sampler_actor, actors::epoch_atom::value, std::move(p));
       return;
-    }
-    if (sampler_actor) {
-      caf::anon_send_exit(sampler_actor, caf::exit_reason::user_shutdown);
-      sampler_actor = nullptr;
     }
     if (!host) host = std::make_unique<caf::scoped_actor>(sys());
     if (!sampler) sampler = std::make_unique<actors::sampler>(host->ptr(), sampler_config());

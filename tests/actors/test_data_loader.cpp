@@ -526,3 +526,35 @@ TEST_CASE("a distributed sampler gets set_epoch from the loader every epoch",
   replay.set_epoch(1);
   CHECK(e1 == replay.indices());
 }
+
+TEST_CASE("one loader serves a range-for and a consumer actor in turn", "[actors][loader]") {
+  // Note [Sampler host]: the range-for's sampler runs on its thread, a consumer actor's in a
+  // sampler actor; switching stops the other, persistent workers or not.
+  for (const bool persistent : {false, true}) {
+    auto ds = std::make_shared<probe_dataset>(12);
+    caf::actor_system_config cfg;
+    caf::actor_system sys{cfg};
+    data_loader loader(ds, {.batch_size = 4, .num_workers = 2, .persistent_workers = persistent});
+    loader.set_actor_system(sys);
+    const std::vector<std::vector<int64_t>> want = {{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}};
+    CHECK(epoch_labels(loader) == want);
+    caf::scoped_actor self{sys};
+    loader.run_epoch(self);
+    std::vector<std::vector<int64_t>> got;
+    for (bool done = false; !done;)
+      self->receive(
+          [&](actors::batch_atom, const actors::delivery& d) {
+            REQUIRE(d.error.empty());
+            done = d.end_of_epoch;
+            if (done) return;
+            got.push_back(test::ints_of(d.data[1].as_tensor()));
+            self->send(caf::actor_cast<caf::actor>(self->current_sender()),
+                       actors::credit_atom::value, d.generation);
+          },
+          caf::after(std::chrono::seconds(10)) >> [&] { FAIL("no batch within 10 s"); });
+    CHECK(got == want);
+    CHECK(epoch_labels(loader) == want);
+    CHECK(loader.epoch() == 3);
+    CHECK(ds->gets.load() == 36);
+  }
+}
