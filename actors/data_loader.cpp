@@ -293,7 +293,9 @@ struct loader_impl {
   /// message or a deadline (Note [Sampler host]).
   void receive() {
     auto& self = *host;
-    auto on_loaded = [&](actors::loaded_batch& b) { sampler->on_loaded(b, self->current_sender()); };
+    auto on_loaded = [&](actors::loaded_batch& b) {
+      sampler->on_loaded(b, self->current_sender());
+    };
     auto on_error = [&](caf::error& e) { sampler->on_source_error(e, self->current_sender()); };
     auto on_timeout = [&](actors::timeout_atom, uint64_t g, int64_t seq, int attempt) {
       sampler->on_timeout(g, seq, attempt);

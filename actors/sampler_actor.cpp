@@ -41,10 +41,10 @@
 // queued are dropped with it); that replaces the worker (a new actor in the same slot, same id)
 // and re-issues the batches it held with attempt + 1. A reply is taken only from the source
 // that holds its batch now, of the current run (generation); so are timeouts of the current
-// attempt; the down message of a worker replaced already is dropped. After max_attempts loads of one batch, the death is an error. An iterable
-// worker is not replaced: its stream cannot be resumed, so its death is an error. The workers
-// the sampler owns do not outlive it: its state's destructor, run whenever it terminates, asks
-// them to exit.
+// attempt; the down message of a worker replaced already is dropped. After max_attempts loads
+// of one batch, the death is an error. An iterable worker is not replaced: its stream cannot be
+// resumed, so its death is an error. The workers the sampler owns do not outlive it: its
+// destructor (the sampler actor's state, or the loader ending the run) asks them to exit.
 //
 // Note [Iterable runs]: with an iterable dataset there is no index plan. Each worker iterates
 // its own iter() (split by the user through get_worker_info(), or the whole stream each). The
@@ -87,7 +87,7 @@ struct sampler::impl {
   caf::local_actor* self; // the host: see Note [Sampler host]
   sampler_config cfg;
   std::vector<source_actor> sources;
-  std::vector<int64_t> load; // outstanding requests per source
+  std::vector<int64_t> load; // outstanding tasks per source
   std::vector<bool> exhausted; // iterable: the source's stream ended this run
   size_t next_source = 0;      // iterable: the round-robin cursor
   int64_t next_seq = 0;        // iterable: the next task's seq
