@@ -44,6 +44,7 @@ struct loader_bench_options {
   int64_t workers = 2; // dataset worker actors (0: load in the consumer's thread)
   int64_t passes = 1;  // normalisation passes per sample
   int64_t n = 20000;   // samples
+  std::string trace;   // `loader`: write a Chrome trace of the epoch here (empty: none)
 };
 
 /// The `loader` workload: the actor data loader over the synthetic dataset, samples per second.

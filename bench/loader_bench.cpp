@@ -17,6 +17,7 @@
 #include "core/data/collate.hpp"
 #include "core/data/transforms.hpp"
 #include "core/ops/factory.hpp"
+#include "core/trace.hpp"
 
 namespace actorch::bench {
 
@@ -56,10 +57,11 @@ void print(std::ostream& out, const std::string& head, int64_t samples, double s
       << std::defaultfloat << std::endl;
 }
 
-} // namespace
-
-void run_loader(const loader_bench_options& o, std::ostream& out) {
-  auto ds = std::make_shared<synthetic_dataset>(o.n, o.passes);
+/// One epoch of `ds` through the actor data loader, timed from the range-for's start to its end
+/// (the loader and its actor system are made before); prints `label ... samples_per_s=R`.
+void time_loader(const data::dataset_ptr& ds, const loader_bench_options& o,
+                 const std::string& label, std::ostream& out) {
+  if (!o.trace.empty()) trace::enable();
   data::data_loader loader(ds, {.batch_size = 64, .shuffle = true, .num_workers = o.workers,
                                 .generator = std::make_shared<generator>(0)});
   const auto t0 = clock_type::now();
@@ -70,12 +72,24 @@ void run_loader(const loader_bench_options& o, std::ostream& out) {
     seen += x.size(0);
     chk += double(x.data_ptr<float>()[0]);
   }
-  const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
-  ACTORCH_CHECK(seen == o.n && chk == chk, "bench loader: saw ", seen, " samples of ", o.n);
+  const auto t1 = clock_type::now();
+  const double dt = std::chrono::duration<double>(t1 - t0).count();
+  ACTORCH_CHECK(seen == o.n && chk == chk, "bench ", label, ": saw ", seen, " samples of ", o.n);
+  if (!o.trace.empty()) {
+    trace::record("consumer", "epoch", t0, t1);
+    trace::write_chrome_json(o.trace, 0, "actorch bench " + label);
+    trace::enable(false);
+  }
   print(out,
-        "loader workers=" + std::to_string(o.workers) + " passes=" + std::to_string(o.passes) +
+        label + " workers=" + std::to_string(o.workers) + " passes=" + std::to_string(o.passes) +
             " n=" + std::to_string(o.n),
         seen, dt);
+}
+
+} // namespace
+
+void run_loader(const loader_bench_options& o, std::ostream& out) {
+  time_loader(std::make_shared<synthetic_dataset>(o.n, o.passes), o, "loader", out);
 }
 
 void run_loader_raw(const loader_bench_options& o, std::ostream& out) {
@@ -110,23 +124,7 @@ void run_loader_transforms(const loader_bench_options& o, std::ostream& out) {
       std::make_shared<synthetic_dataset>(o.n, o.passes),
       tf::compose({tf::normalize({0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}),
                    tf::random_crop(32, {.padding = {4}}), tf::random_horizontal_flip()}));
-  data::data_loader loader(ds, {.batch_size = 64, .shuffle = true, .num_workers = o.workers,
-                                .generator = std::make_shared<generator>(0)});
-  const auto t0 = clock_type::now();
-  int64_t seen = 0;
-  double chk = 0;
-  for (const data::sample& batch : loader) {
-    const tensor& x = batch[0].as_tensor();
-    seen += x.size(0);
-    chk += double(x.data_ptr<float>()[0]);
-  }
-  const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
-  ACTORCH_CHECK(seen == o.n && chk == chk, "bench loader-transforms: saw ", seen, " samples of ",
-                o.n);
-  print(out,
-        "loader-transforms workers=" + std::to_string(o.workers) +
-            " passes=" + std::to_string(o.passes) + " n=" + std::to_string(o.n),
-        seen, dt);
+  time_loader(ds, o, "loader-transforms", out);
 }
 
 } // namespace actorch::bench

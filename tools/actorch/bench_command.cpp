@@ -52,6 +52,10 @@ void add_bench(CLI::App& app) {
         ->check(CLI::Range(0, 10000));
     cmd->add_option("--n", ld->n, "samples")->check(CLI::Range(int64_t(1), int64_t(1) << 32));
     if (!raw)
+      cmd->add_option("--trace", ld->trace,
+                      "write a Chrome trace of the epoch (each worker's loads and collates, the "
+                      "sampler's deliveries)");
+    if (!raw)
       cmd->add_option("--transforms", *ld_transforms,
                       "1: also Normalize + RandomCrop(32, padding 4) + RandomHorizontalFlip "
                       "per sample (prints loader-transforms)")
