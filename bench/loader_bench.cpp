@@ -75,15 +75,15 @@ void time_loader(const data::dataset_ptr& ds, const loader_bench_options& o,
   const auto t1 = clock_type::now();
   const double dt = std::chrono::duration<double>(t1 - t0).count();
   ACTORCH_CHECK(seen == o.n && chk == chk, "bench ", label, ": saw ", seen, " samples of ", o.n);
-  if (!o.trace.empty()) {
-    trace::record("consumer", "epoch", t0, t1);
-    trace::write_chrome_json(o.trace, 0, "actorch bench " + label);
-    trace::enable(false);
-  }
   print(out,
         label + " workers=" + std::to_string(o.workers) + " passes=" + std::to_string(o.passes) +
             " n=" + std::to_string(o.n),
         seen, dt);
+  if (!o.trace.empty()) { // after the figure, which a failed write must not lose
+    trace::record("consumer", "epoch", t0, t1);
+    trace::write_chrome_json(o.trace, 0, "actorch bench " + label);
+    trace::enable(false);
+  }
 }
 
 } // namespace

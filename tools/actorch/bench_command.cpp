@@ -51,15 +51,15 @@ void add_bench(CLI::App& app) {
     cmd->add_option("--passes", ld->passes, "normalisation passes per sample")
         ->check(CLI::Range(0, 10000));
     cmd->add_option("--n", ld->n, "samples")->check(CLI::Range(int64_t(1), int64_t(1) << 32));
-    if (!raw)
+    if (!raw) {
       cmd->add_option("--trace", ld->trace,
                       "write a Chrome trace of the epoch (each worker's loads and collates, the "
                       "sampler's deliveries)");
-    if (!raw)
       cmd->add_option("--transforms", *ld_transforms,
                       "1: also Normalize + RandomCrop(32, padding 4) + RandomHorizontalFlip "
                       "per sample (prints loader-transforms)")
           ->check(CLI::Range(0, 1));
+    }
     cmd->callback([ld, raw, ld_transforms] {
       if (!raw && *ld_transforms)
         return bench::run_loader_transforms(*ld, std::cout);
