@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <string>
 #include <thread>
 
 #include "actors/data_loader.hpp"
@@ -86,6 +87,25 @@ inline std::vector<std::vector<int64_t>> epoch_labels(data::data_loader& loader)
     const tensor& y = b[1].as_tensor();
     const int64_t* p = y.data_ptr<int64_t>();
     out.emplace_back(p, p + y.numel());
+  }
+  return out;
+}
+
+/// One epoch of `loader` up to its error: the batches delivered before it, and its message
+/// (empty if the epoch ended without one).
+struct epoch_failure {
+  int batches = 0;
+  std::string message;
+};
+inline epoch_failure run_until_error(data::data_loader& loader) {
+  epoch_failure out;
+  try {
+    for (const auto& b : loader) {
+      (void)b;
+      ++out.batches;
+    }
+  } catch (const actorch::error& e) {
+    out.message = e.what();
   }
   return out;
 }
