@@ -212,22 +212,21 @@ void caching_allocator::free_block(device_state& st, block* b) {
   block_pool& pool = st.pool(b->is_small);
   b->allocated = false;
   b->requested = 0;
+  auto absorb = [](block* left, block* right) { // `right` leaves the segment's list
+    left->size += right->size;
+    left->next = right->next;
+    if (right->next)
+      right->next->prev = left;
+    delete right;
+  };
   if (block* prev = b->prev; prev && !prev->allocated) {
     pool.erase(prev);
-    prev->size += b->size;
-    prev->next = b->next;
-    if (b->next)
-      b->next->prev = prev;
-    delete b;
+    absorb(prev, b);
     b = prev;
   }
   if (block* next = b->next; next && !next->allocated) {
     pool.erase(next);
-    b->size += next->size;
-    b->next = next->next;
-    if (next->next)
-      next->next->prev = b;
-    delete next;
+    absorb(b, next);
   }
   pool.insert(b);
 }
