@@ -16,8 +16,7 @@ namespace {
 
 void* aligned_allocate(size_t nbytes, std::string_view who) {
   // aligned_alloc wants a size that is a multiple of the alignment, and 0 may give nullptr.
-  const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  ACTORCH_CHECK(rounded >= nbytes, who, ": cannot allocate ", nbytes, " bytes (size overflow)");
+  const size_t rounded = round_up_bytes(nbytes, kAlignment, who);
   void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
   ACTORCH_CHECK(p != nullptr, who, ": out of memory allocating ", nbytes, " bytes");
   return p;
@@ -78,6 +77,12 @@ public:
 };
 
 } // namespace
+
+size_t round_up_bytes(size_t nbytes, size_t multiple, std::string_view who) {
+  const size_t rounded = (nbytes + multiple - 1) / multiple * multiple;
+  ACTORCH_CHECK(rounded >= nbytes, who, ": cannot allocate ", nbytes, " bytes (size overflow)");
+  return rounded;
+}
 
 allocator* cpu_allocator() {
   static cpu_allocator_impl a;

@@ -26,6 +26,10 @@ public:
   virtual std::string_view name() const = 0;
 };
 
+/// `nbytes` rounded up to a multiple of `multiple`; throws actorch::error ("<who>: cannot
+/// allocate N bytes (size overflow)") when that does not fit in a size_t.
+size_t round_up_bytes(size_t nbytes, size_t multiple, std::string_view who);
+
 /// The default allocator of CPU tensors.
 allocator* cpu_allocator();
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <tuple>
 
+#include "core/allocator.hpp"
 #include "core/error.hpp"
 
 namespace actorch {
@@ -66,10 +67,7 @@ struct caching_allocator::device_state {
 size_t caching_allocator::round_size(size_t nbytes) {
   if (nbytes < kMinBlockSize)
     return kMinBlockSize;
-  const size_t rounded = (nbytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
-  ACTORCH_CHECK(rounded >= nbytes, "caching allocator: cannot allocate ", nbytes,
-                " bytes (size overflow)");
-  return rounded;
+  return round_up_bytes(nbytes, kMinBlockSize, "caching allocator");
 }
 
 size_t caching_allocator::segment_size(size_t rounded) {
@@ -77,10 +75,7 @@ size_t caching_allocator::segment_size(size_t rounded) {
     return kSmallBuffer;
   if (rounded < kMinLargeAlloc)
     return kLargeBuffer;
-  const size_t segment = (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
-  ACTORCH_CHECK(segment >= rounded, "caching allocator: cannot allocate ", rounded,
-                " bytes (size overflow)");
-  return segment;
+  return round_up_bytes(rounded, kRoundLarge, "caching allocator");
 }
 
 caching_allocator::caching_allocator(caching_allocator_backend* backend) : backend_(backend) {
