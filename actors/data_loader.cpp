@@ -42,6 +42,7 @@ struct loader_impl {
   bool running = false;
   bool local = false; // num_workers == 0: loading in this thread
   uint64_t base_seed = 0;
+  // (seq, indices) of the batches to load; moved into the sampler's epoch_plan unless `local`.
   std::vector<std::pair<int64_t, std::vector<int64_t>>> plan;
   size_t local_pos = 0;
   std::unique_ptr<sample_iterator> local_iter; // iterable, num_workers = 0: this thread's pass
@@ -193,7 +194,7 @@ struct loader_impl {
     p.generation = generation;
     p.epoch = epoch;
     p.base_seed = base_seed;
-    p.batches = plan;
+    p.batches = std::move(plan);
     p.iterable = iterable != nullptr;
     p.credits = credits();
     if (sink ? sampler != nullptr : sampler_actor != nullptr)

@@ -21,10 +21,11 @@ std::string indices_str(const std::vector<int64_t>& idx) {
 namespace {
 
 /// Collates (or, unbatched, converts) `samples` into out.data, then pins; an exception becomes
-/// out.error, prefixed by `failure`.
+/// out.error, prefixed by failure(), which builds the message only then (not once per batch).
+template <class Failure>
 void collate_into(loaded_batch& out, std::vector<data::sample> samples, bool auto_collation,
                   const data::collate_fn& collate, data::buffer_pool* pool, bool pin_memory,
-                  const std::string& failure) {
+                  const Failure& failure) {
   try {
     if (!auto_collation) {
       // Unbatched: collate_fn sees the one sample (in a one-element list); the default
@@ -41,7 +42,7 @@ void collate_into(loaded_batch& out, std::vector<data::sample> samples, bool aut
     }
     out.pinned = pin_memory;
   } catch (const std::exception& e) {
-    out.error = failure + e.what();
+    out.error = failure() + e.what();
   }
 }
 
@@ -73,9 +74,10 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
     }
   }
   const auto collate_begin = trace::clock::now();
-  collate_into(out, std::move(samples), task.auto_collation, collate, pool, pin_memory,
-               who + " failed to collate batch " + std::to_string(task.seq) + " (sample indices " +
-                   indices_str(task.indices) + "): ");
+  collate_into(out, std::move(samples), task.auto_collation, collate, pool, pin_memory, [&] {
+    return who + " failed to collate batch " + std::to_string(task.seq) + " (sample indices " +
+           indices_str(task.indices) + "): ";
+  });
   if (trace::enabled()) {
     const std::string args = "\"epoch\": " + std::to_string(task.epoch) +
                              ", \"batch\": " + std::to_string(task.seq);
@@ -118,9 +120,10 @@ loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dat
     out.end_of_data = true;
     return out;
   }
-  collate_into(out, std::move(samples), task.auto_collation, collate, pool, pin_memory,
-               who + " failed to collate batch " + std::to_string(task.seq) +
-                   " of the IterableDataset: ");
+  collate_into(out, std::move(samples), task.auto_collation, collate, pool, pin_memory, [&] {
+    return who + " failed to collate batch " + std::to_string(task.seq) +
+           " of the IterableDataset: ";
+  });
   return out;
 }
 
