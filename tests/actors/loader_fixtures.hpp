@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <thread>
 
@@ -89,6 +90,23 @@ inline std::vector<std::vector<int64_t>> epoch_labels(data::data_loader& loader)
     out.emplace_back(p, p + y.numel());
   }
   return out;
+}
+
+/// For each num_workers in `workers`: every batch of two epochs of a shuffled loader over `ds`
+/// (`batch_size`, its generator seeded with `seed`), in delivery order.
+inline std::vector<std::vector<data::sample>> two_epochs_per_num_workers(
+    const data::dataset_ptr& ds, int64_t batch_size, uint64_t seed,
+    std::initializer_list<int64_t> workers) {
+  std::vector<std::vector<data::sample>> runs;
+  for (int64_t w : workers) {
+    data::data_loader loader(ds, {.batch_size = batch_size, .shuffle = true, .num_workers = w,
+                                  .generator = std::make_shared<generator>(seed)});
+    std::vector<data::sample> batches;
+    for (int epoch = 0; epoch < 2; ++epoch)
+      for (const auto& b : loader) batches.push_back(b);
+    runs.push_back(std::move(batches));
+  }
+  return runs;
 }
 
 /// One epoch of `loader` up to its error: the batches delivered before it, and its message

@@ -22,6 +22,7 @@ using actorch::test::epoch_labels;
 using actorch::test::probe_dataset;
 using actorch::test::run_until_error;
 using actorch::test::sleep_ms;
+using actorch::test::two_epochs_per_num_workers;
 using Catch::Contains;
 
 namespace {
@@ -108,15 +109,7 @@ TEST_CASE("shuffle draws a new permutation every epoch from the loader's generat
 TEST_CASE("a run yields the same batches whatever num_workers is", "[actors][loader]") {
   auto ds = std::make_shared<probe_dataset>(40);
   ds->noise = true; // randomness through the batch's own generator
-  std::vector<std::vector<sample>> runs;
-  for (int64_t workers : {0, 1, 4}) {
-    data_loader loader(ds, {.batch_size = 6, .shuffle = true, .num_workers = workers,
-                            .generator = std::make_shared<generator>(7)});
-    std::vector<sample> batches;
-    for (int epoch = 0; epoch < 2; ++epoch)
-      for (const auto& b : loader) batches.push_back(b);
-    runs.push_back(std::move(batches));
-  }
+  const auto runs = two_epochs_per_num_workers(ds, 6, 7, {0, 1, 4});
   REQUIRE(runs[0].size() == 14);
   for (size_t r = 1; r < runs.size(); ++r) {
     REQUIRE(runs[r].size() == runs[0].size());

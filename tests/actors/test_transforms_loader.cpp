@@ -2,9 +2,9 @@
 // whatever num_workers is, because each draw comes from the batch's generator.
 #include <catch2/catch.hpp>
 
-#include "actors/data_loader.hpp"
 #include "core/data/transforms.hpp"
 #include "core/ops/factory.hpp"
+#include "tests/actors/loader_fixtures.hpp"
 
 using namespace actorch;
 using namespace actorch::data;
@@ -20,15 +20,7 @@ TEST_CASE("random transforms give the same batches whatever num_workers is",
   auto ds = std::make_shared<tf::transformed_dataset>(
       base, tf::compose({tf::to_tensor(), tf::normalize({0.5, 0.4, 0.3}, {0.2, 0.25, 0.3}),
                          tf::random_crop(6, {.padding = {2}}), tf::random_horizontal_flip()}));
-  std::vector<std::vector<sample>> runs;
-  for (int64_t workers : {0, 2}) {
-    data_loader loader(ds, {.batch_size = 5, .shuffle = true, .num_workers = workers,
-                            .generator = std::make_shared<generator>(3)});
-    std::vector<sample> batches;
-    for (int epoch = 0; epoch < 2; ++epoch)
-      for (const auto& b : loader) batches.push_back(b);
-    runs.push_back(std::move(batches));
-  }
+  const auto runs = actorch::test::two_epochs_per_num_workers(ds, 5, 3, {0, 2});
   REQUIRE(runs[0].size() == 10);
   REQUIRE(runs[1].size() == runs[0].size());
   for (size_t i = 0; i < runs[0].size(); ++i) {
