@@ -44,12 +44,14 @@ struct loader_bench_options {
   int64_t workers = 2; // dataset worker actors (0: load in the consumer's thread)
   int64_t passes = 1;  // normalisation passes per sample
   int64_t n = 20000;   // samples
+  int64_t threads = 1; // `loader-raw`: threads sharing the plain loop's batches
   std::string trace;   // `loader`: write a Chrome trace of the epoch here (empty: none)
 };
 
 /// The `loader` workload: the actor data loader over the synthetic dataset, samples per second.
 void run_loader(const loader_bench_options& opts, std::ostream& out);
-/// `loader-raw`: the same work in one plain single-threaded loop (the efficiency reference).
+/// `loader-raw`: the same work in one plain single-threaded loop (the efficiency reference);
+/// with threads > 1, that many threads take its batches in turn from one counter, no pipeline.
 void run_loader_raw(const loader_bench_options& opts, std::ostream& out);
 /// `loader-transforms`: `loader` plus Normalize, RandomCrop(32, padding 4) and
 /// RandomHorizontalFlip per sample in the workers (`actorch bench loader --transforms 1`).

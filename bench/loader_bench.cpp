@@ -2,15 +2,20 @@
 // (float32 [3,32,32], element j of sample i = ((j + i) mod 251) / 251, then P passes of
 // x = (x - 0.5) / 0.25; label i % 10), batch 64, shuffled with seed 0. `loader` runs them
 // through the actor data loader with W workers; `loader-raw` does the same generation, passes
-// and batching in one plain loop (the efficiency reference). Run both as the peer runs, with
+// and batching in one plain loop (the efficiency reference). `loader-raw --threads T` shares
+// that loop's batches among T threads (each takes the next one not taken) that share nothing
+// else but the permutation and the buffer pool: what T cores of this machine give for the same work without a pipeline
+// (on a VM two vCPUs rarely give twice one; see bench/loader_efficiency.py). Run both as the peer runs, with
 // OPENBLAS_NUM_THREADS=1: otherwise OpenBLAS's idle pool thread spins on sched_yield for the
 // first ~0.1 s of the process (strace: ~1000 yields in one run), which is the whole of this
 // 50 ms workload, and competes with the two workers for the two cores.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <iomanip>
 #include <numeric>
+#include <thread>
 
 #include "actors/data_loader.hpp"
 #include "bench/bench.hpp"
@@ -93,26 +98,41 @@ void run_loader(const loader_bench_options& o, std::ostream& out) {
 }
 
 void run_loader_raw(const loader_bench_options& o, std::ostream& out) {
+  ACTORCH_CHECK(o.threads >= 1, "bench loader-raw: --threads must be at least 1, got ", o.threads);
   synthetic_dataset ds(o.n, o.passes);
   auto pool = data::buffer_pool::make(cpu_allocator());
   generator gen(0);
+  const int64_t nbatches = (o.n + 63) / 64;
+  std::vector<int64_t> seen(size_t(o.threads), 0);
+  std::vector<double> chk(size_t(o.threads), 0);
   const auto t0 = clock_type::now();
   const auto order = data::random_permutation(o.n, gen);
-  int64_t seen = 0;
-  double chk = 0;
-  for (int64_t start = 0; start < o.n; start += 64) {
-    std::vector<data::sample> samples;
-    for (int64_t k = start; k < std::min(o.n, start + 64); ++k)
-      samples.push_back(ds.get(order[size_t(k)]));
-    data::sample batch = data::default_collate(std::move(samples), pool.get());
-    const tensor& x = batch[0].as_tensor();
-    seen += x.size(0);
-    chk += double(x.data_ptr<float>()[0]);
-  }
+  // Each thread takes the next batch not taken (one atomic counter, so that a slower core takes
+  // fewer), and nothing else passes between the threads; threads = 1 is the plain loop.
+  std::atomic<int64_t> next{0};
+  auto run = [&](int64_t t) {
+    for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < nbatches;) {
+      std::vector<data::sample> samples;
+      for (int64_t k = b * 64; k < std::min(o.n, b * 64 + 64); ++k)
+        samples.push_back(ds.get(order[size_t(k)]));
+      data::sample batch = data::default_collate(std::move(samples), pool.get());
+      const tensor& x = batch[0].as_tensor();
+      seen[size_t(t)] += x.size(0);
+      chk[size_t(t)] += double(x.data_ptr<float>()[0]);
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (int64_t t = 1; t < o.threads; ++t) helpers.emplace_back(run, t);
+  run(0);
+  for (auto& h : helpers) h.join();
   const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
-  ACTORCH_CHECK(seen == o.n && chk == chk, "bench loader-raw: saw ", seen, " samples");
-  print(out, "loader-raw passes=" + std::to_string(o.passes) + " n=" + std::to_string(o.n), seen,
-        dt);
+  const int64_t total = std::accumulate(seen.begin(), seen.end(), int64_t(0));
+  ACTORCH_CHECK(total == o.n, "bench loader-raw: saw ", total, " samples of ", o.n);
+  print(out,
+        std::string("loader-raw") +
+            (o.threads > 1 ? " threads=" + std::to_string(o.threads) : std::string()) +
+            " passes=" + std::to_string(o.passes) + " n=" + std::to_string(o.n),
+        total, dt);
 }
 
 // The `loader` workload with per-sample augmentation, as a CIFAR-10 training pipeline applies it

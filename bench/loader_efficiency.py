@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The loader's efficiency target, measured the only way this shared machine allows: in rounds.
+
+Each round runs, one after another in a rotating order, `actorch bench loader-raw` (the plain
+single-threaded loop), `loader-raw --threads W` (the same loop's batches shared among W threads,
+each taking the next one from a counter, nothing else passing between them) and `loader --workers W`. Per round it prints
+
+  loader-efficiency round=i raw=R raw_threads=T loader=L efficiency=E scaling=S pipeline=Q
+
+with E = L / (min(W, cores) * R), the target of issue 4 (the ideal W-worker pipeline on C cores
+is min(W, C) times loader-raw, ../shared/bench/WORKLOADS.md); S = T / (min(W, cores) * R), what
+the machine itself gives for the same work shared among W threads; and Q = L / T, the pipeline
+against that loop. A summary line gives each one's median and quartiles over the rounds.
+Only ratios within a round mean anything: these VMs are shared and their speed drifts.
+
+Usage: bench/loader_efficiency.py [--bin build/release/tools/actorch] [--rounds 20]
+                                  [--workers 2] [--passes 20] [--n 10000]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+
+def rate(cmd, env):
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    fields = dict(kv.split("=", 1) for kv in out.split()[1:] if "=" in kv)
+    if "samples_per_s" not in fields:
+        sys.exit(f"loader_efficiency: no samples_per_s in the output of {' '.join(cmd)}: {out!r}")
+    return float(fields["samples_per_s"])
+
+
+def summary(name, xs):
+    if len(xs) < 2:
+        return f"{name}_median={statistics.median(xs):.3f}"
+    q1, q2, q3 = statistics.quantiles(xs, n=4)
+    return f"{name}_median={q2:.3f} {name}_q1={q1:.3f} {name}_q3={q3:.3f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", default="build/release/tools/actorch")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--passes", type=int, default=20)
+    ap.add_argument("--n", type=int, default=10000)
+    a = ap.parse_args()
+    if a.rounds < 1 or a.workers < 1 or a.passes < 0 or a.n < 1:
+        sys.exit("loader_efficiency: --rounds, --workers and --n must be positive, --passes >= 0")
+    if not os.access(a.bin, os.X_OK):
+        sys.exit(f"loader_efficiency: {a.bin} is not an executable (build the release preset)")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    ideal = min(a.workers, os.cpu_count() or 1)
+    common = ["--passes", str(a.passes), "--n", str(a.n)]
+    runs = {
+        "raw": [a.bin, "bench", "loader-raw"] + common,
+        "raw_threads": [a.bin, "bench", "loader-raw", "--threads", str(a.workers)] + common,
+        "loader": [a.bin, "bench", "loader", "--workers", str(a.workers)] + common,
+    }
+    names = list(runs)
+    eff, scaling, pipeline = [], [], []
+    for i in range(a.rounds):
+        r = {}
+        for k in range(len(names)):  # rotate the order: no run always follows the same one
+            name = names[(i + k) % len(names)]
+            r[name] = rate(runs[name], env)
+        eff.append(r["loader"] / (ideal * r["raw"]))
+        scaling.append(r["raw_threads"] / (ideal * r["raw"]))
+        pipeline.append(r["loader"] / r["raw_threads"])
+        print(f"loader-efficiency round={i} workers={a.workers} passes={a.passes} n={a.n} "
+              f"raw={r['raw']:.0f} raw_threads={r['raw_threads']:.0f} loader={r['loader']:.0f} "
+              f"efficiency={eff[-1]:.3f} scaling={scaling[-1]:.3f} pipeline={pipeline[-1]:.3f}",
+              flush=True)
+    print(f"loader-efficiency rounds={a.rounds} workers={a.workers} passes={a.passes} n={a.n} "
+          f"ideal={ideal} {summary('efficiency', eff)} {summary('scaling', scaling)} "
+          f"{summary('pipeline', pipeline)}")
+
+
+if __name__ == "__main__":
+    main()
