@@ -3,6 +3,10 @@
 // recycling, and pin_memory.
 #include <catch2/catch.hpp>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <thread>
 
 #include "core/data/collate.hpp"
@@ -100,6 +104,44 @@ TEST_CASE("a thread gets back the pooled buffer it filled before another's", "[d
   // None of its own left: the other thread's, rather than a new allocation.
   CHECK(pool->empty({256}, dtype::float32).data_ptr() == theirs);
   CHECK(pool->get_stats().allocations == 2);
+}
+
+namespace {
+
+/// Whether every whole page inside [p, p + nbytes) is mapped (mincore).
+bool pages_resident(const void* p, size_t nbytes) {
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (uintptr_t(p) + page - 1) & ~(page - 1);
+  const uintptr_t end = (uintptr_t(p) + nbytes) & ~(page - 1);
+  std::vector<unsigned char> in((end - begin) / page);
+  REQUIRE(mincore(reinterpret_cast<void*>(begin), end - begin, in.data()) == 0);
+  return std::all_of(in.begin(), in.end(), [](unsigned char c) { return (c & 1) != 0; });
+}
+
+} // namespace
+
+TEST_CASE("a fresh pooled buffer has its pages mapped before anything writes it",
+          "[data][collate]") {
+  // Note [Buffer prefault]. The kernel needs MADV_POPULATE_WRITE (Linux 5.14); probe it.
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  void* probe = mmap(nullptr, 32 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+  REQUIRE(probe != MAP_FAILED);
+#ifdef MADV_POPULATE_WRITE
+  const bool supported = madvise(probe, 32 * page, MADV_POPULATE_WRITE) == 0;
+#else
+  const bool supported = false;
+#endif
+  munmap(probe, 32 * page);
+  if (!supported) {
+    WARN("this kernel has no MADV_POPULATE_WRITE: pooled buffers fault in page by page");
+    return;
+  }
+  auto pool = buffer_pool::make(cpu_allocator());
+  // 768 KiB, one loader batch of 64x3x32x32 floats: above the malloc mmap threshold, so fresh
+  // pages that nothing has touched yet.
+  tensor a = pool->empty({64, 3, 32, 32}, dtype::float32);
+  CHECK(pages_resident(a.data_ptr(), size_t(a.numel()) * 4));
 }
 
 TEST_CASE("pin_memory copies every tensor into the pool and keeps other values",
