@@ -4,8 +4,9 @@
 // through the actor data loader with W workers; `loader-raw` does the same generation, passes
 // and batching in one plain loop (the efficiency reference). `loader-raw --threads T` shares
 // that loop's batches among T threads (each takes the next one not taken) that share nothing
-// else but the permutation and the buffer pool: what T cores of this machine give for the same work without a pipeline
-// (on a VM two vCPUs rarely give twice one; see bench/loader_efficiency.py). Run both as the peer runs, with
+// else but the permutation and the buffer pool: what T cores of this machine give for the same
+// work without a pipeline (on a VM, two vCPUs rarely give twice one; see
+// bench/loader_efficiency.py). Run both as the peer runs, with
 // OPENBLAS_NUM_THREADS=1: otherwise OpenBLAS's idle pool thread spins on sched_yield for the
 // first ~0.1 s of the process (strace: ~1000 yields in one run), which is the whole of this
 // 50 ms workload, and competes with the two workers for the two cores.
@@ -127,7 +128,8 @@ void run_loader_raw(const loader_bench_options& o, std::ostream& out) {
   for (auto& h : helpers) h.join();
   const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
   const int64_t total = std::accumulate(seen.begin(), seen.end(), int64_t(0));
-  ACTORCH_CHECK(total == o.n, "bench loader-raw: saw ", total, " samples of ", o.n);
+  const double sum = std::accumulate(chk.begin(), chk.end(), 0.0);
+  ACTORCH_CHECK(total == o.n && sum == sum, "bench loader-raw: saw ", total, " samples of ", o.n);
   print(out,
         std::string("loader-raw") +
             (o.threads > 1 ? " threads=" + std::to_string(o.threads) : std::string()) +
