@@ -7,7 +7,6 @@
 // consumer actor. See Note [Sampler host] in sampler_actor.cpp.
 #pragma once
 
-#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>

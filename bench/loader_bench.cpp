@@ -57,6 +57,8 @@ private:
 
 using clock_type = std::chrono::steady_clock;
 
+constexpr int64_t kBatch = 64; // the workload's batch size
+
 void print(std::ostream& out, const std::string& head, int64_t samples, double seconds) {
   out << head << " samples=" << samples << " time_s=" << std::fixed << std::setprecision(3)
       << seconds << " samples_per_s=" << std::setprecision(0) << double(samples) / seconds
@@ -68,7 +70,7 @@ void print(std::ostream& out, const std::string& head, int64_t samples, double s
 void time_loader(const data::dataset_ptr& ds, const loader_bench_options& o,
                  const std::string& label, std::ostream& out) {
   if (!o.trace.empty()) trace::enable();
-  data::data_loader loader(ds, {.batch_size = 64, .shuffle = true, .num_workers = o.workers,
+  data::data_loader loader(ds, {.batch_size = kBatch, .shuffle = true, .num_workers = o.workers,
                                 .generator = std::make_shared<generator>(0)});
   const auto t0 = clock_type::now();
   int64_t seen = 0;
@@ -103,7 +105,7 @@ void run_loader_raw(const loader_bench_options& o, std::ostream& out) {
   synthetic_dataset ds(o.n, o.passes);
   auto pool = data::buffer_pool::make(cpu_allocator());
   generator gen(0);
-  const int64_t nbatches = (o.n + 63) / 64;
+  const int64_t nbatches = (o.n + kBatch - 1) / kBatch;
   std::vector<int64_t> seen(size_t(o.threads), 0);
   std::vector<double> chk(size_t(o.threads), 0);
   const auto t0 = clock_type::now();
@@ -114,7 +116,7 @@ void run_loader_raw(const loader_bench_options& o, std::ostream& out) {
   auto run = [&](int64_t t) {
     for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < nbatches;) {
       std::vector<data::sample> samples;
-      for (int64_t k = b * 64; k < std::min(o.n, b * 64 + 64); ++k)
+      for (int64_t k = b * kBatch; k < std::min(o.n, (b + 1) * kBatch); ++k)
         samples.push_back(ds.get(order[size_t(k)]));
       data::sample batch = data::default_collate(std::move(samples), pool.get());
       const tensor& x = batch[0].as_tensor();
