@@ -12,8 +12,9 @@ using namespace actorch::data;
 using Catch::Contains;
 
 namespace {
-std::string make_db(int n) {
-  const std::string path = std::string(ACTORCH_TEST_TMP) + "/samples.db";
+/// A database of n samples in its own file: CTest runs the test cases of this file at once.
+std::string make_db(const std::string& name, int n) {
+  const std::string path = std::string(ACTORCH_TEST_TMP) + "/" + name;
   std::vector<std::vector<float>> features;
   std::vector<int64_t> labels;
   for (int i = 0; i < n; ++i) {
@@ -27,7 +28,7 @@ std::string make_db(int n) {
 
 TEST_CASE("an SQLite source actor feeds the loader in place of the workers",
           "[actors][sqlite]") {
-  const std::string path = make_db(50);
+  const std::string path = make_db("feeds_the_loader.db", 50);
   CHECK(examples::sqlite_sample_count(path) == 50);
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
@@ -67,7 +68,7 @@ TEST_CASE("an SQLite source actor feeds the loader in place of the workers",
 
 TEST_CASE("a consumer actor gets the batches as messages and returns credits",
           "[actors][sqlite]") {
-  const std::string path = make_db(40);
+  const std::string path = make_db("consumer_actor.db", 40);
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   auto source = examples::spawn_sqlite_source(sys, path);
