@@ -108,6 +108,7 @@ struct loader_impl {
     ++epoch;
     resume.reset();
     active_generation->store(++generation); // workers skip what is left of the old run
+    if (sampler) sampler->finish();
     if (!local && !(opts.persistent_workers || source)) stop_sampler();
   }
 
@@ -137,6 +138,11 @@ struct loader_impl {
       proto.pin_memory = opts.pin_memory;
       proto.worker_init_fn = opts.worker_init_fn;
       proto.active_generation = active_generation;
+      if (!iterable && opts.in_order) {
+        // See Note [Batch shelf]; the sampler opens it only for the range-for's runs.
+        cfg.shelf = std::make_shared<actors::batch_shelf>();
+        proto.shelf = cfg.shelf;
+      }
       auto spawn = [sys = &sys(), proto](int64_t id) {
         actors::worker_config w = proto;
         w.id = id;
@@ -267,7 +273,9 @@ struct loader_impl {
     for (;;) {
       auto& out = sampler->deliveries();
       if (out.empty()) {
-        receive();
+        sampler->collect(); // See Note [Batch shelf]
+        if (out.empty())
+          receive();
         continue;
       }
       actors::delivery d = std::move(out.front());

@@ -201,7 +201,7 @@ source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cf
     return caf::sec::runtime_error;
   });
   return {
-      [self](load_atom, const index_batch& task) -> loaded_batch {
+      [self](load_atom, const index_batch& task) -> caf::result<loaded_batch> {
         auto& s = self->state;
         data::worker_scope scope(&s.info);
         loaded_batch out;
@@ -209,6 +209,9 @@ source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cf
           return out;
         out = load_one(s, task);
         out.worker = s.cfg.id;
+        // See Note [Batch shelf]: a batch the consumer is not waiting for wakes nobody.
+        if (s.cfg.shelf && s.cfg.shelf->offer(out, caf::strong_actor_ptr{self->ctrl()}))
+          return caf::delegated<loaded_batch>{};
         return out;
       },
   };

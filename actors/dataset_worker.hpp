@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 
+#include "actors/batch_shelf.hpp"
 #include "actors/interfaces.hpp"
 #include "core/data/buffer_pool.hpp"
 #include "core/data/collate.hpp"
@@ -33,6 +34,8 @@ struct worker_config {
   std::function<void(int64_t)> worker_init_fn;
   /// The run the loader currently wants; tasks of older runs are answered at once, unloaded.
   std::shared_ptr<std::atomic<uint64_t>> active_generation;
+  /// Offered each loaded batch before replying (Note [Batch shelf]); null: always reply.
+  std::shared_ptr<batch_shelf> shelf;
 };
 
 /// A batch's sample indices for messages: "[3, 17, 42]", cut after 16 with ", ...".

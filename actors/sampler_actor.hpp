@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 
+#include "actors/batch_shelf.hpp"
 #include "actors/interfaces.hpp"
 #include "core/data/buffer_pool.hpp"
 #include "core/data/collate.hpp"
@@ -33,6 +34,9 @@ struct sampler_config {
   data::buffer_pool_ptr pool;      // batch buffers (pinned when pin_memory)
   bool pin_memory = false;
   int max_attempts = 3;            // loads of one batch before a dying worker is an error
+  /// Where the sources may leave batches instead of replying (Note [Batch shelf]); the sampler
+  /// opens it for in_order, map-style runs without a sink. Null: every batch is a reply.
+  std::shared_ptr<batch_shelf> shelf;
 };
 
 /// The sampler's state machine. Its host forwards to it what arrives in the host's mailbox:
@@ -50,6 +54,12 @@ public:
   void start(epoch_plan plan);
   /// The consumer took a batch of run `generation` (Note [Loader credits]).
   void credit(uint64_t generation);
+  /// Takes in what the sources left on the shelf and tells them which batch the consumer waits
+  /// for (Note [Batch shelf]). The host calls it before it blocks on its mailbox.
+  void collect();
+  /// The consumer is done with the run (finished or abandoned): the shelf closes and drops what
+  /// it holds, so that no batch buffer stays out of the pool until the next run.
+  void finish();
   void on_loaded(loaded_batch& batch, const caf::strong_actor_ptr& from);
   void on_source_error(const caf::error& err, const caf::strong_actor_ptr& from);
   void on_timeout(uint64_t generation, int64_t seq, int attempt);

@@ -411,6 +411,29 @@ TEST_CASE("a stalled worker raises a timeout error instead of hanging", "[actors
   CHECK(seconds_since(t0) < 2.0);
 }
 
+TEST_CASE("a batch shelved behind a re-issued one is not timed out", "[actors][loader]") {
+  // See Note [Batch shelf]. With timeout T, batches 0 and 2 go to worker 0, 1 and 3 to
+  // worker 1. Worker 0 dies 0.6 T into batch 0, and its heir loads batch 0 again, in 0.6 T.
+  // Worker 1 finishes batch 3 at 0.75 T, after the death: it waits on the shelf, not yet
+  // collected, while the consumer waits for batch 0 (due at 1.2 T, its deadline 1.6 T). At T
+  // the deadlines of the first attempt of batch 0 and of batch 3 wake the consumer, which must
+  // find batch 3 loaded on the shelf, not late.
+  const double timeout = 0.8;
+  auto ds = std::make_shared<probe_dataset>(24);
+  auto crashes = std::make_shared<std::atomic<int>>(0);
+  ds->hook = [crashes, timeout](int64_t i) {
+    if (i == 12) sleep_ms(int(timeout * 750));
+    if (i != 0) return;
+    sleep_ms(int(timeout * 600));
+    if (crashes->fetch_add(1) == 0) throw 42; // not a std::exception: the worker dies
+  };
+  data_loader loader(ds, {.batch_size = 4, .num_workers = 2, .timeout = timeout});
+  const auto got = epoch_labels(loader);
+  CHECK(crashes->load() == 2);
+  REQUIRE(got.size() == 6);
+  for (size_t k = 0; k < got.size(); ++k) CHECK(got[k][0] == int64_t(4 * k));
+}
+
 TEST_CASE("leaving the loop early or destroying the loader mid-epoch neither hangs nor leaks",
           "[actors][loader]") {
   auto ds = std::make_shared<probe_dataset>(200);
