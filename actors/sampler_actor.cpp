@@ -59,8 +59,9 @@
 // and again until the shelf is empty. So the batch it blocks for is never on the shelf, and a
 // shelved batch is neither timed out nor re-issued. (Deadlines fire in dispatch order, so a
 // collect before blocking again usually takes a shelved batch in before its own deadline is
-// read; the one before a deadline does not rely on that.) Errors and ends of streams always come as
-// replies. A shelved batch holds its credit, so the bound of Note [Loader credits] stands.
+// read; the one before a deadline does not rely on that.) Errors and ends of streams always
+// come as replies. A shelved batch holds its credit, so the bound of Note [Loader credits]
+// stands.
 //
 // Note [Iterable runs]: with an iterable dataset there is no index plan. Each worker iterates
 // its own iter() (split by the user through get_worker_info(), or the whole stream each). The
