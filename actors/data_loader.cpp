@@ -138,11 +138,9 @@ struct loader_impl {
       proto.pin_memory = opts.pin_memory;
       proto.worker_init_fn = opts.worker_init_fn;
       proto.active_generation = active_generation;
-      if (!iterable && opts.in_order) {
-        // See Note [Batch shelf]; the sampler opens it only for the range-for's runs.
-        cfg.shelf = std::make_shared<actors::batch_shelf>();
-        proto.shelf = cfg.shelf;
-      }
+      // See Note [Batch shelf]: the sampler alone decides which runs it is open for.
+      cfg.shelf = std::make_shared<actors::batch_shelf>();
+      proto.shelf = cfg.shelf;
       auto spawn = [sys = &sys(), proto](int64_t id) {
         actors::worker_config w = proto;
         w.id = id;

@@ -51,12 +51,12 @@ void add_bench(CLI::App& app) {
     cmd->add_option("--passes", ld->passes, "normalisation passes per sample")
         ->check(CLI::Range(0, 10000));
     cmd->add_option("--n", ld->n, "samples")->check(CLI::Range(int64_t(1), int64_t(1) << 32));
-    if (raw)
+    if (raw) {
       cmd->add_option("--threads", ld->threads,
                       "share the loop's batches among this many threads, each taking the next "
                       "one (prints threads=T when above 1)")
           ->check(CLI::Range(1, 64));
-    if (!raw) {
+    } else {
       cmd->add_option("--trace", ld->trace,
                       "write a Chrome trace of the epoch (each worker's loads and collates, the "
                       "sampler's deliveries)");
