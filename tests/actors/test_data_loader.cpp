@@ -119,7 +119,7 @@ TEST_CASE("a run yields the same batches whatever num_workers is", "[actors][loa
   CHECK_FALSE(equal(runs[0][0], runs[0][7]));
 }
 
-TEST_CASE("in_order delivers in sampler order under uneven worker delays; false as ready",
+TEST_CASE("in_order delivers in sampler order under uneven worker delays, false as ready",
           "[actors][loader]") {
   auto ds = std::make_shared<probe_dataset>(16);
   ds->hook = [](int64_t) {
@@ -499,7 +499,7 @@ TEST_CASE("get_worker_info gives each worker its id, count, seed and dataset",
   CHECK(test::ints_of((*main_thread.begin())[0].as_tensor()) == std::vector<int64_t>{-1, -1});
 }
 
-TEST_CASE("pin_memory batches live in pooled pinned memory; collate_fn replaces the default",
+TEST_CASE("pin_memory batches live in pooled pinned memory, and collate_fn replaces the default",
           "[actors][loader]") {
   auto ds = std::make_shared<probe_dataset>(10);
   data_loader pinned(ds, {.batch_size = 5, .num_workers = 2, .pin_memory = true});

@@ -199,7 +199,7 @@ TEST_CASE("DDP: buckets are rebuilt once, from rank 0's ready order, identically
   REQUIRE(n == 4);
 }
 
-TEST_CASE("DDP no_sync accumulates locally; the next synchronised backward averages the sums") {
+TEST_CASE("DDP no_sync accumulates locally, and the next synchronised backward averages the sums") {
   std::vector<int> sync_inside(2, -1), sync_after(2, -1);
   const auto got = on_ranks<std::vector<std::vector<double>>>(2, [&](int r, process_group_gloo& pg) {
     auto group = replicas_of(pg);

@@ -179,7 +179,7 @@ TEST_CASE("random_horizontal_flip reverses the last dim with probability p",
   CHECK_THROWS_WITH(random_horizontal_flip(1.5), Contains("p must be in [0, 1] but got 1.5"));
 }
 
-TEST_CASE("compose applies the transforms in order; lambda_ wraps user code",
+TEST_CASE("compose applies the transforms in order, and lambda_ wraps user code",
           "[core][data][transforms]") {
   const transform add1 = lambda_([](const tensor& t) { return t.add(1); });
   const transform twice = lambda_([](const tensor& t) { return t.mul(2); });
