@@ -3,12 +3,14 @@
 // shutdown.
 #include "actors/data_loader.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "actors/dataset_worker.hpp"
 #include "actors/sampler_actor.hpp"
 #include "actors/source_loader.hpp"
 #include "core/data/sampler.hpp"
+#include "core/data/worker_info.hpp"
 
 namespace actorch::data {
 namespace detail {
@@ -141,9 +143,10 @@ struct loader_impl {
       // See Note [Batch shelf]: the sampler alone decides which runs it is open for.
       cfg.shelf = std::make_shared<actors::batch_shelf>();
       proto.shelf = cfg.shelf;
-      auto spawn = [sys = &sys(), proto](int64_t id) {
+      auto spawn = [sys = &sys(), proto, cpus = opts.worker_cpus](int64_t id) {
         actors::worker_config w = proto;
         w.id = id;
+        if (!cpus.empty()) w.cpu = cpus[size_t(id) % cpus.size()];
         return actors::spawn_dataset_worker(*sys, std::move(w));
       };
       for (int64_t id = 0; id < opts.num_workers; ++id) cfg.sources.push_back(spawn(id));
@@ -355,6 +358,17 @@ void check_options(const loader_options& o, bool custom_source, bool iterable) {
   if (!custom_source)
     ACTORCH_CHECK(!o.persistent_workers || o.num_workers > 0,
                   "DataLoader: persistent_workers option needs num_workers > 0");
+  if (!o.worker_cpus.empty()) {
+    ACTORCH_CHECK(!custom_source, "DataLoader with a source actor: worker_cpus option pins the "
+                                  "built-in dataset workers, which the source replaces");
+    ACTORCH_CHECK(o.num_workers > 0, "DataLoader: worker_cpus option needs num_workers > 0");
+    const auto usable = usable_cpus();
+    for (int cpu : o.worker_cpus)
+      ACTORCH_CHECK(std::find(usable.begin(), usable.end(), cpu) != usable.end(),
+                    "DataLoader: worker_cpus option names CPU ", cpu,
+                    ", which this thread may not run on (usable_cpus(): ",
+                    actors::indices_str({usable.begin(), usable.end()}), ")");
+  }
   if (o.batch_sampler)
     ACTORCH_CHECK(o.batch_size == 1 && !o.shuffle && !o.sampler && !o.drop_last,
                   "DataLoader: batch_sampler option is mutually exclusive with batch_size, "

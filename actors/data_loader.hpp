@@ -63,6 +63,12 @@ struct loader_options {
   bool persistent_workers = false;
   /// Deliver batches in sampler order; false: as soon as they are ready.
   bool in_order = true;
+  /// Beyond PyTorch, as DGL's and PyG's loaders offer: pin worker i's thread to CPU
+  /// worker_cpus[i % size()] before its worker_init_fn runs (which may widen it again). Empty,
+  /// the default: the kernel places the workers, as PyTorch's. Each must be in usable_cpus();
+  /// only with num_workers > 0. Note [Worker CPUs] in actors/dataset_worker.cpp says when it
+  /// pays.
+  std::vector<int> worker_cpus{};
 };
 
 /// Where a loader stands, to resume mid-epoch with exactly the batches it would have given.

@@ -32,6 +32,7 @@ struct worker_config {
   int64_t batch_size = 1;     // iterable: samples per batch (with task.auto_collation)
   bool drop_last = false;     // iterable: drop this worker's last, short batch
   std::function<void(int64_t)> worker_init_fn;
+  int cpu = -1; // pin the worker's thread to this CPU first (Note [Worker CPUs]); -1: don't
   /// The run the loader currently wants; tasks of older runs are answered at once, unloaded.
   std::shared_ptr<std::atomic<uint64_t>> active_generation;
   /// Offered each loaded batch before replying (Note [Batch shelf]); null: always reply.

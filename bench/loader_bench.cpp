@@ -22,6 +22,7 @@
 #include "bench/bench.hpp"
 #include "core/data/collate.hpp"
 #include "core/data/transforms.hpp"
+#include "core/data/worker_info.hpp"
 #include "core/ops/factory.hpp"
 #include "core/trace.hpp"
 
@@ -70,8 +71,10 @@ void print(std::ostream& out, const std::string& head, int64_t samples, double s
 void time_loader(const data::dataset_ptr& ds, const loader_bench_options& o,
                  const std::string& label, std::ostream& out) {
   if (!o.trace.empty()) trace::enable();
+  const std::vector<int> cpus = o.pin_workers ? data::usable_cpus() : std::vector<int>{};
   data::data_loader loader(ds, {.batch_size = kBatch, .shuffle = true, .num_workers = o.workers,
-                                .generator = std::make_shared<generator>(0)});
+                                .generator = std::make_shared<generator>(0),
+                                .worker_cpus = cpus});
   const auto t0 = clock_type::now();
   int64_t seen = 0;
   double chk = 0;
@@ -83,9 +86,11 @@ void time_loader(const data::dataset_ptr& ds, const loader_bench_options& o,
   const auto t1 = clock_type::now();
   const double dt = std::chrono::duration<double>(t1 - t0).count();
   ACTORCH_CHECK(seen == o.n && chk == chk, "bench ", label, ": saw ", seen, " samples of ", o.n);
+  std::string pinned;
+  for (int cpu : cpus) pinned += (pinned.empty() ? " worker_cpus=" : ",") + std::to_string(cpu);
   print(out,
-        label + " workers=" + std::to_string(o.workers) + " passes=" + std::to_string(o.passes) +
-            " n=" + std::to_string(o.n),
+        label + " workers=" + std::to_string(o.workers) + pinned +
+            " passes=" + std::to_string(o.passes) + " n=" + std::to_string(o.n),
         seen, dt);
   if (!o.trace.empty()) { // after the figure, which a failed write must not lose
     trace::record("consumer", "epoch", t0, t1);

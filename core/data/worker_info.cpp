@@ -1,5 +1,13 @@
-// Thread-local worker info and batch generator. See Note [Batch randomness] in worker_info.hpp.
+// Thread-local worker info and batch generator (see Note [Batch randomness] in
+// worker_info.hpp), and the calling thread's CPUs.
 #include "core/data/worker_info.hpp"
+
+#include <sched.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.hpp"
 
 namespace actorch::data {
 
@@ -23,6 +31,27 @@ generator& batch_generator() {
 
 uint64_t batch_seed(uint64_t base_seed, int64_t epoch, int64_t batch_index) {
   return splitmix64(splitmix64(splitmix64(base_seed) ^ uint64_t(epoch)) ^ uint64_t(batch_index));
+}
+
+std::vector<int> usable_cpus() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  ACTORCH_CHECK(::sched_getaffinity(0, sizeof mask, &mask) == 0,
+                "usable_cpus: sched_getaffinity failed: ", std::strerror(errno));
+  std::vector<int> out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &mask)) out.push_back(cpu);
+  return out;
+}
+
+void pin_thread_to_cpu(int cpu) {
+  ACTORCH_CHECK(cpu >= 0 && cpu < CPU_SETSIZE, "pin_thread_to_cpu: no CPU ", cpu);
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  CPU_SET(cpu, &mask);
+  // pid 0: the calling thread alone (Linux affinity is per thread).
+  ACTORCH_CHECK(::sched_setaffinity(0, sizeof mask, &mask) == 0,
+                "could not pin the thread to CPU ", cpu, ": ", std::strerror(errno));
 }
 
 worker_scope::worker_scope(const worker_info* info) : previous_(current_worker) {

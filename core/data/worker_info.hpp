@@ -1,12 +1,14 @@
 // What a dataset can ask about where it runs: get_worker_info() (torch.utils.data's) inside a
-// loader worker, and the batch's own generator. Note [Batch randomness]: randomness a dataset
-// or collate_fn needs (augmentation) should come from batch_generator(), which the loader seeds
-// from (base seed, epoch, batch index) before loading each batch, so a run yields the same
-// batches whatever num_workers is and whichever worker loads a batch. Both are thread-local:
-// the loader sets them around each batch, on the thread that loads it.
+// loader worker, the batch's own generator, and the CPUs its thread may run on.
+// Note [Batch randomness]: randomness a dataset or collate_fn needs (augmentation) should come
+// from batch_generator(), which the loader seeds from (base seed, epoch, batch index) before
+// loading each batch, so a run yields the same batches whatever num_workers is and whichever
+// worker loads a batch. Both are thread-local: the loader sets them around each batch, on the
+// thread that loads it.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/data/dataset.hpp"
 #include "core/random.hpp"
@@ -33,6 +35,14 @@ generator& batch_generator();
 
 /// The seed of batch `batch_index` of epoch `epoch` (a SplitMix64 mix of the three).
 uint64_t batch_seed(uint64_t base_seed, int64_t epoch, int64_t batch_index);
+
+/// The CPUs the calling thread may run on (its affinity mask), ascending: what
+/// loader_options::worker_cpus may name.
+std::vector<int> usable_cpus();
+
+/// Restricts the calling thread to CPU `cpu` (what a loader worker with worker_cpus does before
+/// worker_init_fn); throws actorch::error naming the CPU if the system refuses.
+void pin_thread_to_cpu(int cpu);
 
 /// Sets the thread's worker info / batch generator for the scope's lifetime (loader internals).
 class worker_scope {

@@ -1,7 +1,7 @@
 // Tests of the data loader's pipeline: option checks, epochs through range-for, ordering with
 // and without in_order under uneven workers, bounded memory under a slow consumer, identical
 // batches whatever num_workers is, mid-epoch save/resume, worker errors, worker death,
-// timeouts, early exit and destruction, worker info, pinning and custom collate.
+// timeouts, early exit and destruction, worker info, worker CPUs, pinning and custom collate.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -10,6 +10,8 @@
 #include <mutex>
 #include <numeric>
 #include <set>
+
+#include <sched.h>
 
 #include "actors/messages.hpp"
 #include "core/data/distributed_sampler.hpp"
@@ -61,6 +63,12 @@ TEST_CASE("loader options are checked, naming the option", "[actors][loader]") {
                       Contains("batch_sampler option is mutually exclusive with batch_size, "
                                "shuffle, sampler, and drop_last"));
   CHECK_THROWS_WITH(data_loader(ds, {.batch_size = 0}), Contains("batch_size should be a positive"));
+  CHECK_THROWS_WITH(data_loader(ds, {.worker_cpus = {usable_cpus()[0]}}),
+                    Contains("worker_cpus option needs num_workers > 0"));
+  for (int bad : {-1, 1 << 20})
+    CHECK_THROWS_WITH(data_loader(ds, {.num_workers = 1, .worker_cpus = {bad}}),
+                      Contains("worker_cpus option names CPU " + std::to_string(bad) +
+                               ", which this thread may not run on (usable_cpus(): ["));
   CHECK_NOTHROW(data_loader(ds, {.batch_sampler = bs, .num_workers = 1, .prefetch_factor = 3}));
 }
 
@@ -497,6 +505,60 @@ TEST_CASE("get_worker_info gives each worker its id, count, seed and dataset",
   CHECK(init_info_ids == init_ids);
   data_loader main_thread(ds, {.batch_size = 2});
   CHECK(test::ints_of((*main_thread.begin())[0].as_tensor()) == std::vector<int64_t>{-1, -1});
+}
+
+TEST_CASE("worker_cpus pins each worker's thread before worker_init_fn, and unset pins none",
+          "[actors][loader]") {
+  // Sample i: (worker id, the CPUs its thread may run on when it loads i, as a tensor).
+  class cpus_dataset : public dataset {
+  public:
+    int64_t size() const override { return 24; }
+    sample get(int64_t) const override {
+      const auto cpus = usable_cpus();
+      return sample::make_tuple(
+          {get_worker_info()->id, as_tensor(std::vector<int64_t>(cpus.begin(), cpus.end()))});
+    }
+  };
+  auto ds = std::make_shared<cpus_dataset>();
+  const std::vector<int> usable = usable_cpus();
+  const std::vector<int64_t> all(usable.begin(), usable.end());
+  // What each worker's thread may run on, per worker id, over an epoch (batch_size 1).
+  auto masks = [&](loader_options o) {
+    std::map<int64_t, std::set<std::vector<int64_t>>> out;
+    for (const auto& b : data_loader(ds, std::move(o)))
+      out[b[0].as_tensor().item<int64_t>()].insert(test::ints_of(b[1].as_tensor()[0]));
+    return out;
+  };
+  for (const auto& [id, seen] : masks({.num_workers = 3}))
+    CHECK(seen == std::set<std::vector<int64_t>>{all});
+
+  // Worker i on cpus[i % size]: with the usable CPUs listed twice over, as many workers as
+  // entries, whatever the machine's CPU count.
+  std::vector<int> cpus = usable;
+  cpus.insert(cpus.end(), usable.begin(), usable.end());
+  const auto pinned = masks({.num_workers = int64_t(cpus.size()), .worker_cpus = cpus});
+  for (const auto& [id, seen] : pinned)
+    CHECK(seen == std::set<std::vector<int64_t>>{{int64_t(cpus[size_t(id)])}});
+
+  // worker_init_fn runs pinned and may widen the mask again: the user's choice wins.
+  std::mutex m;
+  std::vector<std::vector<int>> at_init;
+  const auto widened =
+      masks({.num_workers = 2, .worker_init_fn = [&](int64_t) {
+               {
+                 std::lock_guard lock(m);
+                 at_init.push_back(usable_cpus());
+               }
+               cpu_set_t mask;
+               CPU_ZERO(&mask);
+               for (int c : usable) CPU_SET(c, &mask);
+               ACTORCH_CHECK(sched_setaffinity(0, sizeof mask, &mask) == 0, "setaffinity");
+             },
+             .worker_cpus = {usable.back()}});
+  for (const auto& [id, seen] : widened)
+    CHECK(seen == std::set<std::vector<int64_t>>{all});
+  std::lock_guard lock(m);
+  CHECK(at_init == std::vector<std::vector<int>>(2, std::vector<int>{usable.back()}));
 }
 
 TEST_CASE("pin_memory batches live in pooled pinned memory, and collate_fn replaces the default",

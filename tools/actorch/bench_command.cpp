@@ -60,6 +60,10 @@ void add_bench(CLI::App& app) {
       cmd->add_option("--trace", ld->trace,
                       "write a Chrome trace of the epoch (each worker's loads and collates, the "
                       "sampler's deliveries)");
+      cmd->add_option("--pin-workers", ld->pin_workers,
+                      "1: pin the workers to the usable CPUs, worker i to the i-th (the "
+                      "loader's worker_cpus option; prints worker_cpus=...)")
+          ->check(CLI::Range(0, 1));
       cmd->add_option("--transforms", *ld_transforms,
                       "1: also Normalize + RandomCrop(32, padding 4) + RandomHorizontalFlip "
                       "per sample (prints loader-transforms)")
