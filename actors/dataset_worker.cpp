@@ -1,6 +1,7 @@
 // The dataset worker actor and the batch loading it shares with the num_workers = 0 path.
 #include "actors/dataset_worker.hpp"
 
+#include <optional>
 #include <sstream>
 
 #include "core/trace.hpp"
@@ -55,8 +56,23 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
   out.generation = task.generation;
   out.seq = task.seq;
   data::batch_scope randomness(task.seed); // See Note [Batch randomness]
+  auto collate_failure = [&] {
+    return who + " failed to collate batch " + std::to_string(task.seq) + " (sample indices " +
+           indices_str(task.indices) + "): ";
+  };
+  // See Note [Streaming collate]: with the default collate_fn each sample goes into the batch as
+  // it is loaded; a collate_fn, or unbatched loading, gets the list.
+  std::optional<data::collator> into;
   std::vector<data::sample> samples;
-  samples.reserve(task.indices.size());
+  try {
+    if (task.auto_collation && !collate)
+      into.emplace(int64_t(task.indices.size()), pool);
+    else
+      samples.reserve(task.indices.size());
+  } catch (const std::exception& e) {
+    out.error = collate_failure() + e.what();
+    return out;
+  }
   const auto load_begin = trace::clock::now();
   for (int64_t index : task.indices) {
     // A new run started (early exit, new epoch): stop loading what nobody will read.
@@ -65,25 +81,45 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
       out.error = "cancelled";
       return out;
     }
+    data::sample s;
     try {
-      samples.push_back(ds.get(index));
+      s = ds.get(index);
     } catch (const std::exception& e) {
       out.error = who + " failed on sample index " + std::to_string(index) + " (batch " +
                   std::to_string(task.seq) + "): " + e.what();
       return out;
     }
+    if (!into) {
+      samples.push_back(std::move(s));
+      continue;
+    }
+    try {
+      into->add(s);
+    } catch (const std::exception& e) {
+      out.error = collate_failure() + e.what();
+      return out;
+    }
   }
   const auto collate_begin = trace::clock::now();
-  collate_into(out, std::move(samples), task.auto_collation, collate, pool, pin_memory, [&] {
-    return who + " failed to collate batch " + std::to_string(task.seq) + " (sample indices " +
-           indices_str(task.indices) + "): ";
-  });
+  if (into) {
+    out.data = into->finish();
+    out.pinned = pin_memory; // `pool` is the pinned pool then
+  } else {
+    collate_into(out, std::move(samples), task.auto_collation, collate, pool, pin_memory,
+                 collate_failure);
+  }
   if (trace::enabled()) {
     const std::string args = "\"epoch\": " + std::to_string(task.epoch) +
                              ", \"batch\": " + std::to_string(task.seq);
-    trace::record(who, "load batch " + std::to_string(task.seq), load_begin, collate_begin, args);
-    trace::record(who, pin_memory ? "collate + pin" : "collate", collate_begin,
-                  trace::clock::now(), args);
+    const std::string seq = std::to_string(task.seq);
+    if (into) {
+      const char* what = pin_memory ? "load + collate + pin batch " : "load + collate batch ";
+      trace::record(who, what + seq, load_begin, collate_begin, args);
+    } else {
+      trace::record(who, "load batch " + seq, load_begin, collate_begin, args);
+      trace::record(who, pin_memory ? "collate + pin" : "collate", collate_begin,
+                    trace::clock::now(), args);
+    }
   }
   return out;
 }

@@ -120,10 +120,11 @@ void run_loader_raw(const loader_bench_options& o, std::ostream& out) {
   std::atomic<int64_t> next{0};
   auto run = [&](int64_t t) {
     for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < nbatches;) {
-      std::vector<data::sample> samples;
-      for (int64_t k = b * kBatch; k < std::min(o.n, (b + 1) * kBatch); ++k)
-        samples.push_back(ds.get(order[size_t(k)]));
-      data::sample batch = data::default_collate(std::move(samples), pool.get());
+      // Batched as the loader's workers batch with the default collate_fn.
+      const int64_t first = b * kBatch, end = std::min(o.n, first + kBatch);
+      data::collator into(end - first, pool.get());
+      for (int64_t k = first; k < end; ++k) into.add(ds.get(order[size_t(k)]));
+      data::sample batch = into.finish();
       const tensor& x = batch[0].as_tensor();
       seen[size_t(t)] += x.size(0);
       chk[size_t(t)] += double(x.data_ptr<float>()[0]);

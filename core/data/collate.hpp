@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/data/buffer_pool.hpp"
@@ -23,6 +24,28 @@ using collate_fn = std::function<sample(std::vector<sample>)>;
 /// batch) and the element path ("batch[2][0]['image']") when the samples do not agree: kinds,
 /// tensor shapes or dtypes, tuple lengths, dict keys; or for None.
 sample default_collate(std::vector<sample> batch, buffer_pool* pool = nullptr);
+
+/// default_collate one sample at a time, as a loader worker with the default collate_fn loads a
+/// batch: the batch's buffers are taken when sample 0 arrives, and each sample is copied into its
+/// row as it comes, so the caller may drop it at once (Note [Streaming collate] in collate.cpp).
+/// add() samples 0 to batch_size - 1 in order, then finish(). The same rules and errors as
+/// default_collate, which is this over a list; an error leaves the collator unusable.
+class collator {
+public:
+  explicit collator(int64_t batch_size, buffer_pool* pool = nullptr);
+  collator(collator&&) noexcept;
+  collator& operator=(collator&&) noexcept;
+  ~collator();
+
+  void add(const sample& s);
+  sample finish();
+
+private:
+  struct node; // one element of the samples' structure, with its batch buffer
+  std::unique_ptr<node> root_;
+  int64_t size_, added_ = 0;
+  buffer_pool* pool_;
+};
 
 /// default_convert: the collate of unbatched loading. Numbers become 0-dim tensors (int64,
 /// float64, bool), tensors and strings stay as they are, tuples and dicts are converted element

@@ -1,7 +1,8 @@
 // Tests of the data loader's pipeline: option checks, epochs through range-for, ordering with
 // and without in_order under uneven workers, bounded memory under a slow consumer, identical
 // batches whatever num_workers is, mid-epoch save/resume, worker errors, worker death,
-// timeouts, early exit and destruction, worker info, worker CPUs, pinning and custom collate.
+// timeouts, early exit and destruction, worker info, worker CPUs, pinning, streaming and custom
+// collate.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -580,6 +581,49 @@ TEST_CASE("pin_memory batches live in pooled pinned memory, and collate_fn repla
   std::vector<int64_t> sums;
   for (const auto& s : custom) sums.push_back(s.as_int());
   CHECK(sums == std::vector<int64_t>{0 + 1 + 2 + 3 + 4, 5 + 6 + 7 + 8 + 9});
+}
+
+TEST_CASE("with the default collate_fn a worker holds one sample at a time, not a batch",
+          "[actors][loader]") {
+  // Note [Streaming collate]: each sample is copied into its batch as it is loaded, then dropped.
+  class tracked : public dataset {
+  public:
+    int64_t size() const override { return 12; }
+    sample get(int64_t i) const override {
+      std::lock_guard lock(m_);
+      const auto alive = std::count_if(given_.begin(), given_.end(),
+                                       [](const auto& w) { return !w.expired(); });
+      most_alive_ = std::max(most_alive_, int64_t(alive));
+      tensor x = full({4}, double(i));
+      given_.push_back(x.storage());
+      return sample::make_tuple({x, i});
+    }
+    int64_t most_alive() const {
+      std::lock_guard lock(m_);
+      return most_alive_;
+    }
+
+  private:
+    mutable std::mutex m_;
+    mutable std::vector<std::weak_ptr<storage>> given_;
+    mutable int64_t most_alive_ = 0;
+  };
+  std::vector<int64_t> all(12);
+  std::iota(all.begin(), all.end(), 0);
+  for (int64_t workers : {0, 1}) {
+    auto ds = std::make_shared<tracked>();
+    data_loader loader(ds, {.batch_size = 4, .num_workers = workers});
+    CHECK(flat(epoch_labels(loader)) == all);
+    CHECK(ds->most_alive() == 0);
+  }
+  // A collate_fn gets the batch's samples as a list, as PyTorch's does.
+  auto ds = std::make_shared<tracked>();
+  data_loader listed(ds, {.batch_size = 4, .num_workers = 1,
+                          .collate_fn = [](std::vector<sample> samples) {
+                            return default_collate(std::move(samples));
+                          }});
+  CHECK(flat(epoch_labels(listed)) == all);
+  CHECK(ds->most_alive() == 3);
 }
 
 TEST_CASE("a distributed sampler gets set_epoch from the loader every epoch",

@@ -1,6 +1,6 @@
 // Tests of core/data/collate: default_collate's rules (stack, numbers to tensors, strings kept,
-// tuples and dicts element-wise), its errors naming the sample and element, the buffer pool's
-// recycling, and pin_memory.
+// tuples and dicts element-wise), its errors naming the sample and element, the collator that
+// does it one sample at a time, the buffer pool's recycling, and pin_memory.
 #include <catch2/catch.hpp>
 
 #include <sys/mman.h>
@@ -65,6 +65,53 @@ TEST_CASE("default_collate names the sample and the element it cannot collate",
   CHECK_THROWS_WITH(default_collate({sample::make_tuple({1, 2}), sample::make_tuple({1})}),
                     Contains("should be of equal size"));
   CHECK_THROWS_WITH(default_collate({sample(), sample()}), Contains("found None"));
+}
+
+TEST_CASE("a collator collates one sample at a time and keeps none of them",
+          "[data][collate]") {
+  auto pool = buffer_pool::make(cpu_allocator());
+  collator into(3, pool.get());
+  std::vector<std::weak_ptr<storage>> given;
+  for (int64_t i = 0; i < 3; ++i) {
+    tensor x = full({2}, double(i));
+    given.push_back(x.storage());
+    into.add(sample::make_dict({{"x", x}, {"y", sample::make_tuple({i, i * 0.5, "s"})}}));
+    // The batch's buffers are taken at sample 0: x's, and the two numbers'.
+    CHECK(pool->get_stats().live == 3);
+  }
+  CHECK(std::all_of(given.begin(), given.end(), [](const auto& w) { return w.expired(); }));
+  sample b = into.finish();
+  CHECK(values_of(b.as_dict()[0].second.as_tensor()) == std::vector<double>{0, 0, 1, 1, 2, 2});
+  const auto& y = b.as_dict()[1].second.as_tuple();
+  CHECK(ints_of(y[0].as_tensor()) == std::vector<int64_t>{0, 1, 2});
+  CHECK(y[1].as_tensor().dtype() == dtype::float64);
+  CHECK(values_of(y[1].as_tensor()) == std::vector<double>{0, 0.5, 1});
+  CHECK(y[2].as_tuple().size() == 3);
+  CHECK_THROWS_WITH(into.add(sample(1)), Contains("add() after finish()"));
+}
+
+TEST_CASE("a collator names the sample that breaks the batch and the count it was promised",
+          "[data][collate]") {
+  CHECK_THROWS_WITH(collator(0), Contains("default_collate: empty batch"));
+  collator short_batch(3);
+  short_batch.add(sample(ones({2})));
+  CHECK_THROWS_WITH(short_batch.finish(), Contains("finish() after 1 samples of a batch of 3"));
+
+  collator full_batch(1);
+  full_batch.add(sample(1));
+  CHECK_THROWS_WITH(full_batch.add(sample(2)), Contains("sample 1 added to a batch of 1"));
+
+  auto pool = buffer_pool::make(cpu_allocator());
+  {
+    collator bad(4, pool.get());
+    bad.add(sample::make_tuple({ones({2}), 1}));
+    bad.add(sample::make_tuple({ones({2}), 2}));
+    CHECK_THROWS_WITH(bad.add(sample::make_tuple({ones({3}), 3})),
+                      Contains("batch[0]: stack expects each tensor to be equal size, but sample 0 "
+                               "has shape [2] and sample 2 has shape [3]"));
+    CHECK_THROWS_WITH(bad.add(sample::make_tuple({ones({2}), 4})), Contains("after an error"));
+  }
+  CHECK(pool->get_stats().live == 0); // the half-filled batch went back to the pool
 }
 
 TEST_CASE("batches from a buffer pool recycle their memory", "[data][collate]") {
