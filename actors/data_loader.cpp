@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "actors/dataset_worker.hpp"
 #include "actors/sampler_actor.hpp"
 #include "actors/source_loader.hpp"
 #include "core/data/sampler.hpp"
 #include "core/data/worker_info.hpp"
+#include "core/trace.hpp"
 
 namespace actorch::data {
 namespace detail {
@@ -171,6 +173,7 @@ struct loader_impl {
     base_seed = random_u64(*gen);
     delivered.clear();
     plan.clear();
+    std::optional<trace::span> step(std::in_place, "sampler", "plan epoch");
     if (batches) {
       auto all = batches->batches();
       std::vector<bool> skip(all.size(), false);
@@ -212,8 +215,12 @@ struct loader_impl {
       caf::anon_send(sampler_actor, actors::epoch_atom::value, std::move(p));
       return;
     }
+    step.reset();
+    step.emplace("sampler", "start workers");
     if (!host) host = std::make_unique<caf::scoped_actor>(sys());
     if (!sampler) sampler = std::make_unique<actors::sampler>(host->ptr(), sampler_config());
+    step.reset();
+    step.emplace("sampler", "send tasks");
     sampler->start(std::move(p));
   }
 

@@ -1,5 +1,6 @@
 """`actorch bench loader --trace FILE` prints the workload line and writes a Chrome trace of the
-epoch: the consumer's epoch span, and each worker's load (collating as it loads) of every batch, inside it.
+epoch: the consumer's epoch span, and inside it the loop's start of the epoch (plan, workers,
+first tasks) and each worker's load (collating as it loads) of every batch.
 Usage: python3 bench_loader_trace.py ACTORCH_BINARY SCRATCH_DIR
 """
 import json
@@ -44,6 +45,14 @@ def main():
     workers = {lane for v in loaded.values() for lane in v}
     if not workers <= {"DataLoader worker 0", "DataLoader worker 1"}:
         sys.exit(f"loads on unexpected lanes: {workers}")
+    # The epoch's start on the loop's thread: the plan, the workers' start, the first tasks.
+    start = [e for e in spans if lanes.get(e["tid"]) == "sampler" and
+             e["name"] in ("plan epoch", "start workers", "send tasks")]
+    if [e["name"] for e in sorted(start, key=lambda e: e["ts"])] != \
+            ["plan epoch", "start workers", "send tasks"]:
+        sys.exit(f"expected the epoch's start steps in order, got {[e['name'] for e in start]}")
+    if not all(begin <= e["ts"] and e["ts"] + e["dur"] <= end for e in start):
+        sys.exit("the epoch's start steps lie outside the epoch")
     apart = [e["name"] for e in spans if e["name"] in ("collate", "collate + pin")]
     if apart:
         sys.exit(f"default collate_fn, yet {len(apart)} separate collate spans")

@@ -58,8 +58,8 @@ void add_bench(CLI::App& app) {
           ->check(CLI::Range(1, 64));
     } else {
       cmd->add_option("--trace", ld->trace,
-                      "write a Chrome trace of the epoch (each worker's loads and collates, the "
-                      "sampler's deliveries)");
+                      "write a Chrome trace of the epoch (its start on the loop's thread, each "
+                      "worker's loads, the sampler's deliveries)");
       cmd->add_option("--pin-workers", ld->pin_workers,
                       "1: pin the workers to the usable CPUs, worker i to the i-th (the "
                       "loader's worker_cpus option; prints worker_cpus=...)")
