@@ -132,34 +132,62 @@ loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dat
   out.generation = task.generation;
   out.seq = task.seq;
   data::batch_scope randomness(task.seed);
-  const size_t want = task.auto_collation ? size_t(batch_size) : 1;
+  const int64_t want = task.auto_collation ? batch_size : 1;
+  // See Note [Streaming collate]: with the default collate_fn each sample goes into the batch as
+  // it comes; a collate_fn, or unbatched loading, gets the list.
+  std::optional<data::collator> into;
   std::vector<data::sample> samples;
-  samples.reserve(want);
-  try {
-    if (!it)
-      it = ds.iter();
-    while (samples.size() < want) {
-      auto s = it->next();
-      if (!s)
-        break;
-      samples.push_back(std::move(*s));
+  if (task.auto_collation && !collate)
+    into.emplace(want, pool);
+  else
+    samples.reserve(size_t(want));
+  // A sample that breaks the batch is reported only if the batch is not dropped, as PyTorch
+  // collates (and fails) only a batch it keeps.
+  std::string collate_error;
+  int64_t count = 0;
+  while (count < want) {
+    std::optional<data::sample> s;
+    try {
+      if (!it)
+        it = ds.iter();
+      s = it->next();
+    } catch (const std::exception& e) {
+      out.error = who + " failed while iterating the IterableDataset (batch " +
+                  std::to_string(task.seq) + ", after " + std::to_string(count) +
+                  " samples of it): " + e.what();
+      return out;
     }
-  } catch (const std::exception& e) {
-    out.error = who + " failed while iterating the IterableDataset (batch " +
-                std::to_string(task.seq) + ", after " + std::to_string(samples.size()) +
-                " samples of it): " + e.what();
-    return out;
+    if (!s)
+      break;
+    ++count;
+    if (!into) {
+      samples.push_back(std::move(*s));
+    } else if (collate_error.empty()) {
+      try {
+        into->add(*s);
+      } catch (const std::exception& e) {
+        collate_error = e.what();
+      }
+    }
   }
   // The stream ended: nothing left, or only a short batch that drop_last drops (per worker,
   // as PyTorch drops each worker's last partial batch).
-  if (samples.empty() || (drop_last && task.auto_collation && samples.size() < want)) {
+  if (count == 0 || (drop_last && task.auto_collation && count < want)) {
     out.end_of_data = true;
     return out;
   }
-  collate_into(out, std::move(samples), task.auto_collation, collate, pool, pin_memory, [&] {
+  auto failure = [&] {
     return who + " failed to collate batch " + std::to_string(task.seq) +
            " of the IterableDataset: ";
-  });
+  };
+  if (!collate_error.empty()) {
+    out.error = failure() + collate_error;
+  } else if (into) {
+    out.data = into->finish();
+    out.pinned = pin_memory; // `pool` is the pinned pool then
+  } else {
+    collate_into(out, std::move(samples), task.auto_collation, collate, pool, pin_memory, failure);
+  }
   return out;
 }
 

@@ -28,8 +28,10 @@ sample default_collate(std::vector<sample> batch, buffer_pool* pool = nullptr);
 /// default_collate one sample at a time, as a loader worker with the default collate_fn loads a
 /// batch: the batch's buffers are taken when sample 0 arrives, and each sample is copied into its
 /// row as it comes, so the caller may drop it at once (Note [Streaming collate] in collate.cpp).
-/// add() samples 0 to batch_size - 1 in order, then finish(). The same rules and errors as
-/// default_collate, which is this over a list; an error leaves the collator unusable.
+/// add() at most batch_size samples in order, then finish(): the batch of those added, at least
+/// one (fewer than batch_size, a stream's short last batch, gives the first rows of the buffers).
+/// The same rules and errors as default_collate, which is this over a list; an error leaves the
+/// collator unusable.
 class collator {
 public:
   explicit collator(int64_t batch_size, buffer_pool* pool = nullptr);

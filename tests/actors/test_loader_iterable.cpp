@@ -149,6 +149,38 @@ TEST_CASE("an exception from the iterator reaches the consumer naming the worker
   }
 }
 
+TEST_CASE("a sample that breaks an iterable dataset's batch is an error unless drop_last drops "
+          "the batch",
+          "[actors][loader][iterable]") {
+  // Samples 0..5, sample 5 a tensor of another shape: batches of 4 are [0, 3] and the short [4, 5].
+  class ragged : public iterable_dataset {
+  public:
+    std::unique_ptr<sample_iterator> iter() const override {
+      struct it : sample_iterator {
+        int64_t i = 0;
+        std::optional<sample> next() override {
+          if (i == 6) return std::nullopt;
+          const int64_t k = i++;
+          return sample::make_tuple({full({k == 5 ? 3 : 2}, double(k)), k});
+        }
+      };
+      return std::make_unique<it>();
+    }
+  };
+  auto ds = std::make_shared<ragged>();
+  for (int64_t workers : {0, 1}) {
+    INFO("workers " << workers);
+    // As PyTorch, which collates (and fails on) only a batch it keeps.
+    data_loader dropping(ds, {.batch_size = 4, .num_workers = workers, .drop_last = true});
+    CHECK(epoch_labels(dropping) == std::vector<std::vector<int64_t>>{{0, 1, 2, 3}});
+    data_loader keeping(ds, {.batch_size = 4, .num_workers = workers});
+    const auto [batches, msg] = run_until_error(keeping);
+    CHECK(batches == 1);
+    CHECK_THAT(msg, Contains("failed to collate batch 1 of the IterableDataset") &&
+                        Contains("sample 0 has shape [2] and sample 1 has shape [3]"));
+  }
+}
+
 TEST_CASE("an endless iterable dataset is loaded under back-pressure",
           "[actors][loader][iterable]") {
   auto ds = std::make_shared<range_iterable>(-1, true);

@@ -93,9 +93,15 @@ TEST_CASE("a collator collates one sample at a time and keeps none of them",
 TEST_CASE("a collator names the sample that breaks the batch and the count it was promised",
           "[data][collate]") {
   CHECK_THROWS_WITH(collator(0), Contains("default_collate: empty batch"));
+  CHECK_THROWS_WITH(collator(2).finish(), Contains("default_collate: empty batch"));
+
+  // A stream's short last batch: the first rows of the buffers.
   collator short_batch(3);
-  short_batch.add(sample(ones({2})));
-  CHECK_THROWS_WITH(short_batch.finish(), Contains("finish() after 1 samples of a batch of 3"));
+  short_batch.add(sample::make_tuple({full({2}, 7.0), 5}));
+  sample b = short_batch.finish();
+  CHECK(b[0].as_tensor().sizes() == shape_t{1, 2});
+  CHECK(values_of(b[0].as_tensor()) == std::vector<double>{7, 7});
+  CHECK(ints_of(b[1].as_tensor()) == std::vector<int64_t>{5});
 
   collator full_batch(1);
   full_batch.add(sample(1));
