@@ -175,9 +175,11 @@ collator::~collator() = default;
 void collator::add(const sample& s) {
   ACTORCH_CHECK(root_ != nullptr, "collator: add() after finish() or after an error");
   ACTORCH_CHECK(added_ < size_, "collator: sample ", added_, " added to a batch of ", size_);
-  auto failed = std::move(root_); // an error leaves a partly filled batch: nothing to resume
-  failed->add(s, added_, size_, pool_);
-  root_ = std::move(failed);
+  // Held outside root_ meanwhile, so that an error leaves the collator unusable: the batch it
+  // was filling is partly written, and nothing could resume it.
+  auto root = std::move(root_);
+  root->add(s, added_, size_, pool_);
+  root_ = std::move(root);
   ++added_;
 }
 
