@@ -48,6 +48,14 @@ TEST_CASE("default_collate copies non-contiguous samples correctly", "[data][col
   CHECK(ints_of(b.as_tensor()) == std::vector<int64_t>{0, 3, 1, 4, 2, 5, 0, 3, 1, 4, 2, 5});
 }
 
+TEST_CASE("default_collate stacks empty tensors", "[data][collate]") {
+  auto pool = buffer_pool::make(cpu_allocator());
+  sample b = default_collate({sample(zeros({0})), sample(zeros({0})), sample(zeros({0}))});
+  CHECK(b.as_tensor().sizes() == shape_t{3, 0});
+  sample c = default_collate({sample(zeros({2, 0})), sample(zeros({2, 0}))}, pool.get());
+  CHECK(c.as_tensor().sizes() == shape_t{2, 2, 0});
+}
+
 TEST_CASE("default_collate names the sample and the element it cannot collate",
           "[data][collate]") {
   CHECK_THROWS_WITH(default_collate({sample(zeros({2, 3})), sample(zeros({2, 3})),
