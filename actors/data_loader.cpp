@@ -15,6 +15,29 @@
 #include "core/trace.hpp"
 
 namespace actorch::data {
+namespace {
+
+/// Iterable: per stream, how many of its batches `delivered` holds (Note [Iterable resume] in
+/// actors/sampler_actor.cpp); throws naming the index unless they are each stream's first.
+std::vector<int64_t> resumed_per_stream(const std::vector<int64_t>& delivered, int64_t streams) {
+  std::vector<int64_t> count(size_t(streams), 0), last(size_t(streams), -1);
+  for (int64_t s : delivered) {
+    ACTORCH_CHECK(s >= 0, "DataLoader with IterableDataset: cannot resume from delivered batch ",
+                  s, ": batch indices are not negative");
+    ++count[size_t(s % streams)];
+    last[size_t(s % streams)] = std::max(last[size_t(s % streams)], s / streams);
+  }
+  for (int64_t w = 0; w < streams; ++w)
+    ACTORCH_CHECK(last[size_t(w)] + 1 == count[size_t(w)],
+                  "DataLoader with IterableDataset: cannot resume: the delivered batches of "
+                  "stream ", w, " are not its first ", count[size_t(w)],
+                  " (a repeated or missing index k * ", streams, " + ", w,
+                  "), so where that stream stood is unknown");
+  return count;
+}
+
+} // namespace
+
 namespace detail {
 
 struct loader_impl {
@@ -51,6 +74,9 @@ struct loader_impl {
   size_t local_pos = 0;
   std::unique_ptr<sample_iterator> local_iter; // iterable, num_workers = 0: this thread's pass
   bool local_exhausted = false;
+  // Iterable, resumed mid-epoch: per stream, its batches delivered before (Note [Iterable
+  // resume]); a task covering them has a deadline that many times longer.
+  std::vector<int64_t> resumed;
   std::vector<int64_t> delivered;
   generator::state gen_at_start{};
   std::optional<generator::state> sampler_gen_at_start;
@@ -64,6 +90,8 @@ struct loader_impl {
   int64_t credits() const {
     return opts.prefetch_factor.value_or(2) * std::max<int64_t>(1, opts.num_workers);
   }
+  /// Iterable: the streams a state's delivered indices count over (Note [Iterable runs]).
+  int64_t streams() const { return std::max<int64_t>(1, opts.num_workers); }
   generator* sampler_rng() const {
     if (!batches)
       return nullptr; // iterable: no sampler
@@ -173,15 +201,17 @@ struct loader_impl {
     base_seed = random_u64(*gen);
     delivered.clear();
     plan.clear();
+    resumed.clear();
+    if (resume) {
+      delivered = resume->delivered;
+      if (iterable) resumed = resumed_per_stream(delivered, streams());
+    }
     std::optional<trace::span> step(std::in_place, "sampler", "plan epoch");
     if (batches) {
       auto all = batches->batches();
       std::vector<bool> skip(all.size(), false);
-      if (resume) {
-        for (int64_t s : resume->delivered)
-          if (s >= 0 && size_t(s) < all.size()) skip[size_t(s)] = true;
-        delivered = resume->delivered;
-      }
+      for (int64_t s : delivered)
+        if (s >= 0 && size_t(s) < all.size()) skip[size_t(s)] = true;
       for (size_t s = 0; s < all.size(); ++s) {
         for (int64_t i : all[s])
           ACTORCH_CHECK(i >= 0 && i < dataset_size, "DataLoader: the sampler yielded index ", i,
@@ -193,7 +223,7 @@ struct loader_impl {
     resume.reset();
     running = true;
     local = !uses_actors() && sink == nullptr;
-    local_pos = 0;
+    local_pos = resumed.empty() ? 0 : size_t(resumed[0]);
     local_iter.reset();
     local_exhausted = false;
     active_generation->store(++generation);
@@ -206,6 +236,7 @@ struct loader_impl {
     p.base_seed = base_seed;
     p.batches = std::move(plan);
     p.iterable = iterable != nullptr;
+    p.resumed = resumed;
     p.credits = credits();
     if (sink ? sampler != nullptr : sampler_actor != nullptr)
       stop_sampler(); // the last run had the other kind of consumer
@@ -236,6 +267,8 @@ struct loader_impl {
       task.seq = int64_t(local_pos++);
       task.seed = batch_seed(base_seed, epoch, task.seq);
       task.auto_collation = auto_collation();
+      if (!resumed.empty() && task.seq == resumed[0]) // See Note [Iterable resume]
+        task.skip_seeds = actors::resume_skip_seeds(base_seed, epoch, task.seq, 1, 0);
       actors::loaded_batch b;
       b.end_of_data = true;
       if (!local_exhausted)
@@ -322,11 +355,16 @@ struct loader_impl {
       self->receive(on_loaded, on_error, on_timeout, on_down);
       return;
     }
-    // A safety net behind the sampler's own deadlines, should they never come.
+    // A safety net behind the sampler's own deadlines, should they never come (the longest:
+    // a resumed stream's first task, Note [Iterable resume]).
+    const int64_t covers =
+        1 + (resumed.empty() ? 0 : *std::max_element(resumed.begin(), resumed.end()));
     bool stalled = false;
-    self->receive(on_loaded, on_error, on_timeout, on_down,
-                  caf::after(std::chrono::microseconds(int64_t(opts.timeout * 2e6) + 1000000)) >>
-                      [&] { stalled = true; });
+    self->receive(
+        on_loaded, on_error, on_timeout, on_down,
+        caf::after(std::chrono::microseconds(int64_t(opts.timeout * double(covers) * 2e6) +
+                                             1000000)) >>
+            [&] { stalled = true; });
     if (stalled) {
       end_run();
       ACTORCH_FAIL("DataLoader timed out after ", opts.timeout,
@@ -467,6 +505,7 @@ loader_state data_loader::state() const {
   if (m.resume) return *m.resume;
   loader_state s;
   s.epoch = m.epoch;
+  if (m.iterable) s.streams = m.streams();
   if (m.running) {
     s.delivered = m.delivered;
     s.loader_generator = m.gen_at_start;
@@ -479,9 +518,17 @@ loader_state data_loader::state() const {
 }
 
 void data_loader::load_state(const loader_state& s) {
-  ACTORCH_CHECK(!impl_->iterable || s.delivered.empty(),
-                "DataLoader with IterableDataset: cannot resume mid-epoch (", s.delivered.size(),
-                " batches delivered); only the epoch and the generator state are restored");
+  if (impl_->iterable && !s.delivered.empty()) {
+    ACTORCH_CHECK(s.streams == impl_->streams(),
+                  "DataLoader with IterableDataset: cannot resume mid-epoch from a state of ",
+                  s.streams, " streams on a loader of ", impl_->streams(),
+                  " (num_workers=", impl_->opts.num_workers,
+                  "): each worker iterates its own stream, so resume with the same num_workers");
+    (void)resumed_per_stream(s.delivered, s.streams); // checks them now, not at begin()
+  }
+  ACTORCH_CHECK(impl_->iterable || s.delivered.empty() || s.streams == 0,
+                "DataLoader: cannot resume mid-epoch from an IterableDataset loader's state (",
+                s.streams, " streams) on a map-style dataset");
   impl_->end_run();
   impl_->resume = s;
 }

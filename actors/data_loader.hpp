@@ -74,8 +74,12 @@ struct loader_options {
 /// Where a loader stands, to resume mid-epoch with exactly the batches it would have given.
 struct loader_state {
   int64_t epoch = 0;
-  /// Batch indices of `epoch` the consumer already received (in order when in_order).
+  /// Batch indices of `epoch` the consumer already received (in order when in_order). With an
+  /// iterable dataset, batch k of worker w's stream has the index k * streams + w.
   std::vector<int64_t> delivered{};
+  /// With an iterable dataset, the number of streams (num_workers, or 1 without workers): a
+  /// state resumes mid-epoch only on a loader with as many. 0 for a map-style dataset.
+  int64_t streams = 0;
   /// Generator states at the start of `epoch` (the sampler's when it has its own).
   generator::state loader_generator{};
   std::optional<generator::state> sampler_generator{};
@@ -95,7 +99,9 @@ public:
   /// set; without splitting on it, every worker yields the whole stream, as in PyTorch. Batches
   /// are collated in the workers and delivered round-robin across them (in_order); the epoch
   /// ends when every worker's stream has ended. num_workers = 0 iterates in the consumer's
-  /// thread. size() and mid-epoch load_state() are not available.
+  /// thread. size() is not available. A mid-epoch load_state() needs the same num_workers and
+  /// re-reads each stream up to where it stood, dropping what was delivered (Note [Iterable
+  /// resume] in actors/sampler_actor.cpp), so the dataset must yield the same streams again.
   explicit data_loader(iterable_dataset_ptr dataset, loader_options opts = {});
   /// Used by make_source_loader (actors/source_loader.hpp).
   explicit data_loader(std::unique_ptr<detail::loader_impl> impl);

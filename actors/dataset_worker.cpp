@@ -145,8 +145,39 @@ loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dat
   loaded_batch out;
   out.generation = task.generation;
   out.seq = task.seq;
-  data::batch_scope randomness(task.seed);
   const int64_t want = task.auto_collation ? batch_size : 1;
+  // The stream's next sample (nullopt at its end); false, with `out.error` naming `where`, if
+  // iter() or next() threw.
+  auto pull = [&](std::optional<data::sample>& s, auto&& where) {
+    try {
+      if (!it)
+        it = ds.iter();
+      s = it->next();
+      return true;
+    } catch (const std::exception& e) {
+      out.error = who + " failed while iterating the IterableDataset (" + where() + "): " +
+                  e.what();
+      return false;
+    }
+  };
+  // See Note [Iterable resume] in sampler_actor.cpp: the batches delivered before the state was
+  // saved are pulled again, each under its own generator, and dropped.
+  for (size_t j = 0; j < task.skip_seeds.size(); ++j) {
+    data::batch_scope randomness(task.skip_seeds[j]);
+    for (int64_t count = 0; count < want; ++count) {
+      std::optional<data::sample> s;
+      if (!pull(s, [&] {
+            return "resuming: passing over batch " + std::to_string(j) +
+                   " of its stream, delivered before";
+          }))
+        return out;
+      if (!s) { // the stream is shorter than when the state was saved
+        out.end_of_data = true;
+        return out;
+      }
+    }
+  }
+  data::batch_scope randomness(task.seed);
   batch_builder batch(want, task.auto_collation, collate, pool, pin_memory);
   // A sample that breaks the batch is reported only if the batch is not dropped, as PyTorch
   // collates (and fails) only a batch it keeps.
@@ -154,16 +185,11 @@ loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dat
   int64_t count = 0;
   while (count < want) {
     std::optional<data::sample> s;
-    try {
-      if (!it)
-        it = ds.iter();
-      s = it->next();
-    } catch (const std::exception& e) {
-      out.error = who + " failed while iterating the IterableDataset (batch " +
-                  std::to_string(task.seq) + ", after " + std::to_string(count) +
-                  " samples of it): " + e.what();
+    if (!pull(s, [&] {
+          return "batch " + std::to_string(task.seq) + ", after " + std::to_string(count) +
+                 " samples of it";
+        }))
       return out;
-    }
     if (!s)
       break;
     ++count;

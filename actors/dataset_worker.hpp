@@ -54,8 +54,9 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
 /// Pulls the next batch from `it` (made by ds.iter() first when null) on the calling thread:
 /// batch_size samples (one when !task.auto_collation), fewer at the end of the stream, then
 /// collates and pins as load_batch does. end_of_data when the stream yields nothing more (or
-/// only a short batch and drop_last). An exception from iter(), next() or collate becomes
-/// `error` naming `who` and the batch.
+/// only a short batch and drop_last). First it pulls and drops the batches of
+/// task.skip_seeds (a resumed run: Note [Iterable resume] in sampler_actor.cpp). An exception
+/// from iter(), next() or collate becomes `error` naming `who` and the batch.
 loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dataset& ds,
                                std::unique_ptr<data::sample_iterator>& it, int64_t batch_size,
                                bool drop_last, const data::collate_fn& collate,

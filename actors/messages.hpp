@@ -42,6 +42,9 @@ struct index_batch {
   /// through default_convert (or collate_fn), not a batch. An iterable worker then yields one
   /// sample per task.
   bool auto_collation = true;
+  /// An iterable worker's first task of a resumed run: one seed per batch of its stream
+  /// delivered before the state was saved, to pass over first (Note [Iterable resume]).
+  std::vector<uint64_t> skip_seeds;
 };
 
 /// A source's reply: the loaded batch, or what went wrong.
@@ -77,6 +80,8 @@ struct epoch_plan {
   /// The sources are iterable-dataset workers: `batches` is empty, the sampler asks the workers
   /// round-robin until every one is exhausted (Note [Iterable runs] in sampler_actor.cpp).
   bool iterable = false;
+  /// Iterable, resuming mid-epoch: per source, the batches of its stream delivered before.
+  std::vector<int64_t> resumed;
 };
 
 } // namespace actorch::actors

@@ -65,17 +65,31 @@
 // 2% more samples/s at the median of interleaved runs.
 //
 // Note [Iterable runs]: with an iterable dataset there is no index plan. Each worker iterates
-// its own iter() (split by the user through get_worker_info(), or the whole stream each). The
-// sampler asks the workers round-robin, one task per credit, skipping those known exhausted;
-// task k gets seq k. A worker replies with a batch, or with end_of_data once its stream is
-// done: that task yields nothing, its credit comes straight back, and in_order skips its seq.
-// So the delivered order is the workers' batches interleaved round-robin, an exhausted worker
-// dropping out of the rotation, whatever the timing (PyTorch's order for iterables: a task sent
-// to a worker not yet known exhausted yields nothing, which changes no other worker's place).
+// its own iter() (split by the user through get_worker_info(), or the whole stream each). Batch
+// k of worker w's stream, of n workers, has the index (seq) k * n + w: its place in the
+// round-robin as long as no stream has ended. The sampler hands out, one task per credit, the
+// batch of least index among the workers not known exhausted. A worker replies with a batch,
+// or with end_of_data once its stream is done: that task yields nothing, its credit comes
+// straight back, and in_order passes over every later index of that worker. So the delivered
+// order is the workers' batches interleaved round-robin, an exhausted worker dropping out of
+// the rotation (PyTorch's order for iterables), and a batch's index, hence its generator
+// (Note [Batch randomness]), is the same whatever the timing. Numbering tasks in the order
+// they were sent would not do: whether a task goes to a worker whose end is not yet known or
+// to the next one depends on when that end arrives, and with it every later batch's seed.
 // The epoch ends when every worker is exhausted and nothing is outstanding or waiting.
+//
+// Note [Iterable resume]: a stream cannot be rewound, so a run resumed mid-epoch passes over
+// what was delivered before: delivered batches are, per worker, the first few of its stream
+// (a worker answers its tasks in order, and in_order delivers in index order), so the state's
+// delivered indices say how many batches of each stream to skip. The first task of a worker's
+// run carries their seeds; the worker pulls those batches' samples under them and drops them
+// (no collate), then loads its own. The skipped batches still cost their loading (as
+// torchdata's StatefulDataLoader's fast-forward does for a dataset without a state of its own),
+// so that task's deadline is the timeout times the batches it covers.
 #include "actors/sampler_actor.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <unordered_map>
@@ -106,9 +120,10 @@ struct sampler::impl {
   sampler_config cfg;
   std::vector<source_actor> sources;
   std::vector<int64_t> load; // outstanding tasks per source
-  std::vector<bool> exhausted; // iterable: the source's stream ended this run
-  size_t next_source = 0;      // iterable: the round-robin cursor
-  int64_t next_seq = 0;        // iterable: the next task's seq
+  // Iterable (Note [Iterable runs]), per source: the stream batch index of its next task, the
+  // one its stream ended at (kNoEnd: not seen yet), and those delivered before a resume.
+  std::vector<int64_t> next_k, end_k, resumed_k;
+  int64_t seq_frontier = 0; // iterable: one past the highest seq handed out
   epoch_plan plan;
   bool active = false;
   bool failed = false;
@@ -164,11 +179,27 @@ int64_t wanted_seq(const state& st) {
   return st.next_deliver < st.plan.batches.size() ? st.plan.batches[st.next_deliver].first : -1;
 }
 
+constexpr int64_t kNoEnd = std::numeric_limits<int64_t>::max();
+
+bool ended(const state& st, size_t w) { return st.end_k[w] != kNoEnd; }
+
+/// Iterable: whether in_order has nothing to wait for at `pos` (Note [Iterable runs]): a batch
+/// delivered before a resume, or past the end of its worker's stream.
+bool passed_over(const state& st, size_t pos) {
+  if (!st.plan.iterable || int64_t(pos) >= st.seq_frontier)
+    return false;
+  const size_t n = st.sources.size(), w = pos % n;
+  const int64_t k = int64_t(pos / n);
+  return k < st.resumed_k[w] || k >= st.end_k[w];
+}
+
 bool run_complete(const state& st) {
   if (!st.plan.iterable)
     return st.delivered == st.plan.batches.size();
-  return std::all_of(st.exhausted.begin(), st.exhausted.end(), [](bool e) { return e; }) &&
-         st.outstanding.empty() && st.ready.empty();
+  for (size_t w = 0; w < st.sources.size(); ++w)
+    if (!ended(st, w))
+      return false;
+  return st.outstanding.empty() && st.ready.empty();
 }
 
 void push(state& st, delivery d) {
@@ -205,9 +236,17 @@ void deliver(state& st, int64_t seq, data::sample data, std::string error, bool 
       ++st.delivered;
     }
   } else {
-    // See Note [In order].
-    st.ready.emplace(st.position.at(seq), ready_entry{std::move(d), skip});
-    while (!st.ready.empty() && st.ready.begin()->first == st.next_deliver) {
+    // See Note [In order]. An end_of_data at a place already passed over is not waited for.
+    const size_t pos = st.position.at(seq);
+    if (!(skip && pos < st.next_deliver))
+      st.ready.emplace(pos, ready_entry{std::move(d), skip});
+    for (;;) {
+      if (st.ready.empty() || st.ready.begin()->first != st.next_deliver) {
+        if (!passed_over(st, st.next_deliver))
+          break;
+        ++st.next_deliver;
+        continue;
+      }
       auto& entry = st.ready.begin()->second;
       const bool err = !entry.d.error.empty();
       if (!entry.skip) {
@@ -229,7 +268,9 @@ void deliver(state& st, int64_t seq, data::sample data, std::string error, bool 
   }
 }
 
-void dispatch(state& st, int64_t seq, int64_t w, int attempt) {
+/// Sends batch `seq` to source `w`; `skip_seeds`: see Note [Iterable resume].
+void dispatch(state& st, int64_t seq, int64_t w, int attempt,
+              std::vector<uint64_t> skip_seeds = {}) {
   index_batch task;
   task.generation = st.plan.generation;
   task.epoch = st.plan.epoch;
@@ -237,6 +278,8 @@ void dispatch(state& st, int64_t seq, int64_t w, int attempt) {
   task.indices = indices_of(st, seq);
   task.seed = data::batch_seed(st.plan.base_seed, st.plan.epoch, seq);
   task.auto_collation = st.cfg.auto_collation;
+  const double covers = double(1 + skip_seeds.size()); // batches this task loads
+  task.skip_seeds = std::move(skip_seeds);
   st.outstanding[seq] = {w, attempt};
   ++st.load[size_t(w)];
   // The reply comes back to the host as an ordinary message (Note [Sampler host]).
@@ -244,7 +287,7 @@ void dispatch(state& st, int64_t seq, int64_t w, int attempt) {
   if (st.cfg.timeout_s > 0) {
     auto& clock = st.self->home_system().clock();
     clock.schedule_message(
-        clock.now() + std::chrono::microseconds(int64_t(st.cfg.timeout_s * 1e6)),
+        clock.now() + std::chrono::microseconds(int64_t(st.cfg.timeout_s * covers * 1e6)),
         caf::strong_actor_ptr{st.self->ctrl()},
         caf::make_mailbox_element(nullptr, caf::make_message_id(), caf::no_stages,
                                   timeout_atom::value, st.plan.generation, seq, attempt));
@@ -253,20 +296,26 @@ void dispatch(state& st, int64_t seq, int64_t w, int attempt) {
 
 void pump(state& st) {
   if (st.plan.iterable) {
-    // See Note [Iterable runs]: round-robin over the sources not known exhausted.
+    // See Note [Iterable runs]: the least index among the sources not known exhausted (the
+    // least batch of its stream, ties to the lowest id).
     const size_t n = st.sources.size();
     while (st.active && !st.failed && st.credit > 0) {
-      size_t k = 0;
-      while (k < n && st.exhausted[(st.next_source + k) % n])
-        ++k;
-      if (k == n)
+      size_t w = n;
+      for (size_t i = 0; i < n; ++i)
+        if (!ended(st, i) && (w == n || st.next_k[i] < st.next_k[w]))
+          w = i;
+      if (w == n)
         return;
-      const size_t w = (st.next_source + k) % n;
-      st.next_source = w + 1;
-      const int64_t seq = st.next_seq++;
+      const int64_t k = st.next_k[w]++;
+      const int64_t seq = k * int64_t(n) + int64_t(w);
+      std::vector<uint64_t> skip_seeds; // See Note [Iterable resume]
+      if (k == st.resumed_k[w])
+        skip_seeds = resume_skip_seeds(st.plan.base_seed, st.plan.epoch, k, int64_t(n),
+                                       int64_t(w));
+      st.seq_frontier = std::max(st.seq_frontier, seq + 1);
       st.position[seq] = size_t(seq);
       --st.credit;
-      dispatch(st, seq, int64_t(w), 0);
+      dispatch(st, seq, int64_t(w), 0, std::move(skip_seeds));
     }
     return;
   }
@@ -353,9 +402,11 @@ void sampler::start(epoch_plan plan) {
   st.next_deliver = 0;
   st.delivered = 0;
   std::fill(st.load.begin(), st.load.end(), 0);
-  st.exhausted.assign(st.sources.size(), false);
-  st.next_source = 0;
-  st.next_seq = 0;
+  st.resumed_k = st.plan.resumed;
+  st.resumed_k.resize(st.sources.size(), 0);
+  st.next_k = st.resumed_k;
+  st.end_k.assign(st.sources.size(), kNoEnd);
+  st.seq_frontier = 0;
   collect(); // drops what the last run left on the shelf, and opens it for this run
   if (!st.plan.iterable && st.plan.batches.empty()) {
     delivery end;
@@ -409,7 +460,7 @@ void sampler::on_loaded(loaded_batch& b, const caf::strong_actor_ptr& from) {
   --st.load[size_t(w)];
   if (b.end_of_data && b.error.empty()) {
     // See Note [Iterable runs]: no batch, and its credit comes straight back.
-    st.exhausted[size_t(w)] = true;
+    st.end_k[size_t(w)] = std::min(st.end_k[size_t(w)], seq / int64_t(st.sources.size()));
     ++st.credit;
     deliver(st, seq, {}, {}, false, true);
     pump(st);
@@ -511,6 +562,14 @@ caf::behavior sampler_actor(caf::stateful_actor<sampler_actor_state>* self, samp
 }
 
 } // namespace
+
+std::vector<uint64_t> resume_skip_seeds(uint64_t base_seed, int64_t epoch, int64_t k,
+                                        int64_t streams, int64_t w) {
+  std::vector<uint64_t> out;
+  for (int64_t j = 0; j < k; ++j)
+    out.push_back(data::batch_seed(base_seed, epoch, j * streams + w));
+  return out;
+}
 
 caf::actor spawn_sampler(caf::actor_system& sys, sampler_config cfg) {
   return sys.spawn<caf::detached>(sampler_actor, std::move(cfg));

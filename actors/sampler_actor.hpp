@@ -75,6 +75,11 @@ private:
   std::unique_ptr<impl> impl_;
 };
 
+/// The seeds of batches 0..k-1 of stream `w` of `streams` (an iterable dataset's worker), which
+/// its first task of a run resumed at its batch k passes over (Note [Iterable resume]).
+std::vector<uint64_t> resume_skip_seeds(uint64_t base_seed, int64_t epoch, int64_t k,
+                                        int64_t streams, int64_t w);
+
 /// Spawns a sampler actor hosting a sampler, for a consumer actor (detached: its collate stage
 /// may do real work). Send it (epoch_atom, epoch_plan) to start a run and (credit_atom,
 /// generation) per batch the consumer is done with; anon_send_exit(it, user_shutdown) stops it

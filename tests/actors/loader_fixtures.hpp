@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "actors/data_loader.hpp"
 #include "core/data/worker_info.hpp"
@@ -39,6 +40,7 @@ private:
 /// An iterable stream of samples (tensor [2] = {i, i}, label i) for i in [0, n) (n < 0: no end).
 /// With `split`, a worker yields only the i with i % num_workers == id (PyTorch's documented
 /// way of splitting an IterableDataset); without, every worker yields the whole stream.
+/// `lengths[id]`, when given, cuts worker id's stream after that many samples (uneven streams).
 class range_iterable : public data::iterable_dataset {
 public:
   range_iterable(int64_t n, bool split) : n_(n), split_(split) {}
@@ -52,28 +54,40 @@ public:
         step = w->num_workers;
       }
     }
-    return std::make_unique<iterator>(this, start, step);
+    int64_t length = -1;
+    if (const data::worker_info* w = data::get_worker_info(); w && size_t(w->id) < lengths.size())
+      length = lengths[size_t(w->id)];
+    return std::make_unique<iterator>(this, start, step, length);
   }
   std::function<void(int64_t)> hook; // runs before yielding i: sleep, throw ...
+  std::function<void()> at_end;      // runs as an iterator finds its end: sleep ...
+  bool noise = false;                // add batch-generator noise (determinism tests)
+  std::vector<int64_t> lengths;      // per worker id: samples before its stream ends
   mutable std::atomic<int64_t> pulled{0};
 
 private:
   class iterator : public data::sample_iterator {
   public:
-    iterator(const range_iterable* ds, int64_t start, int64_t step)
-        : ds_(ds), i_(start), step_(step) {}
+    iterator(const range_iterable* ds, int64_t start, int64_t step, int64_t length)
+        : ds_(ds), i_(start), step_(step), left_(length) {}
     std::optional<data::sample> next() override {
-      if (ds_->n_ >= 0 && i_ >= ds_->n_) return std::nullopt;
+      if ((ds_->n_ >= 0 && i_ >= ds_->n_) || left_ == 0) {
+        if (ds_->at_end) ds_->at_end();
+        return std::nullopt;
+      }
       const int64_t i = i_;
       i_ += step_;
+      --left_;
       if (ds_->hook) ds_->hook(i);
       ds_->pulled.fetch_add(1);
-      return data::sample::make_tuple({full({2}, double(i)), i});
+      tensor x = full({2}, double(i));
+      if (ds_->noise) x.add_(rand({2}, {}, &data::batch_generator()));
+      return data::sample::make_tuple({x, i});
     }
 
   private:
     const range_iterable* ds_;
-    int64_t i_, step_;
+    int64_t i_, step_, left_;
   };
   int64_t n_;
   bool split_;

@@ -1,10 +1,12 @@
 // Tests of the loader over iterable datasets (each worker its own iterator, batches
-// interleaved round-robin, drop_last per worker, errors naming the worker, back-pressure on an
-// endless stream) and of unbatched loading (batch_size = nullopt: default_convert per sample),
+// interleaved round-robin, each batch's randomness independent of timing, mid-epoch resume,
+// drop_last per worker, errors naming the worker, back-pressure on an endless stream) and of
+// unbatched loading (batch_size = nullopt: default_convert per sample),
 // for map-style and iterable datasets, with and without workers.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -98,6 +100,42 @@ TEST_CASE("an iterable dataset gives each worker its own iterator, batches round
   }
 }
 
+TEST_CASE("an iterable batch draws the same randomness whenever a stream's end is seen",
+          "[actors][loader][iterable]") {
+  // Worker 0's stream ends after one sample, worker 1's after six, each 10 ms. Told of worker
+  // 0's end at once or only 300 ms later (after the sampler has handed worker 1 all its tasks),
+  // the loader must give every batch the same batch generator.
+  auto noise_by_label = [](int end_delay_ms, bool in_order) {
+    auto ds = std::make_shared<range_iterable>(40, true);
+    ds->noise = true;
+    ds->lengths = {1, 6};
+    ds->hook = [](int64_t i) {
+      if (i % 2 == 1) sleep_ms(10);
+    };
+    ds->at_end = [end_delay_ms] {
+      if (get_worker_info()->id == 0) sleep_ms(end_delay_ms);
+    };
+    data_loader loader(ds, {.batch_size = 1, .num_workers = 2,
+                            .generator = std::make_shared<generator>(5), .in_order = in_order});
+    std::map<int64_t, double> out;
+    for (const auto& b : loader) {
+      const int64_t label = int_of(b[1]);
+      out[label] = b[0].as_tensor().data_ptr<float>()[0] - double(label);
+    }
+    return out;
+  };
+  for (bool in_order : {true, false}) {
+    INFO("in_order " << in_order);
+    const auto prompt = noise_by_label(0, in_order);
+    const auto late = noise_by_label(300, in_order);
+    CHECK(prompt.size() == 7);
+    CHECK(prompt == late);
+    std::set<double> distinct;
+    for (const auto& [label, noise] : prompt) distinct.insert(noise);
+    CHECK(distinct.size() == prompt.size()); // each batch its own draw
+  }
+}
+
 TEST_CASE("an iterable dataset rejects sampler options and has no length",
           "[actors][loader][iterable]") {
   auto ds = std::make_shared<range_iterable>(10, false);
@@ -113,10 +151,101 @@ TEST_CASE("an iterable dataset rejects sampler options and has no length",
       Contains("DataLoader with IterableDataset: expected unspecified batch_sampler option"));
   data_loader loader(ds, {.batch_size = 4, .num_workers = 1});
   CHECK_THROWS_WITH(loader.size(), Contains("an IterableDataset has no length"));
-  auto it = loader.begin();
-  ++it;
-  CHECK_THROWS_WITH(loader.load_state(loader.state()),
-                    Contains("IterableDataset: cannot resume mid-epoch"));
+}
+
+TEST_CASE("an iterable loader resumes mid-epoch with exactly the batches it would have seen",
+          "[actors][loader][iterable]") {
+  for (int64_t workers : {0, 1, 3}) {
+    for (bool in_order : {true, false}) {
+      for (bool drop_last : {false, true}) {
+        auto ds = std::make_shared<range_iterable>(29, true);
+        ds->noise = true;
+        if (workers > 1) ds->lengths = {4}; // worker 0's stream ends early, the others go on
+        auto make = [&](bool ordered) {
+          return data_loader(ds, {.batch_size = 3, .num_workers = workers,
+                                  .drop_last = drop_last,
+                                  .generator = std::make_shared<generator>(7),
+                                  .in_order = ordered});
+        };
+        std::vector<sample> reference_e1, reference_e2;
+        {
+          auto ref = make(true);
+          for (const auto& b : ref) (void)b; // epoch 0
+          for (const auto& b : ref) reference_e1.push_back(b);
+          for (const auto& b : ref) reference_e2.push_back(b);
+        }
+        REQUIRE(reference_e1.size() >= 6);
+        for (size_t cut : {size_t(1), size_t(4), reference_e1.size() - 1}) {
+          INFO("workers " << workers << " in_order " << in_order << " drop_last " << drop_last
+                          << " cut " << cut << " of " << reference_e1.size());
+          loader_state saved;
+          std::vector<sample> seen;
+          {
+            auto first = make(in_order);
+            for (const auto& b : first) (void)b; // epoch 0
+            for (const auto& b : first) {
+              seen.push_back(b);
+              if (seen.size() == cut) {
+                saved = first.state();
+                break;
+              }
+            }
+          }
+          CHECK(saved.epoch == 1);
+          CHECK(saved.streams == std::max<int64_t>(1, workers));
+          CHECK(saved.delivered.size() == cut);
+          auto second = make(in_order);
+          second.load_state(saved);
+          for (const auto& b : second) seen.push_back(b);
+          std::vector<sample> e2;
+          for (const auto& b : second) e2.push_back(b);
+          // Every batch of epoch 1 exactly once, noise included (in order when in_order), then
+          // epoch 2 as before.
+          REQUIRE(seen.size() == reference_e1.size());
+          for (const auto& want : reference_e1)
+            CHECK(std::count_if(seen.begin(), seen.end(),
+                                [&](const sample& s) { return equal(s, want); }) == 1);
+          for (size_t i = 0; i < seen.size() && in_order; ++i)
+            CHECK(equal(seen[i], reference_e1[i]));
+          REQUIRE(e2.size() == reference_e2.size());
+          for (size_t i = 0; i < e2.size() && in_order; ++i) CHECK(equal(e2[i], reference_e2[i]));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("an iterable loader refuses a state it cannot resume, naming why",
+          "[actors][loader][iterable]") {
+  auto ds = std::make_shared<range_iterable>(30, true);
+  loader_state saved;
+  {
+    data_loader loader(ds, {.batch_size = 2, .num_workers = 2});
+    auto it = loader.begin();
+    ++it;
+    ++it;
+    saved = loader.state();
+  }
+  REQUIRE(saved.delivered.size() == 3);
+  data_loader three(ds, {.batch_size = 2, .num_workers = 3});
+  CHECK_THROWS_WITH(three.load_state(saved),
+                    Contains("cannot resume mid-epoch from a state of 2 streams on a loader of 3 "
+                             "(num_workers=3)"));
+  data_loader two(ds, {.batch_size = 2, .num_workers = 2});
+  loader_state gap = saved;
+  gap.delivered = {0, 1, 4}; // stream 0's batches 0 and 2, without its batch 1
+  CHECK_THROWS_WITH(two.load_state(gap),
+                    Contains("the delivered batches of stream 0 are not its first 2"));
+  loader_state twice = saved;
+  twice.delivered = {0, 1, 1};
+  CHECK_THROWS_WITH(two.load_state(twice),
+                    Contains("the delivered batches of stream 1 are not its first 2"));
+  auto map_style = std::make_shared<probe_dataset>(30);
+  data_loader other(map_style, {.batch_size = 2});
+  CHECK_THROWS_WITH(other.load_state(saved),
+                    Contains("cannot resume mid-epoch from an IterableDataset loader's state"));
+  two.load_state(saved); // the right state still resumes
+  CHECK(epoch_labels(two).size() == 2 * 8 - 3); // two streams of 15 samples, batches of 2
 }
 
 TEST_CASE("an exception from the iterator reaches the consumer naming the worker",
