@@ -85,7 +85,8 @@
 // run carries their seeds; the worker pulls those batches' samples under them and drops them
 // (no collate), then loads its own. The skipped batches still cost their loading (as
 // torchdata's StatefulDataLoader's fast-forward does for a dataset without a state of its own),
-// so that task's deadline is the timeout times the batches it covers.
+// so that task's deadline is the timeout times the batches it covers, and the deadline of a task
+// queued behind it is extended by as much.
 #include "actors/sampler_actor.hpp"
 
 #include <algorithm>
@@ -123,6 +124,7 @@ struct sampler::impl {
   // Iterable (Note [Iterable runs]), per source: the stream batch index of its next task, the
   // one its stream ended at (kNoEnd: not seen yet), and those delivered before a resume.
   std::vector<int64_t> next_k, end_k, resumed_k;
+  std::vector<int64_t> catch_up; // iterable, resumed: the seq of each source's first task
   int64_t seq_frontier = 0; // iterable: one past the highest seq handed out
   epoch_plan plan;
   bool active = false;
@@ -278,7 +280,11 @@ void dispatch(state& st, int64_t seq, int64_t w, int attempt,
   task.indices = indices_of(st, seq);
   task.seed = data::batch_seed(st.plan.base_seed, st.plan.epoch, seq);
   task.auto_collation = st.cfg.auto_collation;
-  const double covers = double(1 + skip_seeds.size()); // batches this task loads
+  // The batches this task waits for: its own, those it passes over, and those a catch-up task
+  // still ahead of it in the source's mailbox passes over (Note [Iterable resume]).
+  int64_t covers = 1 + int64_t(skip_seeds.size());
+  if (st.plan.iterable && skip_seeds.empty() && st.outstanding.count(st.catch_up[size_t(w)]))
+    covers += st.resumed_k[size_t(w)];
   task.skip_seeds = std::move(skip_seeds);
   st.outstanding[seq] = {w, attempt};
   ++st.load[size_t(w)];
@@ -287,7 +293,7 @@ void dispatch(state& st, int64_t seq, int64_t w, int attempt,
   if (st.cfg.timeout_s > 0) {
     auto& clock = st.self->home_system().clock();
     clock.schedule_message(
-        clock.now() + std::chrono::microseconds(int64_t(st.cfg.timeout_s * covers * 1e6)),
+        clock.now() + std::chrono::microseconds(int64_t(st.cfg.timeout_s * double(covers) * 1e6)),
         caf::strong_actor_ptr{st.self->ctrl()},
         caf::make_mailbox_element(nullptr, caf::make_message_id(), caf::no_stages,
                                   timeout_atom::value, st.plan.generation, seq, attempt));
@@ -309,9 +315,11 @@ void pump(state& st) {
       const int64_t k = st.next_k[w]++;
       const int64_t seq = k * int64_t(n) + int64_t(w);
       std::vector<uint64_t> skip_seeds; // See Note [Iterable resume]
-      if (k == st.resumed_k[w])
+      if (k == st.resumed_k[w] && k > 0) {
         skip_seeds = resume_skip_seeds(st.plan.base_seed, st.plan.epoch, k, int64_t(n),
                                        int64_t(w));
+        st.catch_up[w] = seq;
+      }
       st.seq_frontier = std::max(st.seq_frontier, seq + 1);
       st.position[seq] = size_t(seq);
       --st.credit;
@@ -405,6 +413,7 @@ void sampler::start(epoch_plan plan) {
   st.resumed_k = st.plan.resumed;
   st.resumed_k.resize(st.sources.size(), 0);
   st.next_k = st.resumed_k;
+  st.catch_up.assign(st.sources.size(), -1);
   st.end_k.assign(st.sources.size(), kNoEnd);
   st.seq_frontier = 0;
   collect(); // drops what the last run left on the shelf, and opens it for this run

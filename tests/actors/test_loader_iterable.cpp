@@ -215,6 +215,33 @@ TEST_CASE("an iterable loader resumes mid-epoch with exactly the batches it woul
   }
 }
 
+TEST_CASE("a resumed iterable worker's catching up is not a timeout",
+          "[actors][loader][iterable]") {
+  // 20 ms a sample, a timeout of 200 ms a batch: passing over 16 delivered batches takes
+  // 320 ms, within the deadline of the task that does it and of the one queued behind it.
+  auto ds = std::make_shared<range_iterable>(20, false);
+  ds->hook = [](int64_t) { sleep_ms(20); };
+  auto make = [&] {
+    return data_loader(ds, {.batch_size = 1, .num_workers = 1, .timeout = 0.2});
+  };
+  loader_state saved;
+  {
+    auto first = make();
+    int n = 0;
+    for (const auto& b : first) {
+      (void)b;
+      if (++n == 16) {
+        saved = first.state();
+        break;
+      }
+    }
+  }
+  auto second = make();
+  second.load_state(saved);
+  const auto rest = epoch_labels(second);
+  CHECK(rest == std::vector<std::vector<int64_t>>{{16}, {17}, {18}, {19}});
+}
+
 TEST_CASE("an iterable loader refuses a state it cannot resume, naming why",
           "[actors][loader][iterable]") {
   auto ds = std::make_shared<range_iterable>(30, true);
