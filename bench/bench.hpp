@@ -45,7 +45,9 @@ struct loader_bench_options {
   int64_t passes = 1;  // normalisation passes per sample
   int64_t n = 20000;   // samples
   int64_t threads = 1; // `loader-raw`: threads sharing the plain loop's batches
-  bool pin_workers = false; // `loader`: worker_cpus = usable_cpus() (Note [Worker CPUs])
+  /// `loader`: worker_cpus = usable_cpus() (Note [Worker CPUs]); `loader-raw`: thread t
+  /// pinned to the t-th usable CPU likewise.
+  bool pin_workers = false;
   std::string trace;   // `loader`: write a Chrome trace of the epoch here (empty: none)
 };
 

@@ -6,7 +6,8 @@
 // that loop's batches among T threads (each takes the next one not taken) that share nothing
 // else but the permutation and the buffer pool: what T cores of this machine give for the same
 // work without a pipeline (on a VM, two vCPUs rarely give twice one; see
-// bench/loader_efficiency.py). Run both as the peer runs, with
+// bench/loader_efficiency.py); `--pin-threads 1` pins thread t to the t-th usable CPU, as
+// `loader --pin-workers 1` pins the workers. Run both as the peer runs, with
 // OPENBLAS_NUM_THREADS=1: otherwise OpenBLAS's idle pool thread spins on sched_yield for the
 // first ~0.1 s of the process (strace: ~1000 yields in one run), which is the whole of this
 // 50 ms workload, and competes with the two workers for the two cores.
@@ -118,7 +119,10 @@ void run_loader_raw(const loader_bench_options& o, std::ostream& out) {
   // Each thread takes the next batch not taken (one atomic counter, so that a slower core takes
   // fewer), and nothing else passes between the threads; threads = 1 is the plain loop.
   std::atomic<int64_t> next{0};
+  const std::vector<int> cpus = o.pin_workers ? data::usable_cpus() : std::vector<int>{};
   auto run = [&](int64_t t) {
+    if (!cpus.empty()) // as the loader pins its workers (Note [Worker CPUs])
+      data::pin_thread_to_cpu(cpus[size_t(t) % cpus.size()]);
     for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < nbatches;) {
       // Batched as the loader's workers batch with the default collate_fn.
       const int64_t first = b * kBatch, end = std::min(o.n, first + kBatch);
@@ -138,9 +142,12 @@ void run_loader_raw(const loader_bench_options& o, std::ostream& out) {
   const int64_t total = std::accumulate(seen.begin(), seen.end(), int64_t(0));
   const double sum = std::accumulate(chk.begin(), chk.end(), 0.0);
   ACTORCH_CHECK(total == o.n && sum == sum, "bench loader-raw: saw ", total, " samples of ", o.n);
+  std::string pinned;
+  for (int64_t t = 0; t < o.threads && !cpus.empty(); ++t)
+    pinned += (t == 0 ? " cpus=" : ",") + std::to_string(cpus[size_t(t) % cpus.size()]);
   print(out,
         std::string("loader-raw") +
-            (o.threads > 1 ? " threads=" + std::to_string(o.threads) : std::string()) +
+            (o.threads > 1 ? " threads=" + std::to_string(o.threads) : std::string()) + pinned +
             " passes=" + std::to_string(o.passes) + " n=" + std::to_string(o.n),
         total, dt);
 }

@@ -3,18 +3,20 @@
 
 Each round runs, one after another in a rotating order, `actorch bench loader-raw` (the plain
 single-threaded loop), `loader-raw --threads W` (the same loop's batches shared among W threads,
-each taking the next one from a counter, nothing else passing between them), `loader --workers
-W` (the default options) and `loader --workers W --pin-workers 1` (worker i pinned to the i-th
-usable CPU, the loader's worker_cpus option). Per round it prints
+each taking the next one from a counter, nothing else passing between them), the same with
+`--pin-threads 1` (thread t pinned to the t-th usable CPU), `loader --workers W` (the default
+options) and `loader --workers W --pin-workers 1` (worker i pinned to the i-th usable CPU, the
+loader's worker_cpus option). Per round it prints
 
-  loader-efficiency round=i raw=R raw_threads=T loader=L loader_pinned=P efficiency=E
-                    efficiency_pinned=EP scaling=S pipeline=Q pipeline_pinned=QP
+  loader-efficiency round=i raw=R raw_threads=T raw_threads_pinned=TP loader=L loader_pinned=P
+                    efficiency=E efficiency_pinned=EP scaling=S scaling_pinned=SP pipeline=Q
+                    pipeline_pinned=QP
 
 with E = L / (min(W, cores) * R), the target of issue 4 (the ideal W-worker pipeline on C cores
 is min(W, C) times loader-raw, ../shared/bench/WORKLOADS.md), EP the same for P; S = T /
-(min(W, cores) * R), what the machine itself gives for the same work shared among W threads;
-and Q = L / T, QP = P / T, the pipeline against that loop. A summary line gives each one's
-median and quartiles over the rounds. Only ratios within a round mean anything: these VMs are
+(min(W, cores) * R), what the machine itself gives for the same work shared among W threads,
+SP the same for TP; and Q = L / T, QP = P / TP, the pipeline against that loop, unpinned and
+pinned. A summary line gives each one's median and quartiles over the rounds. Only ratios within a round mean anything: these VMs are
 shared and their speed drifts.
 
 Usage: bench/loader_efficiency.py [--bin build/release/tools/actorch] [--rounds 20]
@@ -60,12 +62,14 @@ def main():
     runs = {
         "raw": [a.bin, "bench", "loader-raw"] + common,
         "raw_threads": [a.bin, "bench", "loader-raw", "--threads", str(a.workers)] + common,
+        "raw_threads_pinned": [a.bin, "bench", "loader-raw", "--threads", str(a.workers),
+                               "--pin-threads", "1"] + common,
         "loader": [a.bin, "bench", "loader", "--workers", str(a.workers)] + common,
         "loader_pinned": [a.bin, "bench", "loader", "--workers", str(a.workers),
                           "--pin-workers", "1"] + common,
     }
     names = list(runs)
-    eff, eff_pinned, scaling, pipeline, pipeline_pinned = [], [], [], [], []
+    eff, eff_pinned, scaling, scaling_pinned, pipeline, pipeline_pinned = [], [], [], [], [], []
     for i in range(a.rounds):
         r = {}
         for k in range(len(names)):  # rotate the order: no run always follows the same one
@@ -74,17 +78,21 @@ def main():
         eff.append(r["loader"] / (ideal * r["raw"]))
         eff_pinned.append(r["loader_pinned"] / (ideal * r["raw"]))
         scaling.append(r["raw_threads"] / (ideal * r["raw"]))
+        scaling_pinned.append(r["raw_threads_pinned"] / (ideal * r["raw"]))
         pipeline.append(r["loader"] / r["raw_threads"])
-        pipeline_pinned.append(r["loader_pinned"] / r["raw_threads"])
+        pipeline_pinned.append(r["loader_pinned"] / r["raw_threads_pinned"])
         print(f"loader-efficiency round={i} workers={a.workers} passes={a.passes} n={a.n} "
-              f"raw={r['raw']:.0f} raw_threads={r['raw_threads']:.0f} loader={r['loader']:.0f} "
+              f"raw={r['raw']:.0f} raw_threads={r['raw_threads']:.0f} "
+              f"raw_threads_pinned={r['raw_threads_pinned']:.0f} loader={r['loader']:.0f} "
               f"loader_pinned={r['loader_pinned']:.0f} efficiency={eff[-1]:.3f} "
               f"efficiency_pinned={eff_pinned[-1]:.3f} scaling={scaling[-1]:.3f} "
-              f"pipeline={pipeline[-1]:.3f} pipeline_pinned={pipeline_pinned[-1]:.3f}",
+              f"scaling_pinned={scaling_pinned[-1]:.3f} pipeline={pipeline[-1]:.3f} "
+              f"pipeline_pinned={pipeline_pinned[-1]:.3f}",
               flush=True)
     print(f"loader-efficiency rounds={a.rounds} workers={a.workers} passes={a.passes} n={a.n} "
           f"ideal={ideal} {summary('efficiency', eff)} {summary('efficiency_pinned', eff_pinned)} "
-          f"{summary('scaling', scaling)} {summary('pipeline', pipeline)} "
+          f"{summary('scaling', scaling)} {summary('scaling_pinned', scaling_pinned)} "
+          f"{summary('pipeline', pipeline)} "
           f"{summary('pipeline_pinned', pipeline_pinned)}")
 
 

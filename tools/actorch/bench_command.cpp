@@ -56,6 +56,10 @@ void add_bench(CLI::App& app) {
                       "share the loop's batches among this many threads, each taking the next "
                       "one (prints threads=T when above 1)")
           ->check(CLI::Range(1, 64));
+      cmd->add_option("--pin-threads", ld->pin_workers,
+                      "1: pin thread t to the t-th usable CPU, as `loader --pin-workers 1` pins "
+                      "the workers (prints cpus=...)")
+          ->check(CLI::Range(0, 1));
     } else {
       cmd->add_option("--trace", ld->trace,
                       "write a Chrome trace of the epoch (its start on the loop's thread, each "
