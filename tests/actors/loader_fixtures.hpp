@@ -3,6 +3,7 @@
 // iterable range that can split itself between the loader's workers.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -10,6 +11,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "actors/data_loader.hpp"
 #include "core/data/worker_info.hpp"
@@ -92,6 +95,28 @@ private:
   int64_t n_;
   bool split_;
 };
+
+/// Resumes `second` from `saved` and checks the run: with `seen` (what the epoch gave before the
+/// save) it gives every batch of `reference_e1` exactly once (in its order when `in_order`),
+/// then a next epoch like `reference_e2` (compared in order when `in_order`).
+inline void check_resume(data::data_loader& second, const data::loader_state& saved,
+                         std::vector<data::sample> seen,
+                         const std::vector<data::sample>& reference_e1,
+                         const std::vector<data::sample>& reference_e2, bool in_order) {
+  second.load_state(saved);
+  for (const auto& b : second) seen.push_back(b);
+  std::vector<data::sample> e2;
+  for (const auto& b : second) e2.push_back(b);
+  REQUIRE(seen.size() == reference_e1.size());
+  for (const auto& want : reference_e1)
+    CHECK(std::count_if(seen.begin(), seen.end(),
+                        [&](const data::sample& s) { return data::equal(s, want); }) == 1);
+  for (size_t i = 0; i < seen.size() && in_order; ++i)
+    CHECK(data::equal(seen[i], reference_e1[i]));
+  REQUIRE(e2.size() == reference_e2.size());
+  for (size_t i = 0; i < e2.size() && in_order; ++i)
+    CHECK(data::equal(e2[i], reference_e2[i]));
+}
 
 inline void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 

@@ -16,6 +16,7 @@
 
 using namespace actorch;
 using namespace actorch::data;
+using actorch::test::check_resume;
 using actorch::test::epoch_labels;
 using actorch::test::probe_dataset;
 using actorch::test::run_until_error;
@@ -195,20 +196,7 @@ TEST_CASE("an iterable loader resumes mid-epoch with exactly the batches it woul
           CHECK(saved.streams == std::max<int64_t>(1, workers));
           CHECK(saved.delivered.size() == cut);
           auto second = make(in_order);
-          second.load_state(saved);
-          for (const auto& b : second) seen.push_back(b);
-          std::vector<sample> e2;
-          for (const auto& b : second) e2.push_back(b);
-          // Every batch of epoch 1 exactly once, noise included (in order when in_order), then
-          // epoch 2 as before.
-          REQUIRE(seen.size() == reference_e1.size());
-          for (const auto& want : reference_e1)
-            CHECK(std::count_if(seen.begin(), seen.end(),
-                                [&](const sample& s) { return equal(s, want); }) == 1);
-          for (size_t i = 0; i < seen.size() && in_order; ++i)
-            CHECK(equal(seen[i], reference_e1[i]));
-          REQUIRE(e2.size() == reference_e2.size());
-          for (size_t i = 0; i < e2.size() && in_order; ++i) CHECK(equal(e2[i], reference_e2[i]));
+          check_resume(second, saved, seen, reference_e1, reference_e2, in_order);
         }
       }
     }
