@@ -124,7 +124,6 @@ struct sampler::impl {
   // Iterable (Note [Iterable runs]), per source: the stream batch index of its next task, the
   // one its stream ended at (kNoEnd: not seen yet), and those delivered before a resume.
   std::vector<int64_t> next_k, end_k, resumed_k;
-  std::vector<int64_t> catch_up; // iterable, resumed: the seq of each source's first task
   int64_t seq_frontier = 0; // iterable: one past the highest seq handed out
   epoch_plan plan;
   bool active = false;
@@ -283,8 +282,11 @@ void dispatch(state& st, int64_t seq, int64_t w, int attempt,
   // The batches this task waits for: its own, those it passes over, and those a catch-up task
   // still ahead of it in the source's mailbox passes over (Note [Iterable resume]).
   int64_t covers = 1 + int64_t(skip_seeds.size());
-  if (st.plan.iterable && skip_seeds.empty() && st.outstanding.count(st.catch_up[size_t(w)]))
-    covers += st.resumed_k[size_t(w)];
+  if (st.plan.iterable && skip_seeds.empty() && st.resumed_k[size_t(w)] > 0) {
+    const int64_t catch_up = st.resumed_k[size_t(w)] * int64_t(st.sources.size()) + w;
+    if (st.outstanding.count(catch_up))
+      covers += st.resumed_k[size_t(w)];
+  }
   task.skip_seeds = std::move(skip_seeds);
   st.outstanding[seq] = {w, attempt};
   ++st.load[size_t(w)];
@@ -315,11 +317,9 @@ void pump(state& st) {
       const int64_t k = st.next_k[w]++;
       const int64_t seq = k * int64_t(n) + int64_t(w);
       std::vector<uint64_t> skip_seeds; // See Note [Iterable resume]
-      if (k == st.resumed_k[w] && k > 0) {
+      if (k == st.resumed_k[w])
         skip_seeds = resume_skip_seeds(st.plan.base_seed, st.plan.epoch, k, int64_t(n),
                                        int64_t(w));
-        st.catch_up[w] = seq;
-      }
       st.seq_frontier = std::max(st.seq_frontier, seq + 1);
       st.position[seq] = size_t(seq);
       --st.credit;
@@ -413,7 +413,6 @@ void sampler::start(epoch_plan plan) {
   st.resumed_k = st.plan.resumed;
   st.resumed_k.resize(st.sources.size(), 0);
   st.next_k = st.resumed_k;
-  st.catch_up.assign(st.sources.size(), -1);
   st.end_k.assign(st.sources.size(), kNoEnd);
   st.seq_frontier = 0;
   collect(); // drops what the last run left on the shelf, and opens it for this run
