@@ -51,7 +51,10 @@ struct loader_options {
   bool pin_memory = false;
   /// Drop the last, short batch; with an iterable dataset, each worker's last short batch.
   bool drop_last = false;
-  /// Seconds to wait for a worker's batch before failing with a timeout error; 0: forever.
+  /// Seconds a worker may spend on one batch, counted from when it can begin it (its earlier
+  /// batches are back), before the epoch fails with a timeout error naming the worker and the
+  /// batch; 0: forever. PyTorch's bounds the wait for a batch instead: see Note [Loader
+  /// timeout] in actors/sampler_actor.cpp.
   double timeout = 0;
   /// Called with the worker id on each worker's thread before its first batch.
   std::function<void(int64_t)> worker_init_fn{};

@@ -85,8 +85,16 @@
 // run carries their seeds; the worker pulls those batches' samples under them and drops them
 // (no collate), then loads its own. The skipped batches still cost their loading (as
 // torchdata's StatefulDataLoader's fast-forward does for a dataset without a state of its own),
-// so that task's deadline is the timeout times the batches it covers, and the deadline of a task
-// queued behind it is extended by as much.
+// so that task's deadline is the timeout times the batches it covers (Note [Loader timeout]).
+//
+// Note [Loader timeout]: PyTorch's `timeout` bounds the main process's wait for a batch. Here a
+// deadline bounds a source's work on one task. A source takes its tasks in the order they were
+// sent, so only the first of its queue runs a clock: from its send, when the source had nothing
+// else, or from when the task before it came back. (A batch left on the shelf is seen at the
+// next collect, so the next clock starts late rather than early; a user's source that answers
+// out of order only gets more time.) Counting every task from its send, as this loader first
+// did, timed out a healthy worker whose batches take more than timeout / prefetch_factor: the
+// task queued behind the one in progress waited for it on its own clock.
 #include "actors/sampler_actor.hpp"
 
 #include <algorithm>
@@ -94,6 +102,7 @@
 #include <map>
 #include <sstream>
 #include <unordered_map>
+#include <utility>
 
 #include "actors/dataset_worker.hpp"
 #include "core/data/worker_info.hpp"
@@ -106,6 +115,7 @@ namespace {
 struct outstanding_task {
   int64_t worker;
   int attempt;
+  int64_t covers; // the batches its load takes: 1, more for a catch-up (Note [Iterable resume])
 };
 
 /// A reply waiting in the reorder buffer; `skip`: an iterable worker's end_of_data (no batch).
@@ -120,7 +130,9 @@ struct sampler::impl {
   caf::local_actor* self; // the host: see Note [Sampler host]
   sampler_config cfg;
   std::vector<source_actor> sources;
-  std::vector<int64_t> load; // outstanding tasks per source
+  // Per source, its outstanding tasks (seqs) in the order sent: it works on the first
+  // (Note [Loader timeout]).
+  std::vector<std::deque<int64_t>> queued;
   // Iterable (Note [Iterable runs]), per source: the stream batch index of its next task, the
   // one its stream ended at (kNoEnd: not seen yet), and those delivered before a resume.
   std::vector<int64_t> next_k, end_k, resumed_k;
@@ -269,6 +281,21 @@ void deliver(state& st, int64_t seq, data::sample data, std::string error, bool 
   }
 }
 
+/// With a timeout, schedules the deadline of batch `seq`, which its source begins now
+/// (Note [Loader timeout]).
+void start_clock(state& st, int64_t seq) {
+  if (st.cfg.timeout_s <= 0)
+    return;
+  const outstanding_task& task = st.outstanding.at(seq);
+  auto& clock = st.self->home_system().clock();
+  clock.schedule_message(
+      clock.now() +
+          std::chrono::microseconds(int64_t(st.cfg.timeout_s * double(task.covers) * 1e6)),
+      caf::strong_actor_ptr{st.self->ctrl()},
+      caf::make_mailbox_element(nullptr, caf::make_message_id(), caf::no_stages,
+                                timeout_atom::value, st.plan.generation, seq, task.attempt));
+}
+
 /// Sends batch `seq` to source `w`; `skip_seeds`: see Note [Iterable resume].
 void dispatch(state& st, int64_t seq, int64_t w, int attempt,
               std::vector<uint64_t> skip_seeds = {}) {
@@ -279,27 +306,27 @@ void dispatch(state& st, int64_t seq, int64_t w, int attempt,
   task.indices = indices_of(st, seq);
   task.seed = data::batch_seed(st.plan.base_seed, st.plan.epoch, seq);
   task.auto_collation = st.cfg.auto_collation;
-  // The batches this task waits for: its own, those it passes over, and those a catch-up task
-  // still ahead of it in the source's mailbox passes over (Note [Iterable resume]).
-  int64_t covers = 1 + int64_t(skip_seeds.size());
-  if (st.plan.iterable && skip_seeds.empty() && st.resumed_k[size_t(w)] > 0) {
-    const int64_t catch_up = st.resumed_k[size_t(w)] * int64_t(st.sources.size()) + w;
-    if (st.outstanding.count(catch_up))
-      covers += st.resumed_k[size_t(w)];
-  }
+  st.outstanding[seq] = {w, attempt, 1 + int64_t(skip_seeds.size())};
   task.skip_seeds = std::move(skip_seeds);
-  st.outstanding[seq] = {w, attempt};
-  ++st.load[size_t(w)];
+  auto& queue = st.queued[size_t(w)];
+  queue.push_back(seq);
   // The reply comes back to the host as an ordinary message (Note [Sampler host]).
   caf::unsafe_send_as(st.self, st.sources[size_t(w)], load_atom::value, std::move(task));
-  if (st.cfg.timeout_s > 0) {
-    auto& clock = st.self->home_system().clock();
-    clock.schedule_message(
-        clock.now() + std::chrono::microseconds(int64_t(st.cfg.timeout_s * double(covers) * 1e6)),
-        caf::strong_actor_ptr{st.self->ctrl()},
-        caf::make_mailbox_element(nullptr, caf::make_message_id(), caf::no_stages,
-                                  timeout_atom::value, st.plan.generation, seq, attempt));
-  }
+  if (queue.size() == 1)
+    start_clock(st, seq);
+}
+
+/// Batch `seq` came back (or was dropped) from source `w`: the next of its queue, if any, is
+/// the one it works on now (Note [Loader timeout]).
+void retire(state& st, int64_t w, int64_t seq) {
+  auto& queue = st.queued[size_t(w)];
+  const auto it = std::find(queue.begin(), queue.end(), seq);
+  if (it == queue.end())
+    return;
+  const bool head = it == queue.begin();
+  queue.erase(it);
+  if (head && !queue.empty())
+    start_clock(st, queue.front());
 }
 
 void pump(state& st) {
@@ -330,8 +357,8 @@ void pump(state& st) {
   while (st.active && !st.failed && st.credit > 0 && st.next_emit < st.plan.batches.size()) {
     // The least busy source; ties go to the lowest id.
     size_t w = 0;
-    for (size_t i = 1; i < st.load.size(); ++i)
-      if (st.load[i] < st.load[w])
+    for (size_t i = 1; i < st.queued.size(); ++i)
+      if (st.queued[i].size() < st.queued[w].size())
         w = i;
     const int64_t seq = st.plan.batches[st.next_emit].first;
     ++st.next_emit;
@@ -357,14 +384,11 @@ void replace_source(state& st, int64_t w, const caf::error& reason) {
   caf::anon_send_exit(st.sources[size_t(w)], caf::exit_reason::kill);
   st.sources[size_t(w)] = st.cfg.respawn(w);
   st.self->monitor(st.sources[size_t(w)]);
-  st.load[size_t(w)] = 0;
+  const std::deque<int64_t> lost = std::exchange(st.queued[size_t(w)], {});
   if (!st.active || st.failed)
     return;
-  std::vector<std::pair<int64_t, int>> reissue;
-  for (const auto& [seq, task] : st.outstanding)
-    if (task.worker == w)
-      reissue.emplace_back(seq, task.attempt + 1);
-  for (const auto& [seq, attempt] : reissue) {
+  for (const int64_t seq : lost) { // in the order they were sent
+    const int attempt = st.outstanding.at(seq).attempt + 1;
     if (attempt >= st.cfg.max_attempts) {
       deliver(st, seq, {},
               source_name(st, w) + " died " + std::to_string(attempt) +
@@ -385,7 +409,7 @@ sampler::sampler(caf::local_actor* host, sampler_config cfg) : impl_(std::make_u
   st.self = host;
   st.cfg = std::move(cfg);
   st.sources = st.cfg.sources;
-  st.load.assign(st.sources.size(), 0);
+  st.queued.assign(st.sources.size(), {});
   // See Note [Worker death]. An exit from the loader stops a sampler actor (CAF's default).
   for (auto& s : st.sources)
     host->monitor(s);
@@ -409,7 +433,8 @@ void sampler::start(epoch_plan plan) {
     st.position[st.plan.batches[i].first] = i;
   st.next_deliver = 0;
   st.delivered = 0;
-  std::fill(st.load.begin(), st.load.end(), 0);
+  for (auto& queue : st.queued)
+    queue.clear();
   st.resumed_k = st.plan.resumed;
   st.resumed_k.resize(st.sources.size(), 0);
   st.next_k = st.resumed_k;
@@ -465,7 +490,7 @@ void sampler::on_loaded(loaded_batch& b, const caf::strong_actor_ptr& from) {
   if (it == st.outstanding.end() || it->second.worker != w)
     return; // a reply of an older attempt (Note [Worker death]), or a duplicate
   st.outstanding.erase(it);
-  --st.load[size_t(w)];
+  retire(st, w, seq);
   if (b.end_of_data && b.error.empty()) {
     // See Note [Iterable runs]: no batch, and its credit comes straight back.
     st.end_k[size_t(w)] = std::min(st.end_k[size_t(w)], seq / int64_t(st.sources.size()));

@@ -409,13 +409,24 @@ TEST_CASE("a stalled worker raises a timeout error instead of hanging", "[actors
   CHECK(seconds_since(t0) < 2.0);
 }
 
-TEST_CASE("a batch shelved behind a re-issued one is not timed out", "[actors][loader]") {
-  // See Note [Batch shelf]. With timeout T, batches 0 and 2 go to worker 0, 1 and 3 to
-  // worker 1. Worker 0 dies 0.6 T into batch 0, and its heir loads batch 0 again, in 0.6 T.
-  // Worker 1 finishes batch 3 at 0.75 T, after the death: it waits on the shelf, not yet
-  // collected, while the consumer waits for batch 0 (due at 1.2 T, its deadline 1.6 T). At T
-  // the deadlines of the first attempt of batch 0 and of batch 3 wake the consumer, which must
-  // find batch 3 loaded on the shelf, not late.
+TEST_CASE("a queued batch's wait behind the one in progress is not a timeout",
+          "[actors][loader]") {
+  // See Note [Loader timeout]. 0.35 s a batch, a timeout of 0.6 s: each worker's second task
+  // comes back 0.7 s after it was sent, but 0.35 s after its worker could begin it.
+  auto ds = std::make_shared<probe_dataset>(6);
+  ds->hook = [](int64_t) { sleep_ms(350); };
+  data_loader loader(ds, {.batch_size = 1, .num_workers = 2, .timeout = 0.6});
+  CHECK(epoch_labels(loader) == std::vector<std::vector<int64_t>>{{0}, {1}, {2}, {3}, {4}, {5}});
+}
+
+TEST_CASE("a batch re-issued after a death, and those shelved meanwhile, are not timed out",
+          "[actors][loader]") {
+  // See Notes [Batch shelf] and [Loader timeout]. With timeout T, batches 0 and 2 go to worker
+  // 0, 1 and 3 to worker 1. Worker 0 dies 0.6 T into batch 0, and its heir loads batch 0 again,
+  // in 0.6 T: due at 1.2 T, past the first attempt's deadline (T), within its own (1.6 T).
+  // Worker 1 finishes batch 1 at once and batch 3 at 0.75 T: both wait on the shelf while the
+  // consumer waits for batch 0, and the deadlines that fire at T (batch 0's first attempt,
+  // batch 1's) must fail nothing.
   const double timeout = 0.8;
   auto ds = std::make_shared<probe_dataset>(24);
   auto crashes = std::make_shared<std::atomic<int>>(0);

@@ -230,6 +230,50 @@ TEST_CASE("a resumed iterable worker's catching up is not a timeout",
   CHECK(rest == std::vector<std::vector<int64_t>>{{16}, {17}, {18}, {19}});
 }
 
+TEST_CASE("a stream that fails or ends while a resumed worker passes over it",
+          "[actors][loader][iterable]") {
+  // One stream of 20 samples, batches of 2; the state is saved after 4 batches (samples 0-7).
+  auto ds = std::make_shared<range_iterable>(20, false);
+  for (int64_t workers : {0, 1}) {
+    INFO("workers " << workers);
+    auto make = [&] { return data_loader(ds, {.batch_size = 2, .num_workers = workers}); };
+    loader_state saved;
+    {
+      auto first = make();
+      int n = 0;
+      for (const auto& b : first) {
+        (void)b;
+        if (++n == 4) {
+          saved = first.state();
+          break;
+        }
+      }
+    }
+    {
+      // A dataset exception names the batch being passed over.
+      ds->hook = [](int64_t i) {
+        if (i == 5) throw std::runtime_error("bad record 5");
+      };
+      auto second = make();
+      second.load_state(saved);
+      const auto [batches, msg] = run_until_error(second);
+      CHECK(batches == 0);
+      CHECK_THAT(msg, Contains(workers ? "DataLoader worker 0" : "DataLoader (num_workers=0)") &&
+                          Contains("resuming: passing over batch 2 of its stream") &&
+                          Contains("bad record 5"));
+      ds->hook = nullptr;
+    }
+    {
+      // A stream now shorter than what was delivered (6 samples) ends the epoch.
+      auto shorter = std::make_shared<range_iterable>(6, false);
+      data_loader second(shorter, {.batch_size = 2, .num_workers = workers});
+      second.load_state(saved);
+      CHECK(epoch_labels(second).empty());
+      CHECK(epoch_labels(second) == std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}, {4, 5}});
+    }
+  }
+}
+
 TEST_CASE("an iterable loader refuses a state it cannot resume, naming why",
           "[actors][loader][iterable]") {
   auto ds = std::make_shared<range_iterable>(30, true);
