@@ -28,9 +28,7 @@ std::shared_ptr<generator> seeded_from_default() {
 }
 
 std::vector<int64_t> random_permutation(int64_t n, generator& gen) {
-  const tensor p = randperm(n, {}, &gen);
-  const int64_t* d = p.data_ptr<int64_t>();
-  return std::vector<int64_t>(d, d + n);
+  return randperm_indices(n, &gen);
 }
 
 sequential_sampler::sequential_sampler(int64_t n) : n_(n) {
@@ -55,6 +53,8 @@ random_sampler::random_sampler(int64_t n, bool replacement, int64_t num_samples,
 }
 
 std::vector<int64_t> random_sampler::indices() {
+  if (!replacement_ && num_samples_ == n_)
+    return random_permutation(n_, *gen_); // the usual case, without a copy
   std::vector<int64_t> out;
   out.reserve(size_t(num_samples_));
   if (replacement_) {

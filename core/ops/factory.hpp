@@ -77,6 +77,8 @@ tensor randint(int64_t low, int64_t high, const shape_t& shape, const tensor_opt
                generator* gen = nullptr);
 /// A random permutation of 0..n-1; int64 unless opts says otherwise.
 tensor randperm(int64_t n, const tensor_options& opts = {}, generator* gen = nullptr);
+/// randperm's values (the same draws) as a vector, for index samplers: no tensor, no copy.
+std::vector<int64_t> randperm_indices(int64_t n, generator* gen = nullptr);
 /// Normal with the given mean and standard deviation.
 tensor normal(double mean, double std, const shape_t& shape, const tensor_options& opts = {},
               generator* gen = nullptr);
