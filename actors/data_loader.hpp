@@ -4,10 +4,12 @@
 //   data_loader loader(dataset, {.batch_size = 64, .shuffle = true, .num_workers = 2});
 //   for (const sample& batch : loader) train(batch[0].as_tensor(), batch[1].as_tensor());
 //
-// Behind it, a sampler actor emits index batches under credit to detached dataset-worker
-// actors, which load, collate and pin them; the sampler reorders them (in_order) and hands
-// them to the consumer's thread through a queue (docs/architecture.md, "One batch"). With
-// num_workers = 0 the consumer's thread loads the batches itself, no actors involved. An
+// Behind it, a sampler emits index batches under credit to detached dataset-worker actors,
+// which load, collate and pin them; the sampler reorders them (in_order) and delivers them.
+// For the range-for the sampler runs in the consumer's own thread, inside a CAF blocking
+// actor, as PyTorch's main process runs its sampler; for a consumer actor (run_epoch), in a
+// detached sampler actor (docs/architecture.md, "One batch"). With num_workers = 0 the
+// consumer's thread loads the batches itself, no actors involved. An
 // iterable dataset has no sampler: each worker iterates its own iter() and the loader
 // interleaves their batches round-robin.
 // This header includes no CAF: CAF-facing entry points are in actors/source_loader.hpp.

@@ -76,7 +76,7 @@ struct epoch_plan {
   uint64_t base_seed = 0;
   std::vector<std::pair<int64_t, std::vector<int64_t>>> batches; // (seq, indices)
   int64_t credits = 0; // prefetch_factor x num_workers: batches in flight at most
-  caf::actor sink;     // deliver (batch_atom, delivery) here; null: the consumer's queue
+  caf::actor sink;     // deliver (batch_atom, delivery) here; null: sampler::deliveries()
   /// The sources are iterable-dataset workers: `batches` is empty, the sampler asks the workers
   /// round-robin until every one is exhausted (Note [Iterable runs] in sampler_actor.cpp).
   bool iterable = false;
