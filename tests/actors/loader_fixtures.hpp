@@ -120,6 +120,18 @@ inline void check_resume(data::data_loader& second, const data::loader_state& sa
 
 inline void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
+/// The state of `loader` after its consumer took `batches` batches of a new epoch and left the
+/// loop there (the loader is then abandoned or destroyed by the caller).
+inline data::loader_state state_after(data::data_loader& loader, int batches) {
+  int n = 0;
+  for (const auto& b : loader) {
+    (void)b;
+    if (++n == batches)
+      break;
+  }
+  return loader.state();
+}
+
 /// The label column of every batch of one epoch.
 inline std::vector<std::vector<int64_t>> epoch_labels(data::data_loader& loader) {
   std::vector<std::vector<int64_t>> out;

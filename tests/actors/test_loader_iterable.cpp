@@ -22,6 +22,7 @@ using actorch::test::probe_dataset;
 using actorch::test::run_until_error;
 using actorch::test::range_iterable;
 using actorch::test::sleep_ms;
+using actorch::test::state_after;
 using Catch::Contains;
 
 namespace {
@@ -206,7 +207,8 @@ TEST_CASE("an iterable loader resumes mid-epoch with exactly the batches it woul
 TEST_CASE("a resumed iterable worker's catching up is not a timeout",
           "[actors][loader][iterable]") {
   // 20 ms a sample, a timeout of 200 ms a batch: passing over 16 delivered batches takes
-  // 320 ms, within the deadline of the task that does it and of the one queued behind it.
+  // 320 ms, within the deadline of the task that does it (17 batches' worth); the one queued
+  // behind it starts its clock when that one is back (Note [Loader timeout]).
   auto ds = std::make_shared<range_iterable>(20, false);
   ds->hook = [](int64_t) { sleep_ms(20); };
   auto make = [&] {
@@ -215,14 +217,7 @@ TEST_CASE("a resumed iterable worker's catching up is not a timeout",
   loader_state saved;
   {
     auto first = make();
-    int n = 0;
-    for (const auto& b : first) {
-      (void)b;
-      if (++n == 16) {
-        saved = first.state();
-        break;
-      }
-    }
+    saved = state_after(first, 16);
   }
   auto second = make();
   second.load_state(saved);
@@ -240,14 +235,7 @@ TEST_CASE("a stream that fails or ends while a resumed worker passes over it",
     loader_state saved;
     {
       auto first = make();
-      int n = 0;
-      for (const auto& b : first) {
-        (void)b;
-        if (++n == 4) {
-          saved = first.state();
-          break;
-        }
-      }
+      saved = state_after(first, 4);
     }
     {
       // A dataset exception names the batch being passed over.
