@@ -57,12 +57,12 @@
 // on_loaded as replies would, sender included) and, under the shelf's lock, names the batch it now
 // waits for: before it blocks, when it returns a credit, before it handles a deadline or a down
 // message; and again until the shelf is empty. So the batch it blocks for is never on the shelf,
-// and a shelved batch is neither timed out nor re-issued. (Deadlines fire in dispatch order, so a
-// collect before blocking again usually takes a shelved batch in before its own deadline is read;
-// the one before a deadline does not rely on that.) Errors and ends of streams always come as
-// replies. A shelved batch holds its credit, so the bound of Note [Loader credits] stands. Measured
-// at P=20 over 100000 samples: 3222 context switches per epoch instead of 5144, 7% less CPU time,
-// 2% more samples/s at the median of interleaved runs.
+// and a shelved batch is neither timed out nor re-issued. (Deadlines fire in the order their
+// clocks started, so a collect before blocking again usually takes a shelved batch in before its
+// own deadline is read; the one before a deadline does not rely on that.) Errors and ends of
+// streams always come as replies. A shelved batch holds its credit, so the bound of Note [Loader
+// credits] stands. Measured at P=20 over 100000 samples: 3222 context switches per epoch instead
+// of 5144, 7% less CPU time, 2% more samples/s at the median of interleaved runs.
 //
 // Note [Iterable runs]: with an iterable dataset there is no index plan. Each worker iterates
 // its own iter() (split by the user through get_worker_info(), or the whole stream each). Batch
