@@ -642,6 +642,42 @@ TEST_CASE("a distributed sampler gets set_epoch from the loader every epoch",
   CHECK(e1 == replay.indices());
 }
 
+TEST_CASE("a consumer actor gets a stalled worker's timeout as the epoch's error",
+          "[actors][loader]") {
+  // The sampler actor keeps the deadlines for a consumer actor (Note [Loader timeout]): batch 1
+  // (worker 1's first) stalls for 1.5 s against a timeout of 0.3 s; batch 0 comes first.
+  auto ds = std::make_shared<probe_dataset>(8);
+  ds->hook = [](int64_t i) {
+    if (i == 2) sleep_ms(1500);
+  };
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  data_loader loader(ds, {.batch_size = 2, .num_workers = 2, .timeout = 0.3});
+  loader.set_actor_system(sys);
+  caf::scoped_actor self{sys};
+  const auto t0 = clock_type::now();
+  loader.run_epoch(self);
+  std::vector<std::vector<int64_t>> got;
+  std::string error;
+  for (bool done = false; !done;)
+    self->receive(
+        [&](actors::batch_atom, const actors::delivery& d) {
+          if (!d.error.empty() || d.end_of_epoch) {
+            error = d.error;
+            done = true;
+            return;
+          }
+          got.push_back(test::ints_of(d.data[1].as_tensor()));
+          self->send(caf::actor_cast<caf::actor>(self->current_sender()),
+                     actors::credit_atom::value, d.generation);
+        },
+        caf::after(std::chrono::seconds(10)) >> [&] { FAIL("no delivery within 10 s"); });
+  CHECK(got == std::vector<std::vector<int64_t>>{{0, 1}});
+  CHECK_THAT(error, Contains("DataLoader timed out after 0.3 seconds waiting for DataLoader "
+                             "worker 1 to load batch 1"));
+  CHECK(seconds_since(t0) < 1.2);
+}
+
 TEST_CASE("one loader serves a range-for and a consumer actor in turn", "[actors][loader]") {
   // Note [Sampler host]: the range-for's sampler runs on its thread, a consumer actor's in a
   // sampler actor; switching stops the other, persistent workers or not.
