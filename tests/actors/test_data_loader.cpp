@@ -409,8 +409,7 @@ TEST_CASE("a stalled worker raises a timeout error instead of hanging", "[actors
   CHECK(seconds_since(t0) < 2.0);
 }
 
-TEST_CASE("a queued batch's wait behind the one in progress is not a timeout",
-          "[actors][loader]") {
+TEST_CASE("a queued batch's wait behind the one in progress is not a timeout", "[actors][loader]") {
   // See Note [Loader timeout]. 0.35 s a batch, a timeout of 0.6 s: each worker's second task
   // comes back 0.7 s after it was sent, but 0.35 s after its worker could begin it.
   auto ds = std::make_shared<probe_dataset>(6);
@@ -648,7 +647,8 @@ TEST_CASE("a consumer actor gets a stalled worker's timeout as the epoch's error
   // (worker 1's first) stalls for 1.5 s against a timeout of 0.3 s; batch 0 comes first.
   auto ds = std::make_shared<probe_dataset>(8);
   ds->hook = [](int64_t i) {
-    if (i == 2) sleep_ms(1500);
+    if (i == 2)
+      sleep_ms(1500);
   };
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};

@@ -19,8 +19,8 @@ using namespace actorch::data;
 using actorch::test::check_resume;
 using actorch::test::epoch_labels;
 using actorch::test::probe_dataset;
-using actorch::test::run_until_error;
 using actorch::test::range_iterable;
+using actorch::test::run_until_error;
 using actorch::test::sleep_ms;
 using actorch::test::state_after;
 using Catch::Contains;
@@ -240,7 +240,8 @@ TEST_CASE("a stream that fails or ends while a resumed worker passes over it",
     {
       // A dataset exception names the batch being passed over.
       ds->hook = [](int64_t i) {
-        if (i == 5) throw std::runtime_error("bad record 5");
+        if (i == 5)
+          throw std::runtime_error("bad record 5");
       };
       auto second = make();
       second.load_state(saved);
