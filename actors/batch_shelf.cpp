@@ -13,12 +13,95 @@ bool batch_shelf::offer(loaded_batch& b, const caf::strong_actor_ptr& from) {
   return true;
 }
 
-std::vector<batch_shelf::item> batch_shelf::wait_for(uint64_t generation, int64_t seq) {
+std::vector<batch_shelf::item> batch_shelf::wait_for(uint64_t generation, int64_t seq,
+                                                     std::vector<taken>* takes) {
   std::vector<item> out;
   std::lock_guard<std::mutex> lock(mutex_);
   generation_ = generation;
   wanted_ = seq;
   out.swap(items_);
+  if (takes != nullptr) {
+    takes->clear();
+    takes->swap(taken_);
+  }
+  return out;
+}
+
+void batch_shelf::takes_since(std::vector<taken>& takes) {
+  takes.clear();
+  std::lock_guard<std::mutex> lock(mutex_);
+  takes.swap(taken_);
+}
+
+// Note [Task stealing] in sampler_actor.cpp. A posting stays for the whole run, so that an
+// owner whose message comes after another worker took its task, or after the task was re-issued
+// to another, knows to skip it: the batch is loaded once per posting.
+
+void batch_shelf::post(const index_batch& task, int64_t owner, int attempt) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (task.generation != posts_generation_) {
+    posts_.clear();
+    open_.clear();
+    taken_.clear();
+    posts_generation_ = task.generation;
+  }
+  posts_[task.seq] = {owner, -1, attempt};
+  std::erase_if(open_, [&](const index_batch& t) { return t.seq == task.seq; });
+  open_.push_back(task);
+}
+
+void batch_shelf::freeze(int64_t owner) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::erase_if(open_, [&](const index_batch& t) {
+    posting& p = posts_.at(t.seq);
+    if (p.owner != owner)
+      return false;
+    p.holder = kFrozen;
+    return true;
+  });
+}
+
+void batch_shelf::drop_posts() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  posts_.clear();
+  open_.clear();
+  taken_.clear();
+  posts_generation_ = 0;
+}
+
+bool batch_shelf::claim(const index_batch& task, int64_t me) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (task.generation != posts_generation_)
+    return true;
+  const auto it = posts_.find(task.seq);
+  if (it == posts_.end())
+    return true;
+  posting& p = it->second;
+  if (p.owner != me)
+    return false; // re-issued to another
+  if (p.holder == -1) {
+    p.holder = me;
+    std::erase_if(open_, [&](const index_batch& t) { return t.seq == task.seq; });
+  }
+  return p.holder == me;
+}
+
+std::optional<index_batch> batch_shelf::next_for(uint64_t generation, int64_t me) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (generation != posts_generation_ || open_.empty())
+    return std::nullopt;
+  auto pick = open_.begin();
+  for (auto it = open_.begin(); it != open_.end(); ++it) {
+    if (posts_.at(it->seq).owner == me)
+      return std::nullopt; // its own next task is on its way
+    if (it->seq < pick->seq)
+      pick = it;
+  }
+  posting& p = posts_.at(pick->seq);
+  p.holder = me;
+  taken_.push_back({pick->seq, me, p.attempt});
+  index_batch out = std::move(*pick);
+  open_.erase(pick);
   return out;
 }
 

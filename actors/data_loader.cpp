@@ -347,8 +347,8 @@ struct loader_impl {
       sampler->on_loaded(b, self->current_sender());
     };
     auto on_error = [&](caf::error& e) { sampler->on_source_error(e, self->current_sender()); };
-    auto on_timeout = [&](actors::timeout_atom, uint64_t g, int64_t seq, int attempt) {
-      sampler->on_timeout(g, seq, attempt);
+    auto on_timeout = [&](actors::timeout_atom, uint64_t g, int64_t seq, int64_t clock) {
+      sampler->on_timeout(g, seq, clock);
     };
     auto on_down = [&](caf::down_msg& m) { sampler->on_down(m); };
     if (opts.timeout <= 0) {

@@ -323,12 +323,28 @@ source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cf
         loaded_batch out;
         if (!initialize(s, task, out))
           return out;
-        out = load_one(s, task);
-        out.worker = s.cfg.id;
-        // See Note [Batch shelf]: a batch the consumer is not waiting for wakes nobody.
-        if (s.cfg.shelf && s.cfg.shelf->offer(out, caf::strong_actor_ptr{self->ctrl()}))
+        const auto host = caf::actor_cast<caf::actor>(self->current_sender());
+        if (!s.cfg.shelf || !host) {
+          out = load_one(s, task);
+          out.worker = s.cfg.id;
+          return out;
+        }
+        // See Note [Task stealing]: a task another worker took is skipped; after its own, a
+        // worker with nothing else coming loads what waits in another's queue.
+        if (!s.cfg.shelf->claim(task, s.cfg.id))
           return caf::delegated<loaded_batch>{};
-        return out;
+        const caf::strong_actor_ptr me{self->ctrl()};
+        std::optional<index_batch> next;
+        for (const index_batch* t = &task; t != nullptr; t = next ? &*next : nullptr) {
+          out = load_one(s, *t);
+          out.worker = s.cfg.id;
+          const uint64_t generation = t->generation;
+          // See Note [Batch shelf]: a batch the consumer is not waiting for wakes nobody.
+          if (!s.cfg.shelf->offer(out, me))
+            caf::unsafe_send_as(self, host, std::move(out));
+          next = s.cfg.shelf->next_for(generation, s.cfg.id);
+        }
+        return caf::delegated<loaded_batch>{};
       },
   };
 }

@@ -4,7 +4,8 @@
 // blocking dataset never blocks CAF's scheduler; then it collates the samples into a batch
 // buffer from the pool (pinned memory when pin_memory). Collate and pin-memory thus run in the
 // worker, in parallel across workers, as PyTorch's workers collate; see Note [Loader stages] in
-// sampler_actor.cpp.
+// sampler_actor.cpp. A map-style worker with no task of its own left takes one queued at
+// another worker (Note [Task stealing] there).
 #pragma once
 
 #include <atomic>

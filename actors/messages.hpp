@@ -25,7 +25,8 @@ using credit_atom = caf::atom_constant<caf::atom("credit")>;
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
 /// (epoch_atom, epoch_plan): the sampler starts a run, dropping whatever remains of the last.
 using epoch_atom = caf::atom_constant<caf::atom("epoch")>;
-/// (timeout_atom, generation, seq, attempt): the sampler's deadline for one load (timeout > 0).
+/// (timeout_atom, generation, seq, clock): the sampler's deadline for one load (timeout > 0);
+/// `clock` numbers it, so that one restarted since is ignored.
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 /// (worker_atom, id) -> source_actor: the sampler's current source in slot `id` (tests only:
 /// see data_loader::worker_for_testing).

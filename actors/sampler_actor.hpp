@@ -62,7 +62,7 @@ public:
   void finish();
   void on_loaded(loaded_batch& batch, const caf::strong_actor_ptr& from);
   void on_source_error(const caf::error& err, const caf::strong_actor_ptr& from);
-  void on_timeout(uint64_t generation, int64_t seq, int attempt);
+  void on_timeout(uint64_t generation, int64_t seq, int64_t clock);
   void on_down(const caf::down_msg& msg);
   /// The source in slot `id` (null if there is none).
   caf::actor source(int64_t id) const;

@@ -50,3 +50,70 @@ TEST_CASE("the shelf keeps only batches of its run that the consumer is not wait
   auto late = batch(3, 9);
   CHECK_FALSE(shelf.offer(late, nullptr));
 }
+
+namespace {
+index_batch task(uint64_t generation, int64_t seq) {
+  index_batch t;
+  t.generation = generation;
+  t.seq = seq;
+  t.indices = {seq};
+  return t;
+}
+} // namespace
+
+TEST_CASE("a worker with nothing coming takes the earliest task no worker has begun",
+          "[actors][loader]") {
+  // See Note [Task stealing] in actors/sampler_actor.cpp.
+  batch_shelf shelf;
+  CHECK(shelf.claim(task(3, 0), 0)); // never posted: not on the board, load it
+  shelf.post(task(3, 0), 0, 0);
+  shelf.post(task(3, 1), 1, 0);
+  shelf.post(task(3, 2), 0, 0);
+  shelf.post(task(3, 3), 1, 0);
+  CHECK(shelf.claim(task(3, 0), 0));
+  CHECK(shelf.claim(task(3, 1), 1));
+  CHECK_FALSE(shelf.next_for(3, 1)); // worker 1's task 3 is on its way
+  CHECK(shelf.claim(task(3, 3), 1));
+  CHECK_FALSE(shelf.next_for(2, 1)); // another run's: nothing
+  auto taken = shelf.next_for(3, 1);
+  REQUIRE(taken);
+  CHECK(taken->seq == 2);
+  CHECK(taken->indices == std::vector<int64_t>{2});
+  CHECK_FALSE(shelf.next_for(3, 1));       // nothing left unclaimed
+  CHECK_FALSE(shelf.claim(task(3, 2), 0)); // worker 0's message for it: skip
+  CHECK_FALSE(shelf.claim(task(3, 2), 0)); // however often
+
+  std::vector<batch_shelf::taken> takes;
+  CHECK(shelf.wait_for(3, 0, &takes).empty());
+  REQUIRE(takes.size() == 1);
+  CHECK((takes[0].seq == 2 && takes[0].by == 1 && takes[0].attempt == 0));
+  shelf.takes_since(takes);
+  CHECK(takes.empty()); // reported once
+
+  // Worker 0 dies holding batch 4 with batch 5 queued: neither can be taken until re-issued to
+  // its heir (the same slot).
+  shelf.post(task(3, 4), 0, 0);
+  shelf.post(task(3, 5), 0, 0);
+  CHECK(shelf.claim(task(3, 4), 0));
+  shelf.freeze(0);
+  CHECK_FALSE(shelf.next_for(3, 1));
+  shelf.post(task(3, 4), 0, 1);
+  shelf.post(task(3, 5), 0, 1);
+  CHECK(shelf.claim(task(3, 4), 0));
+  auto again = shelf.next_for(3, 1);
+  REQUIRE(again);
+  CHECK(again->seq == 5);
+  shelf.takes_since(takes);
+  REQUIRE(takes.size() == 1);
+  CHECK(takes[0].attempt == 1);
+  CHECK_FALSE(shelf.claim(task(3, 5), 0)); // taken
+  CHECK_FALSE(shelf.claim(task(3, 4), 1)); // not worker 1's
+
+  // A new run drops the last one's postings.
+  shelf.post(task(3, 6), 0, 0);
+  shelf.post(task(4, 0), 1, 0);
+  CHECK_FALSE(shelf.next_for(4, 1)); // worker 1's own task is on its way
+  CHECK(shelf.claim(task(3, 6), 1)); // the old run's posting is gone: not on the board
+  shelf.drop_posts();
+  CHECK_FALSE(shelf.next_for(4, 0)); // nothing to take: worker 1's task is gone too
+}

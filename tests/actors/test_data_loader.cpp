@@ -129,11 +129,14 @@ TEST_CASE("a run yields the same batches whatever num_workers is", "[actors][loa
   CHECK_FALSE(equal(runs[0][0], runs[0][7]));
 }
 
-TEST_CASE("in_order delivers in sampler order under uneven worker delays, false as ready",
+TEST_CASE("in_order delivers in sampler order under uneven delays, false as ready",
           "[actors][loader]") {
+  // The delay goes with the batch, not the worker: a worker with nothing left takes batches
+  // queued at another (Note [Task stealing]), so a slow worker may load any of them.
   auto ds = std::make_shared<probe_dataset>(16);
-  ds->hook = [](int64_t) {
-    if (get_worker_info()->id == 0) sleep_ms(15); // worker 0 is slow
+  ds->hook = [](int64_t i) {
+    if (i < 2)
+      sleep_ms(15); // batch 0 is slow, whoever loads it
   };
   std::vector<int64_t> in_order_seen, as_ready_seen;
   {
@@ -148,9 +151,45 @@ TEST_CASE("in_order delivers in sampler order under uneven worker delays, false 
   std::iota(order.begin(), order.end(), int64_t(0));
   CHECK(in_order_seen == order);
   CHECK(std::set<int64_t>(as_ready_seen.begin(), as_ready_seen.end()).size() == 8);
-  // Batch 0 goes to the slow worker 0, batch 1 to worker 1: batch 1 arrives first.
+  // Batch 1, loaded at once by the other worker, arrives before batch 0.
   CHECK(as_ready_seen != order);
   CHECK(as_ready_seen[0] != 0);
+}
+
+TEST_CASE("a worker with nothing left loads a batch queued behind another's slow one",
+          "[actors][loader]") {
+  // See Note [Task stealing]. Batches of one sample; batches 0 and 2 go to worker 0, 1 and 3 to
+  // worker 1 (the least busy worker, ties to the lowest id). Worker 0's first sample waits until
+  // worker 1 has loaded three, or 5 s. In order, the consumer waits for worker 0's batch, so no
+  // credit comes back: worker 1 gets a third sample only by taking the one queued at worker 0.
+  auto ds = std::make_shared<probe_dataset>(8);
+  auto by_worker1 = std::make_shared<std::atomic<int>>(0);
+  auto waited_out = std::make_shared<std::atomic<bool>>(false);
+  auto first = std::make_shared<std::atomic<bool>>(true);
+  auto loads = std::make_shared<std::vector<std::atomic<int>>>(8);
+  ds->hook = [=](int64_t i) {
+    (*loads)[size_t(i)].fetch_add(1);
+    if (get_worker_info()->id == 1) {
+      by_worker1->fetch_add(1);
+      return;
+    }
+    if (!first->exchange(false))
+      return;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (by_worker1->load() < 3) {
+      if (seconds_since(t0) > 5.0) {
+        waited_out->store(true);
+        return;
+      }
+      sleep_ms(1);
+    }
+  };
+  data_loader loader(ds, {.batch_size = 1, .num_workers = 2});
+  CHECK(epoch_labels(loader) ==
+        std::vector<std::vector<int64_t>>{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}});
+  CHECK_FALSE(waited_out->load());
+  for (const auto& n : *loads)
+    CHECK(n.load() == 1); // each loaded once
 }
 
 TEST_CASE("memory stays bounded by prefetch_factor x num_workers in flight with a slow consumer",
@@ -425,7 +464,8 @@ TEST_CASE("a batch re-issued after a death, and those shelved meanwhile, are not
   // in 0.6 T: due at 1.2 T, past the first attempt's deadline (T), within its own (1.6 T).
   // Worker 1 finishes batch 1 at once and batch 3 at 0.75 T: both wait on the shelf while the
   // consumer waits for batch 0, and the deadlines that fire at T (batch 0's first attempt,
-  // batch 1's) must fail nothing.
+  // batch 1's) must fail nothing. (Then worker 1 takes batch 2, re-issued to the heir behind
+  // batch 0: Note [Task stealing].)
   const double timeout = 0.8;
   auto ds = std::make_shared<probe_dataset>(24);
   auto crashes = std::make_shared<std::atomic<int>>(0);
@@ -469,25 +509,37 @@ TEST_CASE("leaving the loop early or destroying the loader mid-epoch neither han
 
 TEST_CASE("get_worker_info gives each worker its id, count, seed and dataset",
           "[actors][loader]") {
+  // worker_init_fn and get() run on the workers' threads: record there, check here (Catch2's
+  // assertions are not thread-safe).
+  struct record {
+    std::mutex m;
+    std::map<std::thread::id, int64_t> init_id;           // per thread, from worker_init_fn
+    std::map<std::thread::id, std::set<int64_t>> get_ids; // per thread, seen in get()
+  };
   class info_dataset : public dataset {
   public:
+    explicit info_dataset(record* r) : r_(r) {}
     int64_t size() const override { return 32; }
     sample get(int64_t) const override {
       const worker_info* w = get_worker_info();
       if (!w) return sample::make_tuple({-1, -1, 0});
       ACTORCH_CHECK(w->dataset.get() == this, "wrong dataset");
+      std::lock_guard lock(r_->m);
+      r_->get_ids[std::this_thread::get_id()].insert(w->id);
       return sample::make_tuple({w->id, w->num_workers, int64_t(w->seed)});
     }
+
+  private:
+    record* r_;
   };
-  auto ds = std::make_shared<info_dataset>();
-  // worker_init_fn runs on the workers' threads: record there, check here (Catch2's
-  // assertions are not thread-safe).
-  std::mutex m;
+  record rec;
+  auto ds = std::make_shared<info_dataset>(&rec);
   std::set<int64_t> init_ids, init_info_ids;
   data_loader loader(ds, {.batch_size = 2, .num_workers = 3, .worker_init_fn = [&](int64_t id) {
-                            std::lock_guard lock(m);
+                            std::lock_guard lock(rec.m);
                             init_ids.insert(id);
                             init_info_ids.insert(get_worker_info() ? get_worker_info()->id : -1);
+                            rec.init_id[std::this_thread::get_id()] = id;
                           }});
   std::set<int64_t> ids, seeds;
   for (const auto& b : loader) {
@@ -498,11 +550,19 @@ TEST_CASE("get_worker_info gives each worker its id, count, seed and dataset",
     CHECK(s[1] - s[0] == 0); // both samples of a batch come from one worker
     seeds.insert(s[0] - v[0]);
   }
-  CHECK(ids == std::set<int64_t>{0, 1, 2});
+  // Which workers load batches depends on timing (Note [Task stealing] in
+  // actors/sampler_actor.cpp), but each thread's get() sees its own worker's id.
+  CHECK(!ids.empty());
+  CHECK(std::includes(init_ids.begin(), init_ids.end(), ids.begin(), ids.end()));
   CHECK(seeds.size() == 1); // seed - id is the epoch's base seed, shared by all workers
-  std::lock_guard lock(m);
-  CHECK(init_ids == std::set<int64_t>{0, 1, 2});
+  std::lock_guard lock(rec.m);
+  CHECK(init_ids == std::set<int64_t>{0, 1, 2}); // worker_init_fn runs in every worker
   CHECK(init_info_ids == init_ids);
+  CHECK(rec.init_id.size() == 3); // on a thread of its own
+  for (const auto& [thread, seen] : rec.get_ids) {
+    REQUIRE(rec.init_id.count(thread) == 1);
+    CHECK(seen == std::set<int64_t>{rec.init_id.at(thread)});
+  }
   data_loader main_thread(ds, {.batch_size = 2});
   CHECK(test::ints_of((*main_thread.begin())[0].as_tensor()) == std::vector<int64_t>{-1, -1});
 }
@@ -644,7 +704,8 @@ TEST_CASE("a distributed sampler gets set_epoch from the loader every epoch",
 TEST_CASE("a consumer actor gets a stalled worker's timeout as the epoch's error",
           "[actors][loader]") {
   // The sampler actor keeps the deadlines for a consumer actor (Note [Loader timeout]): batch 1
-  // (worker 1's first) stalls for 1.5 s against a timeout of 0.3 s; batch 0 comes first.
+  // (worker 1's first, unless worker 0 takes it: Note [Task stealing]) stalls for 1.5 s against
+  // a timeout of 0.3 s; batch 0 comes first.
   auto ds = std::make_shared<probe_dataset>(8);
   ds->hook = [](int64_t i) {
     if (i == 2)
@@ -674,7 +735,8 @@ TEST_CASE("a consumer actor gets a stalled worker's timeout as the epoch's error
         caf::after(std::chrono::seconds(10)) >> [&] { FAIL("no delivery within 10 s"); });
   CHECK(got == std::vector<std::vector<int64_t>>{{0, 1}});
   CHECK_THAT(error, Contains("DataLoader timed out after 0.3 seconds waiting for DataLoader "
-                             "worker 1 to load batch 1"));
+                             "worker ") &&
+                        Contains(" to load batch 1 (sample indices [2, 3])"));
   CHECK(seconds_since(t0) < 1.2);
 }
 
