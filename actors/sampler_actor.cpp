@@ -120,9 +120,10 @@
 // stream's, and a user's source is opaque: neither is posted. PyTorch's workers take nothing
 // from each other (each has its own index queue, filled round-robin); here which worker loads a
 // batch may change, the batch does not (Note [Batch randomness]). Measured on the P=20 loader
-// benchmark, alternating with and without: at N=100000, 6.4% more samples/s at the median of
-// 24 rounds (faster in 16), and in traced epochs each worker's waits over 50 us fell from
-// 57-134 to 10-49; at N=10000, 1.9% at the median of 100 rounds (faster in 56).
+// benchmark, alternating builds with and without it: at N=100000, 9.3% more samples/s at the
+// median of 30 rounds (faster in 22), and in traced epochs each worker's waits over 50 us fell
+// from 57-134 to 10-49; at N=10000, a 40 ms epoch, no difference that shows through this
+// machine's noise (0.3% at the median of 150 rounds, faster in 79; pinned, 1.3% over 100).
 #include "actors/sampler_actor.hpp"
 
 #include <algorithm>
