@@ -35,7 +35,20 @@ void batch_shelf::takes_since(std::vector<taken>& takes) {
 
 // Note [Task stealing] in sampler_actor.cpp. A posting stays for the whole run, so that an
 // owner whose message comes after another worker took its task, or after the task was re-issued
-// to another, knows to skip it: the batch is loaded once per posting.
+// to another, knows to skip it: the batch is loaded once per posting. The tasks of a worker that
+// has not begun are left to it, so that every worker handles a task and runs its
+// worker_init_fn, as each of PyTorch's does, however fast the others are.
+
+namespace {
+bool started(const std::vector<bool>& started, int64_t w) {
+  return size_t(w) < started.size() && started[size_t(w)];
+}
+void set_started(std::vector<bool>& started, int64_t w, bool on) {
+  if (size_t(w) >= started.size())
+    started.resize(size_t(w) + 1, false);
+  started[size_t(w)] = on;
+}
+} // namespace
 
 void batch_shelf::post(const index_batch& task, int64_t owner, int attempt) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -59,6 +72,7 @@ void batch_shelf::freeze(int64_t owner) {
     p.holder = kFrozen;
     return true;
   });
+  set_started(started_, owner, false); // its heir runs worker_init_fn again
 }
 
 void batch_shelf::drop_posts() {
@@ -71,6 +85,7 @@ void batch_shelf::drop_posts() {
 
 bool batch_shelf::claim(const index_batch& task, int64_t me) {
   std::lock_guard<std::mutex> lock(mutex_);
+  set_started(started_, me, true);
   if (task.generation != posts_generation_)
     return true;
   const auto it = posts_.find(task.seq);
@@ -90,13 +105,16 @@ std::optional<index_batch> batch_shelf::next_for(uint64_t generation, int64_t me
   std::lock_guard<std::mutex> lock(mutex_);
   if (generation != posts_generation_ || open_.empty())
     return std::nullopt;
-  auto pick = open_.begin();
+  auto pick = open_.end();
   for (auto it = open_.begin(); it != open_.end(); ++it) {
-    if (posts_.at(it->seq).owner == me)
+    const int64_t owner = posts_.at(it->seq).owner;
+    if (owner == me)
       return std::nullopt; // its own next task is on its way
-    if (it->seq < pick->seq)
+    if (started(started_, owner) && (pick == open_.end() || it->seq < pick->seq))
       pick = it;
   }
+  if (pick == open_.end())
+    return std::nullopt;
   posting& p = posts_.at(pick->seq);
   p.holder = me;
   taken_.push_back({pick->seq, me, p.attempt});

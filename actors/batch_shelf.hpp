@@ -49,16 +49,18 @@ public:
   /// drops those of the last, a re-issued batch's replaces its last. Post before sending.
   void post(const index_batch& task, int64_t owner, int attempt);
   /// Sampler side: worker `owner` died; no other worker may take its tasks from now on (the
-  /// sampler re-issues them once it has collected the takes made before).
+  /// sampler re-issues them once it has collected the takes made before), and its heir keeps
+  /// its tasks until it begins.
   void freeze(int64_t owner);
   /// Sampler side: drops every posting (the run ended).
   void drop_posts();
-  /// Worker `me` side, on a task it received: false if it is no longer its to load (another
-  /// worker took it, or it was re-issued elsewhere): skip it. True otherwise, also for a task
-  /// never posted.
+  /// Worker `me` side, on a task it received, after its worker_init_fn: false if it is no
+  /// longer its to load (another worker took it, or it was re-issued elsewhere): skip it. True
+  /// otherwise, also for a task never posted.
   bool claim(const index_batch& task, int64_t me);
   /// Worker `me` side, done with a batch of run `generation`: the earliest task no worker has
-  /// begun, now `me`'s, unless a task of its own is on its way or there is none.
+  /// begun, now `me`'s, unless a task of its own is on its way or there is none. A worker that
+  /// has not yet begun (run its worker_init_fn) keeps its tasks.
   std::optional<index_batch> next_for(uint64_t generation, int64_t me);
 
 private:
@@ -76,6 +78,7 @@ private:
   uint64_t posts_generation_ = 0;
   std::unordered_map<int64_t, posting> posts_; // by seq: every task of the run
   std::vector<index_batch> open_;              // those no worker has begun, in sending order
+  std::vector<bool> started_; // per worker: it has handled a task (so run its worker_init_fn)
   std::vector<taken> taken_;
 };
 

@@ -106,8 +106,11 @@
 // workers on a board in the shelf they share (under its lock), and a worker done with a batch,
 // with no task of its own on the way, takes the earliest task that no worker has begun, loads
 // it, and sends it back as it does its own: to the shelf, or as a message to the host. (It may
-// take the task an owner was about to begin, a worker's first among them: the first free takes
-// it, and so a worker may load nothing in a short epoch; its worker_init_fn still runs.) A
+// take the task an owner was about to begin, except from a worker yet to handle its first task:
+// every worker loads one and runs its worker_init_fn, as each of PyTorch's does, and an error
+// there reaches the consumer. The cost: a worker that ran dry while all that was left were
+// the tasks of one yet to begin is not woken when that one begins; its next task comes from
+// the sampler, as before.) A
 // posting stays for the run, and the owner skips the task when its message for it comes after
 // another took it (or after it was re-issued elsewhere): each posting is loaded once. The
 // sampler learns who took what at each collect (or when a batch comes from a worker it did
@@ -120,10 +123,12 @@
 // stream's, and a user's source is opaque: neither is posted. PyTorch's workers take nothing
 // from each other (each has its own index queue, filled round-robin); here which worker loads a
 // batch may change, the batch does not (Note [Batch randomness]). Measured on the P=20 loader
-// benchmark, alternating builds with and without it: at N=100000, 9.3% more samples/s at the
-// median of 30 rounds (faster in 22), and in traced epochs each worker's waits over 50 us fell
-// from 57-134 to 10-49; at N=10000, a 40 ms epoch, no difference that shows through this
-// machine's noise (0.3% at the median of 150 rounds, faster in 79; pinned, 1.3% over 100).
+// benchmark, alternating builds with and without it, in five sets of 30 to 150 rounds at
+// N=10000 and N=100000: faster in 245 of 430 rounds, by 0.3% to 9.3% at each set's median; in
+// traced epochs at N=100000, each worker's waits over 50 us fell from 57-134 to 10-49 while
+// the two CPUs ran at the same speed. When one ran much slower than the other, the faster
+// worker still waited: then all the credits were held by its own batches, done and waiting
+// for the slow one's, which stealing cannot help.
 #include "actors/sampler_actor.hpp"
 
 #include <algorithm>

@@ -65,15 +65,15 @@ TEST_CASE("a worker with nothing coming takes the earliest task no worker has be
           "[actors][loader]") {
   // See Note [Task stealing] in actors/sampler_actor.cpp.
   batch_shelf shelf;
-  CHECK(shelf.claim(task(3, 0), 0)); // never posted: not on the board, load it
   shelf.post(task(3, 0), 0, 0);
   shelf.post(task(3, 1), 1, 0);
   shelf.post(task(3, 2), 0, 0);
   shelf.post(task(3, 3), 1, 0);
-  CHECK(shelf.claim(task(3, 0), 0));
   CHECK(shelf.claim(task(3, 1), 1));
   CHECK_FALSE(shelf.next_for(3, 1)); // worker 1's task 3 is on its way
   CHECK(shelf.claim(task(3, 3), 1));
+  CHECK_FALSE(shelf.next_for(3, 1)); // worker 0 has not begun: its tasks are its own
+  CHECK(shelf.claim(task(3, 0), 0));
   CHECK_FALSE(shelf.next_for(2, 1)); // another run's: nothing
   auto taken = shelf.next_for(3, 1);
   REQUIRE(taken);
@@ -82,6 +82,7 @@ TEST_CASE("a worker with nothing coming takes the earliest task no worker has be
   CHECK_FALSE(shelf.next_for(3, 1));       // nothing left unclaimed
   CHECK_FALSE(shelf.claim(task(3, 2), 0)); // worker 0's message for it: skip
   CHECK_FALSE(shelf.claim(task(3, 2), 0)); // however often
+  CHECK(shelf.claim(task(3, 9), 0));       // never posted: not on the board, load it
 
   std::vector<batch_shelf::taken> takes;
   CHECK(shelf.wait_for(3, 0, &takes).empty());
@@ -91,7 +92,7 @@ TEST_CASE("a worker with nothing coming takes the earliest task no worker has be
   CHECK(takes.empty()); // reported once
 
   // Worker 0 dies holding batch 4 with batch 5 queued: neither can be taken until re-issued to
-  // its heir (the same slot).
+  // its heir (the same slot), and then only once the heir has begun.
   shelf.post(task(3, 4), 0, 0);
   shelf.post(task(3, 5), 0, 0);
   CHECK(shelf.claim(task(3, 4), 0));
@@ -99,6 +100,7 @@ TEST_CASE("a worker with nothing coming takes the earliest task no worker has be
   CHECK_FALSE(shelf.next_for(3, 1));
   shelf.post(task(3, 4), 0, 1);
   shelf.post(task(3, 5), 0, 1);
+  CHECK_FALSE(shelf.next_for(3, 1));
   CHECK(shelf.claim(task(3, 4), 0));
   auto again = shelf.next_for(3, 1);
   REQUIRE(again);
@@ -109,11 +111,15 @@ TEST_CASE("a worker with nothing coming takes the earliest task no worker has be
   CHECK_FALSE(shelf.claim(task(3, 5), 0)); // taken
   CHECK_FALSE(shelf.claim(task(3, 4), 1)); // not worker 1's
 
-  // A new run drops the last one's postings.
+  // A new run drops the last one's postings; the workers have begun already.
   shelf.post(task(3, 6), 0, 0);
   shelf.post(task(4, 0), 1, 0);
+  shelf.post(task(4, 1), 1, 0);
   CHECK_FALSE(shelf.next_for(4, 1)); // worker 1's own task is on its way
   CHECK(shelf.claim(task(3, 6), 1)); // the old run's posting is gone: not on the board
+  auto next_run = shelf.next_for(4, 0);
+  REQUIRE(next_run);
+  CHECK(next_run->seq == 0);
   shelf.drop_posts();
-  CHECK_FALSE(shelf.next_for(4, 0)); // nothing to take: worker 1's task is gone too
+  CHECK_FALSE(shelf.next_for(4, 0)); // nothing to take: worker 1's task 1 is gone too
 }
