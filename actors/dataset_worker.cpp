@@ -324,7 +324,9 @@ source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cf
         if (!initialize(s, task, out))
           return out;
         const auto host = caf::actor_cast<caf::actor>(self->current_sender());
-        if (!s.cfg.shelf || !host) {
+        // A request gets its response (the source_actor contract); the sampler's tasks are
+        // plain messages, whose results may come in any way (Note [Sampler host]).
+        if (!s.cfg.shelf || !host || self->current_message_id().is_request()) {
           out = load_one(s, task);
           out.worker = s.cfg.id;
           return out;

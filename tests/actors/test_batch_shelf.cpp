@@ -3,6 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include "actors/batch_shelf.hpp"
+#include "actors/dataset_worker.hpp"
+#include "core/data/dataset.hpp"
+#include "core/ops/factory.hpp"
 
 using namespace actorch::actors;
 
@@ -122,4 +125,41 @@ TEST_CASE("a worker with nothing coming takes the earliest task no worker has be
   CHECK(next_run->seq == 0);
   shelf.drop_posts();
   CHECK_FALSE(shelf.next_for(4, 0)); // nothing to take: worker 1's task 1 is gone too
+}
+
+TEST_CASE("a loader's worker still answers a request with its batch", "[actors][loader]") {
+  // The source_actor contract: (load_atom, index_batch) -> loaded_batch. A worker sharing a
+  // shelf sends the sampler's plain tasks back as messages (Note [Task stealing]); a request
+  // must still get its response.
+  class numbers : public actorch::data::dataset {
+  public:
+    int64_t size() const override { return 4; }
+    actorch::data::sample get(int64_t i) const override {
+      return actorch::data::sample(actorch::full({2}, double(i)));
+    }
+  };
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  worker_config w;
+  w.dataset = std::make_shared<numbers>();
+  w.pool = actorch::data::buffer_pool::make(actorch::cpu_allocator());
+  w.shelf = std::make_shared<batch_shelf>();
+  auto worker = spawn_dataset_worker(sys, w);
+  caf::scoped_actor self{sys};
+  index_batch t = task(1, 0);
+  t.indices = {1, 3};
+  loaded_batch got;
+  bool answered = false;
+  self->request(worker, std::chrono::seconds(5), load_atom::value, t)
+      .receive(
+          [&](loaded_batch& b) {
+            got = std::move(b);
+            answered = true;
+          },
+          [&](caf::error&) {});
+  REQUIRE(answered);
+  CHECK(got.error.empty());
+  CHECK(got.seq == 0);
+  CHECK(got.data.as_tensor().size(0) == 2);
+  self->send_exit(worker, caf::exit_reason::user_shutdown);
 }
