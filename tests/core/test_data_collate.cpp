@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "core/data/collate.hpp"
@@ -213,6 +215,43 @@ TEST_CASE("pin_memory copies every tensor into the pool and keeps other values",
   CHECK(p[0].as_tensor().data_ptr() != s[0].as_tensor().data_ptr());
   CHECK(equal(p, s));
   CHECK(pool->get_stats().live == 2);
+}
+
+TEST_CASE("pin_memory passes an allocation failure on and lends out nothing", "[data][collate]") {
+  // Pinned memory can run out (cudaHostAlloc fails, the driver's limit on locked pages): the
+  // error travels up to the loader, which names the batch, and what was pinned before the
+  // failure goes back to the pool.
+  class failing_allocator final : public allocator {
+  public:
+    explicit failing_allocator(int succeed) : left_(succeed) {}
+    void* allocate(size_t nbytes) override {
+      if (left_-- <= 0)
+        throw std::runtime_error("pinned allocator: cudaHostAlloc of " + std::to_string(nbytes) +
+                                 " bytes failed: out of memory");
+      return cpu_allocator()->allocate(nbytes);
+    }
+    void deallocate(void* p, size_t nbytes) noexcept override {
+      cpu_allocator()->deallocate(p, nbytes);
+    }
+    actorch::device device() const override { return kCPU; }
+    std::string_view name() const override { return "failing"; }
+
+  private:
+    int left_;
+  };
+  const sample s = sample::make_tuple({arange(3), ones({2, 2})});
+  failing_allocator none(0);
+  CHECK_THROWS_WITH(pin_memory(s, *buffer_pool::make(&none)),
+                    Contains("cudaHostAlloc of 24 bytes failed: out of memory"));
+  failing_allocator one(1); // the second tensor's buffer fails
+  auto pool = buffer_pool::make(&one);
+  CHECK_THROWS_WITH(pin_memory(s, *pool), Contains("cudaHostAlloc of 16 bytes failed"));
+  const auto st = pool->get_stats();
+  CHECK(st.live == 0);
+  CHECK(st.live_bytes == 0);
+  CHECK(st.allocations == 1);
+  tensor again = pool->empty({3}, dtype::int64); // the first tensor's buffer, back in the pool
+  CHECK(pool->get_stats().reuses == 1);
 }
 
 TEST_CASE("batch generators are seeded from (base seed, epoch, batch index)", "[data][collate]") {
