@@ -62,7 +62,9 @@ struct loader_options {
   std::function<void(int64_t)> worker_init_fn{};
   /// Draws the shuffle order and the base seed; one seeded from the default generator if null.
   std::shared_ptr<actorch::generator> generator{};
-  /// Batches in flight per worker (2 when unset); only with num_workers > 0.
+  /// Batches in flight per worker (2 when unset): prefetch_factor x num_workers in all, queued
+  /// at the least busy worker, and a worker with nothing left takes one still queued at another
+  /// (Note [Task stealing] in actors/sampler_actor.cpp); only with num_workers > 0.
   std::optional<int64_t> prefetch_factor{};
   /// Keep the workers alive across epochs.
   bool persistent_workers = false;
