@@ -120,6 +120,18 @@ inline void check_resume(data::data_loader& second, const data::loader_state& sa
 
 inline void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// The epoch's labels, batch after batch, in one list.
+inline std::vector<int64_t> flat(const std::vector<std::vector<int64_t>>& batches) {
+  std::vector<int64_t> out;
+  for (const auto& b : batches)
+    out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
 /// The state of `loader` after its consumer took `batches` batches of a new epoch and left the
 /// loop there (the loader is then abandoned or destroyed by the caller).
 inline data::loader_state state_after(data::data_loader& loader, int batches) {
