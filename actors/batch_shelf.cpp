@@ -35,8 +35,8 @@ void batch_shelf::takes_since(std::vector<taken>& takes) {
 
 // Note [Task stealing] in sampler_actor.cpp. A posting stays for the whole run, so that an
 // owner whose message comes after another worker took its task, or after the task was re-issued
-// to another, knows to skip it: the batch is loaded once per posting. The tasks of a worker that
-// has not begun are left to it, so that every worker handles a task and runs its
+// to another, knows to skip it: the batch is loaded once per posting. The first task of a worker
+// that has not begun is left to it, so that every worker loads a batch and runs its
 // worker_init_fn, as each of PyTorch's does, however fast the others are.
 
 namespace {
@@ -105,12 +105,22 @@ std::optional<index_batch> batch_shelf::next_for(uint64_t generation, int64_t me
   std::lock_guard<std::mutex> lock(mutex_);
   if (generation != posts_generation_ || open_.empty())
     return std::nullopt;
+  // A worker yet to begin gets its first task, the earliest of its postings: sent first, it is
+  // the first message it handles.
+  auto first_of_waiting = [&](const index_batch& t, int64_t owner) {
+    if (started(started_, owner))
+      return false;
+    for (const index_batch& u : open_)
+      if (u.seq < t.seq && posts_.at(u.seq).owner == owner)
+        return false;
+    return true;
+  };
   auto pick = open_.end();
   for (auto it = open_.begin(); it != open_.end(); ++it) {
     const int64_t owner = posts_.at(it->seq).owner;
     if (owner == me)
       return std::nullopt; // its own next task is on its way
-    if (started(started_, owner) && (pick == open_.end() || it->seq < pick->seq))
+    if ((pick == open_.end() || it->seq < pick->seq) && !first_of_waiting(*it, owner))
       pick = it;
   }
   if (pick == open_.end())

@@ -50,7 +50,7 @@ public:
   void post(const index_batch& task, int64_t owner, int attempt);
   /// Sampler side: worker `owner` died; no other worker may take its tasks from now on (the
   /// sampler re-issues them once it has collected the takes made before), and its heir keeps
-  /// its tasks until it begins.
+  /// its first task.
   void freeze(int64_t owner);
   /// Sampler side: drops every posting (the run ended).
   void drop_posts();
@@ -60,7 +60,7 @@ public:
   bool claim(const index_batch& task, int64_t me);
   /// Worker `me` side, done with a batch of run `generation`: the earliest task no worker has
   /// begun, now `me`'s, unless a task of its own is on its way or there is none. A worker that
-  /// has not yet begun (run its worker_init_fn) keeps its tasks.
+  /// has not yet begun (run its worker_init_fn) keeps its first task.
   std::optional<index_batch> next_for(uint64_t generation, int64_t me);
 
 private:

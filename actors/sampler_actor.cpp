@@ -106,11 +106,11 @@
 // workers on a board in the shelf they share (under its lock), and a worker done with a batch,
 // with no task of its own on the way, takes the earliest task that no worker has begun, loads
 // it, and sends it back as it does its own: to the shelf, or as a message to the host. (It may
-// take the task an owner was about to begin, except from a worker yet to handle its first task:
+// take the task an owner was about to begin, but not the first task of a worker yet to begin:
 // every worker loads one and runs its worker_init_fn, as each of PyTorch's does, and an error
 // there reaches the consumer. The cost: a worker that ran dry while all that was left were
-// the tasks of one yet to begin is not woken when that one begins; its next task comes from
-// the sampler, as before.) A
+// such first tasks is not woken when their owners begin; its next task comes from the sampler,
+// as before.) A
 // posting stays for the run, and the owner skips the task when its message for it comes after
 // another took it (or after it was re-issued elsewhere): each posting is loaded once. The
 // sampler learns who took what at each collect (or when a batch comes from a worker it did

@@ -75,13 +75,14 @@ TEST_CASE("a worker with nothing coming takes the earliest task no worker has be
   CHECK(shelf.claim(task(3, 1), 1));
   CHECK_FALSE(shelf.next_for(3, 1)); // worker 1's task 3 is on its way
   CHECK(shelf.claim(task(3, 3), 1));
-  CHECK_FALSE(shelf.next_for(3, 1)); // worker 0 has not begun: its tasks are its own
-  CHECK(shelf.claim(task(3, 0), 0));
   CHECK_FALSE(shelf.next_for(2, 1)); // another run's: nothing
+  // Worker 0 has not begun: its first task is its own, its second is not.
   auto taken = shelf.next_for(3, 1);
   REQUIRE(taken);
   CHECK(taken->seq == 2);
   CHECK(taken->indices == std::vector<int64_t>{2});
+  CHECK_FALSE(shelf.next_for(3, 1)); // only worker 0's first is left
+  CHECK(shelf.claim(task(3, 0), 0));
   CHECK_FALSE(shelf.next_for(3, 1));       // nothing left unclaimed
   CHECK_FALSE(shelf.claim(task(3, 2), 0)); // worker 0's message for it: skip
   CHECK_FALSE(shelf.claim(task(3, 2), 0)); // however often
@@ -95,7 +96,7 @@ TEST_CASE("a worker with nothing coming takes the earliest task no worker has be
   CHECK(takes.empty()); // reported once
 
   // Worker 0 dies holding batch 4 with batch 5 queued: neither can be taken until re-issued to
-  // its heir (the same slot), and then only once the heir has begun.
+  // its heir (the same slot), whose first task, batch 4, is its own.
   shelf.post(task(3, 4), 0, 0);
   shelf.post(task(3, 5), 0, 0);
   CHECK(shelf.claim(task(3, 4), 0));
@@ -103,14 +104,14 @@ TEST_CASE("a worker with nothing coming takes the earliest task no worker has be
   CHECK_FALSE(shelf.next_for(3, 1));
   shelf.post(task(3, 4), 0, 1);
   shelf.post(task(3, 5), 0, 1);
-  CHECK_FALSE(shelf.next_for(3, 1));
-  CHECK(shelf.claim(task(3, 4), 0));
   auto again = shelf.next_for(3, 1);
   REQUIRE(again);
   CHECK(again->seq == 5);
+  CHECK_FALSE(shelf.next_for(3, 1));
   shelf.takes_since(takes);
   REQUIRE(takes.size() == 1);
   CHECK(takes[0].attempt == 1);
+  CHECK(shelf.claim(task(3, 4), 0));
   CHECK_FALSE(shelf.claim(task(3, 5), 0)); // taken
   CHECK_FALSE(shelf.claim(task(3, 4), 1)); // not worker 1's
 
