@@ -123,8 +123,8 @@
 // stream's, and a user's source is opaque: neither is posted. PyTorch's workers take nothing
 // from each other (each has its own index queue, filled round-robin); here which worker loads a
 // batch may change, the batch does not (Note [Batch randomness]). Measured on the P=20 loader
-// benchmark, alternating builds with and without it, in five sets of 30 to 150 rounds at
-// N=10000 and N=100000: faster in 245 of 430 rounds, by 0.3% to 9.3% at each set's median; in
+// benchmark, alternating builds with and without it, in seven sets of 20 to 150 rounds at
+// N=10000 and N=100000: faster in 336 of 570 rounds, by 0.3% to 9.3% at each set's median; in
 // traced epochs at N=100000, each worker's waits over 50 us fell from 57-134 to 10-49 while
 // the two CPUs ran at the same speed. When one ran much slower than the other, the faster
 // worker still waited: then all the credits were held by its own batches, done and waiting
