@@ -13,17 +13,12 @@ bool batch_shelf::offer(loaded_batch& b, const caf::strong_actor_ptr& from) {
   return true;
 }
 
-std::vector<batch_shelf::item> batch_shelf::wait_for(uint64_t generation, int64_t seq,
-                                                     std::vector<taken>* takes) {
+std::vector<batch_shelf::item> batch_shelf::wait_for(uint64_t generation, int64_t seq) {
   std::vector<item> out;
   std::lock_guard<std::mutex> lock(mutex_);
   generation_ = generation;
   wanted_ = seq;
   out.swap(items_);
-  if (takes != nullptr) {
-    takes->clear();
-    takes->swap(taken_);
-  }
   return out;
 }
 

@@ -36,13 +36,11 @@ public:
   };
 
   /// Consumer side: from now on the consumer waits for batch `seq` of run `generation`
-  /// (generation 0: no run, the shelf keeps nothing). Returns what the shelf held, of any run;
-  /// and, in `takes` when given, the tasks taken since the last call (those come first: a
-  /// batch on the shelf may be one of them).
+  /// (generation 0: no run, the shelf keeps nothing). Returns what the shelf held, of any run.
   /// @post the shelf is empty
-  std::vector<item> wait_for(uint64_t generation, int64_t seq, std::vector<taken>* takes = nullptr);
+  std::vector<item> wait_for(uint64_t generation, int64_t seq);
 
-  /// Consumer side: the tasks taken since the last call, as wait_for gives them.
+  /// Sampler side: the tasks taken since the last call, into `takes`.
   void takes_since(std::vector<taken>& takes);
 
   /// Sampler side: `task` (attempt `attempt`) goes to worker `owner`; a posting of a new run

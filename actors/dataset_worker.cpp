@@ -277,10 +277,14 @@ bool initialize(worker_state& s, const index_batch& task, loaded_batch& out) {
   }
 }
 
+/// Loads `task` on this worker's thread; the reply names this worker.
 loaded_batch load_one(worker_state& s, const index_batch& task) {
-  if (s.cfg.dataset)
-    return load_batch(task, *s.cfg.dataset, s.cfg.collate, s.cfg.pool.get(), s.cfg.pin_memory,
-                      s.name, s.cfg.active_generation.get());
+  if (s.cfg.dataset) {
+    loaded_batch out = load_batch(task, *s.cfg.dataset, s.cfg.collate, s.cfg.pool.get(),
+                                  s.cfg.pin_memory, s.name, s.cfg.active_generation.get());
+    out.worker = s.cfg.id;
+    return out;
+  }
   // Iterable: a new run (epoch) starts a new pass with a fresh iter(), on this thread, with
   // get_worker_info() set, so that the dataset can split the stream between the workers.
   if (task.generation != s.iter_generation) {
@@ -301,6 +305,7 @@ loaded_batch load_one(worker_state& s, const index_batch& task) {
                             s.cfg.collate, s.cfg.pool.get(), s.cfg.pin_memory, s.name);
     s.exhausted = out.end_of_data || !out.error.empty();
   }
+  out.worker = s.cfg.id;
   return out;
 }
 
@@ -326,11 +331,8 @@ source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cf
         const auto host = caf::actor_cast<caf::actor>(self->current_sender());
         // A request gets its response (the source_actor contract); the sampler's tasks are
         // plain messages, whose results may come in any way (Note [Sampler host]).
-        if (!s.cfg.shelf || !host || self->current_message_id().is_request()) {
-          out = load_one(s, task);
-          out.worker = s.cfg.id;
-          return out;
-        }
+        if (!s.cfg.shelf || !host || self->current_message_id().is_request())
+          return load_one(s, task);
         // See Note [Task stealing]: a task another worker took is skipped; after its own, a
         // worker with nothing else coming loads what waits in another's queue.
         if (!s.cfg.shelf->claim(task, s.cfg.id))
@@ -339,7 +341,6 @@ source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cf
         std::optional<index_batch> next;
         for (const index_batch* t = &task; t != nullptr; t = next ? &*next : nullptr) {
           out = load_one(s, *t);
-          out.worker = s.cfg.id;
           const uint64_t generation = t->generation;
           // See Note [Batch shelf]: a batch the consumer is not waiting for wakes nobody.
           if (!s.cfg.shelf->offer(out, me))

@@ -110,16 +110,15 @@
 // every worker loads one and runs its worker_init_fn, as each of PyTorch's does, and an error
 // there reaches the consumer. The cost: a worker that ran dry while all that was left were
 // such first tasks is not woken when their owners begin; its next task comes from the sampler,
-// as before.) A
-// posting stays for the run, and the owner skips the task when its message for it comes after
-// another took it (or after it was re-issued elsewhere): each posting is loaded once. The
-// sampler learns who took what at each collect (or when a batch comes from a worker it did
-// not send it to) and moves the task to the taker's queue, at its head (the taker had nothing
-// left, so it is on it now), with a fresh clock (a late start, never an early one); a task sent
-// to the taker meanwhile gets its clock when the taken one is back. When a worker dies, its
-// tasks are frozen on the board first (no longer taken), then the takes made before are
-// collected, so that only the tasks it still held are re-issued, each replacing its posting,
-// and none is both taken and re-issued. An iterable worker's tasks are its own
+// as before.) A posting stays for the run, and the owner skips the task when its message for it
+// comes after another took it (or after it was re-issued elsewhere): each posting is loaded
+// once. The sampler learns who took what at each collect (or when a batch comes from a worker
+// it did not send it to) and moves the task to the taker's queue, at its head (the taker had
+// nothing left, so it is on it now), with a fresh clock (a late start, never an early one); a
+// task sent to the taker meanwhile gets its clock when the taken one is back. When a worker
+// dies, its tasks are frozen on the board first (no longer taken), then the takes made before
+// are collected, so that only the tasks it still held are re-issued, each replacing its
+// posting, and none is both taken and re-issued. An iterable worker's tasks are its own
 // stream's, and a user's source is opaque: neither is posted. PyTorch's workers take nothing
 // from each other (each has its own index queue, filled round-robin); here which worker loads a
 // batch may change, the batch does not (Note [Batch randomness]). Measured on the P=20 loader
@@ -180,7 +179,7 @@ struct sampler::impl {
   std::unordered_map<int64_t, outstanding_task> outstanding; // by seq
   std::unordered_map<int64_t, size_t> position;              // seq -> position
   int64_t clocks = 0;                                        // deadlines started, to number them
-  std::vector<batch_shelf::taken> takes; // scratch for collect (Note [Task stealing])
+  std::vector<batch_shelf::taken> takes; // scratch for apply_takes (Note [Task stealing])
   std::map<size_t, ready_entry> ready;                       // reorder buffer, by position
   size_t next_deliver = 0;
   size_t delivered = 0;
@@ -375,12 +374,16 @@ void retire(state& st, int64_t w, int64_t seq) {
     start_clock(st, queue.front());
 }
 
-/// See Note [Task stealing]: the tasks workers took from others' queues change hands here. A
-/// taker had nothing left, so it works on the task now: first in its queue, clock started
-/// (late, when the taking is learnt: never early), and the head it displaces (sent to it after
-/// it took) waits without a deadline until the taken one comes back.
-void apply_takes(state& st, const std::vector<batch_shelf::taken>& takes) {
-  for (const auto& t : takes) {
+/// See Note [Task stealing]: the tasks workers took from others' queues since the last call
+/// change hands here (nothing to do unless the sources steal). A taker had nothing left, so it
+/// works on the task now: first in its queue, clock started (late, when the taking is learnt: never
+/// early), and the head it displaces (sent to it after it took) waits without a deadline until the
+/// taken one comes back.
+void apply_takes(state& st) {
+  if (!steals(st))
+    return;
+  st.cfg.shelf->takes_since(st.takes);
+  for (const auto& t : st.takes) {
     auto it = st.outstanding.find(t.seq);
     if (it == st.outstanding.end() || it->second.attempt != t.attempt || it->second.worker == t.by)
       continue; // back already, or re-issued after a death since it was taken
@@ -532,8 +535,10 @@ void sampler::collect() {
     return;
   // See Note [Batch shelf]: delivering what it held moves the wanted batch on, so again.
   for (;;) {
-    auto items = st.cfg.shelf->wait_for(shelf_generation(st), wanted_seq(st), &st.takes);
-    apply_takes(st, st.takes);
+    // Takes first: a batch on the shelf may be a taken one. One taken after this is caught by
+    // on_loaded, which looks again.
+    apply_takes(st);
+    auto items = st.cfg.shelf->wait_for(shelf_generation(st), wanted_seq(st));
     if (items.empty())
       return;
     for (auto& item : items)
@@ -555,10 +560,8 @@ void sampler::on_loaded(loaded_batch& b, const caf::strong_actor_ptr& from) {
   const int64_t seq = b.seq;
   auto it = st.outstanding.find(seq);
   const int64_t w = slot_of(st, from);
-  if (it != st.outstanding.end() && it->second.worker != w && steals(st)) {
-    st.cfg.shelf->takes_since(st.takes); // it may have been taken (Note [Task stealing])
-    apply_takes(st, st.takes);
-  }
+  if (it != st.outstanding.end() && it->second.worker != w)
+    apply_takes(st); // it may have been taken (Note [Task stealing])
   if (it == st.outstanding.end() || it->second.worker != w)
     return; // a reply of an older attempt (Note [Worker death]), or a duplicate
   st.outstanding.erase(it);
