@@ -48,7 +48,11 @@ digits_dataset::digits_dataset(const std::string& path) {
     while (p < e && (*p == '\r' || *p == ' ')) ++p;
     ACTORCH_CHECK(n == 65 && p == e, "digits_dataset: ", path, " line ", line,
                   ": expected 65 comma-separated integers (64 pixels and the label)");
-    for (int i = 0; i < 64; ++i) pixels.push_back(float(values[i]));
+    for (int i = 0; i < 64; ++i) {
+      ACTORCH_CHECK(values[i] >= 0 && values[i] <= 16, "digits_dataset: ", path, " line ", line,
+                    ": pixel ", values[i], " in field ", i + 1, " is outside 0..16");
+      pixels.push_back(float(values[i]));
+    }
     ACTORCH_CHECK(values[64] >= 0 && values[64] <= 9, "digits_dataset: ", path, " line ", line,
                   ": label ", values[64], " is not a digit");
     labels.push_back(values[64]);

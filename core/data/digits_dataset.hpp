@@ -11,7 +11,7 @@ namespace actorch::data {
 class digits_dataset : public dataset {
 public:
   /// Reads and parses the whole file; throws actorch::error naming the file and the line for
-  /// a line that is not 65 integers.
+  /// a line that is not 65 integers, a pixel outside 0..16 or a label outside 0..9.
   explicit digits_dataset(const std::string& path);
   int64_t size() const override { return images_.size(0); }
   /// (image float32 [8, 8] with values in 0..16, label int).

@@ -10,6 +10,7 @@
 #include "core/data/npy_dataset.hpp"
 #include "core/ops/factory.hpp"
 #include "core/serialize/npy.hpp"
+#include "tests/core/files.hpp"
 #include "tests/core/values.hpp"
 
 using namespace actorch;
@@ -153,4 +154,29 @@ TEST_CASE("digits_dataset parses the gzipped digits CSV", "[data][dataset]") {
   CHECK(ds.labels().max().item<int64_t>() == 9);
   CHECK(ds.images().max().item<double>() == 16.0);
   CHECK_THROWS_WITH(digits_dataset("/nonexistent/digits.csv.gz"), Contains("cannot open"));
+}
+
+TEST_CASE("digits_dataset names the line and field of a malformed CSV", "[data][dataset]") {
+  // zlib reads a file that is not gzipped as it is, so plain CSV exercises the parser.
+  const std::string path = (test::scratch_dir("digits") / "bad.csv").string();
+  auto line = [](int pixel, int label) {
+    std::string s;
+    for (int i = 0; i < 64; ++i)
+      s += std::to_string(i == 10 ? pixel : i % 17) + ",";
+    return s + std::to_string(label) + "\n";
+  };
+  auto load = [&](const std::string& text) {
+    test::write_file(path, text);
+    return digits_dataset(path);
+  };
+  CHECK(load(line(16, 9) + line(0, 0)).size() == 2);
+  CHECK_THROWS_WITH(load(line(0, 0) + line(17, 3)),
+                    Contains("line 2: pixel 17 in field 11 is outside 0..16"));
+  CHECK_THROWS_WITH(load(line(-1, 3)), Contains("line 1: pixel -1 in field 11"));
+  CHECK_THROWS_WITH(load(line(0, 10)), Contains("line 1: label 10 is not a digit"));
+  CHECK_THROWS_WITH(load("1,2,3\n"), Contains("line 1: expected 65 comma-separated integers"));
+  CHECK_THROWS_WITH(load(line(0, 1) + "x" + line(0, 1)),
+                    Contains("line 2: expected an integer in field 1"));
+  CHECK_THROWS_WITH(load(line(0, 1).insert(0, "1,")), Contains("line 1: expected 65"));
+  CHECK_THROWS_WITH(load("\n\n"), Contains("holds no samples"));
 }

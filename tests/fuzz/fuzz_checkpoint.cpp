@@ -1,0 +1,104 @@
+// libFuzzer target: load_checkpoint on an arbitrary file, into a Linear layer and its Adam, then
+// its SGD with momentum. A file is either loaded or refused with actorch::error, and a refused
+// one leaves the model and the optimizer exactly as they were; any other exception, a crash or
+// a sanitizer report is a bug. With ACTORCH_FUZZ_SEED_DIR set, the target writes a checkpoint of
+// each pair there instead, as seeds, and exits. See tests/fuzz/README.md.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/nn/layers.hpp"
+#include "core/ops/factory.hpp"
+#include "core/optim/sgd.hpp"
+#include "core/serialize/checkpoint.hpp"
+#include "tests/fuzz/fuzz_check.hpp"
+
+namespace {
+
+using namespace actorch;
+
+struct trained {
+  std::unique_ptr<nn::linear> model;
+  std::unique_ptr<optim::optimizer> opt;
+};
+
+/// A Linear(3, 2) after one step of its optimizer, so that it has per-parameter state.
+trained make(bool use_adam) {
+  generator gen(7);
+  trained t{std::make_unique<nn::linear>(3, 2, true, &gen), nullptr};
+  if (use_adam)
+    t.opt = std::make_unique<optim::adam>(t.model->parameters(), optim::adam_options{});
+  else
+    t.opt = std::make_unique<optim::sgd>(t.model->parameters(),
+                                         optim::sgd_options{.lr = 0.1, .momentum = 0.9});
+  for (tensor p : t.model->parameters())
+    p.set_grad(full(p.sizes(), 0.5));
+  t.opt->step();
+  return t;
+}
+
+/// Everything a load may change, copied.
+struct snapshot {
+  nn::named_tensors model;
+  optim::optimizer_state opt;
+  double lr;
+};
+
+snapshot take(const trained& t) {
+  snapshot s{{}, t.opt->state_dict(), t.opt->lr()};
+  for (const auto& [n, v] : t.model->state_dict())
+    s.model.emplace_back(n, v.clone());
+  for (auto& [n, v] : s.opt.tensors)
+    v = v.clone();
+  return s;
+}
+
+void check_unchanged(const snapshot& before, const trained& t) {
+  const snapshot now = take(t);
+  fuzz::require(now.lr == before.lr && now.opt.metadata == before.opt.metadata,
+                "a refused load changed the optimizer's hyper-parameters");
+  fuzz::require(now.model.size() == before.model.size() &&
+                    now.opt.tensors.size() == before.opt.tensors.size(),
+                "a refused load changed what the state holds");
+  for (size_t i = 0; i < now.model.size(); ++i)
+    fuzz::check_round_trip(before.model[i].second, now.model[i].second);
+  for (size_t i = 0; i < now.opt.tensors.size(); ++i)
+    fuzz::check_round_trip(before.opt.tensors[i].second, now.opt.tensors[i].second);
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  if (const char* dir = std::getenv("ACTORCH_FUZZ_SEED_DIR")) {
+    for (const bool use_adam : {true, false}) {
+      const trained t = make(use_adam);
+      save_checkpoint(std::string(dir) + (use_adam ? "/adam.safetensors" : "/sgd.safetensors"),
+                      *t.model, *t.opt, {{"epoch", "3"}});
+    }
+    std::exit(0);
+  }
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const int fd = memfd_create("fuzz-checkpoint", 0);
+  fuzz::require(fd >= 0, "memfd_create failed");
+  fuzz::require(ftruncate(fd, 0) == 0 && pwrite(fd, data, size, 0) == ssize_t(size),
+                "writing the memfd failed");
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  for (const bool use_adam : {true, false}) {
+    trained t = make(use_adam);
+    const snapshot before = take(t);
+    try {
+      load_checkpoint(path, *t.model, *t.opt);
+    } catch (const error&) {
+      check_unchanged(before, t);
+    }
+  }
+  return 0;
+}
