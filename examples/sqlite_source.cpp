@@ -52,9 +52,15 @@ data::sample read_row(source_state& st, int64_t index) {
   const int rc = sqlite3_step(s);
   ACTORCH_CHECK(rc == SQLITE_ROW, "no row with id ", index, " in ", st.path,
                 rc == SQLITE_DONE ? "" : std::string(": ") + sqlite3_errmsg(st.db.get()));
+  ACTORCH_CHECK(sqlite3_column_type(s, 0) == SQLITE_INTEGER, "row with id ", index, " in ", st.path,
+                ": label is not an integer");
   const int64_t label = sqlite3_column_int64(s, 0);
+  ACTORCH_CHECK(sqlite3_column_type(s, 1) == SQLITE_BLOB, "row with id ", index, " in ", st.path,
+                ": features is not a blob of float32 values");
   const auto* blob = static_cast<const char*>(sqlite3_column_blob(s, 1));
   const int bytes = sqlite3_column_bytes(s, 1);
+  ACTORCH_CHECK(bytes % int(sizeof(float)) == 0, "row with id ", index, " in ", st.path,
+                ": features holds ", bytes, " bytes, not a whole number of float32 values");
   tensor x = empty({int64_t(bytes) / int64_t(sizeof(float))});
   if (bytes > 0) std::memcpy(x.data_ptr(), blob, size_t(bytes));
   return data::sample::make_tuple({x, label});

@@ -2,6 +2,8 @@
 // same loader (shuffle, collate, in_order, errors), plus a consumer actor receiving batches.
 #include <catch2/catch.hpp>
 
+#include <sqlite3.h>
+
 #include "actors/source_loader.hpp"
 #include "caf/all.hpp"
 #include "examples/sqlite_source.hpp"
@@ -64,6 +66,36 @@ TEST_CASE("an SQLite source actor feeds the loader in place of the workers",
     }
   }
   caf::anon_send_exit(source, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("an SQLite source refuses a row it cannot read as a sample", "[actors][sqlite]") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto check_bad_row = [&](const char* name, const char* set, const char* what) {
+    const std::string path = make_db(name, 8);
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    const std::string sql = std::string("UPDATE samples SET ") + set + " WHERE id = 5";
+    CHECK(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+    auto source = examples::spawn_sqlite_source(sys, path);
+    {
+      auto loader = make_source_loader(sys, source, 8, {.batch_size = 4});
+      CHECK_THROWS_WITH(
+          [&] {
+            for (const auto& b : loader)
+              (void)b;
+          }(),
+          Contains("sqlite source failed on sample index 5 (batch 1): row with id 5") &&
+              Contains(what));
+    }
+    caf::anon_send_exit(source, caf::exit_reason::user_shutdown);
+  };
+  // A blob of 6 bytes once filled a tensor of one float32 with all six.
+  check_bad_row("blob_6_bytes.db", "features = x'010203040506'",
+                "features holds 6 bytes, not a whole number of float32 values");
+  check_bad_row("null_features.db", "features = NULL", "features is not a blob");
+  check_bad_row("text_label.db", "label = 'seven'", "label is not an integer");
 }
 
 TEST_CASE("a consumer actor gets the batches as messages and returns credits",
