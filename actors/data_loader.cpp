@@ -210,8 +210,13 @@ struct loader_impl {
     if (batches) {
       auto all = batches->batches();
       std::vector<bool> skip(all.size(), false);
-      for (int64_t s : delivered)
-        if (s >= 0 && size_t(s) < all.size()) skip[size_t(s)] = true;
+      for (int64_t s : delivered) {
+        ACTORCH_CHECK(
+            s >= 0 && size_t(s) < all.size(), "DataLoader: the state it resumes from ",
+            "lists batch ", s, " as delivered, but epoch ", epoch, " has ", all.size(),
+            " batches (a state of a loader with another dataset, batch_size or sampler?)");
+        skip[size_t(s)] = true;
+      }
       for (size_t s = 0; s < all.size(); ++s) {
         for (int64_t i : all[s])
           ACTORCH_CHECK(i >= 0 && i < dataset_size, "DataLoader: the sampler yielded index ", i,

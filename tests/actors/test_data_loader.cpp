@@ -256,6 +256,15 @@ TEST_CASE("a loader resumes mid-epoch with exactly the batches it would have see
       check_resume(second, saved, seen, reference_e1, reference_e2, in_order);
     }
   }
+  // A state that names a batch the epoch does not have is another loader's: an error, rather
+  // than a resume that silently loads other batches.
+  auto other = make(2, true);
+  loader_state foreign;
+  foreign.epoch = 1;
+  foreign.delivered = {0, 8};
+  other.load_state(foreign);
+  CHECK_THROWS_WITH(other.begin(),
+                    Contains("lists batch 8 as delivered, but epoch 1 has 8 batches"));
 }
 
 TEST_CASE("get_worker_info gives each worker its id, count, seed and dataset",
