@@ -2,9 +2,14 @@
 // prints what broke and aborts, which libFuzzer reports as a crash with the input that did it.
 #pragma once
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/ops/factory.hpp"
 #include "core/tensor.hpp"
@@ -16,6 +21,16 @@ inline void require(bool ok, const char* what) {
     return;
   std::fprintf(stderr, "fuzz check failed: %s\n", what);
   std::abort();
+}
+
+/// A path whose file holds exactly `data`, for readers that take a path: an in-memory file,
+/// one per target process, rewritten for each input.
+inline std::string as_file(const uint8_t* data, size_t size) {
+  static const int fd = memfd_create("fuzz-input", 0);
+  require(fd >= 0, "memfd_create failed");
+  require(ftruncate(fd, 0) == 0 && pwrite(fd, data, size, 0) == ssize_t(size),
+          "writing the in-memory file failed");
+  return "/proc/self/fd/" + std::to_string(fd);
 }
 
 /// `b`, read back from what `a` was written as, has a's dtype, shape and bytes.

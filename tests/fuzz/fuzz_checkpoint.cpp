@@ -3,9 +3,6 @@
 // one leaves the model and the optimizer exactly as they were; any other exception, a crash or
 // a sanitizer report is a bug. With ACTORCH_FUZZ_SEED_DIR set, the target writes a checkpoint of
 // each pair there instead, as seeds, and exits. See tests/fuzz/README.md.
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -86,11 +83,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const int fd = memfd_create("fuzz-checkpoint", 0);
-  fuzz::require(fd >= 0, "memfd_create failed");
-  fuzz::require(ftruncate(fd, 0) == 0 && pwrite(fd, data, size, 0) == ssize_t(size),
-                "writing the memfd failed");
-  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const std::string path = fuzz::as_file(data, size);
   for (const bool use_adam : {true, false}) {
     trained t = make(use_adam);
     const snapshot before = take(t);

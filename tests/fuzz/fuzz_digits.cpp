@@ -2,9 +2,6 @@
 // It is either read, every sample with its 8x8 image in 0..16 and its label in 0..9, or refused
 // with actorch::error; any other exception, a crash or a sanitizer report is a bug.
 // See tests/fuzz/README.md.
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <string>
 
@@ -14,11 +11,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace actorch;
-  static const int fd = memfd_create("fuzz-digits", 0);
-  fuzz::require(fd >= 0, "memfd_create failed");
-  fuzz::require(ftruncate(fd, 0) == 0 && pwrite(fd, data, size, 0) == ssize_t(size),
-                "writing the memfd failed");
-  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const std::string path = fuzz::as_file(data, size);
   try {
     data::digits_dataset ds(path);
     for (int64_t i = 0; i < ds.size(); ++i) {
