@@ -96,6 +96,39 @@ private:
   bool split_;
 };
 
+/// What PyTorch delivers for range_iterable(n, split) with batch_size bs: each worker's stream
+/// cut into batches (its short last one dropped with drop_last), the workers' batches taken
+/// round-robin, an exhausted worker dropping out.
+inline std::vector<std::vector<int64_t>> round_robin(int64_t n, int64_t workers, bool split,
+                                                     int64_t bs, bool drop_last) {
+  const int64_t w_count = std::max<int64_t>(1, workers);
+  std::vector<std::vector<std::vector<int64_t>>> per_worker(static_cast<size_t>(w_count));
+  for (int64_t w = 0; w < w_count; ++w) {
+    std::vector<int64_t> stream;
+    for (int64_t i = 0; i < n; ++i)
+      if (!(split && workers > 0) || i % w_count == w)
+        stream.push_back(i);
+    for (size_t k = 0; k < stream.size(); k += size_t(bs)) {
+      std::vector<int64_t> b(stream.begin() + long(k),
+                             stream.begin() + long(std::min(stream.size(), k + size_t(bs))));
+      if (drop_last && int64_t(b.size()) < bs)
+        break;
+      per_worker[size_t(w)].push_back(b);
+    }
+  }
+  std::vector<std::vector<int64_t>> out;
+  for (size_t round = 0;; ++round) {
+    bool any = false;
+    for (const auto& batches : per_worker)
+      if (round < batches.size()) {
+        out.push_back(batches[round]);
+        any = true;
+      }
+    if (!any)
+      return out;
+  }
+}
+
 /// Resumes `second` from `saved` and checks the run: with `seen` (what the epoch gave before the
 /// save) it gives every batch of `reference_e1` exactly once (in its order when `in_order`),
 /// then a next epoch like `reference_e2` (compared in order when `in_order`).

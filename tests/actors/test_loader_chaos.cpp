@@ -191,3 +191,76 @@ TEST_CASE("randomized mid-epoch resumes give the batches the epoch had left",
     test::check_resume(second, saved, seen, want[0], want[1], p.opts.in_order);
   }
 }
+
+TEST_CASE("randomized iterable runs give each worker's stream round-robin whether resumed or not",
+          "[actors][loader][chaos][iterable]") {
+  const int runs = chaos_runs();
+  for (int r = 0; r < runs; ++r) {
+    const uint64_t seed = uint64_t(9000 + r);
+    std::mt19937_64 rng(seed);
+    auto pick = [&](int lo, int hi) {
+      return int(std::uniform_int_distribution<int>(lo, hi)(rng));
+    };
+    const int64_t n = pick(1, 60), workers = pick(1, 4), bs = pick(1, 6);
+    loader_options opts{.batch_size = bs, .num_workers = workers};
+    opts.drop_last = pick(0, 3) == 0;
+    opts.prefetch_factor = pick(1, 3);
+    opts.in_order = pick(0, 3) != 0;
+    opts.persistent_workers = pick(0, 1) == 1;
+    opts.timeout = 30;
+    std::vector<int> delay_us;
+    for (int64_t i = 0; i < n; ++i)
+      delay_us.push_back(pick(0, 99) < 70 ? 0 : pick(20, 600));
+    const auto want = test::round_robin(n, workers, true, bs, opts.drop_last);
+    const int taken = pick(0, int(want.size()));
+    INFO("run " << r << ": n=" << n << " num_workers=" << workers << " batch_size=" << bs
+                << " drop_last=" << opts.drop_last << " in_order=" << opts.in_order
+                << " persistent_workers=" << opts.persistent_workers << " resumed after " << taken);
+    auto ds = std::make_shared<test::range_iterable>(n, true);
+    ds->hook = [delay_us](int64_t i) {
+      if (delay_us[size_t(i)] > 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(delay_us[size_t(i)]));
+    };
+    auto labels = [](const sample& b) {
+      const tensor& y = b[1].as_tensor();
+      return std::vector<int64_t>(y.data_ptr<int64_t>(), y.data_ptr<int64_t>() + y.numel());
+    };
+    // Each epoch's batches: in round-robin order with in_order, the same batches otherwise.
+    auto check_epoch = [&](std::vector<std::vector<int64_t>> got) {
+      REQUIRE(got.size() == want.size());
+      if (!opts.in_order) {
+        std::sort(got.begin(), got.end());
+        auto sorted = want;
+        std::sort(sorted.begin(), sorted.end());
+        CHECK(got == sorted);
+      } else {
+        CHECK(got == want);
+      }
+    };
+    std::vector<std::vector<int64_t>> epoch1;
+    loader_state saved;
+    {
+      data_loader first(ds, opts);
+      std::vector<std::vector<int64_t>> epoch0;
+      for (const auto& b : first)
+        epoch0.push_back(labels(b));
+      check_epoch(epoch0);
+      if (taken > 0)
+        for (const auto& b : first) {
+          epoch1.push_back(labels(b));
+          if (int(epoch1.size()) == taken)
+            break;
+        }
+      saved = first.state();
+    }
+    data_loader second(ds, opts);
+    second.load_state(saved);
+    for (const auto& b : second)
+      epoch1.push_back(labels(b));
+    check_epoch(epoch1);
+    std::vector<std::vector<int64_t>> epoch2;
+    for (const auto& b : second)
+      epoch2.push_back(labels(b));
+    check_epoch(epoch2);
+  }
+}

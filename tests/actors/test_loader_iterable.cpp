@@ -20,42 +20,13 @@ using actorch::test::check_resume;
 using actorch::test::epoch_labels;
 using actorch::test::probe_dataset;
 using actorch::test::range_iterable;
+using actorch::test::round_robin;
 using actorch::test::run_until_error;
 using actorch::test::sleep_ms;
 using actorch::test::state_after;
 using Catch::Contains;
 
 namespace {
-
-/// What PyTorch delivers for range_iterable(n, split) with batch_size bs: each worker's stream
-/// cut into batches (its short last one dropped with drop_last), the workers' batches taken
-/// round-robin, an exhausted worker dropping out.
-std::vector<std::vector<int64_t>> round_robin(int64_t n, int64_t workers, bool split, int64_t bs,
-                                              bool drop_last) {
-  const int64_t w_count = std::max<int64_t>(1, workers);
-  std::vector<std::vector<std::vector<int64_t>>> per_worker(static_cast<size_t>(w_count));
-  for (int64_t w = 0; w < w_count; ++w) {
-    std::vector<int64_t> stream;
-    for (int64_t i = 0; i < n; ++i)
-      if (!(split && workers > 0) || i % w_count == w) stream.push_back(i);
-    for (size_t k = 0; k < stream.size(); k += size_t(bs)) {
-      std::vector<int64_t> b(stream.begin() + long(k),
-                             stream.begin() + long(std::min(stream.size(), k + size_t(bs))));
-      if (drop_last && int64_t(b.size()) < bs) break;
-      per_worker[size_t(w)].push_back(b);
-    }
-  }
-  std::vector<std::vector<int64_t>> out;
-  for (size_t round = 0;; ++round) {
-    bool any = false;
-    for (const auto& batches : per_worker)
-      if (round < batches.size()) {
-        out.push_back(batches[round]);
-        any = true;
-      }
-    if (!any) return out;
-  }
-}
 
 int64_t int_of(const sample& s) { return s.as_tensor().data_ptr<int64_t>()[0]; }
 
