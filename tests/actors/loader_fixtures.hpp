@@ -1,6 +1,7 @@
 // Datasets with knobs for the loader tests: per-worker delays, failures at chosen indices, a
 // count of loads in progress, and randomness drawn through the batch generator; and an
-// iterable range that can split itself between the loader's workers.
+// iterable range that can split itself between the loader's workers, with the order PyTorch
+// delivers its batches in.
 #pragma once
 
 #include <algorithm>

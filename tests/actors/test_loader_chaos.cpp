@@ -1,8 +1,9 @@
-// Randomized runs of the loader against its num_workers=0 reference: random options, uneven
-// load times, workers that die once on chosen samples (replaced, batch re-issued, tasks taken
-// from each other meanwhile: Note [Task stealing]) and early exits from an epoch. Every run must
-// give the reference's batches, in its order with in_order, each exactly once, epoch after
-// epoch. The seeds are fixed; ACTORCH_LOADER_CHAOS_RUNS=n runs n of them instead of the default.
+// Randomized runs of the loader against a reference: random options, uneven load times,
+// workers that die once on chosen samples (replaced, batch re-issued, tasks taken from each
+// other meanwhile: Note [Task stealing]), early exits from an epoch and mid-epoch resumes. A
+// map-style run must give its num_workers=0 reference's batches, an iterable run PyTorch's
+// round-robin of the workers' streams: in that order with in_order, each exactly once, epoch
+// after epoch. The seeds are fixed; ACTORCH_LOADER_CHAOS_RUNS=n runs n of them per test.
 #include <catch2/catch.hpp>
 
 #include <atomic>
