@@ -1,17 +1,21 @@
 // Randomized runs of the loader against a reference: random options, uneven load times,
 // workers that die once on chosen samples (replaced, batch re-issued, tasks taken from each
-// other meanwhile: Note [Task stealing]), early exits from an epoch and mid-epoch resumes. A
-// map-style run must give its num_workers=0 reference's batches, an iterable run PyTorch's
-// round-robin of the workers' streams: in that order with in_order, each exactly once, epoch
-// after epoch. The seeds are fixed; ACTORCH_LOADER_CHAOS_RUNS=n runs n of them per test.
+// other meanwhile: Note [Task stealing]), early exits from an epoch, epochs taken by a consumer
+// actor instead of a range-for (Note [Sampler host]) and mid-epoch resumes. A map-style run
+// must give its num_workers=0 reference's batches, an iterable run PyTorch's round-robin of the
+// workers' streams: in that order with in_order, each exactly once, epoch after epoch. The
+// seeds are fixed; ACTORCH_LOADER_CHAOS_RUNS=n runs n of them per test.
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 
+#include "actors/messages.hpp"
+#include "caf/all.hpp"
 #include "tests/actors/loader_fixtures.hpp"
 
 using namespace actorch;
@@ -27,6 +31,8 @@ struct chaos_plan {
   std::vector<int> delay_us;       // per sample index
   std::vector<int64_t> crash_once; // a worker dies on the first load of each of these
   std::vector<int> stop_after;     // per epoch: leave after that many batches (-1: none)
+  std::vector<bool> by_actor;      // per epoch: a consumer actor takes it whole
+  bool any_by_actor() const { return std::count(by_actor.begin(), by_actor.end(), true) > 0; }
   std::string describe() const {
     std::ostringstream os;
     os << "n=" << n << " batch_size=" << *opts.batch_size << " shuffle=" << opts.shuffle
@@ -36,6 +42,9 @@ struct chaos_plan {
        << " stop_after=";
     for (int s : stop_after)
       os << s << ",";
+    os << " by_actor=";
+    for (bool a : by_actor)
+      os << a << ",";
     return os.str();
   }
 };
@@ -62,16 +71,46 @@ chaos_plan draw(uint64_t seed) {
     p.crash_once.push_back(pick(0, int(p.n) - 1));
   for (int epoch = 0; epoch < 3; ++epoch)
     p.stop_after.push_back(pick(0, 3) == 0 ? pick(0, 4) : -1);
+  for (int epoch = 0; epoch < 3; ++epoch)
+    p.by_actor.push_back(p.stop_after[size_t(epoch)] < 0 && pick(0, 3) == 0);
   return p;
 }
 
-/// The batches of each epoch, leaving epoch e after stop_after[e] batches when it is >= 0.
-std::vector<std::vector<sample>> run(data_loader& loader, const std::vector<int>& stop_after) {
+/// One epoch of `loader` as a consumer actor gets it (Note [Sampler host]): each batch a
+/// message, its credit returned once taken.
+std::vector<sample> actor_epoch(data_loader& loader, caf::actor_system& sys) {
+  std::vector<sample> out;
+  caf::scoped_actor self{sys};
+  loader.run_epoch(self);
+  for (bool done = false; !done;)
+    self->receive(
+        [&](actors::batch_atom, const actors::delivery& d) {
+          REQUIRE(d.error.empty());
+          done = d.end_of_epoch;
+          if (done)
+            return;
+          out.push_back(d.data);
+          self->send(caf::actor_cast<caf::actor>(self->current_sender()),
+                     actors::credit_atom::value, d.generation);
+        },
+        caf::after(std::chrono::seconds(30)) >> [&] { FAIL("no batch within 30 s"); });
+  return out;
+}
+
+/// The batches of each epoch: epoch e left after stop_after[e] batches when that is >= 0, and
+/// taken by a consumer actor on `sys` when by_actor[e].
+std::vector<std::vector<sample>> run(data_loader& loader, const std::vector<int>& stop_after,
+                                     const std::vector<bool>& by_actor = {},
+                                     caf::actor_system* sys = nullptr) {
   std::vector<std::vector<sample>> epochs;
-  for (int stop : stop_after) {
+  for (size_t e = 0; e < stop_after.size(); ++e) {
+    if (e < by_actor.size() && by_actor[e]) {
+      epochs.push_back(actor_epoch(loader, *sys));
+      continue;
+    }
     epochs.emplace_back();
     for (const auto& b : loader) {
-      if (int(epochs.back().size()) == stop)
+      if (int(epochs.back().size()) == stop_after[e])
         break;
       epochs.back().push_back(b);
     }
@@ -137,8 +176,16 @@ TEST_CASE("randomized runs give the reference's batches whatever the workers do"
     auto ds = chaos_dataset(p, tripped);
     std::vector<std::vector<sample>> got;
     {
+      std::optional<caf::actor_system_config> cfg;
+      std::optional<caf::actor_system> sys;
+      if (p.any_by_actor()) {
+        cfg.emplace();
+        sys.emplace(*cfg);
+      }
       data_loader loader(ds, p.opts);
-      got = run(loader, p.stop_after);
+      if (sys)
+        loader.set_actor_system(*sys);
+      got = run(loader, p.stop_after, p.by_actor, sys ? &*sys : nullptr);
     }
     for (const auto& t : *tripped)
       deaths += t.load() ? 1 : 0;
