@@ -47,12 +47,8 @@ void set_started(std::vector<bool>& started, int64_t w, bool on) {
 
 void batch_shelf::post(const index_batch& task, int64_t owner, int attempt) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (task.generation != posts_generation_) {
-    posts_.clear();
-    open_.clear();
-    taken_.clear();
-    posts_generation_ = task.generation;
-  }
+  if (task.generation != posts_generation_)
+    clear_posts(task.generation);
   posts_[task.seq] = {owner, -1, attempt};
   std::erase_if(open_, [&](const index_batch& t) { return t.seq == task.seq; });
   open_.push_back(task);
@@ -72,10 +68,14 @@ void batch_shelf::freeze(int64_t owner) {
 
 void batch_shelf::drop_posts() {
   std::lock_guard<std::mutex> lock(mutex_);
+  clear_posts(0);
+}
+
+void batch_shelf::clear_posts(uint64_t generation) {
   posts_.clear();
   open_.clear();
   taken_.clear();
-  posts_generation_ = 0;
+  posts_generation_ = generation;
 }
 
 bool batch_shelf::claim(const index_batch& task, int64_t me) {

@@ -63,6 +63,8 @@ public:
 
 private:
   static constexpr int64_t kFrozen = -2; // a dead owner's, left for the sampler to re-issue
+  /// Drops every posting and take; the board is now run `generation`'s. @pre mutex_ held
+  void clear_posts(uint64_t generation);
   struct posting {
     int64_t owner;
     int64_t holder; // the worker loading it once claimed or taken; -1: none yet

@@ -49,12 +49,14 @@ def instructions(cmd, env):
 
 def rusage(cmd, env):
     """(voluntary, involuntary) context switches of one plain run of `cmd`, all threads."""
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, ru = os.wait4(p.pid, 0)
-    err = p.stderr.read().decode(errors="replace")
-    p.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"loader_work: {' '.join(cmd)} failed:\n{err[-2000:]}")
+    # stderr goes to a file: a pipe read only after wait4 could fill up and stall the child.
+    with tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            text = err.read().decode(errors="replace")
+            sys.exit(f"loader_work: {' '.join(cmd)} failed:\n{text[-2000:]}")
     return ru.ru_nvcsw, ru.ru_nivcsw
 
 

@@ -99,10 +99,7 @@ void check_list(const char* op, const std::vector<tensor>& list, const char* wha
 // agree on tag, dtype and element count: all three go into the slot (prefix 0xA5 in bits 56-63,
 // the tag in bits 24-55, a 24-bit hash of dtype and numel below). Mismatched pairs do not
 // match, and both fail after the group's timeout with an error that says what must agree.
-namespace {
 constexpr uint64_t kP2PSlotPrefix = uint64_t(0xA5) << 56;
-
-} // namespace
 
 uint64_t p2p_slot(int tag, const tensor& t) {
   uint64_t h = uint64_t(t.numel()) * 0x9E3779B97F4A7C15ull ^

@@ -111,8 +111,12 @@ void write_sqlite_samples(const std::string& path, const std::vector<std::vector
     sqlite3_reset(ins.get());
     sqlite3_bind_int64(ins.get(), 1, int64_t(i));
     sqlite3_bind_int64(ins.get(), 2, labels[i]);
-    sqlite3_bind_blob(ins.get(), 3, features[i].data(), int(features[i].size() * sizeof(float)),
-                      SQLITE_TRANSIENT);
+    // An empty row's data() may be null, which would bind NULL: an empty blob instead.
+    if (features[i].empty())
+      sqlite3_bind_zeroblob(ins.get(), 3, 0);
+    else
+      sqlite3_bind_blob(ins.get(), 3, features[i].data(), int(features[i].size() * sizeof(float)),
+                        SQLITE_TRANSIENT);
     ACTORCH_CHECK(sqlite3_step(ins.get()) == SQLITE_DONE, "sqlite: insert failed: ",
                   sqlite3_errmsg(db.get()));
   }

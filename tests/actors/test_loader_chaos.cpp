@@ -17,6 +17,7 @@
 #include "actors/messages.hpp"
 #include "caf/all.hpp"
 #include "tests/actors/loader_fixtures.hpp"
+#include "tests/core/values.hpp"
 
 using namespace actorch;
 using namespace actorch::data;
@@ -49,9 +50,14 @@ struct chaos_plan {
   }
 };
 
+/// A uniform draw from lo..hi.
+int pick(std::mt19937_64& rng, int lo, int hi) {
+  return std::uniform_int_distribution<int>(lo, hi)(rng);
+}
+
 chaos_plan draw(uint64_t seed) {
   std::mt19937_64 rng(seed);
-  auto pick = [&](int lo, int hi) { return int(std::uniform_int_distribution<int>(lo, hi)(rng)); };
+  auto pick = [&](int lo, int hi) { return ::pick(rng, lo, hi); };
   chaos_plan p;
   p.n = pick(10, 90);
   p.opts.batch_size = pick(1, 8);
@@ -215,9 +221,9 @@ TEST_CASE("randomized mid-epoch resumes give the batches the epoch had left",
     const chaos_plan p = draw(seed);
     std::mt19937_64 rng(seed);
     const auto want = reference_epochs(p, seed, 2);
-    const int taken = int(std::uniform_int_distribution<size_t>(0, want[0].size())(rng));
-    loader_options resumed_opts = p.opts; // resumed on another number of workers
-    resumed_opts.num_workers = int64_t(std::uniform_int_distribution<int>(1, 4)(rng));
+    const int taken = pick(rng, 0, int(want[0].size()));
+    loader_options resumed_opts = p.opts; // resumed on a number of workers drawn anew
+    resumed_opts.num_workers = pick(rng, 1, 4);
     INFO("run " << r << ": " << p.describe() << " resumed after " << taken
                 << " batches with num_workers=" << resumed_opts.num_workers);
     auto tripped = std::make_shared<std::vector<std::atomic<bool>>>(size_t(p.n));
@@ -246,9 +252,7 @@ TEST_CASE("randomized iterable runs give each worker's stream round-robin whethe
   for (int r = 0; r < runs; ++r) {
     const uint64_t seed = uint64_t(9000 + r);
     std::mt19937_64 rng(seed);
-    auto pick = [&](int lo, int hi) {
-      return int(std::uniform_int_distribution<int>(lo, hi)(rng));
-    };
+    auto pick = [&](int lo, int hi) { return ::pick(rng, lo, hi); };
     const int64_t n = pick(1, 60), workers = pick(1, 4), bs = pick(1, 6);
     loader_options opts{.batch_size = bs, .num_workers = workers};
     opts.drop_last = pick(0, 3) == 0;
@@ -269,10 +273,6 @@ TEST_CASE("randomized iterable runs give each worker's stream round-robin whethe
       if (delay_us[size_t(i)] > 0)
         std::this_thread::sleep_for(std::chrono::microseconds(delay_us[size_t(i)]));
     };
-    auto labels = [](const sample& b) {
-      const tensor& y = b[1].as_tensor();
-      return std::vector<int64_t>(y.data_ptr<int64_t>(), y.data_ptr<int64_t>() + y.numel());
-    };
     // Each epoch's batches: in round-robin order with in_order, the same batches otherwise.
     auto check_epoch = [&](std::vector<std::vector<int64_t>> got) {
       REQUIRE(got.size() == want.size());
@@ -289,13 +289,10 @@ TEST_CASE("randomized iterable runs give each worker's stream round-robin whethe
     loader_state saved;
     {
       data_loader first(ds, opts);
-      std::vector<std::vector<int64_t>> epoch0;
-      for (const auto& b : first)
-        epoch0.push_back(labels(b));
-      check_epoch(epoch0);
+      check_epoch(test::epoch_labels(first));
       if (taken > 0)
         for (const auto& b : first) {
-          epoch1.push_back(labels(b));
+          epoch1.push_back(test::ints_of(b[1].as_tensor()));
           if (int(epoch1.size()) == taken)
             break;
         }
@@ -304,11 +301,8 @@ TEST_CASE("randomized iterable runs give each worker's stream round-robin whethe
     data_loader second(ds, opts);
     second.load_state(saved);
     for (const auto& b : second)
-      epoch1.push_back(labels(b));
+      epoch1.push_back(test::ints_of(b[1].as_tensor()));
     check_epoch(epoch1);
-    std::vector<std::vector<int64_t>> epoch2;
-    for (const auto& b : second)
-      epoch2.push_back(labels(b));
-    check_epoch(epoch2);
+    check_epoch(test::epoch_labels(second));
   }
 }
