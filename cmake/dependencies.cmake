@@ -44,6 +44,14 @@ find_package(CLI11 CONFIG REQUIRED)
 # CUDA and NCCL: optional, ON where nvcc is found.
 set(ACTORCH_HAVE_CUDA OFF)
 if(ACTORCH_ENABLE_CUDA)
+  # NVIDIA's installer puts nvcc under /usr/local/cuda/bin without adding it to PATH: look
+  # there too, unless the user named a compiler (CUDACXX or CMAKE_CUDA_COMPILER).
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+    find_program(ACTORCH_NVCC nvcc PATHS /usr/local/cuda/bin)
+    if(ACTORCH_NVCC)
+      set(ENV{CUDACXX} ${ACTORCH_NVCC})
+    endif()
+  endif()
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)

@@ -28,9 +28,18 @@ if [ ! -f "${tarball}" ]; then
     echo "build-tsan-caf: need root to add a deb-src entry and apt-get update" >&2
     exit 1
   fi
-  src=/etc/apt/sources.list.d/actorch-deb-src.sources
-  if [ ! -f "${src}" ]; then
-    sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > "${src}"
+  # Debian 12 keeps its sources either in deb822 form (debian.sources, as cloud images do) or
+  # as one-line entries (sources.list, as the installer and debootstrap do).
+  src=/etc/apt/sources.list.d/actorch-deb-src
+  if [ ! -f "${src}.sources" ] && [ ! -f "${src}.list" ]; then
+    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+      sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > "${src}.sources"
+    elif grep -q '^deb ' /etc/apt/sources.list 2>/dev/null; then
+      sed -n 's/^deb /deb-src /p' /etc/apt/sources.list > "${src}.list"
+    else
+      echo "build-tsan-caf: no Debian entry in /etc/apt to derive a deb-src entry from" >&2
+      exit 1
+    fi
   fi
   apt-get update -qq
   fetch

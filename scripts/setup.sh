@@ -1,15 +1,36 @@
 #!/usr/bin/env bash
-# Installs everything actorch needs on Debian 12, as root. Idempotent: when every package is
-# already present it touches nothing (no apt-get update), so repeated runs cost a second.
+# Installs what actorch needs on Debian 12, as root. Idempotent: when every package is already
+# present it touches nothing (no apt-get update), so repeated runs cost a second.
+#
+# Usage: setup.sh [PROFILE...]   (default: main)
+#   main   build the library, the tools and the examples, and run the main job (its plot too)
+#   test   main, plus what only the test suite uses (numpy for the independent readers and
+#          writers, iproute2 for the network-namespace tests)
+#   bench  main, plus what only the benchmarks use (PyTorch for ../shared/bench/peer/)
+#   ci     test, plus what only .ci/run uses (debootstrap for its fresh Debian 12 root)
 set -euo pipefail
 
-packages=(
+main=(
   build-essential cmake ninja-build ccache git pkg-config
   libcaf-dev libgloo-dev libconcurrentqueue-dev catch2 libopenblas-dev
   libcli11-dev zlib1g-dev libsqlite3-dev
-  python3 python3-numpy
   gnuplot-nox
 )
+test=(python3 python3-numpy iproute2)
+bench=(python3 python3-numpy python3-torch)
+ci=(debootstrap ca-certificates)
+
+packages=()
+for profile in "${@:-main}"; do
+  case "$profile" in
+    main) packages+=("${main[@]}") ;;
+    test) packages+=("${main[@]}" "${test[@]}") ;;
+    bench) packages+=("${main[@]}" "${bench[@]}") ;;
+    ci) packages+=("${main[@]}" "${test[@]}" "${ci[@]}") ;;
+    *) echo "setup: unknown profile '$profile' (main, test, bench or ci)" >&2; exit 2 ;;
+  esac
+done
+mapfile -t packages < <(printf '%s\n' "${packages[@]}" | sort -u)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds actorch and runs the whole test suite: the Release build,
 # then the same suite under ASan+UBSan and under TSan. Exits non-zero on any failure.
+# Usage: test.sh [PRESET...]   (default: release asan tsan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh test
+# Paths under the tree are hashed relative to it, so clones elsewhere (.ci/fresh-root.sh's)
+# share one ccache.
+export CCACHE_BASEDIR="$PWD"
 presets=(release asan tsan)
+[ $# -eq 0 ] || presets=("$@")
 for preset in "${presets[@]}"; do
   echo "== ${preset}: configure, build, test"
   # TSan needs a TSan-instrumented CAF (Debian's is not): built once, cached outside the tree.

@@ -255,6 +255,11 @@ TEST_CASE("netns half of the two-interface test", "[.][ifname-netns]") {
 TEST_CASE("GLOO_SOCKET_IFNAME=lo,VETH puts a group on both interfaces, round-robin",
           "[comm][ifname]") {
   int status = 0;
+  // A missing tool is a missing package (scripts/setup.sh test), not a reason to skip.
+  const std::string tools = run_capture(
+      "for t in ip ss unshare; do command -v $t || { echo $t: not found; exit 1; }; done", status);
+  INFO("ip, ss (iproute2) and unshare (util-linux): " << tools);
+  REQUIRE(status == 0);
   const std::string probe =
       run_capture("unshare -rn sh -c 'ip link add actorch0 type veth peer name actorch1' 2>&1",
                   status);
