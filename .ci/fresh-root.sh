@@ -12,7 +12,8 @@
 # both go when the run ends, however it ends (a CI timeout's signal included).
 #
 # Usage: .ci/fresh-root.sh [PRESET...]   (default: release)
-# Environment: ACTORCH_CI_CACHE (default /var/cache/actorch/ci), ACTORCH_DEBIAN_MIRROR.
+# Environment: ACTORCH_CI_CACHE (default /var/cache/actorch/ci), ACTORCH_DEBIAN_MIRROR, and
+# ACTORCH_CI_KEEP_ROOT=1 to keep the root afterwards (for a look inside; remove it by hand).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$PWD"
@@ -58,7 +59,9 @@ EOF
 fi
 
 root="$(mktemp -d /var/tmp/actorch-fresh-root.XXXXXX)"
-trap 'rm -rf --one-file-system "${root}"' EXIT
+if [ -z "${ACTORCH_CI_KEEP_ROOT:-}" ]; then
+  trap 'rm -rf --one-file-system "${root}"' EXIT
+fi
 tar -C "${root}" -xzf "${tarball}"
 git clone -q --no-hardlinks "${repo}" "${root}/src/actorch"
 echo "fresh-root: a fresh Debian 12 root in ${root}, clone of $(git -C "${repo}" rev-parse --short HEAD)"

@@ -59,7 +59,14 @@ if(ACTORCH_ENABLE_CUDA)
       set(CMAKE_CUDA_ARCHITECTURES 80 90)
     endif()
     enable_language(CUDA)
+    # Debian 12's CMake 3.25.1 sets a deprecation property on CUDA::nvToolsExt whenever the
+    # project requires CMake 3.25, without checking that the target exists (fixed upstream in
+    # 3.25.2); CUDA 13 ships no libnvToolsExt, so configure failed. The check reads
+    # CMAKE_MINIMUM_REQUIRED_VERSION, so the search runs with it below 3.25.
+    set(actorch_min_version ${CMAKE_MINIMUM_REQUIRED_VERSION})
+    set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
     find_package(CUDAToolkit REQUIRED)
+    set(CMAKE_MINIMUM_REQUIRED_VERSION ${actorch_min_version})
     find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
     find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
     add_library(NCCL::nccl UNKNOWN IMPORTED)
