@@ -71,9 +71,11 @@ cuda=""
 if [ -e /usr/local/cuda ]; then cuda="$(readlink -f /usr/local/cuda)"; fi
 presets="${*:-release}"
 
-# The command the root runs is the README's, with the presets given.
+# The command the root runs is the README's, with the presets given. It runs in the background
+# so that a signal to this script reaches it (bash defers traps while a foreground child runs),
+# and the EXIT trap then removes the root.
 unshare --mount --propagation private --pid --fork --kill-child -- bash -euo pipefail -s \
-  "${root}" "${cuda}" "${ccache_dir}" "${cache}/apt-archives" "${presets}" <<'INNER'
+  "${root}" "${cuda}" "${ccache_dir}" "${cache}/apt-archives" "${presets}" <<'INNER' &
 root="$1" cuda="$2" ccache_dir="$3" archives="$4" presets="$5"
 mount -t proc proc "${root}/proc"
 mount -t sysfs sysfs "${root}/sys"
@@ -91,3 +93,7 @@ exec chroot "${root}" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   bash -c "cd /src/actorch && bash scripts/test.sh ${presets}"
 INNER
+inner=$!
+trap 'kill "${inner}" 2>/dev/null; exit 143' TERM
+trap 'kill "${inner}" 2>/dev/null; exit 130' INT
+wait "${inner}"

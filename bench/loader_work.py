@@ -73,7 +73,7 @@ def main():
     if not os.access(a.bin, os.X_OK):
         sys.exit(f"loader_work: {a.bin} is not an executable (build the release preset)")
     if shutil.which("valgrind") is None:
-        sys.exit("loader_work: needs valgrind (apt-get install -y valgrind)")
+        sys.exit("loader_work: needs valgrind (bash scripts/setup.sh bench installs it)")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     runs = {
         "raw": ["loader-raw"],

@@ -6,7 +6,8 @@
 #   main   build the library, the tools and the examples, and run the main job (its plot too)
 #   test   main, plus what only the test suite uses (numpy for the independent readers and
 #          writers, iproute2 for the network-namespace tests)
-#   bench  main, plus what only the benchmarks use (PyTorch for ../shared/bench/peer/)
+#   bench  main, plus what only the benchmarks use (PyTorch for the peer scripts, valgrind
+#          for bench/loader_work.py)
 #   ci     test, plus what only .ci/run uses (debootstrap for its fresh Debian 12 root)
 set -euo pipefail
 
@@ -17,7 +18,7 @@ main=(
   gnuplot-nox
 )
 test=(python3 python3-numpy iproute2)
-bench=(python3 python3-numpy python3-torch)
+bench=(python3 python3-numpy python3-torch valgrind)
 ci=(debootstrap ca-certificates)
 
 packages=()
