@@ -59,9 +59,23 @@ EOF
 fi
 
 root="$(mktemp -d /var/tmp/actorch-fresh-root.XXXXXX)"
-if [ -z "${ACTORCH_CI_KEEP_ROOT:-}" ]; then
-  trap 'rm -rf --one-file-system "${root}"' EXIT
-fi
+inner=""
+# Stops the root's processes, if any are left, then removes the root. unshare blocks SIGTERM
+# while it waits for its child, so it gets SIGKILL, and --kill-child takes the whole pid
+# namespace with it; the root is removed once no process runs inside it any more.
+cleanup() {
+  if [ -n "${inner}" ]; then kill -KILL "${inner}" 2>/dev/null || true; fi
+  for _ in $(seq 100); do
+    busy=0
+    for p in /proc/[0-9]*; do
+      [ "$(readlink "$p/root" 2>/dev/null)" = "${root}" ] && { busy=1; break; }
+    done
+    [ "${busy}" = 0 ] && break
+    sleep 0.1
+  done
+  if [ -z "${ACTORCH_CI_KEEP_ROOT:-}" ]; then rm -rf --one-file-system "${root}"; fi
+}
+trap cleanup EXIT
 tar -C "${root}" -xzf "${tarball}"
 git clone -q --no-hardlinks "${repo}" "${root}/src/actorch"
 echo "fresh-root: a fresh Debian 12 root in ${root}, clone of $(git -C "${repo}" rev-parse --short HEAD)"
@@ -72,8 +86,8 @@ if [ -e /usr/local/cuda ]; then cuda="$(readlink -f /usr/local/cuda)"; fi
 presets="${*:-release}"
 
 # The command the root runs is the README's, with the presets given. It runs in the background
-# so that a signal to this script reaches it (bash defers traps while a foreground child runs),
-# and the EXIT trap then removes the root.
+# so that a signal to this script is handled at once (bash defers traps while a foreground
+# child runs): the EXIT trap's cleanup then stops it and removes the root.
 unshare --mount --propagation private --pid --fork --kill-child -- bash -euo pipefail -s \
   "${root}" "${cuda}" "${ccache_dir}" "${cache}/apt-archives" "${presets}" <<'INNER' &
 root="$1" cuda="$2" ccache_dir="$3" archives="$4" presets="$5"
@@ -94,6 +108,6 @@ exec chroot "${root}" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
   bash -c "cd /src/actorch && bash scripts/test.sh ${presets}"
 INNER
 inner=$!
-trap 'kill "${inner}" 2>/dev/null; exit 143' TERM
-trap 'kill "${inner}" 2>/dev/null; exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 wait "${inner}"
