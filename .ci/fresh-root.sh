@@ -51,7 +51,7 @@ Suites: bookworm-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
-  rm -rf "${base}/var/cache/apt/archives"/*.deb "${base}/var/lib/apt/lists"/*_Packages
+  rm -f "${base}/var/lib/apt/lists"/*_Packages
   tar -C "${base}" -czf "${tarball}.part" .
   mv "${tarball}.part" "${tarball}"
   rm -rf --one-file-system "${base}"

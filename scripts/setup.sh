@@ -21,13 +21,13 @@ test=(python3 python3-numpy iproute2)
 bench=(python3 python3-numpy python3-torch valgrind)
 ci=(debootstrap ca-certificates)
 
-packages=()
+packages=("${main[@]}")
 for profile in "${@:-main}"; do
   case "$profile" in
-    main) packages+=("${main[@]}") ;;
-    test) packages+=("${main[@]}" "${test[@]}") ;;
-    bench) packages+=("${main[@]}" "${bench[@]}") ;;
-    ci) packages+=("${main[@]}" "${test[@]}" "${ci[@]}") ;;
+    main) ;;
+    test) packages+=("${test[@]}") ;;
+    bench) packages+=("${bench[@]}") ;;
+    ci) packages+=("${test[@]}" "${ci[@]}") ;;
     *) echo "setup: unknown profile '$profile' (main, test, bench or ci)" >&2; exit 2 ;;
   esac
 done

@@ -5,9 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
-# Paths under the tree are hashed relative to it, so clones elsewhere (.ci/fresh-root.sh's)
-# share one ccache.
-export CCACHE_BASEDIR="$PWD"
 presets=(release asan tsan)
 [ $# -eq 0 ] || presets=("$@")
 for preset in "${presets[@]}"; do
