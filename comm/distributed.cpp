@@ -13,7 +13,7 @@
 #include "comm/process_group_gloo.hpp"
 #include "comm/process_group_nccl.hpp"
 #include "comm/tcp_store.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::dist {
 

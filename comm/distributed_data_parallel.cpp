@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "core/autograd/grad_mode.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "core/ops/factory.hpp"
 
 namespace actorch::dist {

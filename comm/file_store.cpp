@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "comm/hash_store.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::dist {
 

@@ -1,7 +1,7 @@
 // gloo_ops: op headers, argument checks and point-to-point slots (gloo_ops.hpp).
 #include "comm/gloo_ops.hpp"
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "core/ops/shape_ops.hpp"
 
 namespace actorch::dist::gloo_ops {

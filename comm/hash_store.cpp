@@ -3,7 +3,7 @@
 
 #include <charconv>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::dist {
 

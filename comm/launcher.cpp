@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::dist {
 

@@ -1,7 +1,7 @@
 // prefix_store: forwards every call with the prefixed key(s).
 #include "comm/prefix_store.hpp"
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::dist {
 

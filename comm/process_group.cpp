@@ -1,7 +1,7 @@
 // The back-end independent parts of process_group.
 #include "comm/process_group.hpp"
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::dist {
 

@@ -43,7 +43,7 @@
 #include "comm/reduce_kernels.hpp"
 #include "comm/shm_allreduce.hpp"
 #include "comm/socket_ifname.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "core/ops/factory.hpp"
 #include "core/ops/shape_ops.hpp"
 

@@ -15,7 +15,7 @@
 #include <nccl.h>
 
 #include "comm/socket_ifname.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 #define ACTORCH_CUDA_CHECK(expr)                                                                   \
   do {                                                                                             \

@@ -1,7 +1,7 @@
 // Builds in place of process_group_nccl.cpp when CUDA is off (see process_group_nccl.hpp).
 #include "comm/process_group_nccl.hpp"
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::dist {
 

@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "comm/process_group.hpp"
-#include "core/dtype.hpp"
+#include "base/dtype.hpp"
 
 namespace actorch::dist {
 

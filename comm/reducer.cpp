@@ -9,7 +9,7 @@
 #include "core/autograd/engine.hpp"
 #include "core/autograd/grad_mode.hpp"
 #include "core/autograd/node.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "core/ops/factory.hpp"
 
 namespace actorch::dist {

@@ -6,7 +6,7 @@
 #include <mutex>
 
 #include "core/autograd/grad_mode.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/factory.hpp"
 

@@ -35,7 +35,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::dist {
 

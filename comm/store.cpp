@@ -1,7 +1,7 @@
 // The parts of every store that do not depend on where the keys live.
 #include "comm/store.hpp"
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::dist {
 

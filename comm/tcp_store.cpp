@@ -15,7 +15,7 @@
 #include "caf/io/all.hpp"
 
 #include "comm/hash_store.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::dist {
 

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <thread>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::dist {
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 #if ACTORCH_HAVE_CUDA
 #include <cuda_runtime_api.h>

@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "core/allocator.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch {
 

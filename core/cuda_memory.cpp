@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 #if ACTORCH_HAVE_CUDA
 #include <cuda_runtime_api.h>

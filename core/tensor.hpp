@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "core/device.hpp"
-#include "core/dtype.hpp"
-#include "core/error.hpp"
-#include "core/scalar.hpp"
+#include "base/dtype.hpp"
+#include "base/error.hpp"
+#include "base/scalar.hpp"
 #include "core/storage.hpp"
 
 namespace actorch {

@@ -8,7 +8,7 @@
 
 #include "core/data/batch_sampler.hpp"
 #include "core/data/distributed_sampler.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "core/ops/factory.hpp"
 
 namespace actorch::data {

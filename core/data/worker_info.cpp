@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::data {
 

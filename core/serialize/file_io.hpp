@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::serialize {
 

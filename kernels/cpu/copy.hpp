@@ -2,8 +2,8 @@
 // clone, cat and fill_.
 #pragma once
 
-#include "core/dtype.hpp"
-#include "core/scalar.hpp"
+#include "base/dtype.hpp"
+#include "base/scalar.hpp"
 #include "kernels/loop.hpp"
 
 namespace actorch::kernels::cpu {

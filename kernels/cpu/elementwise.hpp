@@ -4,8 +4,8 @@
 // compiler vectorises.
 #pragma once
 
-#include "core/dtype.hpp"
-#include "core/scalar.hpp"
+#include "base/dtype.hpp"
+#include "base/scalar.hpp"
 #include "kernels/loop.hpp"
 
 namespace actorch::kernels::cpu {

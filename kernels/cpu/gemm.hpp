@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "core/dtype.hpp"
-#include "core/scalar.hpp"
+#include "base/dtype.hpp"
+#include "base/scalar.hpp"
 
 namespace actorch::kernels::cpu {
 

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::kernels::cpu {
 

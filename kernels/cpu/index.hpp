@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "core/dtype.hpp"
+#include "base/dtype.hpp"
 #include "kernels/loop.hpp"
 
 namespace actorch::kernels::cpu {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::kernels::cpu {
 

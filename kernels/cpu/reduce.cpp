@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch::kernels::cpu {
 

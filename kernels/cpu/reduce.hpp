@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "core/dtype.hpp"
+#include "base/dtype.hpp"
 
 namespace actorch::kernels::cpu {
 

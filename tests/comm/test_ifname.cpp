@@ -20,7 +20,7 @@
 
 #include "comm/distributed.hpp"
 #include "comm/socket_ifname.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "core/ops/factory.hpp"
 #include "tests/comm/ranks.hpp"
 

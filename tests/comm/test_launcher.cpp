@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "comm/launcher.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 using namespace actorch::dist;
 using namespace std::chrono_literals;

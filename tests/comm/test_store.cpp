@@ -12,7 +12,7 @@
 #include "comm/hash_store.hpp"
 #include "comm/prefix_store.hpp"
 #include "comm/tcp_store.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "tests/comm/ports.hpp"
 
 using namespace actorch;

@@ -14,7 +14,7 @@
 
 #include "core/caching_allocator.hpp"
 #include "core/cuda_memory.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 using namespace actorch;
 

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/allocator.hpp"
-#include "core/dtype.hpp"
+#include "base/dtype.hpp"
 
 using namespace actorch;
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "core/nn/layers.hpp"
 #include "core/ops/factory.hpp"
 #include "core/optim/sgd.hpp"

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/data/digits_dataset.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

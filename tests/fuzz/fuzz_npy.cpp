@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "core/serialize/npy.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "core/ops/factory.hpp"
 #include "core/serialize/safetensors.hpp"
 #include "tests/fuzz/fuzz_check.hpp"

@@ -2,7 +2,7 @@
 // commands.hpp); errors from actorch become one line on stderr and exit status 1.
 #include <iostream>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "tools/actorch/commands.hpp"
 
 int main(int argc, char** argv) {

@@ -1,5 +1,5 @@
 // Formatting of actorch::error messages: the caller's message first, then where it was raised.
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 #include <cstring>
 

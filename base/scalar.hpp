@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/dtype.hpp"
+#include "base/dtype.hpp"
 
 namespace actorch {
 

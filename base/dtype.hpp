@@ -7,7 +7,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "core/half.hpp"
+#include "base/half.hpp"
 
 namespace actorch {
 

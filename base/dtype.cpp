@@ -1,7 +1,7 @@
 // dtype tables: names, sizes and torch.promote_types' lattice.
-#include "core/dtype.hpp"
+#include "base/dtype.hpp"
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace actorch {
 
