@@ -1,7 +1,7 @@
 // The comm actor: one per process, the cross-process level of gradient exchange. The trainer
 // actors of this process sum each bucket in shared memory (dist::local_replicas); the last one
 // to add its part hands the sum here, and the comm actor starts the process group's all_reduce
-// on it, in the order every process agrees on (Note [Bucket order] in comm/reducer.cpp), then
+// on it, in the order every process agrees on (Note [Bucket order] in comm/ddp/reducer.cpp), then
 // completes the bucket's future. Without a process group (one process) it completes at once.
 // This header includes no CAF.
 #pragma once
@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "comm/process_group.hpp"
-#include "comm/replica_group.hpp"
+#include "comm/ddp/replica_group.hpp"
 
 namespace caf {
 class actor_system;

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "actors/data_loader.hpp"
-#include "comm/distributed_data_parallel.hpp"
+#include "comm/ddp/distributed_data_parallel.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/trace.hpp"
 

@@ -14,7 +14,7 @@
 #include "actors/trainer.hpp"
 #include "bench/bench.hpp"
 #include "comm/distributed.hpp"
-#include "comm/launcher.hpp"
+#include "comm/launch/launcher.hpp"
 #include "core/core.hpp"
 #include "core/nn/functional.hpp"
 #include "core/nn/layers.hpp"

@@ -8,11 +8,11 @@
 
 #include <unistd.h>
 
-#include "comm/file_store.hpp"
-#include "comm/prefix_store.hpp"
-#include "comm/process_group_gloo.hpp"
-#include "comm/process_group_nccl.hpp"
-#include "comm/tcp_store.hpp"
+#include "comm/store/file_store.hpp"
+#include "comm/store/prefix_store.hpp"
+#include "comm/backend/gloo/process_group_gloo.hpp"
+#include "comm/backend/nccl/process_group_nccl.hpp"
+#include "comm/store/tcp_store.hpp"
 #include "base/error.hpp"
 
 namespace actorch::dist {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "comm/process_group.hpp"
-#include "comm/store.hpp"
+#include "comm/store/store.hpp"
 
 namespace actorch::dist {
 

@@ -78,6 +78,20 @@ template <class V> inline V wrap_mul(V a, V b) {
     return a * b;
 }
 
+// NaN propagates from either side, as torch.maximum and torch.minimum do.
+template <class V> inline V maximum_of(V a, V b) {
+  if constexpr (std::is_floating_point_v<V>)
+    if (std::isnan(a) || std::isnan(b))
+      return a + b;
+  return a > b ? a : b;
+}
+template <class V> inline V minimum_of(V a, V b) {
+  if constexpr (std::is_floating_point_v<V>)
+    if (std::isnan(a) || std::isnan(b))
+      return a + b;
+  return a < b ? a : b;
+}
+
 // Integer power by squaring; negative exponents are rejected, as PyTorch does.
 template <class V> V int_pow(V base, V exp) {
   if constexpr (std::is_signed_v<V>)
@@ -152,22 +166,8 @@ void binary_typed(binary_op op, const strided_loop<3>& loop, const scalar& alpha
   case binary_op::le: map2<bool, T>(loop, [](V a, V b) { return a <= b; }); return;
   case binary_op::gt: map2<bool, T>(loop, [](V a, V b) { return a > b; }); return;
   case binary_op::ge: map2<bool, T>(loop, [](V a, V b) { return a >= b; }); return;
-  case binary_op::maximum:
-    map2<T, T>(loop, [](V a, V b) {
-      if constexpr (std::is_floating_point_v<V>)
-        if (std::isnan(a) || std::isnan(b))
-          return a + b; // NaN propagates, as torch.maximum does
-      return a > b ? a : b;
-    });
-    return;
-  case binary_op::minimum:
-    map2<T, T>(loop, [](V a, V b) {
-      if constexpr (std::is_floating_point_v<V>)
-        if (std::isnan(a) || std::isnan(b))
-          return a + b;
-      return a < b ? a : b;
-    });
-    return;
+  case binary_op::maximum: map2<T, T>(loop, [](V a, V b) { return maximum_of(a, b); }); return;
+  case binary_op::minimum: map2<T, T>(loop, [](V a, V b) { return minimum_of(a, b); }); return;
   default: break;
   }
   if constexpr (std::is_same_v<T, bool>) {
@@ -214,7 +214,70 @@ void binary_typed(binary_op op, const strided_loop<3>& loop, const scalar& alpha
   ACTORCH_FAIL("binary kernel: op ", int(op), " is not defined for ", dtype_name(dtype_of<T>()));
 }
 
+template <class T, combine_op Op>
+void combine_typed(void* c, const void* a, const void* b, size_t n) {
+  using V = C<T>;
+  auto* pc = static_cast<T*>(c);
+  const auto* pa = static_cast<const T*>(a);
+  const auto* pb = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) {
+    const V x = V(pa[i]), y = V(pb[i]);
+    if constexpr (std::is_same_v<T, bool> && Op == combine_op::sum)
+      pc[i] = x || y;
+    else if constexpr (std::is_same_v<T, bool> && Op == combine_op::product)
+      pc[i] = x && y;
+    else if constexpr (Op == combine_op::sum)
+      pc[i] = T(wrap_add(x, y));
+    else if constexpr (Op == combine_op::product)
+      pc[i] = T(wrap_mul(x, y));
+    else if constexpr (Op == combine_op::min)
+      pc[i] = T(minimum_of(x, y));
+    else if constexpr (Op == combine_op::max)
+      pc[i] = T(maximum_of(x, y));
+    else if constexpr (Op == combine_op::band)
+      pc[i] = T(x & y);
+    else if constexpr (Op == combine_op::bor)
+      pc[i] = T(x | y);
+    else
+      pc[i] = T(x ^ y);
+  }
+}
+
+const char* combine_name(combine_op op) {
+  switch (op) {
+  case combine_op::sum: return "sum";
+  case combine_op::product: return "product";
+  case combine_op::min: return "min";
+  case combine_op::max: return "max";
+  case combine_op::band: return "band";
+  case combine_op::bor: return "bor";
+  case combine_op::bxor: return "bxor";
+  }
+  return "?";
+}
+
 } // namespace
+
+combine_fn combine(combine_op op, dtype t) {
+  return dispatch(t, [&]<class T>() -> combine_fn {
+    switch (op) {
+    case combine_op::sum: return combine_typed<T, combine_op::sum>;
+    case combine_op::product: return combine_typed<T, combine_op::product>;
+    case combine_op::min: return combine_typed<T, combine_op::min>;
+    case combine_op::max: return combine_typed<T, combine_op::max>;
+    default: break;
+    }
+    if constexpr (std::is_integral_v<C<T>>) {
+      switch (op) {
+      case combine_op::band: return combine_typed<T, combine_op::band>;
+      case combine_op::bor: return combine_typed<T, combine_op::bor>;
+      case combine_op::bxor: return combine_typed<T, combine_op::bxor>;
+      default: break;
+      }
+    }
+    ACTORCH_FAIL("combine kernel: ", combine_name(op), " is not defined for ", dtype_name(t));
+  });
+}
 
 void unary(unary_op op, dtype t, const strided_loop<2>& loop, const scalar* lo, const scalar* hi) {
   dispatch(t, [&]<class T>() { unary_typed<T>(op, loop, lo, hi); });

@@ -4,6 +4,8 @@
 // compiler vectorises.
 #pragma once
 
+#include <cstddef>
+
 #include "base/dtype.hpp"
 #include "base/scalar.hpp"
 #include "kernels/loop.hpp"
@@ -32,5 +34,17 @@ void where(dtype t, const strided_loop<4>& loop);
 
 /// self = mask ? value : self. loop: self (t), mask (bool).
 void masked_fill(dtype t, const strided_loop<2>& loop, const scalar& value);
+
+/// The reductions of collectives (all_reduce, reduce, reduce_scatter).
+enum class combine_op { sum, product, min, max, band, bor, bxor };
+
+/// c = a op b over n contiguous elements; c may be a or b. The signature Gloo's algorithms and
+/// the shared-memory all-reduce take.
+using combine_fn = void (*)(void* c, const void* a, const void* b, size_t n);
+
+/// The combine function of `op` on dtype `t`: the arithmetic of binary()'s add, mul, maximum
+/// and minimum (NaN propagates from either side), so a MAX all-reduce and a tensor maximum
+/// agree. Bool sums are OR and products AND. Throws for a bitwise op on a floating dtype.
+combine_fn combine(combine_op op, dtype t);
 
 } // namespace actorch::kernels::cpu

@@ -7,11 +7,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm/launcher.hpp"
+#include "comm/launch/launcher.hpp"
 
 namespace actorch::test {
 
-// A free port for a master: dist::free_port() (comm/launcher.hpp).
+// A free port for a master: dist::free_port() (comm/launch/launcher.hpp).
 
 /// Holds a port bound without listening for its lifetime: connections to it are refused.
 class refused_port {

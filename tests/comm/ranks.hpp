@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "comm/hash_store.hpp"
-#include "comm/prefix_store.hpp"
-#include "comm/process_group_gloo.hpp"
+#include "comm/store/hash_store.hpp"
+#include "comm/store/prefix_store.hpp"
+#include "comm/backend/gloo/process_group_gloo.hpp"
 
 namespace actorch::test {
 

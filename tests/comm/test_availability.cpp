@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "comm/distributed.hpp"
-#include "comm/hash_store.hpp"
+#include "comm/store/hash_store.hpp"
 #include "tests/comm/ranks.hpp"
 
 using namespace actorch::dist;

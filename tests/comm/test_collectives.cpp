@@ -3,8 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
+#include "core/ops/elementwise.hpp"
 #include "core/ops/factory.hpp"
 #include "tests/comm/ranks.hpp"
 #include "tests/core/values.hpp"
@@ -106,6 +108,35 @@ TEST_CASE("all_reduce on bool tensors: SUM is OR, PRODUCT is AND", "[comm][gloo]
     CHECK(g[0] == I{1, 1, 0});
     CHECK(g[1] == I{1, 0, 0});
     CHECK(g[2] == I{0, 1, 0});
+  }
+}
+
+TEST_CASE("all_reduce MAX and MIN propagate a NaN from any rank, as maximum and minimum do",
+          "[comm][gloo]") {
+  const double nan = std::nan("");
+  const V mine[2] = {{nan, 1, 4}, {2, nan, 3}}; // a NaN on each side
+  auto opts = actorch::test::short_timeout();
+  opts.shared_memory = GENERATE(true, false);
+  INFO("shared memory " << opts.shared_memory);
+  auto got = on_ranks<std::vector<V>>(2, [&](int r, process_group_gloo& pg) {
+    std::vector<V> out;
+    for (auto op : {reduce_op::max, reduce_op::min}) {
+      tensor t = as_tensor(mine[r]);
+      pg.all_reduce(t, op).wait();
+      out.push_back(values_of(t));
+    }
+    return out;
+  }, opts);
+  const tensor a = as_tensor(mine[0]), b = as_tensor(mine[1]);
+  const V want_max = values_of(maximum(a, b)), want_min = values_of(minimum(a, b));
+  for (const auto& g : got) {
+    CHECK(std::isnan(g[0][0]));
+    CHECK(std::isnan(g[0][1]));
+    CHECK(g[0][2] == want_max[2]);
+    CHECK(std::isnan(g[1][0]));
+    CHECK(std::isnan(g[1][1]));
+    CHECK(g[1][2] == want_min[2]);
+    CHECK((std::isnan(want_max[0]) && std::isnan(want_max[1]) && std::isnan(want_min[1])));
   }
 }
 

@@ -5,8 +5,8 @@
 
 #include <mutex>
 
-#include "comm/distributed_data_parallel.hpp"
-#include "comm/sync_batch_norm.hpp"
+#include "comm/ddp/distributed_data_parallel.hpp"
+#include "comm/ddp/sync_batch_norm.hpp"
 #include "core/core.hpp"
 #include "core/nn/functional.hpp"
 #include "core/nn/layers.hpp"

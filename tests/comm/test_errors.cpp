@@ -4,7 +4,7 @@
 // naming the op and the peers, after which the group refuses work.
 #include <catch2/catch.hpp>
 
-#include "comm/process_group_nccl.hpp"
+#include "comm/backend/nccl/process_group_nccl.hpp"
 #include "core/ops/factory.hpp"
 #include "tests/comm/ranks.hpp"
 #include "tests/core/values.hpp"

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "comm/distributed.hpp"
-#include "comm/socket_ifname.hpp"
+#include "comm/backend/socket_ifname.hpp"
 #include "base/error.hpp"
 #include "core/ops/factory.hpp"
 #include "tests/comm/ranks.hpp"

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "comm/distributed.hpp"
-#include "comm/launcher.hpp"
+#include "comm/launch/launcher.hpp"
 #include "core/ops/factory.hpp"
 #include "tests/comm/ports.hpp"
 #include "tests/comm/ranks.hpp"

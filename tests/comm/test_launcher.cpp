@@ -8,7 +8,7 @@
 
 #include <unistd.h>
 
-#include "comm/launcher.hpp"
+#include "comm/launch/launcher.hpp"
 #include "base/error.hpp"
 
 using namespace actorch::dist;

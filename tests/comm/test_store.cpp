@@ -8,10 +8,10 @@
 #include <functional>
 #include <thread>
 
-#include "comm/file_store.hpp"
-#include "comm/hash_store.hpp"
-#include "comm/prefix_store.hpp"
-#include "comm/tcp_store.hpp"
+#include "comm/store/file_store.hpp"
+#include "comm/store/hash_store.hpp"
+#include "comm/store/prefix_store.hpp"
+#include "comm/store/tcp_store.hpp"
 #include "base/error.hpp"
 #include "tests/comm/ports.hpp"
 

@@ -6,6 +6,7 @@
 
 #include "core/ops/elementwise.hpp"
 #include "core/ops/factory.hpp"
+#include "kernels/cpu/elementwise.hpp"
 #include "tests/core/values.hpp"
 
 using namespace actorch;
@@ -162,4 +163,42 @@ TEST_CASE("in-place ops write through views and check their output type", "[core
     v.add_(v.t()); // [[0,1],[2,3]] + [[0,2],[1,3]]
     CHECK(values_of(v) == std::vector<double>{0, 3, 3, 6});
   }
+}
+
+TEST_CASE("the combine kernels of collectives match the binary ops, NaN from either side",
+          "[core][elementwise]") {
+  namespace kc = actorch::kernels::cpu;
+  const double nan = std::nan("");
+  const std::vector<double> a{1, nan, 3, nan, -2}, b{nan, 2, 1, nan, 5};
+  for (dtype dt : {dtype::float32, dtype::float64, dtype::float16, dtype::bfloat16}) {
+    INFO(dtype_name(dt));
+    tensor ta = as_tensor(a).to(dt), tb = as_tensor(b).to(dt);
+    for (auto [op, want] : {std::pair{kc::combine_op::max, maximum(ta, tb)},
+                            std::pair{kc::combine_op::min, minimum(ta, tb)}}) {
+      tensor got = ta.clone();
+      kc::combine(op, dt)(got.data_ptr(), got.data_ptr(), tb.data_ptr(), size_t(got.numel()));
+      const auto g = values_of(got), w = values_of(want);
+      for (size_t i = 0; i < g.size(); ++i) {
+        INFO("element " << i);
+        CHECK(std::isnan(g[i]) == std::isnan(w[i]));
+        if (!std::isnan(w[i]))
+          CHECK(g[i] == w[i]);
+      }
+      CHECK(std::isnan(g[0])); // NaN only in b
+      CHECK(std::isnan(g[1])); // NaN only in a
+    }
+  }
+  // Integers wrap; bool sums are OR and products AND.
+  tensor i8 = tensor_of({100.0, -100.0}).to(dtype::int8), j8 = i8.clone();
+  kc::combine(kc::combine_op::sum, dtype::int8)(i8.data_ptr(), i8.data_ptr(), j8.data_ptr(), 2);
+  CHECK(values_of(i8) == std::vector<double>{-56, 56});
+  tensor p = tensor_of({1.0, 0.0, 1.0, 0.0}).to(dtype::bool_);
+  tensor q = tensor_of({1.0, 1.0, 0.0, 0.0}).to(dtype::bool_);
+  tensor o = empty({4}, {.dtype = dtype::bool_});
+  kc::combine(kc::combine_op::sum, dtype::bool_)(o.data_ptr(), p.data_ptr(), q.data_ptr(), 4);
+  CHECK(values_of(o) == std::vector<double>{1, 1, 1, 0});
+  kc::combine(kc::combine_op::product, dtype::bool_)(o.data_ptr(), p.data_ptr(), q.data_ptr(), 4);
+  CHECK(values_of(o) == std::vector<double>{1, 0, 0, 0});
+  CHECK_THROWS_WITH(kc::combine(kc::combine_op::bxor, dtype::float32),
+                    Contains("bxor is not defined for float32"));
 }

@@ -1,10 +1,10 @@
 // `actorch launch --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]
-// [--use-local-rank-arg] PROGRAM ARGS...`: torchrun's launcher (comm/launcher.hpp). torchrun's
+// [--use-local-rank-arg] PROGRAM ARGS...`: torchrun's launcher (comm/launch/launcher.hpp). torchrun's
 // underscore spellings (--nproc_per_node, ...) are accepted too; --use-local-rank-arg is
 // torch.distributed.launch's older convention of passing --local_rank=N to each rank.
 #include <iostream>
 
-#include "comm/launcher.hpp"
+#include "comm/launch/launcher.hpp"
 #include "tools/actorch/commands.hpp"
 
 namespace actorch::cli {

@@ -1,0 +1,84 @@
+// all_to_all of the Gloo group, sizes checked pairwise across ranks before Gloo moves data. See
+// Note [Gloo group threads] in process_group_gloo.cpp.
+#include <gloo/allgather.h>
+#include <gloo/alltoallv.h>
+
+#include "comm/backend/gloo/process_group_gloo_impl.hpp"
+#include "core/ops/factory.hpp"
+#include "core/ops/shape_ops.hpp"
+
+namespace actorch::dist {
+
+work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
+                                    const std::vector<tensor>& inputs) {
+  // Sizes may differ per pair (torch's all_to_all): rank r's inputs[j] must match rank j's
+  // outputs[r], which the ranks check together before Gloo moves any data (a recv smaller
+  // than its send would abort the process inside Gloo).
+  const size_t n = size_t(size());
+  ACTORCH_CHECK(inputs.size() == n && outputs.size() == n, "all_to_all: inputs and outputs must ",
+                "hold ", n, " tensors (one per rank) but hold ", inputs.size(), " and ",
+                outputs.size());
+  // counts[j]: elements sent to rank j; counts[n + j]: elements expected from rank j.
+  std::vector<int64_t> counts(2 * n);
+  for (size_t j = 0; j < n; ++j) {
+    check_cpu("all_to_all", inputs[j], "an input");
+    check_cpu("all_to_all", outputs[j], "an output");
+    ACTORCH_CHECK(inputs[j].dtype() == inputs[0].dtype() &&
+                      outputs[j].dtype() == inputs[0].dtype(),
+                  "all_to_all: every tensor must have dtype ", dtype_name(inputs[0].dtype()),
+                  " but inputs[", j, "] is ", dtype_name(inputs[j].dtype()), " and outputs[", j,
+                  "] is ", dtype_name(outputs[j].dtype()));
+    counts[j] = inputs[j].numel();
+    counts[n + j] = outputs[j].numel();
+  }
+  std::vector<tensor> flat_inputs;
+  for (const auto& t : inputs)
+    flat_inputs.push_back(t.reshape({-1}));
+  tensor in = cat(flat_inputs, 0);
+  auto outs = outputs;
+  return impl_->enqueue("all_to_all", [this, in, outs, n, counts](uint32_t seq) {
+    // The header carries the dtype; the counts are checked pairwise below.
+    const tensor dtype_only = empty({0}, {.dtype = in.dtype()});
+    impl_->check_headers("all_to_all", seq, make_header(op_kind::all_to_all, &dtype_only, -1, -1));
+    std::vector<int64_t> all(2 * n * n);
+    gloo::AllgatherOptions ag(impl_->ctx(seq));
+    ag.setInput(const_cast<int64_t*>(counts.data()), counts.size());
+    ag.setOutput(all.data(), all.size());
+    ag.setTag(4 * seq + 2);
+    ag.setTimeout(impl_->opts.timeout);
+    gloo::allgather(ag);
+    std::string bad;
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < n; ++j)
+        if (all[i * 2 * n + j] != all[j * 2 * n + n + i])
+          bad += std::string(bad.empty() ? "" : "; ") + "rank " +
+                 std::to_string(global_ranks()[i]) + " sends " +
+                 std::to_string(all[i * 2 * n + j]) + " elements to rank " +
+                 std::to_string(global_ranks()[j]) + ", which expects " +
+                 std::to_string(all[j * 2 * n + n + i]);
+    ACTORCH_CHECK(bad.empty(), "all_to_all: sizes do not match across ranks: ", bad);
+    const size_t es = in.element_size();
+    std::vector<int64_t> send_bytes, recv_bytes;
+    int64_t total = 0;
+    for (size_t j = 0; j < n; ++j) {
+      send_bytes.push_back(counts[j] * int64_t(es));
+      recv_bytes.push_back(counts[n + j] * int64_t(es));
+      total += counts[n + j];
+    }
+    tensor flat = empty({total}, {.dtype = in.dtype()});
+    gloo::AlltoallvOptions o(impl_->ctx(seq));
+    o.setInput(static_cast<uint8_t*>(in.data_ptr()), send_bytes);
+    o.setOutput(static_cast<uint8_t*>(flat.data_ptr()), recv_bytes);
+    impl_->tag(o, seq);
+    gloo::alltoallv(o);
+    int64_t at = 0;
+    for (size_t j = 0; j < n; ++j) {
+      tensor dst = outs[j];
+      dst.copy_(flat.narrow(0, at, counts[n + j]).view(dst.sizes()));
+      at += counts[n + j];
+    }
+    return outs;
+  });
+}
+
+} // namespace actorch::dist

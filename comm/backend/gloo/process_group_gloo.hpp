@@ -1,0 +1,61 @@
+// The Gloo process group: collectives and point-to-point ops on CPU tensors over TCP
+// (c10d's ProcessGroupGloo). See Note [Gloo group threads] in process_group_gloo.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.hpp"
+#include "comm/store/store.hpp"
+
+namespace actorch::dist {
+
+class process_group_gloo final : public process_group {
+public:
+  struct options {
+    /// How long an op (and the rendezvous) may wait for its peers.
+    milliseconds timeout{1800000};
+    /// The address this rank listens on for its peers, when no interfaces are given.
+    std::string hostname = "127.0.0.1";
+    /// Network interfaces to use, round-robin (see Note [Socket interfaces] in
+    /// process_group_gloo.cpp); empty: those of GLOO_SOCKET_IFNAME when it is set, else
+    /// `hostname`. An interface that does not exist is an error listing those that do.
+    std::vector<std::string> interfaces = {};
+    /// all_reduce through shared memory when every rank runs on this host (see
+    /// shm_allreduce.hpp); the environment variable ACTORCH_GLOO_SHM=0 turns it off.
+    bool shared_memory = true;
+  };
+
+  /// Rendezvous of `size` ranks through `store` (which no other group may share: give each a
+  /// prefix_store of its own); blocks until every rank has joined, or throws after the timeout.
+  process_group_gloo(std::shared_ptr<store> store, int rank, int size, options opts,
+                     std::vector<int> global_ranks = {});
+  /// Finishes the ops already issued (each bounded by the timeout), then closes the mesh.
+  ~process_group_gloo() override;
+
+  std::string backend() const override { return "gloo"; }
+  milliseconds timeout() const;
+  /// Why the group refuses work (a Gloo failure poisons its context), or "" while usable.
+  std::string broken_reason() const;
+
+  work broadcast(tensor& t, int root) override;
+  work all_reduce(tensor& t, reduce_op op) override;
+  work reduce(tensor& t, int root, reduce_op op) override;
+  work all_gather(std::vector<tensor>& outputs, const tensor& input) override;
+  work all_gather_into_tensor(tensor& output, const tensor& input) override;
+  work gather(std::vector<tensor>& outputs, const tensor& input, int root) override;
+  work scatter(tensor& output, const std::vector<tensor>& inputs, int root) override;
+  work reduce_scatter(tensor& output, const std::vector<tensor>& inputs, reduce_op op) override;
+  work all_to_all(std::vector<tensor>& outputs, const std::vector<tensor>& inputs) override;
+  work barrier() override;
+  work monitored_barrier(milliseconds timeout) override;
+  work send(const tensor& t, int dst, int tag) override;
+  work recv(tensor& t, int src, int tag) override;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace actorch::dist

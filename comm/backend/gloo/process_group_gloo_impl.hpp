@@ -1,0 +1,87 @@
+// The Gloo group's private state and the steps its ops share (process_group_gloo.cpp); each
+// family of ops is a file of its own: broadcast_scatter.cpp, reduce_ops.cpp, gather_ops.cpp,
+// all_to_all.cpp, barrier.cpp, p2p.cpp. Included by those files only.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/device.h>
+
+#include "comm/backend/gloo/gloo_checks.hpp"
+#include "comm/backend/gloo/process_group_gloo.hpp"
+#include "comm/backend/gloo/shm_allreduce.hpp"
+#include "comm/backend/serial_executor.hpp"
+#include "kernels/cpu/elementwise.hpp"
+
+namespace actorch::dist {
+
+using namespace gloo_checks;
+
+/// The combine function of `op` on `t` for Gloo and the shared-memory all-reduce (AVG sums;
+/// the caller divides).
+kernels::cpu::combine_fn reduce_function(reduce_op op, dtype t);
+
+struct process_group_gloo::impl {
+  process_group_gloo& pg;
+  std::shared_ptr<store> st;
+  options opts;
+  // One device and full mesh per interface; see Note [Socket interfaces].
+  std::vector<std::shared_ptr<gloo::transport::Device>> devices;
+  std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;
+  std::unique_ptr<shm_allreduce> shm; // all_reduce's path when every rank is on this host
+
+  mutable std::mutex mu; // guards broken and next_seq; held while posting, so posts keep order
+  std::string broken;    // see Note [Gloo group threads]
+  uint32_t next_seq = 0;
+  int64_t monitored_seq = 0; // collectives thread only
+  // Last, so they stop before the state their tasks use goes away.
+  serial_executor collectives{{.spin = std::chrono::microseconds(50)}};
+  serial_executor p2p_waiter{{}};
+
+  impl(process_group_gloo& g, std::shared_ptr<store> s, options o)
+      : pg(g), st(std::move(s)), opts(std::move(o)) {}
+
+  /// The context of the n-th collective, or of a point-to-point op with tag n.
+  const std::shared_ptr<gloo::rendezvous::Context>& ctx(uint32_t n) const {
+    return contexts[n % contexts.size()];
+  }
+  /// "[1, 2]": the group's other ranks, as global ranks.
+  std::string peers() const;
+  /// "rank 0 of group [0, 1, 2]".
+  std::string where() const;
+
+  /// Called with the Gloo exception of a failed op: poisons the group, returns the op's error.
+  std::exception_ptr fail_group(const std::string& op, const std::string& what);
+  /// The error of an op issued after the group failed. Called with mu held.
+  std::exception_ptr refused(const std::string& op) const;
+
+  /// Queues collective `op` behind those issued before it; `run` gets the issue number and
+  /// returns the work's result. See Note [Gloo group threads].
+  work enqueue(std::string op, std::function<std::vector<tensor>(uint32_t)> run);
+
+  /// Allgathers every rank's header and throws, on every rank, when they disagree.
+  void check_headers(const std::string& op, uint32_t seq, const op_header& mine);
+  [[noreturn]] void throw_mismatch(const std::string& op, const std::vector<int64_t>& all);
+
+  /// An op's tag and timeout: tag 4n+1 for the n-th collective.
+  template <class Options> void tag(Options& o, uint32_t seq) {
+    o.setTag(4 * seq + 1);
+    o.setTimeout(opts.timeout);
+  }
+
+  /// A posted send or recv (p2p.cpp): the p2p waiter completes `w` once Gloo has finished it.
+  struct p2p_op;
+  void wait_p2p(std::shared_ptr<p2p_op> op, work w);
+
+  /// all_reduce's header check and reduction, through shared memory when the group has it.
+  void allreduce_checked(tensor& flat, reduce_op op, uint32_t seq);
+  /// In-place all-reduce of a contiguous tensor over Gloo (AVG divides afterwards).
+  void allreduce_flat(tensor& flat, reduce_op op, uint32_t seq);
+};
+
+} // namespace actorch::dist

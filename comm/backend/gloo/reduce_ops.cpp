@@ -1,0 +1,112 @@
+// The reductions of the Gloo group: all_reduce (through shared memory when every rank is on
+// this host), reduce and reduce_scatter. See Note [Gloo group threads] in process_group_gloo.cpp.
+#include <gloo/allreduce.h>
+#include <gloo/reduce.h>
+
+#include "comm/backend/gloo/process_group_gloo_impl.hpp"
+#include "core/ops/shape_ops.hpp"
+
+namespace actorch::dist {
+
+void process_group_gloo::impl::allreduce_checked(tensor& flat, reduce_op op, uint32_t seq) {
+  const op_header h = make_header(op_kind::all_reduce, &flat, -1, int(op));
+  if (!shm) {
+    check_headers("all_reduce", seq, h);
+    allreduce_flat(flat, op, seq);
+    return;
+  }
+  std::vector<int64_t> all;
+  const bool same = dispatch(flat.dtype(), [&]<class T>() {
+    return shm->run(flat.data_ptr(), size_t(flat.numel()), sizeof(T), reduce_function(op, dtype_of<T>()), h.v,
+                    all);
+  });
+  if (!same)
+    throw_mismatch("all_reduce", all);
+  if (op == reduce_op::avg)
+    flat.div_(double(pg.size()));
+}
+
+void process_group_gloo::impl::allreduce_flat(tensor& flat, reduce_op op, uint32_t seq) {
+  dispatch(flat.dtype(), [&]<class T>() {
+    gloo::AllreduceOptions o(ctx(seq));
+    o.setOutput(flat.data_ptr<T>(), size_t(flat.numel()));
+    o.setReduceFunction(reduce_function(op, dtype_of<T>()));
+    tag(o, seq);
+    gloo::allreduce(o);
+  });
+  if (op == reduce_op::avg)
+    flat.div_(double(pg.size()));
+}
+work process_group_gloo::all_reduce(tensor& t, reduce_op op) {
+  check_cpu("all_reduce", t, "the tensor");
+  check_reduce("all_reduce", t.dtype(), op);
+  auto buf = std::make_shared<contiguous_buffer>(t);
+  return impl_->enqueue("all_reduce", [this, buf, op](uint32_t seq) {
+    impl_->allreduce_checked(buf->flat, op, seq);
+    buf->copy_back();
+    return std::vector<tensor>{buf->orig};
+  });
+}
+
+work process_group_gloo::reduce(tensor& t, int root, reduce_op op) {
+  check_cpu("reduce", t, "the tensor");
+  check_rank("reduce", root, "root");
+  check_reduce("reduce", t.dtype(), op);
+  auto buf = std::make_shared<contiguous_buffer>(t);
+  return impl_->enqueue("reduce", [this, buf, root, op](uint32_t seq) {
+    impl_->check_headers("reduce", seq, make_header(op_kind::reduce, &buf->flat, root, int(op)));
+    // Gloo reduces in place on every rank; non-roots reduce into a scratch copy so their
+    // tensor keeps its value.
+    tensor out = rank() == root ? buf->flat : buf->flat.clone();
+    dispatch(out.dtype(), [&]<class T>() {
+      gloo::ReduceOptions o(impl_->ctx(seq));
+      o.setOutput(out.data_ptr<T>(), size_t(out.numel()));
+      o.setRoot(root);
+      o.setReduceFunction(reduce_function(op, dtype_of<T>()));
+      impl_->tag(o, seq);
+      gloo::reduce(o);
+    });
+    if (rank() == root) {
+      if (op == reduce_op::avg)
+        buf->flat.div_(double(size()));
+      buf->copy_back();
+    }
+    return std::vector<tensor>{buf->orig};
+  });
+}
+
+work process_group_gloo::reduce_scatter(tensor& output, const std::vector<tensor>& inputs,
+                                        reduce_op op) {
+  check_cpu("reduce_scatter", output, "the output");
+  check_list("reduce_scatter", inputs, "inputs", size_t(size()), output);
+  check_reduce("reduce_scatter", output.dtype(), op);
+  auto out = std::make_shared<contiguous_buffer>(output);
+  // All-reduce of the concatenated inputs (through shared memory when the group has it),
+  // keeping this rank's part: twice the traffic of a dedicated reduce-scatter, which this Gloo
+  // lacks in its options API.
+  std::vector<tensor> flat_inputs;
+  for (const auto& t : inputs)
+    flat_inputs.push_back(t.reshape({-1}));
+  tensor all = cat(flat_inputs, 0);
+  return impl_->enqueue("reduce_scatter", [this, out, all, op](uint32_t seq) mutable {
+    const op_header h = make_header(op_kind::reduce_scatter, &out->flat, -1, int(op));
+    impl_->check_headers("reduce_scatter", seq, h);
+    if (impl_->shm) { // the headers agreed above, so the segment's own check passes
+      std::vector<int64_t> ignored;
+      dispatch(all.dtype(), [&]<class T>() {
+        impl_->shm->run(all.data_ptr(), size_t(all.numel()), sizeof(T), reduce_function(op, dtype_of<T>()), h.v,
+                        ignored);
+      });
+      if (op == reduce_op::avg)
+        all.div_(double(size()));
+    } else {
+      impl_->allreduce_flat(all, op, seq);
+    }
+    const int64_t n = out->flat.numel();
+    out->flat.copy_(all.narrow(0, int64_t(rank()) * n, n).view(out->flat.sizes()));
+    out->copy_back();
+    return std::vector<tensor>{out->orig};
+  });
+}
+
+} // namespace actorch::dist

@@ -1,0 +1,278 @@
+// Note [Shared-memory all-reduce]
+// Segment: one 512-byte block per rank (arrive counter, done counter, pid, two op headers used
+// by alternate ops), two small-op buffers per rank (see Note [Small all-reduce]), then a slot
+// of kChunk bytes per rank and a result area of kChunk bytes. A tensor larger than kSmall is
+// processed in chunks of at most kChunk bytes; within a chunk, rank q owns elements
+// [q*n/N, (q+1)*n/N).
+// For each chunk:
+//  1. Copy in: rank r copies the parts of its chunk that the *other* ranks own into its slot
+//     (its own part stays in its tensor). On the first chunk it also writes its op header.
+//  2. Arrive barrier. Every slot is now full for this chunk; on the first chunk every rank
+//     compares all headers and, when they differ, all ranks return "mismatch" together.
+//  3. Reduce: rank r folds the others' slots into its own part, in its tensor, and copies the
+//     result into the result area.
+//  4. Done barrier. Every part of the result area is final, and nobody reads the slots any more.
+//  5. Copy out: rank r copies the others' parts of the result into its tensor.
+// Reusing the buffers for the next chunk is safe: a rank writes its slot again only after the
+// done barrier (everybody finished reading slots), and writes the result area only after the
+// next arrive barrier (everybody finished copying the previous result out).
+// Barriers spin on per-rank counters, yielding the CPU (ranks often outnumber cores), checking
+// the deadline and whether the peers' processes still exist.
+#include "comm/backend/gloo/shm_allreduce.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sched.h>
+#include <stdexcept>
+#include <string>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/error.hpp"
+
+namespace actorch::dist {
+
+namespace {
+
+constexpr size_t kBlock = 512;        // per-rank control block
+constexpr size_t kSmall = 256u << 10; // bytes of each of a rank's two small-op buffers
+constexpr size_t kChunk = 4u << 20;   // bytes of each rank's slot
+using counter = std::atomic<uint64_t>;
+static_assert(counter::is_always_lock_free, "shared-memory counters must be lock-free");
+
+struct block_view {
+  counter* arrive;
+  counter* done;
+  int32_t* pid;
+  int64_t* headers; // two, alternating by op parity
+};
+
+block_view block(void* base, int r) {
+  auto* b = static_cast<char*>(base) + kBlock * size_t(r);
+  return {reinterpret_cast<counter*>(b), reinterpret_cast<counter*>(b + 64),
+          reinterpret_cast<int32_t*>(b + 128), reinterpret_cast<int64_t*>(b + 192)};
+}
+
+int64_t* header_of(void* base, int r, uint64_t parity) {
+  return block(base, r).headers + parity * shm_allreduce::header_len;
+}
+
+char* small_buffer(void* base, int size, int r, uint64_t parity) {
+  return static_cast<char*>(base) + kBlock * size_t(size) + kSmall * (2 * size_t(r) + parity);
+}
+
+char* slot(void* base, int size, int r) {
+  return static_cast<char*>(base) + (kBlock + 2 * kSmall) * size_t(size) + kChunk * size_t(r);
+}
+
+char* result_area(void* base, int size) {
+  return slot(base, size, size);
+}
+
+// This host's identity: ranks with the same one can share memory.
+std::string host_id() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return std::string(name) + "/" + boot;
+}
+
+// memcpy that accepts empty ranges with null pointers (a header-only exchange has no data).
+void copy(void* dst, const void* src, size_t n) {
+  if (n != 0)
+    std::memcpy(dst, src, n);
+}
+
+} // namespace
+
+std::unique_ptr<shm_allreduce> shm_allreduce::connect(store& st, int rank, int size,
+                                                      milliseconds timeout) {
+  const size_t bytes = (kBlock + 2 * kSmall) * size_t(size) + kChunk * size_t(size + 1);
+  // Round 1: same host?
+  st.set("shm/host/" + std::to_string(rank), host_id());
+  bool same = true;
+  for (int r = 0; r < size; ++r) {
+    st.wait({"shm/host/" + std::to_string(r)}, timeout);
+    same = same && st.get("shm/host/" + std::to_string(r)) == host_id();
+  }
+  if (!same || size < 2)
+    return nullptr;
+  // Round 2: rank 0 creates the segment, everyone maps it and reports.
+  std::string name;
+  void* base = MAP_FAILED;
+  if (rank == 0) {
+    std::random_device rd;
+    name = "/actorch_" + std::to_string(::getpid()) + "_" + std::to_string(rd());
+    const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    // posix_fallocate reserves the pages, so a full /dev/shm fails here, not with SIGBUS later.
+    if (fd >= 0 && ::ftruncate(fd, off_t(bytes)) == 0 && ::posix_fallocate(fd, 0, off_t(bytes)) == 0)
+      base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0)
+      ::close(fd);
+    if (base == MAP_FAILED)
+      name.clear();
+    st.set("shm/name", name);
+  } else {
+    st.wait({"shm/name"}, timeout);
+    name = st.get("shm/name");
+    if (!name.empty()) {
+      const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+      if (fd >= 0) {
+        base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ::close(fd);
+      }
+    }
+  }
+  if (base != MAP_FAILED)
+    *block(base, rank).pid = int32_t(::getpid());
+  st.set("shm/ok/" + std::to_string(rank), base != MAP_FAILED ? "1" : "0");
+  bool all_ok = true;
+  for (int r = 0; r < size; ++r) {
+    st.wait({"shm/ok/" + std::to_string(r)}, timeout);
+    all_ok = all_ok && st.get("shm/ok/" + std::to_string(r)) == "1";
+  }
+  if (rank == 0 && !name.empty())
+    ::shm_unlink(name.c_str()); // mapped everywhere now; nothing is left behind on a crash
+  if (!all_ok) {
+    if (base != MAP_FAILED)
+      ::munmap(base, bytes);
+    return nullptr;
+  }
+  return std::unique_ptr<shm_allreduce>(new shm_allreduce(rank, size, timeout, base, bytes));
+}
+
+shm_allreduce::shm_allreduce(int rank, int size, milliseconds timeout, void* base, size_t bytes)
+    : rank_(rank), size_(size), timeout_(timeout), base_(base), bytes_(bytes) {}
+
+shm_allreduce::~shm_allreduce() {
+  ::munmap(base_, bytes_);
+}
+
+void shm_allreduce::barrier(size_t which, uint64_t epoch) {
+  auto mine = block(base_, rank_);
+  (which == 0 ? mine.arrive : mine.done)->store(epoch, std::memory_order_release);
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  const int32_t self = int32_t(::getpid());
+  for (int q = 0; q < size_; ++q) {
+    auto b = block(base_, q);
+    counter* c = which == 0 ? b.arrive : b.done;
+    for (uint32_t spins = 0; c->load(std::memory_order_acquire) < epoch; ++spins) {
+      if (spins < 64)
+        continue;
+      ::sched_yield();
+      if (spins % 1024 != 0)
+        continue;
+      const int32_t pid = *b.pid;
+      if (pid != self && ::kill(pid, 0) != 0 && errno == ESRCH)
+        throw std::runtime_error("rank " + std::to_string(q) + " (pid " + std::to_string(pid) +
+                                 ") exited during a shared-memory all-reduce");
+      if (std::chrono::steady_clock::now() > deadline)
+        throw std::runtime_error("rank " + std::to_string(q) + " did not arrive in the " +
+                                 "shared-memory all-reduce within " +
+                                 std::to_string(timeout_.count()) + " ms");
+    }
+  }
+}
+
+bool shm_allreduce::run(void* data, size_t count, size_t elem_size, reduce_fn fn,
+                        const int64_t* header, std::vector<int64_t>& all_headers) {
+  const uint64_t parity = ops_++ & 1;
+  if (count * elem_size <= kSmall)
+    return run_small(data, count, elem_size, fn, header, all_headers, parity);
+  const size_t n_size = size_t(size_);
+  const size_t per_chunk = kChunk / elem_size;
+  auto* bytes = static_cast<char*>(data);
+  size_t done_elems = 0;
+  bool first = true;
+  while (first || done_elems < count) {
+    const size_t n = std::min(per_chunk, count - done_elems);
+    char* chunk = bytes + done_elems * elem_size;
+    auto part = [&](size_t q) { return std::pair{q * n / n_size, (q + 1) * n / n_size}; };
+    // 1. Copy in the parts the others own.
+    char* mine = slot(base_, size_, rank_);
+    for (size_t q = 0; q < n_size; ++q) {
+      if (int(q) == rank_)
+        continue;
+      auto [b, e] = part(q);
+      copy(mine + b * elem_size, chunk + b * elem_size, (e - b) * elem_size);
+    }
+    if (first)
+      std::memcpy(header_of(base_, rank_, parity), header, header_len * sizeof(int64_t));
+    // 2. Everyone's slot is full.
+    const uint64_t epoch = ++epoch_;
+    barrier(0, epoch);
+    if (first) {
+      if (!same_headers(parity, all_headers)) {
+        // Nobody has written a result yet; a done barrier keeps the epochs in step.
+        barrier(1, epoch);
+        return false;
+      }
+      first = false;
+    }
+    // 3. Reduce my part from the others' slots, publish it.
+    auto [b, e] = part(size_t(rank_));
+    char* out = chunk + b * elem_size;
+    for (int q = 0; q < size_ && e > b; ++q)
+      if (q != rank_)
+        fn(out, out, slot(base_, size_, q) + b * elem_size, e - b);
+    copy(result_area(base_, size_) + b * elem_size, out, (e - b) * elem_size);
+    // 4. Every part of the result is final.
+    barrier(1, epoch);
+    // 5. Copy the others' parts out.
+    for (size_t q = 0; q < n_size; ++q) {
+      if (int(q) == rank_)
+        continue;
+      auto [qb, qe] = part(q);
+      copy(chunk + qb * elem_size, result_area(base_, size_) + qb * elem_size,
+                  (qe - qb) * elem_size);
+    }
+    done_elems += n;
+  }
+  return true;
+}
+
+bool shm_allreduce::same_headers(uint64_t parity, std::vector<int64_t>& all_headers) const {
+  bool same = true;
+  for (int q = 1; q < size_; ++q)
+    same = same && std::memcmp(header_of(base_, q, parity), header_of(base_, 0, parity),
+                               header_len * sizeof(int64_t)) == 0;
+  if (!same) {
+    all_headers.clear();
+    for (int q = 0; q < size_; ++q)
+      all_headers.insert(all_headers.end(), header_of(base_, q, parity),
+                         header_of(base_, q, parity) + header_len);
+  }
+  return same;
+}
+
+// Note [Small all-reduce]: up to kSmall bytes, one barrier per op. Each rank copies its whole
+// tensor (and header) into its buffer of this op's parity, arrives, then reduces every rank's
+// buffer itself, in rank order (so every rank computes the same bits). A rank writes a buffer
+// of the same parity again two ops later, after the next op's barrier, which nobody passes
+// before finishing its reads of this op: no second barrier is needed.
+bool shm_allreduce::run_small(void* data, size_t count, size_t elem_size, reduce_fn fn,
+                              const int64_t* header, std::vector<int64_t>& all_headers,
+                              uint64_t parity) {
+  const size_t nbytes = count * elem_size;
+  copy(small_buffer(base_, size_, rank_, parity), data, nbytes);
+  std::memcpy(header_of(base_, rank_, parity), header, header_len * sizeof(int64_t));
+  barrier(0, ++epoch_);
+  if (!same_headers(parity, all_headers))
+    return false;
+  if (count == 0)
+    return true;
+  copy(data, small_buffer(base_, size_, 0, parity), nbytes);
+  for (int q = 1; q < size_; ++q)
+    fn(data, data, small_buffer(base_, size_, q, parity), count);
+  return true;
+}
+
+} // namespace actorch::dist

@@ -1,0 +1,54 @@
+// All-reduce through shared memory for a group whose ranks all run on one host (threads or
+// processes): each rank reduces its share of the tensor straight out of the others' slots,
+// without TCP. process_group_gloo uses it for all_reduce when every rank can map the segment;
+// see Note [Shared-memory all-reduce] in shm_allreduce.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/store/store.hpp"
+
+namespace actorch::dist {
+
+class shm_allreduce {
+public:
+  using reduce_fn = void (*)(void*, const void*, const void*, size_t);
+  static constexpr size_t header_len = 16;
+
+  /// Collective over the group's store: every rank calls it. Returns nullptr on every rank
+  /// when the ranks are not all on this host or any rank cannot map the segment (the group
+  /// then uses Gloo's TCP algorithms). Throws actorch::error when the store times out.
+  static std::unique_ptr<shm_allreduce> connect(store& st, int rank, int size,
+                                                milliseconds timeout);
+  ~shm_allreduce();
+  shm_allreduce(const shm_allreduce&) = delete;
+  shm_allreduce& operator=(const shm_allreduce&) = delete;
+
+  /// In-place all-reduce of `count` elements of `elem_size` bytes with `fn`. Every rank first
+  /// publishes `header`; when they differ, returns false on every rank with all ranks' headers
+  /// in `all_headers` (rank-major) and leaves `data` as it was. Throws std::runtime_error when
+  /// a peer does not arrive within the timeout or its process is gone. With count 0 it only
+  /// exchanges and compares the headers (every collective's check, see process_group_gloo).
+  bool run(void* data, size_t count, size_t elem_size, reduce_fn fn,
+           const int64_t* header, std::vector<int64_t>& all_headers);
+
+private:
+  shm_allreduce(int rank, int size, milliseconds timeout, void* base, size_t bytes);
+  void barrier(size_t which, uint64_t epoch);
+  bool same_headers(uint64_t parity, std::vector<int64_t>& all_headers) const;
+  bool run_small(void* data, size_t count, size_t elem_size, reduce_fn fn, const int64_t* header,
+                 std::vector<int64_t>& all_headers, uint64_t parity);
+
+  int rank_;
+  int size_;
+  milliseconds timeout_;
+  void* base_;
+  size_t bytes_;
+  uint64_t epoch_ = 0; // barriers passed
+  uint64_t ops_ = 0;   // ops run; its parity picks the header and small buffer
+};
+
+} // namespace actorch::dist

@@ -1,0 +1,339 @@
+// process_group_nccl: NCCL collectives on CUDA tensors (CUDA builds only; see
+// process_group_nccl.hpp). Like the Gloo group, ops run in issue order on a worker thread per
+// group, here on the group's own CUDA stream, and the work completes once the stream has
+// finished the op. Tensors must be contiguous CUDA tensors on the group's device.
+// What NCCL cannot express is refused clearly: recv from any rank, BAND/BOR/BXOR.
+#include "comm/backend/nccl/process_group_nccl.hpp"
+
+#include <cstring>
+#include <mutex>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "comm/backend/serial_executor.hpp"
+#include "comm/backend/socket_ifname.hpp"
+#include "base/error.hpp"
+
+#define ACTORCH_CUDA_CHECK(expr)                                                                   \
+  do {                                                                                             \
+    const cudaError_t err_ = (expr);                                                               \
+    ACTORCH_CHECK(err_ == cudaSuccess, "nccl backend: ", #expr, " failed: ",                       \
+                  cudaGetErrorString(err_));                                                       \
+  } while (false)
+
+#define ACTORCH_NCCL_CHECK(expr)                                                                   \
+  do {                                                                                             \
+    const ncclResult_t res_ = (expr);                                                              \
+    ACTORCH_CHECK(res_ == ncclSuccess, "nccl backend: ", #expr, " failed: ",                       \
+                  ncclGetErrorString(res_));                                                       \
+  } while (false)
+
+namespace actorch::dist {
+
+namespace {
+
+ncclDataType_t nccl_type(dtype t) {
+  switch (t) {
+  case dtype::float32: return ncclFloat32;
+  case dtype::float64: return ncclFloat64;
+  case dtype::float16: return ncclFloat16;
+  case dtype::bfloat16: return ncclBfloat16;
+  case dtype::int8: return ncclInt8;
+  case dtype::uint8: return ncclUint8;
+  case dtype::int32: return ncclInt32;
+  case dtype::int64: return ncclInt64;
+  case dtype::bool_: return ncclUint8;
+  }
+  return ncclUint8;
+}
+
+ncclRedOp_t nccl_op(const char* op, reduce_op r, dtype t) {
+  const bool is_bool = t == dtype::bool_;
+  switch (r) {
+  case reduce_op::sum: return is_bool ? ncclMax : ncclSum; // bool: OR
+  case reduce_op::avg:
+    ACTORCH_CHECK(is_floating_point(t), op, ": AVG needs a floating-point tensor but got ",
+                  dtype_name(t));
+    return ncclAvg;
+  case reduce_op::product: return is_bool ? ncclMin : ncclProd; // bool: AND
+  case reduce_op::min: return ncclMin;
+  case reduce_op::max: return ncclMax;
+  case reduce_op::band:
+  case reduce_op::bor:
+  case reduce_op::bxor: break;
+  }
+  ACTORCH_FAIL(op, ": ", reduce_op_name(r), " is not supported by the nccl backend");
+}
+
+class process_group_nccl final : public process_group {
+public:
+  process_group_nccl(std::shared_ptr<store> st, int rank, int size, milliseconds timeout,
+                     std::vector<int> global_ranks)
+      : process_group(rank, size, std::move(global_ranks)), store_(std::move(st)),
+        timeout_(timeout) {
+    // NCCL reads NCCL_SOCKET_IFNAME itself (in ncclGetUniqueId and ncclCommInitRank); an
+    // interface that does not exist would fail there as "no socket interface found", so check
+    // it first and name the interfaces that exist.
+    check_nccl_socket_ifname();
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    ACTORCH_CHECK(err == cudaSuccess && count > 0, "nccl backend: no usable CUDA device on rank ",
+                  rank, " (cudaGetDeviceCount: ",
+                  err == cudaSuccess ? "0 devices" : cudaGetErrorString(err),
+                  "); use the gloo backend for CPU tensors");
+    device_ = rank % count;
+    ACTORCH_CUDA_CHECK(cudaSetDevice(device_));
+    ncclUniqueId id;
+    if (rank == 0) {
+      ACTORCH_NCCL_CHECK(ncclGetUniqueId(&id));
+      store_->set("nccl_unique_id", std::string(reinterpret_cast<const char*>(&id), sizeof id));
+    } else {
+      store_->wait({"nccl_unique_id"}, timeout_);
+      const std::string bytes = store_->get("nccl_unique_id");
+      ACTORCH_INTERNAL_ASSERT(bytes.size() == sizeof id, "bad NCCL unique id in the store");
+      std::memcpy(&id, bytes.data(), sizeof id);
+    }
+    ACTORCH_NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank));
+    ACTORCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    worker_ = std::make_unique<serial_executor>(
+        serial_executor::options{.on_start = [this] { cudaSetDevice(device_); }});
+  }
+
+  ~process_group_nccl() override {
+    worker_->shutdown(); // the ops' tasks use the communicator and the stream
+    ncclCommDestroy(comm_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string backend() const override { return "nccl"; }
+
+  work broadcast(tensor& t, int root) override {
+    check("broadcast", t);
+    check_rank("broadcast", root, "root");
+    return enqueue("broadcast", [=, this] {
+      ACTORCH_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
+                                       nccl_type(t.dtype()), root, comm_, stream_));
+    });
+  }
+  work all_reduce(tensor& t, reduce_op op) override {
+    check("all_reduce", t);
+    const ncclRedOp_t r = nccl_op("all_reduce", op, t.dtype());
+    return enqueue("all_reduce", [=, this] {
+      ACTORCH_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
+                                       nccl_type(t.dtype()), r, comm_, stream_));
+    });
+  }
+  work reduce(tensor& t, int root, reduce_op op) override {
+    check("reduce", t);
+    check_rank("reduce", root, "root");
+    const ncclRedOp_t r = nccl_op("reduce", op, t.dtype());
+    return enqueue("reduce", [=, this] {
+      ACTORCH_NCCL_CHECK(ncclReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
+                                    nccl_type(t.dtype()), r, root, comm_, stream_));
+    });
+  }
+  work all_gather_into_tensor(tensor& output, const tensor& input) override {
+    check("all_gather_into_tensor", output);
+    check("all_gather_into_tensor", input);
+    ACTORCH_CHECK(output.numel() == input.numel() * size() && output.dtype() == input.dtype(),
+                  "all_gather_into_tensor: the output must hold ", size(), " x ", input.numel(),
+                  " elements of ", dtype_name(input.dtype()));
+    return enqueue("all_gather_into_tensor", [=, this] {
+      ACTORCH_NCCL_CHECK(ncclAllGather(input.data_ptr(), output.data_ptr(),
+                                       size_t(input.numel()), nccl_type(input.dtype()), comm_,
+                                       stream_));
+    });
+  }
+  work all_gather(std::vector<tensor>& outputs, const tensor& input) override {
+    check("all_gather", input);
+    check_list("all_gather", outputs, input);
+    return enqueue("all_gather", [=, this] {
+      ACTORCH_NCCL_CHECK(ncclGroupStart());
+      for (int r = 0; r < size(); ++r) {
+        if (r == rank())
+          continue;
+        ACTORCH_NCCL_CHECK(ncclSend(input.data_ptr(), size_t(input.numel()),
+                                    nccl_type(input.dtype()), r, comm_, stream_));
+        ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(input.numel()),
+                                    nccl_type(input.dtype()), r, comm_, stream_));
+      }
+      ACTORCH_NCCL_CHECK(ncclGroupEnd());
+      ACTORCH_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank())].data_ptr(), input.data_ptr(),
+                                         input.nbytes(), cudaMemcpyDeviceToDevice, stream_));
+    });
+  }
+  work gather(std::vector<tensor>& outputs, const tensor& input, int root) override {
+    check("gather", input);
+    check_rank("gather", root, "root");
+    if (rank() == root)
+      check_list("gather", outputs, input);
+    return enqueue("gather", [=, this] {
+      if (rank() != root) {
+        ACTORCH_NCCL_CHECK(ncclSend(input.data_ptr(), size_t(input.numel()),
+                                    nccl_type(input.dtype()), root, comm_, stream_));
+        return;
+      }
+      ACTORCH_NCCL_CHECK(ncclGroupStart());
+      for (int r = 0; r < size(); ++r)
+        if (r != rank())
+          ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(input.numel()),
+                                      nccl_type(input.dtype()), r, comm_, stream_));
+      ACTORCH_NCCL_CHECK(ncclGroupEnd());
+      ACTORCH_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank())].data_ptr(), input.data_ptr(),
+                                         input.nbytes(), cudaMemcpyDeviceToDevice, stream_));
+    });
+  }
+  work scatter(tensor& output, const std::vector<tensor>& inputs, int root) override {
+    check("scatter", output);
+    check_rank("scatter", root, "root");
+    if (rank() == root)
+      check_list("scatter", inputs, output);
+    return enqueue("scatter", [=, this] {
+      if (rank() != root) {
+        ACTORCH_NCCL_CHECK(ncclRecv(output.data_ptr(), size_t(output.numel()),
+                                    nccl_type(output.dtype()), root, comm_, stream_));
+        return;
+      }
+      ACTORCH_NCCL_CHECK(ncclGroupStart());
+      for (int r = 0; r < size(); ++r)
+        if (r != rank())
+          ACTORCH_NCCL_CHECK(ncclSend(inputs[size_t(r)].data_ptr(), size_t(output.numel()),
+                                      nccl_type(output.dtype()), r, comm_, stream_));
+      ACTORCH_NCCL_CHECK(ncclGroupEnd());
+      ACTORCH_CUDA_CHECK(cudaMemcpyAsync(output.data_ptr(), inputs[size_t(rank())].data_ptr(),
+                                         output.nbytes(), cudaMemcpyDeviceToDevice, stream_));
+    });
+  }
+  work reduce_scatter(tensor& output, const std::vector<tensor>& inputs, reduce_op op) override {
+    check("reduce_scatter", output);
+    check_list("reduce_scatter", inputs, output);
+    const ncclRedOp_t r = nccl_op("reduce_scatter", op, output.dtype());
+    return enqueue("reduce_scatter", [=, this] {
+      // Each rank's inputs are packed into one buffer, as ncclReduceScatter wants them.
+      const size_t n = output.nbytes();
+      void* packed = nullptr;
+      ACTORCH_CUDA_CHECK(cudaMallocAsync(&packed, n * size_t(size()), stream_));
+      for (int q = 0; q < size(); ++q)
+        ACTORCH_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(packed) + n * size_t(q),
+                                           inputs[size_t(q)].data_ptr(), n,
+                                           cudaMemcpyDeviceToDevice, stream_));
+      ACTORCH_NCCL_CHECK(ncclReduceScatter(packed, output.data_ptr(), size_t(output.numel()),
+                                           nccl_type(output.dtype()), r, comm_, stream_));
+      ACTORCH_CUDA_CHECK(cudaFreeAsync(packed, stream_));
+    });
+  }
+  work all_to_all(std::vector<tensor>& outputs, const std::vector<tensor>& inputs) override {
+    ACTORCH_CHECK(!inputs.empty(), "all_to_all: inputs is empty (needs one tensor per rank)");
+    check("all_to_all", inputs[0]);
+    check_list("all_to_all", inputs, inputs[0]);
+    check_list("all_to_all", outputs, inputs[0]);
+    return enqueue("all_to_all", [=, this] {
+      ACTORCH_NCCL_CHECK(ncclGroupStart());
+      for (int r = 0; r < size(); ++r) {
+        const auto& in = inputs[size_t(r)];
+        ACTORCH_NCCL_CHECK(ncclSend(in.data_ptr(), size_t(in.numel()), nccl_type(in.dtype()), r,
+                                    comm_, stream_));
+        ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(in.numel()),
+                                    nccl_type(in.dtype()), r, comm_, stream_));
+      }
+      ACTORCH_NCCL_CHECK(ncclGroupEnd());
+    });
+  }
+  work barrier() override {
+    return enqueue("barrier", [this] {
+      void* one = nullptr;
+      ACTORCH_CUDA_CHECK(cudaMallocAsync(&one, sizeof(float), stream_));
+      ACTORCH_CUDA_CHECK(cudaMemsetAsync(one, 0, sizeof(float), stream_));
+      ACTORCH_NCCL_CHECK(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm_, stream_));
+      ACTORCH_CUDA_CHECK(cudaFreeAsync(one, stream_));
+    });
+  }
+  work monitored_barrier(milliseconds) override {
+    ACTORCH_FAIL("monitored_barrier: not supported by the nccl backend (as in PyTorch); use a ",
+                 "gloo group");
+  }
+  work send(const tensor& t, int dst, int tag) override {
+    check("send", t);
+    check_rank("send", dst, "dst");
+    ACTORCH_CHECK(tag == 0, "send: the nccl backend has no tags (got tag ", tag, ")");
+    return enqueue("send", [=, this] {
+      ACTORCH_NCCL_CHECK(ncclSend(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), dst,
+                                  comm_, stream_));
+    });
+  }
+  work recv(tensor& t, int src, int tag) override {
+    check("recv", t);
+    ACTORCH_CHECK(src != -1, "recv: the nccl backend cannot receive from any rank; name src");
+    check_rank("recv", src, "src");
+    ACTORCH_CHECK(tag == 0, "recv: the nccl backend has no tags (got tag ", tag, ")");
+    return enqueue(
+        "recv",
+        [=, this] {
+          ACTORCH_NCCL_CHECK(ncclRecv(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), src,
+                                      comm_, stream_));
+        },
+        src);
+  }
+
+private:
+  void check(const char* op, const tensor& t) const {
+    ACTORCH_CHECK(t.defined(), op, ": undefined tensor");
+    ACTORCH_CHECK(t.device().is_cuda() && t.device().index == device_, op,
+                  ": the nccl backend takes tensors on cuda:", device_, " but got one on ",
+                  t.device().str());
+    ACTORCH_CHECK(t.is_contiguous(), op, ": the nccl backend takes contiguous tensors (shape ",
+                  shape_str(t.sizes()), " is not); call contiguous() first");
+  }
+  void check_list(const char* op, const std::vector<tensor>& list, const tensor& like) const {
+    ACTORCH_CHECK(list.size() == size_t(size()), op, ": needs ", size(), " tensors but got ",
+                  list.size());
+    for (const auto& t : list) {
+      check(op, t);
+      ACTORCH_CHECK(t.numel() == like.numel() && t.dtype() == like.dtype(), op,
+                    ": every tensor must be ", dtype_name(like.dtype()), " with ", like.numel(),
+                    " elements");
+    }
+  }
+
+  // Queues op behind those issued before it; the work completes once the stream has run it.
+  work enqueue(std::string op, std::function<void()> fn, int source = -1) {
+    work w;
+    std::lock_guard lock(mu_); // held while posting, so the ops run in issue order
+    if (!broken_.empty())
+      return work::failed(std::make_exception_ptr(
+          actorch::error(op + " refused: the group failed earlier: " + broken_)));
+    worker_->post([this, op = std::move(op), fn = std::move(fn), w, source] {
+      try {
+        fn();
+        ACTORCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        w.mark_completed({}, source);
+      } catch (const std::exception& e) {
+        std::lock_guard guard(mu_);
+        broken_ = op + " failed on rank " + std::to_string(rank()) + ": " + e.what();
+        w.mark_failed(std::make_exception_ptr(actorch::error(broken_)));
+      }
+    });
+    return w;
+  }
+
+  std::shared_ptr<store> store_;
+  milliseconds timeout_;
+  int device_ = 0;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  std::mutex mu_; // guards broken_
+  std::string broken_;
+  std::unique_ptr<serial_executor> worker_; // last: stops before the state its tasks use
+};
+
+} // namespace
+
+std::shared_ptr<process_group> make_process_group_nccl(std::shared_ptr<store> store, int rank,
+                                                       int size, milliseconds timeout,
+                                                       std::vector<int> global_ranks) {
+  return std::make_shared<process_group_nccl>(std::move(store), rank, size, timeout,
+                                              std::move(global_ranks));
+}
+
+} // namespace actorch::dist

@@ -1,0 +1,83 @@
+// torch.nn.parallel.DistributedDataParallel: wraps a module replica so that backward leaves
+// every replica with the average of all replicas' gradients, exchanged in buckets while
+// backward runs (reducer.hpp). The replicas can be processes, trainer threads of one process
+// sharing memory, or both (replica_group.hpp); the API is the same.
+//
+//   distributed_data_parallel ddp(model, group);
+//   tensor loss = cross_entropy(ddp(x), y);
+//   loss.backward();   // returns with averaged gradients
+//   opt.step();
+#pragma once
+
+#include <memory>
+
+#include "comm/ddp/reducer.hpp"
+#include "comm/ddp/replica_group.hpp"
+#include "core/nn/module.hpp"
+
+namespace actorch::dist {
+
+struct ddp_options {
+  double bucket_cap_mb = 25;
+  /// Parameters a forward pass does not use count as ready instead of leaving backward waiting.
+  bool find_unused_parameters = false;
+  /// Rank 0's buffers (BatchNorm's running statistics) overwrite the others' before each
+  /// training-mode forward.
+  bool broadcast_buffers = true;
+};
+
+class distributed_data_parallel {
+public:
+  /// Checks that every replica's parameters have the same names, shapes and dtypes (an error
+  /// on every replica naming those that differ), broadcasts rank 0's parameters and buffers,
+  /// and builds the buckets. Every replica constructs it at the same point.
+  distributed_data_parallel(std::shared_ptr<nn::module> module,
+                            std::shared_ptr<replica_group> replicas, ddp_options opts = {});
+
+  /// The module's forward. When gradients are to be synchronised (grad mode on, outside
+  /// no_sync), arms the reducer for the backward of its output. In training mode with
+  /// broadcast_buffers, first copies rank 0's buffers to every replica (a collective: every
+  /// replica runs the same training-mode forwards; evaluate on module() directly).
+  tensor forward(const tensor& input);
+  tensor operator()(const tensor& input) { return forward(input); }
+
+  nn::module& module() const { return *module_; }
+  const std::shared_ptr<nn::module>& module_ptr() const { return module_; }
+  replica_group& group() const { return *group_; }
+  dist::reducer& reducer() const { return *reducer_; }
+
+  /// torch's no_sync(): forwards inside the guard arm no reduction, so their backward
+  /// accumulates gradients locally; the first synchronised backward after it averages the
+  /// accumulated sums.
+  class no_sync_guard {
+  public:
+    explicit no_sync_guard(distributed_data_parallel& d) : d_(&d), prev_(d.sync_) {
+      d.sync_ = false;
+    }
+    ~no_sync_guard() { d_->sync_ = prev_; }
+    no_sync_guard(const no_sync_guard&) = delete;
+    no_sync_guard& operator=(const no_sync_guard&) = delete;
+
+  private:
+    distributed_data_parallel* d_;
+    bool prev_;
+  };
+  [[nodiscard]] no_sync_guard no_sync() { return no_sync_guard(*this); }
+  bool require_backward_grad_sync() const { return sync_; }
+
+  /// Rank 0's buffers on every replica (what forward does with broadcast_buffers).
+  void sync_buffers();
+
+private:
+  std::shared_ptr<nn::module> module_;
+  std::shared_ptr<replica_group> group_;
+  ddp_options opts_;
+  std::unique_ptr<dist::reducer> reducer_;
+  bool sync_ = true;
+};
+
+/// Throws on every replica, naming the parameters, when the replicas' parameters differ in
+/// name, shape or dtype (what distributed_data_parallel's constructor runs first).
+void verify_replica_parameters(replica_group& g, const nn::named_tensors& params);
+
+} // namespace actorch::dist

@@ -1,0 +1,79 @@
+// DistributedDataParallel's gradient reducer: parameters grouped into buckets, each bucket
+// all-reduced across the replicas the moment its last gradient is ready (a post-accumulate
+// hook per parameter), so the exchange overlaps the rest of backward; backward returns only
+// once every bucket is reduced and the averaged gradients are back in `.grad`.
+// See Note [Bucket order] in reducer.cpp.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/ddp/replica_group.hpp"
+
+namespace actorch::dist {
+
+struct reducer_options {
+  /// Bucket size limit (DistributedDataParallel's bucket_cap_mb).
+  double bucket_cap_mb = 25;
+  /// The first bucket's smaller limit (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES, 1 MiB),
+  /// so that the first exchange starts early in backward.
+  double first_bucket_cap_mb = 1;
+  /// Parameters the forward pass did not reach count as ready (their slot holds zeros) instead
+  /// of leaving the buckets waiting; gradients of parameters no replica used stay untouched.
+  bool find_unused_parameters = false;
+};
+
+/// Parameter indices per bucket, in launch order: parameters taken in `order` (their indices
+/// into `params`), one open bucket per dtype, a bucket closed once it holds `first_cap_bytes`
+/// (the first of its dtype) or `cap_bytes` (the others). torch's
+/// compute_bucket_assignment_by_size.
+std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<tensor>& params,
+                                                           const std::vector<size_t>& order,
+                                                           size_t first_cap_bytes,
+                                                           size_t cap_bytes);
+
+/// What the reducer reports as it goes (trace and tests): a bucket handed to the replica group
+/// (`ready`, on the backward thread) or reduced (`reduced`, on the completing thread).
+struct bucket_event {
+  enum kind_t { ready, reduced } kind;
+  int64_t iteration;
+  size_t bucket;
+  size_t bytes;
+  std::chrono::steady_clock::time_point time;
+};
+
+class reducer {
+public:
+  /// Registers a post-accumulate hook on each parameter. `names` name them in errors.
+  /// @pre params are leaves that require grad, all on one device.
+  reducer(std::vector<tensor> params, std::vector<std::string> names,
+          std::shared_ptr<replica_group> replicas, reducer_options opts = {});
+  ~reducer();
+  reducer(const reducer&) = delete;
+  reducer& operator=(const reducer&) = delete;
+
+  /// Arms the reducer for the backward pass of `outputs` (DDP's forward calls it when gradients
+  /// are to be synchronised). Rebuilds the buckets from the first iteration's ready order, once.
+  /// With find_unused_parameters, walks the graph behind `outputs` to find the parameters it
+  /// does not reach.
+  void prepare_for_backward(const std::vector<tensor>& outputs);
+
+  /// Parameter indices per bucket, in launch order.
+  const std::vector<std::vector<size_t>>& buckets() const;
+  /// Whether the buckets were rebuilt from the observed ready order yet.
+  bool buckets_rebuilt() const;
+  /// Called for each bucket_event. Must be thread-safe: `reduced` arrives on the thread that
+  /// completes the collective.
+  void set_observer(std::function<void(const bucket_event&)> fn);
+
+  struct impl;
+
+private:
+  std::shared_ptr<impl> impl_;
+};
+
+} // namespace actorch::dist

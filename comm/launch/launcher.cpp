@@ -1,0 +1,284 @@
+// launch() and spawn(): fork the ranks, then one supervision loop (see supervise) that relays
+// prefixed output, reaps children, stops the others when one fails, and forwards SIGINT and
+// SIGTERM.
+#include "comm/launch/launcher.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <thread>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/error.hpp"
+
+namespace actorch::dist {
+
+namespace {
+
+struct child {
+  int rank = 0; // global rank, for messages
+  pid_t pid = -1;
+  int out_fd = -1; // read end of its stdout+stderr, -1 when not relayed
+  std::string partial;
+  bool running = true;
+};
+
+volatile std::sig_atomic_t g_forward_signal = 0;
+
+void on_signal(int sig) {
+  g_forward_signal = sig;
+}
+
+std::string describe_status(int rank, int status) {
+  if (WIFEXITED(status))
+    return "rank " + std::to_string(rank) + " exited with status " +
+           std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status))
+    return "rank " + std::to_string(rank) + " was killed by signal " +
+           std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  return "rank " + std::to_string(rank) + " ended with wait status " + std::to_string(status);
+}
+
+void relay(child& c, std::ostream& out, bool flush_partial) {
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(c.out_fd, buf, sizeof buf);
+    if (n > 0) {
+      c.partial.append(buf, size_t(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n == 0) { // EOF
+      ::close(c.out_fd);
+      c.out_fd = -1;
+      flush_partial = true;
+    }
+    break;
+  }
+  size_t start = 0;
+  for (size_t nl; (nl = c.partial.find('\n', start)) != std::string::npos; start = nl + 1)
+    out << "[rank" << c.rank << "]: " << std::string_view(c.partial).substr(start, nl - start + 1);
+  c.partial.erase(0, start);
+  if (flush_partial && !c.partial.empty()) {
+    out << "[rank" << c.rank << "]: " << c.partial << '\n';
+    c.partial.clear();
+  }
+  out.flush();
+}
+
+// Waits for every child. Returns "" when all exited 0, else the first failure's description
+// (the others were stopped: SIGTERM, then SIGKILL after `grace`).
+std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::milliseconds grace,
+                      bool forward_signals) {
+  std::string failure;
+  auto stop_deadline = std::chrono::steady_clock::time_point::max();
+  bool killed = false;
+  auto running = [&] {
+    for (auto& c : kids)
+      if (c.running || c.out_fd >= 0)
+        return true;
+    return false;
+  };
+  auto signal_all = [&](int sig) {
+    for (auto& c : kids)
+      if (c.running)
+        ::kill(c.pid, sig);
+  };
+  while (running()) {
+    if (forward_signals && g_forward_signal != 0) {
+      const int sig = g_forward_signal;
+      g_forward_signal = 0;
+      signal_all(sig);
+      if (failure.empty())
+        failure = std::string("the launcher got signal ") + std::to_string(sig) + " (" +
+                  strsignal(sig) + ") and forwarded it to every rank";
+      stop_deadline = std::min(stop_deadline, std::chrono::steady_clock::now() + grace);
+    }
+    std::vector<pollfd> fds;
+    std::vector<child*> owners;
+    for (auto& c : kids)
+      if (c.out_fd >= 0) {
+        fds.push_back({c.out_fd, POLLIN, 0});
+        owners.push_back(&c);
+      }
+    const int ready = ::poll(fds.data(), fds.size(), 20);
+    for (size_t i = 0; ready > 0 && i < fds.size(); ++i)
+      if (fds[i].revents != 0)
+        relay(*owners[i], out, false);
+    for (;;) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0)
+        break;
+      for (auto& c : kids) {
+        if (c.pid != pid || !c.running)
+          continue;
+        c.running = false;
+        const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!ok && failure.empty()) {
+          failure = describe_status(c.rank, status);
+          signal_all(SIGTERM);
+          stop_deadline = std::chrono::steady_clock::now() + grace;
+        }
+      }
+    }
+    if (!killed && std::chrono::steady_clock::now() >= stop_deadline) {
+      signal_all(SIGKILL);
+      killed = true;
+    }
+  }
+  return failure;
+}
+
+void set_env(const char* name, const std::string& value) {
+  ::setenv(name, value.c_str(), 1);
+}
+
+} // namespace
+
+int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
+  ACTORCH_CHECK(o.nproc_per_node >= 1, "launch: --nproc-per-node must be >= 1 but got ",
+                o.nproc_per_node);
+  ACTORCH_CHECK(o.nnodes >= 1, "launch: --nnodes must be >= 1 but got ", o.nnodes);
+  ACTORCH_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, "launch: --node-rank ", o.node_rank,
+                " is outside [0, ", o.nnodes, ")");
+  ACTORCH_CHECK(o.master_port >= 1 && o.master_port <= 65535, "launch: --master-port ",
+                o.master_port, " is outside [1, 65535]");
+  ACTORCH_CHECK(!o.command.empty(), "launch: no program to run");
+  const int world = o.nproc_per_node * o.nnodes;
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {
+  }, old_term{};
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  g_forward_signal = 0;
+
+  std::vector<child> kids;
+  std::string failure;
+  for (int local = 0; local < o.nproc_per_node; ++local) {
+    const int rank = o.node_rank * o.nproc_per_node + local;
+    int fds[2];
+    ACTORCH_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "launch: pipe failed: ", std::strerror(errno));
+    out.flush();
+    err.flush();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(fds[1], STDOUT_FILENO);
+      ::dup2(fds[1], STDERR_FILENO);
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      set_env("RANK", std::to_string(rank));
+      set_env("LOCAL_RANK", std::to_string(local));
+      set_env("WORLD_SIZE", std::to_string(world));
+      set_env("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node));
+      set_env("GROUP_RANK", std::to_string(o.node_rank));
+      set_env("MASTER_ADDR", o.master_addr);
+      set_env("MASTER_PORT", std::to_string(o.master_port));
+      // torch.distributed.launch puts --local_rank=N right after the script, before its
+      // arguments.
+      std::vector<std::string> args = o.command;
+      if (o.use_local_rank_arg)
+        args.insert(args.begin() + 1, "--local_rank=" + std::to_string(local));
+      std::vector<char*> argv;
+      for (const auto& a : args)
+        argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execvp(argv[0], argv.data());
+      std::fprintf(stderr, "actorch launch: cannot run '%s': %s\n", argv[0], std::strerror(errno));
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    if (pid < 0) {
+      ::close(fds[0]);
+      failure = std::string("fork failed: ") + std::strerror(errno);
+      break;
+    }
+    ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    kids.push_back(child{rank, pid, fds[0], {}, true});
+  }
+  if (!failure.empty())
+    for (auto& c : kids)
+      ::kill(c.pid, SIGTERM);
+  const std::string f = supervise(kids, out, o.grace, true);
+  if (failure.empty())
+    failure = f;
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  if (failure.empty())
+    return 0;
+  err << "actorch launch: " << failure << "; stopped the other ranks\n";
+  err.flush();
+  return 1;
+}
+
+void spawn(const std::function<void(int)>& fn, int nprocs, const spawn_options& opts) {
+  ACTORCH_CHECK(nprocs >= 1, "spawn: nprocs must be >= 1 but got ", nprocs);
+  std::vector<child> kids;
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  for (int rank = 0; rank < nprocs; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 0;
+      // Die on SIGTERM from the supervisor whatever handlers the parent installed.
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      set_env("RANK", std::to_string(rank));
+      set_env("LOCAL_RANK", std::to_string(rank));
+      set_env("WORLD_SIZE", std::to_string(nprocs));
+      try {
+        fn(rank);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "spawn: rank %d failed: %s\n", rank, e.what());
+        code = 1;
+      } catch (...) {
+        std::fprintf(stderr, "spawn: rank %d failed with an unknown exception\n", rank);
+        code = 1;
+      }
+      std::cout.flush();
+      std::fflush(nullptr);
+      ::_exit(code); // not exit(): the parent's atexit handlers and statics are not ours to run
+    }
+    if (pid < 0) {
+      for (auto& c : kids)
+        ::kill(c.pid, SIGKILL);
+      for (auto& c : kids)
+        ::waitpid(c.pid, nullptr, 0);
+      ACTORCH_FAIL("spawn: fork failed for rank ", rank, ": ", std::strerror(errno));
+    }
+    kids.push_back(child{rank, pid, -1, {}, true});
+  }
+  const std::string failure = supervise(kids, std::cout, opts.grace, false);
+  ACTORCH_CHECK(failure.empty(), "spawn: ", failure, "; stopped the other ranks");
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ACTORCH_CHECK(fd >= 0, "free_port: socket() failed: ", std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  const int err = errno;
+  ::close(fd);
+  ACTORCH_CHECK(ok, "free_port: binding a socket on 127.0.0.1 failed: ", std::strerror(err));
+  return ntohs(a.sin_port);
+}
+
+} // namespace actorch::dist
