@@ -7,8 +7,8 @@
 #include <chrono>
 #include <optional>
 
-#include "actors/dataset_worker.hpp"
-#include "actors/sampler_actor.hpp"
+#include "actors/loader/worker.hpp"
+#include "actors/loader/coordinator.hpp"
 #include "actors/source_loader.hpp"
 #include "core/data/sampler.hpp"
 #include "core/data/worker_info.hpp"
@@ -18,7 +18,7 @@ namespace actorch::data {
 namespace {
 
 /// Iterable: per stream, how many of its batches `delivered` holds (Note [Iterable resume] in
-/// actors/sampler_actor.cpp); throws naming the index unless they are each stream's first.
+/// actors/loader/coordinator.cpp); throws naming the index unless they are each stream's first.
 std::vector<int64_t> resumed_per_stream(const std::vector<int64_t>& delivered, int64_t streams) {
   std::vector<int64_t> count(size_t(streams), 0), last(size_t(streams), -1);
   for (int64_t s : delivered) {
@@ -52,7 +52,7 @@ struct loader_impl {
   // Actors: the system (ours unless given), the sampler of the current run (persistent with
   // persistent_workers or a user's source), and the user's source if any. The range-for's
   // sampler lives in `host`, a blocking actor driven by the consumer's thread; a consumer
-  // actor's in a detached sampler actor (Note [Sampler host] in actors/sampler_actor.cpp).
+  // actor's in a detached sampler actor (Note [Sampler host] in actors/loader/coordinator.cpp).
   std::unique_ptr<caf::actor_system_config> own_config; // the system keeps a reference to it
   std::unique_ptr<caf::actor_system> own_system;
   caf::actor_system* system = nullptr;
@@ -60,11 +60,11 @@ struct loader_impl {
   std::unique_ptr<caf::scoped_actor> host;
   std::unique_ptr<actors::sampler> sampler; // the range-for's, hosted by `host`
   caf::actor sampler_actor;                 // a consumer actor's
-  std::shared_ptr<std::atomic<uint64_t>> active_generation =
+  std::shared_ptr<std::atomic<uint64_t>> active_run_id =
       std::make_shared<std::atomic<uint64_t>>(0);
 
   // The run in progress.
-  uint64_t generation = 0;
+  uint64_t run_id = 0;
   int64_t epoch = 0;
   bool running = false;
   bool local = false; // num_workers == 0: loading in this thread
@@ -125,7 +125,7 @@ struct loader_impl {
   }
 
   void shutdown() {
-    active_generation->store(~uint64_t(0));
+    active_run_id->store(~uint64_t(0));
     stop_sampler();
     host.reset();
     own_system.reset(); // waits for every actor; they all quit (see stop_sampler)
@@ -139,13 +139,13 @@ struct loader_impl {
     local_iter.reset();
     ++epoch;
     resume.reset();
-    active_generation->store(++generation); // workers skip what is left of the old run
+    active_run_id->store(++run_id); // workers skip what is left of the old run
     if (sampler) sampler->finish();
     if (!local && !(opts.persistent_workers || source)) stop_sampler();
   }
 
-  actors::sampler_config sampler_config() {
-    actors::sampler_config cfg;
+  actors::coordinator_config coordinator_config() {
+    actors::coordinator_config cfg;
     cfg.in_order = opts.in_order;
     cfg.iterable = iterable != nullptr;
     cfg.auto_collation = auto_collation();
@@ -169,7 +169,7 @@ struct loader_impl {
       proto.pool = pool;
       proto.pin_memory = opts.pin_memory;
       proto.worker_init_fn = opts.worker_init_fn;
-      proto.active_generation = active_generation;
+      proto.active_run_id = active_run_id;
       // See Note [Batch shelf]: the sampler alone decides which runs it is open for.
       cfg.shelf = std::make_shared<actors::batch_shelf>();
       proto.shelf = cfg.shelf;
@@ -231,12 +231,12 @@ struct loader_impl {
     local_pos = resumed.empty() ? 0 : size_t(resumed[0]);
     local_iter.reset();
     local_exhausted = false;
-    active_generation->store(++generation);
+    active_run_id->store(++run_id);
     if (local) return;
     ACTORCH_CHECK(sink == nullptr || uses_actors(),
                   "DataLoader.run_epoch: needs num_workers > 0 or a source actor");
     actors::epoch_plan p;
-    p.generation = generation;
+    p.run_id = run_id;
     p.epoch = epoch;
     p.base_seed = base_seed;
     p.batches = std::move(plan);
@@ -247,14 +247,14 @@ struct loader_impl {
       stop_sampler(); // the last run had the other kind of consumer
     if (sink) {
       p.sink = *sink;
-      if (!sampler_actor) sampler_actor = actors::spawn_sampler(sys(), sampler_config());
+      if (!sampler_actor) sampler_actor = actors::spawn_coordinator(sys(), coordinator_config());
       caf::anon_send(sampler_actor, actors::epoch_atom::value, std::move(p));
       return;
     }
     step.reset();
     step.emplace("sampler", "start workers");
     if (!host) host = std::make_unique<caf::scoped_actor>(sys());
-    if (!sampler) sampler = std::make_unique<actors::sampler>(host->ptr(), sampler_config());
+    if (!sampler) sampler = std::make_unique<actors::sampler>(host->ptr(), coordinator_config());
     step.reset();
     step.emplace("sampler", "send tasks");
     sampler->start(std::move(p));
@@ -267,7 +267,7 @@ struct loader_impl {
     if (local && iterable) {
       // The consumer's thread iterates the stream itself; get_worker_info() is null here.
       actors::index_batch task;
-      task.generation = generation;
+      task.run_id = run_id;
       task.epoch = epoch;
       task.seq = int64_t(local_pos++);
       task.seed = batch_seed(base_seed, epoch, task.seq);
@@ -300,7 +300,7 @@ struct loader_impl {
       }
       const auto& [seq, indices] = plan[local_pos++];
       actors::index_batch task;
-      task.generation = generation;
+      task.run_id = run_id;
       task.epoch = epoch;
       task.seq = seq;
       task.indices = indices;
@@ -326,7 +326,7 @@ struct loader_impl {
       }
       actors::delivery d = std::move(out.front());
       out.pop_front();
-      if (d.generation != generation) continue; // left over from an abandoned run
+      if (d.run_id != run_id) continue; // left over from an abandoned run
       if (d.end_of_epoch) {
         end_run();
         return false;
@@ -337,7 +337,7 @@ struct loader_impl {
       }
       // Taken: its credit goes back now, as PyTorch counts a task outstanding until the main
       // process receives its batch (Note [Loader credits]).
-      sampler->credit(generation);
+      sampler->credit(run_id);
       current = std::move(d.data);
       delivered.push_back(d.seq);
       return true;

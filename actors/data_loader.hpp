@@ -56,7 +56,7 @@ struct loader_options {
   /// Seconds a worker may spend on one batch, counted from when it can begin it (its earlier
   /// batches are back), before the epoch fails with a timeout error naming the worker and the
   /// batch; 0: forever. PyTorch's bounds the wait for a batch instead: see Note [Loader
-  /// timeout] in actors/sampler_actor.cpp.
+  /// timeout] in actors/loader/coordinator.cpp.
   double timeout = 0;
   /// Called with the worker id on each worker's thread before its first batch.
   std::function<void(int64_t)> worker_init_fn{};
@@ -64,7 +64,7 @@ struct loader_options {
   std::shared_ptr<actorch::generator> generator{};
   /// Batches in flight per worker (2 when unset): prefetch_factor x num_workers in all, queued
   /// at the least busy worker, and a worker with nothing left takes one still queued at another
-  /// (Note [Task stealing] in actors/sampler_actor.cpp); only with num_workers > 0.
+  /// (Note [Task stealing] in actors/loader/coordinator.cpp); only with num_workers > 0.
   std::optional<int64_t> prefetch_factor{};
   /// Keep the workers alive across epochs.
   bool persistent_workers = false;
@@ -73,7 +73,7 @@ struct loader_options {
   /// Beyond PyTorch, as DGL's and PyG's loaders offer: pin worker i's thread to CPU
   /// worker_cpus[i % size()] before its worker_init_fn runs (which may widen it again). Empty,
   /// the default: the kernel places the workers, as PyTorch's. Each must be in usable_cpus();
-  /// only with num_workers > 0. Note [Worker CPUs] in actors/dataset_worker.cpp says when it
+  /// only with num_workers > 0. Note [Worker CPUs] in actors/loader/worker.cpp says when it
   /// pays.
   std::vector<int> worker_cpus{};
 };
@@ -108,7 +108,7 @@ public:
   /// ends when every worker's stream has ended. num_workers = 0 iterates in the consumer's
   /// thread. size() is not available. A mid-epoch load_state() needs the same num_workers and
   /// re-reads each stream up to where it stood, dropping what was delivered (Note [Iterable
-  /// resume] in actors/sampler_actor.cpp), so the dataset must yield the same streams again.
+  /// resume] in actors/loader/coordinator.cpp), so the dataset must yield the same streams again.
   explicit data_loader(iterable_dataset_ptr dataset, loader_options opts = {});
   /// Used by make_source_loader (actors/source_loader.hpp).
   explicit data_loader(std::unique_ptr<detail::loader_impl> impl);
@@ -155,7 +155,7 @@ public:
   const loader_options& options() const;
 
   /// Runs one epoch for a consumer actor: each batch arrives as (batch_atom, delivery) and the
-  /// actor replies (credit_atom, delivery.generation) to the sender once done with it; the
+  /// actor replies (credit_atom, delivery.run_id) to the sender once done with it; the
   /// last message has end_of_epoch set (or a non-empty error). Needs num_workers > 0 or a
   /// user's source, and a loader built on the actor's system (make_source_loader, or
   /// set_actor_system before the first epoch).

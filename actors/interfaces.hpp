@@ -10,7 +10,7 @@ namespace actorch::actors {
 /// in its place by implementing it too (see README's "Data pipeline" and examples/sqlite_source).
 /// Contract:
 /// - Reply to every task once (the handler's result, or a response promise delivered later),
-///   echoing task.generation and task.seq. Tasks arrive as plain messages, so the reply goes
+///   echoing task.run_id and task.seq. Tasks arrive as plain messages, so the reply goes
 ///   to the sampler's host as one; replying with a caf::error ends the run naming the source.
 /// - Either collate yourself (collated = true) or reply with `data` = a tuple of the samples in
 ///   task.indices' order (collated = false) and let the loader's collate stage do it.

@@ -2,8 +2,8 @@
 //   sampler ──(load_atom, index_batch)──> source (dataset worker, or a user's actor)
 //   source ──loaded_batch (the reply)──> the sampler's host (collate/pin stage for batches
 //   that need it, reorder buffer) ──delivery──> consumer; a consumer actor answers
-//   (credit_atom, generation), the range-for hands its credit over in its own thread
-// See Note [Loader credits] in actors/sampler_actor.cpp for the flow control.
+//   (credit_atom, run_id), the range-for hands its credit over in its own thread
+// See Note [Loader credits] in actors/loader/coordinator.cpp for the flow control.
 // The types carry tensors (shared storage) and therefore stay inside one process: they are
 // allowed as local-only message types rather than made serializable.
 #pragma once
@@ -19,13 +19,13 @@ namespace actorch::actors {
 
 /// (load_atom, index_batch): asks a source to load one batch.
 using load_atom = caf::atom_constant<caf::atom("load")>;
-/// (credit_atom, generation): the consumer released one batch of run `generation`.
+/// (credit_atom, run_id): the consumer released one batch of run `run_id`.
 using credit_atom = caf::atom_constant<caf::atom("credit")>;
 /// (batch_atom, delivery): a batch for a consumer actor (see data_loader::run_epoch).
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
 /// (epoch_atom, epoch_plan): the sampler starts a run, dropping whatever remains of the last.
 using epoch_atom = caf::atom_constant<caf::atom("epoch")>;
-/// (timeout_atom, generation, seq, clock): the sampler's deadline for one load (timeout > 0);
+/// (timeout_atom, run_id, seq, clock): the sampler's deadline for one load (timeout > 0);
 /// `clock` numbers it, so that one restarted since is ignored.
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 /// (worker_atom, id) -> source_actor: the sampler's current source in slot `id` (tests only:
@@ -34,7 +34,7 @@ using worker_atom = caf::atom_constant<caf::atom("worker")>;
 
 /// One batch of dataset indices, as the sampler emits it.
 struct index_batch {
-  uint64_t generation = 0;      // which run (epoch start) it belongs to; stale ones are skipped
+  uint64_t run_id = 0;      // which run (epoch start) it belongs to; stale ones are skipped
   int64_t epoch = 0;            // the loader's epoch
   int64_t seq = 0;              // position in the epoch's sampler order (batch index)
   std::vector<int64_t> indices; // dataset indices, in order
@@ -50,7 +50,7 @@ struct index_batch {
 
 /// A source's reply: the loaded batch, or what went wrong.
 struct loaded_batch {
-  uint64_t generation = 0;
+  uint64_t run_id = 0;
   int64_t seq = 0;
   int64_t worker = -1;     // which worker loaded it (-1 for a user's source)
   data::sample data;       // the collated batch; or, when !collated, a tuple of the samples
@@ -63,7 +63,7 @@ struct loaded_batch {
 
 /// What reaches the consumer: one batch in delivery order, an error, or the end of the epoch.
 struct delivery {
-  uint64_t generation = 0;
+  uint64_t run_id = 0;
   int64_t seq = -1;
   data::sample data;
   std::string error;
@@ -72,7 +72,7 @@ struct delivery {
 
 /// One run of the sampler: the batches still to load this epoch, in sampler order.
 struct epoch_plan {
-  uint64_t generation = 0;
+  uint64_t run_id = 0;
   int64_t epoch = 0;
   uint64_t base_seed = 0;
   std::vector<std::pair<int64_t, std::vector<int64_t>>> batches; // (seq, indices)

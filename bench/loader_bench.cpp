@@ -1,7 +1,7 @@
 // The `loader` and `loader-raw` workloads of ../shared/bench/WORKLOADS.md: N synthetic samples
 // (float32 [3,32,32], element j of sample i = ((j + i) mod 251) / 251, then P passes of
 // x = (x - 0.5) / 0.25; label i % 10), batch 64, shuffled with seed 0. `loader` runs them
-// through the actor data loader with W workers; `loader-raw` does the same generation, passes
+// through the actor data loader with W workers; `loader-raw` does the same run_id, passes
 // and batching in one plain loop (the efficiency reference). `loader-raw --threads T` shares
 // that loop's batches among T threads (each takes the next one not taken) that share nothing
 // else but the permutation and the buffer pool: what T cores of this machine give for the same

@@ -73,7 +73,7 @@ sqlite_source(actors::source_actor::stateful_pointer<source_state> self, std::st
       [self](actors::load_atom, const actors::index_batch& task) -> actors::loaded_batch {
         auto& st = self->state;
         actors::loaded_batch out;
-        out.generation = task.generation;
+        out.run_id = task.run_id;
         out.seq = task.seq;
         out.collated = false; // the loader's collate stage stacks the samples
         data::sample::tuple samples;

@@ -1,18 +1,18 @@
-// Tests of the batch shelf (Note [Batch shelf] in actors/sampler_actor.cpp): what a worker may
+// Tests of the batch shelf (Note [Batch shelf] in actors/loader/coordinator.cpp): what a worker may
 // leave there instead of replying, and what the consumer's thread collects.
 #include <catch2/catch.hpp>
 
-#include "actors/batch_shelf.hpp"
-#include "actors/dataset_worker.hpp"
+#include "actors/loader/batch_shelf.hpp"
+#include "actors/loader/worker.hpp"
 #include "core/data/dataset.hpp"
 #include "core/ops/factory.hpp"
 
 using namespace actorch::actors;
 
 namespace {
-loaded_batch batch(uint64_t generation, int64_t seq) {
+loaded_batch batch(uint64_t run_id, int64_t seq) {
   loaded_batch b;
-  b.generation = generation;
+  b.run_id = run_id;
   b.seq = seq;
   b.worker = 1;
   return b;
@@ -55,9 +55,9 @@ TEST_CASE("the shelf keeps only batches of its run that the consumer is not wait
 }
 
 namespace {
-index_batch task(uint64_t generation, int64_t seq) {
+index_batch task(uint64_t run_id, int64_t seq) {
   index_batch t;
-  t.generation = generation;
+  t.run_id = run_id;
   t.seq = seq;
   t.indices = {seq};
   return t;
@@ -66,7 +66,7 @@ index_batch task(uint64_t generation, int64_t seq) {
 
 TEST_CASE("a worker with nothing coming takes the earliest task no worker has begun",
           "[actors][loader]") {
-  // See Note [Task stealing] in actors/sampler_actor.cpp.
+  // See Note [Task stealing] in actors/loader/coordinator.cpp.
   batch_shelf shelf;
   shelf.post(task(3, 0), 0, 0);
   shelf.post(task(3, 1), 1, 0);

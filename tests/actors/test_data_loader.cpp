@@ -311,7 +311,7 @@ TEST_CASE("get_worker_info gives each worker its id, count, seed and dataset",
     seeds.insert(s[0] - v[0]);
   }
   // Each worker loads at least its first task (Note [Task stealing] in
-  // actors/sampler_actor.cpp), and each thread's get() sees its own worker's id.
+  // actors/loader/coordinator.cpp), and each thread's get() sees its own worker's id.
   CHECK(ids == std::set<int64_t>{0, 1, 2});
   CHECK(seeds.size() == 1); // seed - id is the epoch's base seed, shared by all workers
   std::lock_guard lock(rec.m);
@@ -482,7 +482,7 @@ TEST_CASE("one loader serves a range-for and a consumer actor in turn", "[actors
             if (done) return;
             got.push_back(test::ints_of(d.data[1].as_tensor()));
             self->send(caf::actor_cast<caf::actor>(self->current_sender()),
-                       actors::credit_atom::value, d.generation);
+                       actors::credit_atom::value, d.run_id);
           },
           caf::after(std::chrono::seconds(10)) >> [&] { FAIL("no batch within 10 s"); });
     CHECK(got == want);

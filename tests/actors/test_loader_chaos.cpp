@@ -97,7 +97,7 @@ std::vector<sample> actor_epoch(data_loader& loader, caf::actor_system& sys) {
             return;
           out.push_back(d.data);
           self->send(caf::actor_cast<caf::actor>(self->current_sender()),
-                     actors::credit_atom::value, d.generation);
+                     actors::credit_atom::value, d.run_id);
         },
         caf::after(std::chrono::seconds(30)) >> [&] { FAIL("no batch within 30 s"); });
   return out;

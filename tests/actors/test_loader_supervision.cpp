@@ -1,5 +1,5 @@
 // Tests of the data loader's supervision (Notes [Worker death], [Loader timeout] and [Batch
-// shelf] in actors/sampler_actor.cpp): dataset and collate errors naming the worker and the
+// shelf] in actors/loader/coordinator.cpp): dataset and collate errors naming the worker and the
 // sample, a dead worker replaced and its batches re-issued, a stalled worker turned into a
 // timeout error, for the range-for and for a consumer actor, and leaving or destroying a
 // loader mid-epoch without a hang or a leak.
@@ -146,7 +146,7 @@ TEST_CASE("a worker killed mid-epoch is replaced, its batch re-issued, the epoch
     std::vector<std::vector<int64_t>> got;
     std::vector<int64_t> seqs;
     caf::actor sampler;
-    uint64_t generation = 0;
+    uint64_t run_id = 0;
     auto next = [&] {
       bool end = false;
       self->receive(
@@ -155,7 +155,7 @@ TEST_CASE("a worker killed mid-epoch is replaced, its batch re-issued, the epoch
             end = d.end_of_epoch;
             if (end) return;
             sampler = caf::actor_cast<caf::actor>(self->current_sender());
-            generation = d.generation;
+            run_id = d.run_id;
             seqs.push_back(d.seq);
             got.push_back(test::ints_of(d.data[1].as_tensor()));
           },
@@ -167,11 +167,11 @@ TEST_CASE("a worker killed mid-epoch is replaced, its batch re-issued, the epoch
     const caf::actor killed = loader.worker_for_testing(0);
     REQUIRE(killed);
     caf::anon_send_exit(killed, caf::exit_reason::kill);
-    self->send(sampler, actors::credit_atom::value, generation);
+    self->send(sampler, actors::credit_atom::value, run_id);
     // Asked after the credit, answered after it: batch 2 went to the worker, not yet replaced.
     CHECK(loader.worker_for_testing(0) == killed);
     g->release();
-    while (next()) self->send(sampler, actors::credit_atom::value, generation);
+    while (next()) self->send(sampler, actors::credit_atom::value, run_id);
     CHECK(got == want);
     CHECK(seqs == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
     CHECK(loader.worker_for_testing(0) != killed);
@@ -303,7 +303,7 @@ TEST_CASE("a consumer actor gets a stalled worker's timeout as the epoch's error
           }
           got.push_back(test::ints_of(d.data[1].as_tensor()));
           self->send(caf::actor_cast<caf::actor>(self->current_sender()),
-                     actors::credit_atom::value, d.generation);
+                     actors::credit_atom::value, d.run_id);
         },
         caf::after(std::chrono::seconds(10)) >> [&] { FAIL("no delivery within 10 s"); });
   CHECK(got == std::vector<std::vector<int64_t>>{{0, 1}});

@@ -140,7 +140,7 @@ TEST_CASE("a consumer actor gets the batches as messages and returns credits",
           }
           for (auto v : test::ints_of(d.data[1].as_tensor())) labels.push_back(v);
           self->send(caf::actor_cast<caf::actor>(self->current_sender()),
-                     actors::credit_atom::value, d.generation);
+                     actors::credit_atom::value, d.run_id);
         },
         caf::after(std::chrono::seconds(5)) >> [&] { FAIL("no batch within 5 s"); });
   }

@@ -12,7 +12,7 @@
 #include <functional>
 #include <memory>
 
-#include "actors/batch_shelf.hpp"
+#include "actors/loader/batch_shelf.hpp"
 #include "actors/interfaces.hpp"
 #include "core/data/buffer_pool.hpp"
 #include "core/data/collate.hpp"
@@ -35,7 +35,7 @@ struct worker_config {
   std::function<void(int64_t)> worker_init_fn;
   int cpu = -1; // pin the worker's thread to this CPU first (Note [Worker CPUs]); -1: don't
   /// The run the loader currently wants; tasks of older runs are answered at once, unloaded.
-  std::shared_ptr<std::atomic<uint64_t>> active_generation;
+  std::shared_ptr<std::atomic<uint64_t>> active_run_id;
   /// Offered each loaded batch before replying (Note [Batch shelf]); null: always reply.
   std::shared_ptr<batch_shelf> shelf;
 };
@@ -50,7 +50,7 @@ std::string indices_str(const std::vector<int64_t>& indices);
 loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
                         const data::collate_fn& collate, data::buffer_pool* pool, bool pin_memory,
                         const std::string& who,
-                        const std::atomic<uint64_t>* active_generation = nullptr);
+                        const std::atomic<uint64_t>* active_run_id = nullptr);
 
 /// Pulls the next batch from `it` (made by ds.iter() first when null) on the calling thread:
 /// batch_size samples (one when !task.auto_collation), fewer at the end of the stream, then
@@ -65,7 +65,7 @@ loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dat
 
 /// Spawns a detached dataset worker (map-style or iterable, after cfg). Its worker_init_fn runs
 /// on its thread before its first batch, with get_worker_info() set; so does an iterable
-/// worker's iter(), once per run (generation).
+/// worker's iter(), once per run (run_id).
 source_actor spawn_dataset_worker(caf::actor_system& sys, worker_config cfg);
 
 } // namespace actorch::actors

@@ -11,14 +11,14 @@
 #include <functional>
 #include <memory>
 
-#include "actors/batch_shelf.hpp"
+#include "actors/loader/batch_shelf.hpp"
 #include "actors/interfaces.hpp"
 #include "core/data/buffer_pool.hpp"
 #include "core/data/collate.hpp"
 
 namespace actorch::actors {
 
-struct sampler_config {
+struct coordinator_config {
   std::vector<source_actor> sources;
   /// Makes the replacement of dead source `id`; empty for a user's sources (a dead one is then
   /// an error, and the sampler never stops them).
@@ -44,7 +44,7 @@ struct sampler_config {
 /// messages; tasks go out in the host's name, so the replies come back there.
 class sampler {
 public:
-  sampler(caf::local_actor* host, sampler_config cfg);
+  sampler(caf::local_actor* host, coordinator_config cfg);
   ~sampler(); // asks the workers it spawned to exit (Note [Worker death])
   sampler(const sampler&) = delete;
   sampler& operator=(const sampler&) = delete;
@@ -52,8 +52,8 @@ public:
   /// Starts a run, dropping whatever remains of the last. Batches go to plan.sink as
   /// (batch_atom, delivery), or, without a sink, to deliveries().
   void start(epoch_plan plan);
-  /// The consumer took a batch of run `generation` (Note [Loader credits]).
-  void credit(uint64_t generation);
+  /// The consumer took a batch of run `run_id` (Note [Loader credits]).
+  void credit(uint64_t run_id);
   /// Takes in what the sources left on the shelf and tells them which batch the consumer waits
   /// for (Note [Batch shelf]). The host calls it before it blocks on its mailbox.
   void collect();
@@ -62,7 +62,7 @@ public:
   void finish();
   void on_loaded(loaded_batch& batch, const caf::strong_actor_ptr& from);
   void on_source_error(const caf::error& err, const caf::strong_actor_ptr& from);
-  void on_timeout(uint64_t generation, int64_t seq, int64_t clock);
+  void on_timeout(uint64_t run_id, int64_t seq, int64_t clock);
   void on_down(const caf::down_msg& msg);
   /// The source in slot `id` (null if there is none).
   caf::actor source(int64_t id) const;
@@ -82,9 +82,9 @@ std::vector<uint64_t> resume_skip_seeds(uint64_t base_seed, int64_t epoch, int64
 
 /// Spawns a sampler actor hosting a sampler, for a consumer actor (detached: its collate stage
 /// may do real work). Send it (epoch_atom, epoch_plan) to start a run and (credit_atom,
-/// generation) per batch the consumer is done with; anon_send_exit(it, user_shutdown) stops it
+/// run_id) per batch the consumer is done with; anon_send_exit(it, user_shutdown) stops it
 /// and the workers it spawned. (worker_atom, id) answers the source in slot `id` as a
 /// caf::actor (tests only).
-caf::actor spawn_sampler(caf::actor_system& sys, sampler_config cfg);
+caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_config cfg);
 
 } // namespace actorch::actors

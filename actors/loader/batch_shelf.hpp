@@ -35,10 +35,10 @@ public:
     int attempt; // of the posting it took
   };
 
-  /// Consumer side: from now on the consumer waits for batch `seq` of run `generation`
-  /// (generation 0: no run, the shelf keeps nothing). Returns what the shelf held, of any run.
+  /// Consumer side: from now on the consumer waits for batch `seq` of run `run_id`
+  /// (run_id 0: no run, the shelf keeps nothing). Returns what the shelf held, of any run.
   /// @post the shelf is empty
-  std::vector<item> wait_for(uint64_t generation, int64_t seq);
+  std::vector<item> wait_for(uint64_t run_id, int64_t seq);
 
   /// Sampler side: the tasks taken since the last call, into `takes`.
   void takes_since(std::vector<taken>& takes);
@@ -56,15 +56,15 @@ public:
   /// longer its to load (another worker took it, or it was re-issued elsewhere): skip it. True
   /// otherwise, also for a task never posted.
   bool claim(const index_batch& task, int64_t me);
-  /// Worker `me` side, done with a batch of run `generation`: the earliest task no worker has
+  /// Worker `me` side, done with a batch of run `run_id`: the earliest task no worker has
   /// begun, now `me`'s, unless a task of its own is on its way or there is none. A worker that
   /// has not yet begun (run its worker_init_fn) keeps its first task.
-  std::optional<index_batch> next_for(uint64_t generation, int64_t me);
+  std::optional<index_batch> next_for(uint64_t run_id, int64_t me);
 
 private:
   static constexpr int64_t kFrozen = -2; // a dead owner's, left for the sampler to re-issue
-  /// Drops every posting and take; the board is now run `generation`'s. @pre mutex_ held
-  void clear_posts(uint64_t generation);
+  /// Drops every posting and take; the board is now run `run_id`'s. @pre mutex_ held
+  void clear_posts(uint64_t run_id);
   struct posting {
     int64_t owner;
     int64_t holder; // the worker loading it once claimed or taken; -1: none yet
@@ -72,10 +72,10 @@ private:
   };
 
   std::mutex mutex_;
-  uint64_t generation_ = 0;
+  uint64_t run_id_ = 0;
   int64_t wanted_ = -1;
   std::vector<item> items_;
-  uint64_t posts_generation_ = 0;
+  uint64_t posts_run_id_ = 0;
   std::unordered_map<int64_t, posting> posts_; // by seq: every task of the run
   std::vector<index_batch> open_;              // those no worker has begun, in sending order
   std::vector<bool> started_; // per worker: it has handled a task (so run its worker_init_fn)

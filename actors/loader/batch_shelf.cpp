@@ -1,5 +1,5 @@
 // The batch shelf: see Note [Batch shelf] in sampler_actor.cpp.
-#include "actors/batch_shelf.hpp"
+#include "actors/loader/batch_shelf.hpp"
 
 namespace actorch::actors {
 
@@ -7,16 +7,16 @@ bool batch_shelf::offer(loaded_batch& b, const caf::strong_actor_ptr& from) {
   if (!b.error.empty() || b.end_of_data)
     return false;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (generation_ == 0 || b.generation != generation_ || b.seq == wanted_)
+  if (run_id_ == 0 || b.run_id != run_id_ || b.seq == wanted_)
     return false;
   items_.push_back({std::move(b), from});
   return true;
 }
 
-std::vector<batch_shelf::item> batch_shelf::wait_for(uint64_t generation, int64_t seq) {
+std::vector<batch_shelf::item> batch_shelf::wait_for(uint64_t run_id, int64_t seq) {
   std::vector<item> out;
   std::lock_guard<std::mutex> lock(mutex_);
-  generation_ = generation;
+  run_id_ = run_id;
   wanted_ = seq;
   out.swap(items_);
   return out;
@@ -47,8 +47,8 @@ void set_started(std::vector<bool>& started, int64_t w, bool on) {
 
 void batch_shelf::post(const index_batch& task, int64_t owner, int attempt) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (task.generation != posts_generation_)
-    clear_posts(task.generation);
+  if (task.run_id != posts_run_id_)
+    clear_posts(task.run_id);
   posts_[task.seq] = {owner, -1, attempt};
   std::erase_if(open_, [&](const index_batch& t) { return t.seq == task.seq; });
   open_.push_back(task);
@@ -71,17 +71,17 @@ void batch_shelf::drop_posts() {
   clear_posts(0);
 }
 
-void batch_shelf::clear_posts(uint64_t generation) {
+void batch_shelf::clear_posts(uint64_t run_id) {
   posts_.clear();
   open_.clear();
   taken_.clear();
-  posts_generation_ = generation;
+  posts_run_id_ = run_id;
 }
 
 bool batch_shelf::claim(const index_batch& task, int64_t me) {
   std::lock_guard<std::mutex> lock(mutex_);
   set_started(started_, me, true);
-  if (task.generation != posts_generation_)
+  if (task.run_id != posts_run_id_)
     return true;
   const auto it = posts_.find(task.seq);
   if (it == posts_.end())
@@ -96,9 +96,9 @@ bool batch_shelf::claim(const index_batch& task, int64_t me) {
   return p.holder == me;
 }
 
-std::optional<index_batch> batch_shelf::next_for(uint64_t generation, int64_t me) {
+std::optional<index_batch> batch_shelf::next_for(uint64_t run_id, int64_t me) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (generation != posts_generation_ || open_.empty())
+  if (run_id != posts_run_id_ || open_.empty())
     return std::nullopt;
   // A worker yet to begin gets its first task, the earliest of its postings: sent first, it is
   // the first message it handles.

@@ -1,5 +1,5 @@
 // The dataset worker actor and the batch loading it shares with the num_workers = 0 path.
-#include "actors/dataset_worker.hpp"
+#include "actors/loader/worker.hpp"
 
 #include <optional>
 #include <sstream>
@@ -86,9 +86,9 @@ private:
 
 loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
                         const data::collate_fn& collate, data::buffer_pool* pool, bool pin_memory,
-                        const std::string& who, const std::atomic<uint64_t>* active_generation) {
+                        const std::string& who, const std::atomic<uint64_t>* active_run_id) {
   loaded_batch out;
-  out.generation = task.generation;
+  out.run_id = task.run_id;
   out.seq = task.seq;
   data::batch_scope randomness(task.seed); // See Note [Batch randomness]
   auto collate_failure = [&] {
@@ -100,8 +100,8 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
   const auto load_begin = trace::clock::now();
   for (int64_t index : task.indices) {
     // A new run started (early exit, new epoch): stop loading what nobody will read.
-    if (active_generation &&
-        active_generation->load(std::memory_order_relaxed) != task.generation) {
+    if (active_run_id &&
+        active_run_id->load(std::memory_order_relaxed) != task.run_id) {
       out.error = "cancelled";
       return out;
     }
@@ -143,7 +143,7 @@ loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dat
                                bool drop_last, const data::collate_fn& collate,
                                data::buffer_pool* pool, bool pin_memory, const std::string& who) {
   loaded_batch out;
-  out.generation = task.generation;
+  out.run_id = task.run_id;
   out.seq = task.seq;
   const int64_t want = task.auto_collation ? batch_size : 1;
   // The stream's next sample (nullopt at its end); false, with `out.error` naming `where`, if
@@ -225,9 +225,9 @@ struct worker_state {
   data::worker_info info;
   bool initialized = false;
   std::string name;
-  // An iterable worker's pass: the iterator of run `iter_generation`, and whether it ended.
+  // An iterable worker's pass: the iterator of run `iter_run_id`, and whether it ended.
   std::unique_ptr<data::sample_iterator> it;
-  uint64_t iter_generation = 0;
+  uint64_t iter_run_id = 0;
   bool exhausted = false;
 };
 
@@ -269,7 +269,7 @@ bool initialize(worker_state& s, const index_batch& task, loaded_batch& out) {
       s.cfg.worker_init_fn(s.cfg.id);
     return true;
   } catch (const std::exception& e) {
-    out.generation = task.generation;
+    out.run_id = task.run_id;
     out.seq = task.seq;
     out.worker = s.cfg.id;
     out.error = s.name + ": " + step + " failed: " + e.what();
@@ -281,22 +281,22 @@ bool initialize(worker_state& s, const index_batch& task, loaded_batch& out) {
 loaded_batch load_one(worker_state& s, const index_batch& task) {
   if (s.cfg.dataset) {
     loaded_batch out = load_batch(task, *s.cfg.dataset, s.cfg.collate, s.cfg.pool.get(),
-                                  s.cfg.pin_memory, s.name, s.cfg.active_generation.get());
+                                  s.cfg.pin_memory, s.name, s.cfg.active_run_id.get());
     out.worker = s.cfg.id;
     return out;
   }
   // Iterable: a new run (epoch) starts a new pass with a fresh iter(), on this thread, with
   // get_worker_info() set, so that the dataset can split the stream between the workers.
-  if (task.generation != s.iter_generation) {
+  if (task.run_id != s.iter_run_id) {
     s.it.reset();
     s.exhausted = false;
-    s.iter_generation = task.generation;
+    s.iter_run_id = task.run_id;
   }
   loaded_batch out;
-  out.generation = task.generation;
+  out.run_id = task.run_id;
   out.seq = task.seq;
-  if (s.cfg.active_generation &&
-      s.cfg.active_generation->load(std::memory_order_relaxed) != task.generation) {
+  if (s.cfg.active_run_id &&
+      s.cfg.active_run_id->load(std::memory_order_relaxed) != task.run_id) {
     out.error = "cancelled";
   } else if (s.exhausted) {
     out.end_of_data = true;
@@ -341,11 +341,11 @@ source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cf
         std::optional<index_batch> next;
         for (const index_batch* t = &task; t != nullptr; t = next ? &*next : nullptr) {
           out = load_one(s, *t);
-          const uint64_t generation = t->generation;
+          const uint64_t run_id = t->run_id;
           // See Note [Batch shelf]: a batch the consumer is not waiting for wakes nobody.
           if (!s.cfg.shelf->offer(out, me))
             caf::unsafe_send_as(self, host, std::move(out));
-          next = s.cfg.shelf->next_for(generation, s.cfg.id);
+          next = s.cfg.shelf->next_for(run_id, s.cfg.id);
         }
         return caf::delegated<loaded_batch>{};
       },

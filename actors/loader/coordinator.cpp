@@ -40,7 +40,7 @@
 // exception not derived from std::exception, a kill) sends its down message (its tasks still
 // queued are dropped with it); that replaces the worker (a new actor in the same slot, same id)
 // and re-issues the batches it held with attempt + 1. A reply is taken only from the source
-// that holds its batch now, of the current run (generation); so are timeouts of the current
+// that holds its batch now, of the current run (run_id); so are timeouts of the current
 // attempt; the down message of a worker replaced already is dropped. After max_attempts loads
 // of one batch, the death is an error. An iterable worker is not replaced: its stream cannot be
 // resumed, so its death is an error. The workers the sampler owns do not outlive it: its
@@ -128,7 +128,7 @@
 // the two CPUs ran at the same speed. When one ran much slower than the other, the faster
 // worker still waited: then all the credits were held by its own batches, done and waiting
 // for the slow one's, which stealing cannot help.
-#include "actors/sampler_actor.hpp"
+#include "actors/loader/coordinator.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -137,7 +137,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "actors/dataset_worker.hpp"
+#include "actors/loader/worker.hpp"
 #include "core/data/worker_info.hpp"
 #include "core/trace.hpp"
 
@@ -162,7 +162,7 @@ struct ready_entry {
 
 struct sampler::impl {
   caf::local_actor* self; // the host: see Note [Sampler host]
-  sampler_config cfg;
+  coordinator_config cfg;
   std::vector<source_actor> sources;
   // Per source, its outstanding tasks (seqs) in the order sent: it works on the first
   // (Note [Loader timeout]).
@@ -218,10 +218,10 @@ const std::vector<int64_t>& indices_of(const state& st, int64_t seq) {
 }
 
 /// The run whose batches the shelf may keep (0: none) and the batch the consumer waits for.
-uint64_t shelf_generation(const state& st) {
+uint64_t shelf_run_id(const state& st) {
   const bool open = st.active && !st.failed && st.cfg.in_order && !st.plan.iterable &&
                     !st.plan.sink;
-  return open ? st.plan.generation : 0;
+  return open ? st.plan.run_id : 0;
 }
 
 /// Whether the sources are the loader's own map-style workers, which take tasks from each
@@ -281,7 +281,7 @@ void deliver(state& st, int64_t seq, data::sample data, std::string error, bool 
                   "\"batch\": " + std::to_string(seq));
   }
   delivery d;
-  d.generation = st.plan.generation;
+  d.run_id = st.plan.run_id;
   d.seq = seq;
   d.data = std::move(data);
   d.error = std::move(error);
@@ -316,7 +316,7 @@ void deliver(state& st, int64_t seq, data::sample data, std::string error, bool 
   }
   if (!st.failed && st.active && run_complete(st)) {
     delivery end;
-    end.generation = st.plan.generation;
+    end.run_id = st.plan.run_id;
     end.end_of_epoch = true;
     push(st, std::move(end));
     st.active = false;
@@ -336,14 +336,14 @@ void start_clock(state& st, int64_t seq) {
           std::chrono::microseconds(int64_t(st.cfg.timeout_s * double(task.covers) * 1e6)),
       caf::strong_actor_ptr{st.self->ctrl()},
       caf::make_mailbox_element(nullptr, caf::make_message_id(), caf::no_stages,
-                                timeout_atom::value, st.plan.generation, seq, task.clock));
+                                timeout_atom::value, st.plan.run_id, seq, task.clock));
 }
 
 /// Sends batch `seq` to source `w`; `skip_seeds`: see Note [Iterable resume].
 void dispatch(state& st, int64_t seq, int64_t w, int attempt,
               std::vector<uint64_t> skip_seeds = {}) {
   index_batch task;
-  task.generation = st.plan.generation;
+  task.run_id = st.plan.run_id;
   task.epoch = st.plan.epoch;
   task.seq = seq;
   task.indices = indices_of(st, seq);
@@ -472,7 +472,7 @@ void replace_source(state& st, int64_t w, const caf::error& reason) {
 
 } // namespace
 
-sampler::sampler(caf::local_actor* host, sampler_config cfg) : impl_(std::make_unique<impl>()) {
+sampler::sampler(caf::local_actor* host, coordinator_config cfg) : impl_(std::make_unique<impl>()) {
   auto& st = *impl_;
   st.self = host;
   st.cfg = std::move(cfg);
@@ -511,7 +511,7 @@ void sampler::start(epoch_plan plan) {
   collect(); // drops what the last run left on the shelf, and opens it for this run
   if (!st.plan.iterable && st.plan.batches.empty()) {
     delivery end;
-    end.generation = st.plan.generation;
+    end.run_id = st.plan.run_id;
     end.end_of_epoch = true;
     push(st, std::move(end));
     st.active = false;
@@ -520,9 +520,9 @@ void sampler::start(epoch_plan plan) {
   pump(st);
 }
 
-void sampler::credit(uint64_t generation) {
+void sampler::credit(uint64_t run_id) {
   auto& st = *impl_;
-  if (generation != st.plan.generation)
+  if (run_id != st.plan.run_id)
     return;
   ++st.credit;
   collect(); // so that pump sees the sources' true load
@@ -538,7 +538,7 @@ void sampler::collect() {
     // Takes first: a batch on the shelf may be a taken one. One taken after this is caught by
     // on_loaded, which looks again.
     apply_takes(st);
-    auto items = st.cfg.shelf->wait_for(shelf_generation(st), wanted_seq(st));
+    auto items = st.cfg.shelf->wait_for(shelf_run_id(st), wanted_seq(st));
     if (items.empty())
       return;
     for (auto& item : items)
@@ -555,7 +555,7 @@ void sampler::finish() {
 
 void sampler::on_loaded(loaded_batch& b, const caf::strong_actor_ptr& from) {
   auto& st = *impl_;
-  if (b.generation != st.plan.generation || !st.active || st.failed)
+  if (b.run_id != st.plan.run_id || !st.active || st.failed)
     return;
   const int64_t seq = b.seq;
   auto it = st.outstanding.find(seq);
@@ -613,10 +613,10 @@ void sampler::on_source_error(const caf::error& err, const caf::strong_actor_ptr
           true);
 }
 
-void sampler::on_timeout(uint64_t generation, int64_t seq, int64_t clock) {
+void sampler::on_timeout(uint64_t run_id, int64_t seq, int64_t clock) {
   collect(); // a batch on the shelf was loaded in time
   auto& st = *impl_;
-  if (generation != st.plan.generation || !st.active || st.failed)
+  if (run_id != st.plan.run_id || !st.active || st.failed)
     return;
   auto it = st.outstanding.find(seq);
   if (it == st.outstanding.end() || it->second.clock != clock)
@@ -656,16 +656,16 @@ struct sampler_actor_state {
   std::unique_ptr<sampler> core;
 };
 
-caf::behavior sampler_actor(caf::stateful_actor<sampler_actor_state>* self, sampler_config cfg) {
+caf::behavior sampler_actor(caf::stateful_actor<sampler_actor_state>* self, coordinator_config cfg) {
   self->state.core = std::make_unique<sampler>(self, std::move(cfg));
   self->set_down_handler([self](caf::down_msg& msg) { self->state.core->on_down(msg); });
   return {
       [self](epoch_atom, epoch_plan& plan) { self->state.core->start(std::move(plan)); },
-      [self](credit_atom, uint64_t generation) { self->state.core->credit(generation); },
+      [self](credit_atom, uint64_t run_id) { self->state.core->credit(run_id); },
       [self](loaded_batch& b) { self->state.core->on_loaded(b, self->current_sender()); },
       [self](caf::error& err) { self->state.core->on_source_error(err, self->current_sender()); },
-      [self](timeout_atom, uint64_t generation, int64_t seq, int64_t clock) {
-        self->state.core->on_timeout(generation, seq, clock);
+      [self](timeout_atom, uint64_t run_id, int64_t seq, int64_t clock) {
+        self->state.core->on_timeout(run_id, seq, clock);
       },
       [self](worker_atom, int64_t id) -> caf::result<caf::actor> {
         caf::actor a = self->state.core->source(id);
@@ -686,7 +686,7 @@ std::vector<uint64_t> resume_skip_seeds(uint64_t base_seed, int64_t epoch, int64
   return out;
 }
 
-caf::actor spawn_sampler(caf::actor_system& sys, sampler_config cfg) {
+caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_config cfg) {
   return sys.spawn<caf::detached>(sampler_actor, std::move(cfg));
 }
 
