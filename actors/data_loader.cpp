@@ -1,42 +1,22 @@
-// data_loader: options, epochs, the consumer side of the graph (the range-for's own actor,
-// hosting the sampler on the consumer's thread), the num_workers = 0 path, save/resume, and
-// shutdown.
+// data_loader: options, epochs, the consumer (one path: it takes deliveries from a batch feed,
+// the coordinator on its own thread or the inline source), save/resume, and shutdown. The
+// stages of a run are in actors/loader/ (docs/architecture.md, "One batch").
 #include "actors/data_loader.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <optional>
 
+#include "actors/loader/host.hpp"
+#include "actors/loader/inline_source.hpp"
+#include "actors/loader/plan.hpp"
 #include "actors/loader/worker.hpp"
-#include "actors/loader/coordinator.hpp"
 #include "actors/source_loader.hpp"
 #include "core/data/sampler.hpp"
 #include "core/data/worker_info.hpp"
 #include "core/trace.hpp"
 
 namespace actorch::data {
-namespace {
-
-/// Iterable: per stream, how many of its batches `delivered` holds (Note [Iterable resume] in
-/// actors/loader/coordinator.cpp); throws naming the index unless they are each stream's first.
-std::vector<int64_t> resumed_per_stream(const std::vector<int64_t>& delivered, int64_t streams) {
-  std::vector<int64_t> count(size_t(streams), 0), last(size_t(streams), -1);
-  for (int64_t s : delivered) {
-    ACTORCH_CHECK(s >= 0, "DataLoader with IterableDataset: cannot resume from delivered batch ",
-                  s, ": batch indices are not negative");
-    ++count[size_t(s % streams)];
-    last[size_t(s % streams)] = std::max(last[size_t(s % streams)], s / streams);
-  }
-  for (int64_t w = 0; w < streams; ++w)
-    ACTORCH_CHECK(last[size_t(w)] + 1 == count[size_t(w)],
-                  "DataLoader with IterableDataset: cannot resume: the delivered batches of "
-                  "stream ", w, " are not its first ", count[size_t(w)],
-                  " (a repeated or missing index k * ", streams, " + ", w,
-                  "), so where that stream stood is unknown");
-  return count;
-}
-
-} // namespace
 
 namespace detail {
 
@@ -49,17 +29,16 @@ struct loader_impl {
   batch_sampler_ptr batches;
   buffer_pool_ptr pool;
 
-  // Actors: the system (ours unless given), the sampler of the current run (persistent with
-  // persistent_workers or a user's source), and the user's source if any. The range-for's
-  // sampler lives in `host`, a blocking actor driven by the consumer's thread; a consumer
-  // actor's in a detached sampler actor (Note [Sampler host] in actors/loader/coordinator.cpp).
+  // Actors: the system (ours unless given), the user's source if any, and the coordinator of
+  // the current run (persistent with persistent_workers or a user's source). The range-for's
+  // runs in `feed`, on the consumer's thread; a consumer actor's in a detached coordinator
+  // actor (Note [Loader host] in actors/loader/host.cpp).
   std::unique_ptr<caf::actor_system_config> own_config; // the system keeps a reference to it
   std::unique_ptr<caf::actor_system> own_system;
   caf::actor_system* system = nullptr;
   std::optional<actors::source_actor> source;
-  std::unique_ptr<caf::scoped_actor> host;
-  std::unique_ptr<actors::sampler> sampler; // the range-for's, hosted by `host`
-  caf::actor sampler_actor;                 // a consumer actor's
+  std::unique_ptr<actors::batch_feed> feed; // the range-for's: a range_for_host or inline_source
+  caf::actor coordinator_actor;             // a consumer actor's
   std::shared_ptr<std::atomic<uint64_t>> active_run_id =
       std::make_shared<std::atomic<uint64_t>>(0);
 
@@ -67,15 +46,9 @@ struct loader_impl {
   uint64_t run_id = 0;
   int64_t epoch = 0;
   bool running = false;
-  bool local = false; // num_workers == 0: loading in this thread
   uint64_t base_seed = 0;
-  // (seq, indices) of the batches to load; moved into the sampler's epoch_plan unless `local`.
-  std::vector<std::pair<int64_t, std::vector<int64_t>>> plan;
-  size_t local_pos = 0;
-  std::unique_ptr<sample_iterator> local_iter; // iterable, num_workers = 0: this thread's pass
-  bool local_exhausted = false;
   // Iterable, resumed mid-epoch: per stream, its batches delivered before (Note [Iterable
-  // resume]); a task covering them has a deadline that many times longer.
+  // resume] in actors/loader/plan.cpp).
   std::vector<int64_t> resumed;
   std::vector<int64_t> delivered;
   generator::state gen_at_start{};
@@ -116,19 +89,19 @@ struct loader_impl {
     return *system;
   }
 
-  void stop_sampler() {
-    sampler.reset(); // asks the workers it spawned to exit
-    if (sampler_actor) {
-      caf::anon_send_exit(sampler_actor, caf::exit_reason::user_shutdown);
-      sampler_actor = nullptr;
+  /// Stops the coordinator and the workers it spawned.
+  void stop_coordinator() {
+    feed.reset(); // the range-for's: asks the workers it spawned to exit
+    if (coordinator_actor) {
+      caf::anon_send_exit(coordinator_actor, caf::exit_reason::user_shutdown);
+      coordinator_actor = nullptr;
     }
   }
 
   void shutdown() {
     active_run_id->store(~uint64_t(0));
-    stop_sampler();
-    host.reset();
-    own_system.reset(); // waits for every actor; they all quit (see stop_sampler)
+    stop_coordinator();
+    own_system.reset(); // waits for every actor; they all quit (see stop_coordinator)
   }
 
   /// Ends the run in progress: completed, abandoned or failed. The next run is a new epoch.
@@ -136,12 +109,11 @@ struct loader_impl {
     if (!running) return;
     running = false;
     current = sample();
-    local_iter.reset();
     ++epoch;
     resume.reset();
     active_run_id->store(++run_id); // workers skip what is left of the old run
-    if (sampler) sampler->finish();
-    if (!local && !(opts.persistent_workers || source)) stop_sampler();
+    if (feed) feed->finish();
+    if (!(opts.persistent_workers || source)) stop_coordinator();
   }
 
   actors::coordinator_config coordinator_config() {
@@ -156,7 +128,7 @@ struct loader_impl {
     if (source) {
       cfg.sources.push_back(*source);
     } else {
-      // Everything the respawn needs is captured by value: the sampler may call it while the
+      // Everything the respawn needs is captured by value: the coordinator may call it while the
       // loader is being destroyed (with a caller's actor system, nobody waits for it).
       actors::worker_config proto;
       proto.dataset = dataset;
@@ -170,9 +142,11 @@ struct loader_impl {
       proto.pin_memory = opts.pin_memory;
       proto.worker_init_fn = opts.worker_init_fn;
       proto.active_run_id = active_run_id;
-      // See Note [Batch shelf]: the sampler alone decides which runs it is open for.
+      // See Note [Batch shelf]: the coordinator alone decides which runs it is open for.
       cfg.shelf = std::make_shared<actors::batch_shelf>();
       proto.shelf = cfg.shelf;
+      cfg.board = std::make_shared<actors::task_board>(); // Note [Task stealing]
+      proto.board = cfg.board;
       auto spawn = [sys = &sys(), proto, cpus = opts.worker_cpus](int64_t id) {
         actors::worker_config w = proto;
         w.id = id;
@@ -200,181 +174,79 @@ struct loader_impl {
     if (batches) batches->set_epoch(epoch);
     base_seed = random_u64(*gen);
     delivered.clear();
-    plan.clear();
     resumed.clear();
     if (resume) {
       delivered = resume->delivered;
-      if (iterable) resumed = resumed_per_stream(delivered, streams());
+      if (iterable) resumed = actors::resumed_per_stream(delivered, streams());
     }
-    std::optional<trace::span> step(std::in_place, "sampler", "plan epoch");
-    if (batches) {
-      auto all = batches->batches();
-      std::vector<bool> skip(all.size(), false);
-      for (int64_t s : delivered) {
-        ACTORCH_CHECK(
-            s >= 0 && size_t(s) < all.size(), "DataLoader: the state it resumes from ",
-            "lists batch ", s, " as delivered, but epoch ", epoch, " has ", all.size(),
-            " batches (a state of a loader with another dataset, batch_size or sampler?)");
-        skip[size_t(s)] = true;
-      }
-      for (size_t s = 0; s < all.size(); ++s) {
-        for (int64_t i : all[s])
-          ACTORCH_CHECK(i >= 0 && i < dataset_size, "DataLoader: the sampler yielded index ", i,
-                        " for batch ", s, ", out of range for a dataset of ", dataset_size,
-                        " samples");
-        if (!skip[s]) plan.emplace_back(int64_t(s), std::move(all[s]));
-      }
-    }
+    std::optional<trace::span> step(std::in_place, "coordinator", "plan epoch");
+    actors::epoch_plan p;
+    if (batches) p.batches = actors::plan_batches(*batches, epoch, delivered, dataset_size);
     resume.reset();
     running = true;
-    local = !uses_actors() && sink == nullptr;
-    local_pos = resumed.empty() ? 0 : size_t(resumed[0]);
-    local_iter.reset();
-    local_exhausted = false;
     active_run_id->store(++run_id);
-    if (local) return;
-    ACTORCH_CHECK(sink == nullptr || uses_actors(),
-                  "DataLoader.run_epoch: needs num_workers > 0 or a source actor");
-    actors::epoch_plan p;
     p.run_id = run_id;
     p.epoch = epoch;
     p.base_seed = base_seed;
-    p.batches = std::move(plan);
     p.iterable = iterable != nullptr;
     p.resumed = resumed;
     p.credits = credits();
-    if (sink ? sampler != nullptr : sampler_actor != nullptr)
-      stop_sampler(); // the last run had the other kind of consumer
+    ACTORCH_CHECK(sink == nullptr || uses_actors(),
+                  "DataLoader.run_epoch: needs num_workers > 0 or a source actor");
+    if (sink ? feed != nullptr : coordinator_actor != nullptr)
+      stop_coordinator(); // the last run had the other kind of consumer
     if (sink) {
       p.sink = *sink;
-      if (!sampler_actor) sampler_actor = actors::spawn_coordinator(sys(), coordinator_config());
-      caf::anon_send(sampler_actor, actors::epoch_atom::value, std::move(p));
+      if (!coordinator_actor)
+        coordinator_actor = actors::spawn_coordinator(sys(), coordinator_config());
+      caf::anon_send(coordinator_actor, actors::epoch_atom::value, std::move(p));
       return;
     }
+    if (!feed) {
+      step.reset();
+      step.emplace("coordinator", "start workers");
+      if (uses_actors()) {
+        feed = std::make_unique<actors::range_for_host>(sys(), coordinator_config());
+      } else {
+        actors::inline_source_config c;
+        c.dataset = dataset;
+        c.iterable = iterable;
+        c.auto_collation = auto_collation();
+        c.batch_size = opts.batch_size.value_or(1);
+        c.drop_last = opts.drop_last;
+        c.collate = opts.collate_fn;
+        c.pool = pool;
+        c.pin_memory = opts.pin_memory;
+        feed = std::make_unique<actors::inline_source>(std::move(c));
+      }
+    }
     step.reset();
-    step.emplace("sampler", "start workers");
-    if (!host) host = std::make_unique<caf::scoped_actor>(sys());
-    if (!sampler) sampler = std::make_unique<actors::sampler>(host->ptr(), coordinator_config());
-    step.reset();
-    step.emplace("sampler", "send tasks");
-    sampler->start(std::move(p));
+    step.emplace("coordinator", "send tasks");
+    feed->start(std::move(p));
   }
 
   /// Moves to the next batch of the run; false at the end of the epoch.
   bool advance() {
     if (!running) return false;
     current = sample(); // release the batch: its buffers go back to the pool
-    if (local && iterable) {
-      // The consumer's thread iterates the stream itself; get_worker_info() is null here.
-      actors::index_batch task;
-      task.run_id = run_id;
-      task.epoch = epoch;
-      task.seq = int64_t(local_pos++);
-      task.seed = batch_seed(base_seed, epoch, task.seq);
-      task.auto_collation = auto_collation();
-      if (!resumed.empty() && task.seq == resumed[0]) // See Note [Iterable resume]
-        task.skip_seeds = actors::resume_skip_seeds(base_seed, epoch, task.seq, 1, 0);
-      actors::loaded_batch b;
-      b.end_of_data = true;
-      if (!local_exhausted)
-        b = actors::load_stream_batch(task, *iterable, local_iter, opts.batch_size.value_or(1),
-                                      opts.drop_last, opts.collate_fn, pool.get(),
-                                      opts.pin_memory, "DataLoader (num_workers=0)");
-      local_exhausted = b.end_of_data || !b.error.empty();
-      if (!b.error.empty()) {
-        end_run();
-        throw error(b.error);
-      }
-      if (b.end_of_data) {
-        end_run();
-        return false;
-      }
-      current = std::move(b.data);
-      delivered.push_back(task.seq);
-      return true;
-    }
-    if (local) {
-      if (local_pos == plan.size()) {
-        end_run();
-        return false;
-      }
-      const auto& [seq, indices] = plan[local_pos++];
-      actors::index_batch task;
-      task.run_id = run_id;
-      task.epoch = epoch;
-      task.seq = seq;
-      task.indices = indices;
-      task.seed = batch_seed(base_seed, epoch, seq);
-      task.auto_collation = auto_collation();
-      auto b = actors::load_batch(task, *dataset, opts.collate_fn, pool.get(), opts.pin_memory,
-                                  "DataLoader (num_workers=0)");
-      if (!b.error.empty()) {
-        end_run();
-        throw error(b.error);
-      }
-      current = std::move(b.data);
-      delivered.push_back(seq);
-      return true;
-    }
-    for (;;) {
-      auto& out = sampler->deliveries();
-      if (out.empty()) {
-        sampler->collect(); // See Note [Batch shelf]
-        if (out.empty())
-          receive();
-        continue;
-      }
-      actors::delivery d = std::move(out.front());
-      out.pop_front();
-      if (d.run_id != run_id) continue; // left over from an abandoned run
-      if (d.end_of_epoch) {
-        end_run();
-        return false;
-      }
-      if (!d.error.empty()) {
-        end_run();
-        throw error(d.error);
-      }
-      // Taken: its credit goes back now, as PyTorch counts a task outstanding until the main
-      // process receives its batch (Note [Loader credits]).
-      sampler->credit(run_id);
-      current = std::move(d.data);
-      delivered.push_back(d.seq);
-      return true;
-    }
-  }
-
-  /// Hands the next message in the host's mailbox to the sampler: a source's reply, a down
-  /// message or a deadline (Note [Sampler host]).
-  void receive() {
-    auto& self = *host;
-    auto on_loaded = [&](actors::loaded_batch& b) {
-      sampler->on_loaded(b, self->current_sender());
-    };
-    auto on_error = [&](caf::error& e) { sampler->on_source_error(e, self->current_sender()); };
-    auto on_timeout = [&](actors::timeout_atom, uint64_t g, int64_t seq, int64_t clock) {
-      sampler->on_timeout(g, seq, clock);
-    };
-    auto on_down = [&](caf::down_msg& m) { sampler->on_down(m); };
-    if (opts.timeout <= 0) {
-      self->receive(on_loaded, on_error, on_timeout, on_down);
-      return;
-    }
-    // A safety net behind the sampler's own deadlines, should they never come (the longest:
-    // a resumed stream's first task, Note [Iterable resume]).
-    const int64_t covers =
-        1 + (resumed.empty() ? 0 : *std::max_element(resumed.begin(), resumed.end()));
-    bool stalled = false;
-    self->receive(
-        on_loaded, on_error, on_timeout, on_down,
-        caf::after(std::chrono::microseconds(int64_t(opts.timeout * double(covers) * 2e6) +
-                                             1000000)) >>
-            [&] { stalled = true; });
-    if (stalled) {
+    actors::delivery d;
+    try {
+      d = feed->next();
+    } catch (...) {
       end_run();
-      ACTORCH_FAIL("DataLoader timed out after ", opts.timeout,
-                   " seconds waiting for batch (no answer from the sampler)");
+      throw;
     }
+    if (d.end_of_epoch) {
+      end_run();
+      return false;
+    }
+    if (!d.error.empty()) {
+      end_run();
+      throw error(d.error);
+    }
+    current = std::move(d.data);
+    delivered.push_back(d.seq);
+    return true;
   }
 };
 
@@ -529,7 +401,7 @@ void data_loader::load_state(const loader_state& s) {
                   s.streams, " streams on a loader of ", impl_->streams(),
                   " (num_workers=", impl_->opts.num_workers,
                   "): each worker iterates its own stream, so resume with the same num_workers");
-    (void)resumed_per_stream(s.delivered, s.streams); // checks them now, not at begin()
+    (void)actors::resumed_per_stream(s.delivered, s.streams); // checks them now, not at begin()
   }
   ACTORCH_CHECK(impl_->iterable || s.delivered.empty() || s.streams == 0,
                 "DataLoader: cannot resume mid-epoch from an IterableDataset loader's state (",
@@ -544,7 +416,7 @@ const loader_options& data_loader::options() const { return impl_->opts; }
 void data_loader::run_epoch(const caf::actor& sink) { impl_->start_run(&sink); }
 
 void data_loader::set_actor_system(caf::actor_system& sys) {
-  ACTORCH_CHECK(!impl_->sampler && !impl_->sampler_actor && !impl_->host,
+  ACTORCH_CHECK(!impl_->feed && !impl_->coordinator_actor,
                 "DataLoader.set_actor_system: the loader's actors already run");
   impl_->own_system.reset(); // no actor of it was spawned yet
   impl_->own_config.reset();
@@ -552,12 +424,13 @@ void data_loader::set_actor_system(caf::actor_system& sys) {
 }
 
 caf::actor data_loader::worker_for_testing(int64_t id) {
-  ACTORCH_CHECK(impl_->sampler || impl_->sampler_actor,
+  auto* host = dynamic_cast<actors::range_for_host*>(impl_->feed.get());
+  ACTORCH_CHECK(host || impl_->coordinator_actor,
                 "DataLoader.worker_for_testing: no actors running");
-  if (impl_->sampler) return impl_->sampler->source(id); // the range-for's, on this thread
+  if (host) return host->core().source(id); // the range-for's, on this thread
   caf::scoped_actor self{impl_->sys()};
   caf::actor out;
-  self->request(impl_->sampler_actor, caf::infinite, actors::worker_atom::value, id)
+  self->request(impl_->coordinator_actor, caf::infinite, actors::worker_atom::value, id)
       .receive([&](caf::actor& a) { out = std::move(a); },
                [&](caf::error& e) {
                  ACTORCH_FAIL("DataLoader.worker_for_testing(", id, "): ", caf::to_string(e));

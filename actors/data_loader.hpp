@@ -4,11 +4,12 @@
 //   data_loader loader(dataset, {.batch_size = 64, .shuffle = true, .num_workers = 2});
 //   for (const sample& batch : loader) train(batch[0].as_tensor(), batch[1].as_tensor());
 //
-// Behind it, a sampler emits index batches under credit to detached dataset-worker actors,
-// which load, collate and pin them; the sampler reorders them (in_order) and delivers them.
-// For the range-for the sampler runs in the consumer's own thread, inside a CAF blocking
-// actor, as PyTorch's main process runs its sampler; for a consumer actor (run_epoch), in a
-// detached sampler actor (docs/architecture.md, "One batch"). With num_workers = 0 the
+// Behind it, a coordinator sends index batches under credit to detached dataset-worker actors,
+// which load, collate and pin them; the coordinator reorders them (in_order) and delivers
+// them. For the range-for the coordinator runs in the consumer's own thread, inside a CAF
+// blocking actor, as PyTorch's main process runs its sampler; for a consumer actor
+// (run_epoch), in a detached coordinator actor (actors/loader/, docs/architecture.md, "One
+// batch"). With num_workers = 0 the
 // consumer's thread loads the batches itself, no actors involved. An
 // iterable dataset has no sampler: each worker iterates its own iter() and the loader
 // interleaves their batches round-robin.
@@ -56,7 +57,7 @@ struct loader_options {
   /// Seconds a worker may spend on one batch, counted from when it can begin it (its earlier
   /// batches are back), before the epoch fails with a timeout error naming the worker and the
   /// batch; 0: forever. PyTorch's bounds the wait for a batch instead: see Note [Loader
-  /// timeout] in actors/loader/coordinator.cpp.
+  /// timeout] in actors/loader/supervisor.cpp.
   double timeout = 0;
   /// Called with the worker id on each worker's thread before its first batch.
   std::function<void(int64_t)> worker_init_fn{};
@@ -64,7 +65,7 @@ struct loader_options {
   std::shared_ptr<actorch::generator> generator{};
   /// Batches in flight per worker (2 when unset): prefetch_factor x num_workers in all, queued
   /// at the least busy worker, and a worker with nothing left takes one still queued at another
-  /// (Note [Task stealing] in actors/loader/coordinator.cpp); only with num_workers > 0.
+  /// (Note [Task stealing] in actors/loader/task_board.cpp); only with num_workers > 0.
   std::optional<int64_t> prefetch_factor{};
   /// Keep the workers alive across epochs.
   bool persistent_workers = false;
@@ -73,8 +74,8 @@ struct loader_options {
   /// Beyond PyTorch, as DGL's and PyG's loaders offer: pin worker i's thread to CPU
   /// worker_cpus[i % size()] before its worker_init_fn runs (which may widen it again). Empty,
   /// the default: the kernel places the workers, as PyTorch's. Each must be in usable_cpus();
-  /// only with num_workers > 0. Note [Worker CPUs] in actors/loader/worker.cpp says when it
-  /// pays.
+  /// only with num_workers > 0. Note [Worker CPUs] in actors/loader/worker.cpp and
+  /// docs/performance.md say when it pays.
   std::vector<int> worker_cpus{};
 };
 
@@ -108,7 +109,7 @@ public:
   /// ends when every worker's stream has ended. num_workers = 0 iterates in the consumer's
   /// thread. size() is not available. A mid-epoch load_state() needs the same num_workers and
   /// re-reads each stream up to where it stood, dropping what was delivered (Note [Iterable
-  /// resume] in actors/loader/coordinator.cpp), so the dataset must yield the same streams again.
+  /// resume] in actors/loader/plan.cpp), so the dataset must yield the same streams again.
   explicit data_loader(iterable_dataset_ptr dataset, loader_options opts = {});
   /// Used by make_source_loader (actors/source_loader.hpp).
   explicit data_loader(std::unique_ptr<detail::loader_impl> impl);
@@ -125,7 +126,7 @@ public:
     const sample& operator*() const;
     const sample* operator->() const { return &**this; }
     /// Releases the current batch (its buffers go back to the pool) and waits for the next,
-    /// whose credit goes back to the sampler as it is taken (Note [Loader credits]).
+    /// whose credit goes back to the coordinator as it is taken (Note [Loader credits]).
     iterator& operator++();
     bool operator==(sentinel) const;
 
@@ -164,7 +165,7 @@ public:
   void set_actor_system(caf::actor_system& sys);
 
   /// Test-only (supervision tests kill workers): the actor now serving worker slot `id`, asked
-  /// of the sampler through its mailbox, so the answer follows every message the sampler got
+  /// of the coordinator through its mailbox, so the answer follows every message it got
   /// before. @pre an epoch with workers (or a source) was started.
   caf::actor worker_for_testing(int64_t id);
 

@@ -5,13 +5,13 @@
 
 namespace actorch::actors {
 
-/// A data source: what the loader's sampler sends index batches to. The built-in dataset
+/// A data source: what the loader's coordinator sends index batches to. The built-in dataset
 /// workers implement it; a user plugs in their own actor (reading a database, a remote store)
 /// in its place by implementing it too (see README's "Data pipeline" and examples/sqlite_source).
 /// Contract:
 /// - Reply to every task once (the handler's result, or a response promise delivered later),
 ///   echoing task.run_id and task.seq. Tasks arrive as plain messages, so the reply goes
-///   to the sampler's host as one; replying with a caf::error ends the run naming the source.
+///   to the coordinator's host as one; replying with a caf::error ends the run naming the source.
 /// - Either collate yourself (collated = true) or reply with `data` = a tuple of the samples in
 ///   task.indices' order (collated = false) and let the loader's collate stage do it.
 /// - Report a failure in `error` (name the sample index), do not throw: an exception escaping

@@ -1,9 +1,10 @@
-// Every message type of the actor graph, in one place (STYLE.md). The data loader's graph:
-//   sampler ──(load_atom, index_batch)──> source (dataset worker, or a user's actor)
-//   source ──loaded_batch (the reply)──> the sampler's host (collate/pin stage for batches
-//   that need it, reorder buffer) ──delivery──> consumer; a consumer actor answers
+// Every message type of the actor graph, in one place (STYLE.md). The data loader's graph
+// (actors/loader/):
+//   coordinator ──(load_atom, index_batch)──> source (dataset worker, or a user's actor)
+//   source ──loaded_batch (the reply, or the batch shelf)──> the coordinator's host (finish
+//   for batches that need it, reorder buffer) ──delivery──> consumer; a consumer actor answers
 //   (credit_atom, run_id), the range-for hands its credit over in its own thread
-// See Note [Loader credits] in actors/loader/coordinator.cpp for the flow control.
+// See Note [Loader credits] in actors/loader/dispatcher.cpp for the flow control.
 // The types carry tensors (shared storage) and therefore stay inside one process: they are
 // allowed as local-only message types rather than made serializable.
 #pragma once
@@ -23,16 +24,16 @@ using load_atom = caf::atom_constant<caf::atom("load")>;
 using credit_atom = caf::atom_constant<caf::atom("credit")>;
 /// (batch_atom, delivery): a batch for a consumer actor (see data_loader::run_epoch).
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
-/// (epoch_atom, epoch_plan): the sampler starts a run, dropping whatever remains of the last.
+/// (epoch_atom, epoch_plan): the coordinator starts a run, dropping whatever remains of the last.
 using epoch_atom = caf::atom_constant<caf::atom("epoch")>;
-/// (timeout_atom, run_id, seq, clock): the sampler's deadline for one load (timeout > 0);
+/// (timeout_atom, run_id, seq, clock): the supervisor's deadline for one load (timeout > 0);
 /// `clock` numbers it, so that one restarted since is ignored.
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
-/// (worker_atom, id) -> source_actor: the sampler's current source in slot `id` (tests only:
+/// (worker_atom, id) -> source_actor: the coordinator's current source in slot `id` (tests only:
 /// see data_loader::worker_for_testing).
 using worker_atom = caf::atom_constant<caf::atom("worker")>;
 
-/// One batch of dataset indices, as the sampler emits it.
+/// One batch of dataset indices, as the coordinator sends it (made by make_task, plan.hpp).
 struct index_batch {
   uint64_t run_id = 0;      // which run (epoch start) it belongs to; stale ones are skipped
   int64_t epoch = 0;            // the loader's epoch
@@ -70,16 +71,16 @@ struct delivery {
   bool end_of_epoch = false;
 };
 
-/// One run of the sampler: the batches still to load this epoch, in sampler order.
+/// One run of the coordinator: the batches still to load this epoch, in sampler order.
 struct epoch_plan {
   uint64_t run_id = 0;
   int64_t epoch = 0;
   uint64_t base_seed = 0;
   std::vector<std::pair<int64_t, std::vector<int64_t>>> batches; // (seq, indices)
   int64_t credits = 0; // prefetch_factor x num_workers: batches in flight at most
-  caf::actor sink;     // deliver (batch_atom, delivery) here; null: sampler::deliveries()
-  /// The sources are iterable-dataset workers: `batches` is empty, the sampler asks the workers
-  /// round-robin until every one is exhausted (Note [Iterable runs] in sampler_actor.cpp).
+  caf::actor sink;     // deliver (batch_atom, delivery) here; null: coordinator::deliveries()
+  /// The sources are iterable-dataset workers: `batches` is empty, the dispatcher asks the
+  /// workers round-robin until every one is exhausted (Note [Iterable runs] in dispatcher.cpp).
   bool iterable = false;
   /// Iterable, resuming mid-epoch: per source, the batches of its stream delivered before.
   std::vector<int64_t> resumed;

@@ -1,4 +1,4 @@
-// A data loader fed by a user's source actor instead of the dataset-worker pool: the sampler
+// A data loader fed by a user's source actor instead of the dataset-worker pool: the coordinator
 // sends it index batches (actors/interfaces.hpp, source_actor) and it replies with samples or
 // batches. Everything else (samplers, credits, in_order, collate, pin_memory, timeout,
 // save/resume) is the loader's, as with a dataset.

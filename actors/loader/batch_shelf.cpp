@@ -1,4 +1,25 @@
-// The batch shelf: see Note [Batch shelf] in sampler_actor.cpp.
+// The batch shelf (batch_shelf.hpp).
+//
+// Note [Batch shelf]
+// ~~~~~~~~~~~~~~~~~~~~
+// with in_order, a batch that arrives before an earlier one can only wait in
+// the reorder buffer; as a reply it still wakes the consumer's thread, blocked on the batch it
+// waits for, and on two cores that wake preempts a worker for nothing. With two workers finishing
+// in turn, 0.4 of the 1.4 wakes per batch of the P=20 loader benchmark were of that kind. So the
+// loader's own workers (not a user's source) offer each finished batch to a shelf they share with
+// the sampler. In a map-style, in_order run of the range-for the shelf keeps it, and the worker
+// replies with nothing, unless it is the batch the consumer waits for; in any other run the sampler
+// keeps the shelf closed. The consumer's thread collects the shelf (its batches go through
+// on_loaded as replies would, sender included) and, under the shelf's lock, names the batch it now
+// waits for: before it blocks, when it returns a credit, before it handles a deadline or a down
+// message; and again until the shelf is empty. So the batch it blocks for is never on the shelf,
+// and a shelved batch is neither timed out nor re-issued. (Deadlines fire in the order their
+// clocks started, so a collect before blocking again usually takes a shelved batch in before its
+// own deadline is read; the one before a deadline does not rely on that.) Errors and ends of
+// streams always come as replies. A shelved batch holds its credit, so the bound of Note [Loader
+// credits] stands. Measured at P=20 over 100000 samples: 3222 context switches per epoch instead
+// of 5144, 7% less CPU time, 2% more samples/s at the median of interleaved runs.
+//
 #include "actors/loader/batch_shelf.hpp"
 
 namespace actorch::actors {
@@ -19,112 +40,6 @@ std::vector<batch_shelf::item> batch_shelf::wait_for(uint64_t run_id, int64_t se
   run_id_ = run_id;
   wanted_ = seq;
   out.swap(items_);
-  return out;
-}
-
-void batch_shelf::takes_since(std::vector<taken>& takes) {
-  takes.clear();
-  std::lock_guard<std::mutex> lock(mutex_);
-  takes.swap(taken_);
-}
-
-// Note [Task stealing] in sampler_actor.cpp. A posting stays for the whole run, so that an
-// owner whose message comes after another worker took its task, or after the task was re-issued
-// to another, knows to skip it: the batch is loaded once per posting. The first task of a worker
-// that has not begun is left to it, so that every worker loads a batch and runs its
-// worker_init_fn, as each of PyTorch's does, however fast the others are.
-
-namespace {
-bool started(const std::vector<bool>& started, int64_t w) {
-  return size_t(w) < started.size() && started[size_t(w)];
-}
-void set_started(std::vector<bool>& started, int64_t w, bool on) {
-  if (size_t(w) >= started.size())
-    started.resize(size_t(w) + 1, false);
-  started[size_t(w)] = on;
-}
-} // namespace
-
-void batch_shelf::post(const index_batch& task, int64_t owner, int attempt) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (task.run_id != posts_run_id_)
-    clear_posts(task.run_id);
-  posts_[task.seq] = {owner, -1, attempt};
-  std::erase_if(open_, [&](const index_batch& t) { return t.seq == task.seq; });
-  open_.push_back(task);
-}
-
-void batch_shelf::freeze(int64_t owner) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::erase_if(open_, [&](const index_batch& t) {
-    posting& p = posts_.at(t.seq);
-    if (p.owner != owner)
-      return false;
-    p.holder = kFrozen;
-    return true;
-  });
-  set_started(started_, owner, false); // its heir runs worker_init_fn again
-}
-
-void batch_shelf::drop_posts() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  clear_posts(0);
-}
-
-void batch_shelf::clear_posts(uint64_t run_id) {
-  posts_.clear();
-  open_.clear();
-  taken_.clear();
-  posts_run_id_ = run_id;
-}
-
-bool batch_shelf::claim(const index_batch& task, int64_t me) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  set_started(started_, me, true);
-  if (task.run_id != posts_run_id_)
-    return true;
-  const auto it = posts_.find(task.seq);
-  if (it == posts_.end())
-    return true;
-  posting& p = it->second;
-  if (p.owner != me)
-    return false; // re-issued to another
-  if (p.holder == -1) {
-    p.holder = me;
-    std::erase_if(open_, [&](const index_batch& t) { return t.seq == task.seq; });
-  }
-  return p.holder == me;
-}
-
-std::optional<index_batch> batch_shelf::next_for(uint64_t run_id, int64_t me) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (run_id != posts_run_id_ || open_.empty())
-    return std::nullopt;
-  // A worker yet to begin gets its first task, the earliest of its postings: sent first, it is
-  // the first message it handles.
-  auto first_of_waiting = [&](const index_batch& t, int64_t owner) {
-    if (started(started_, owner))
-      return false;
-    for (const index_batch& u : open_)
-      if (u.seq < t.seq && posts_.at(u.seq).owner == owner)
-        return false;
-    return true;
-  };
-  auto pick = open_.end();
-  for (auto it = open_.begin(); it != open_.end(); ++it) {
-    const int64_t owner = posts_.at(it->seq).owner;
-    if (owner == me)
-      return std::nullopt; // its own next task is on its way
-    if ((pick == open_.end() || it->seq < pick->seq) && !first_of_waiting(*it, owner))
-      pick = it;
-  }
-  if (pick == open_.end())
-    return std::nullopt;
-  posting& p = posts_.at(pick->seq);
-  p.holder = me;
-  taken_.push_back({pick->seq, me, p.attempt});
-  index_batch out = std::move(*pick);
-  open_.erase(pick);
   return out;
 }
 

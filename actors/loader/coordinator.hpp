@@ -1,18 +1,20 @@
-// The sampler: the head and the tail of one loader's graph. It emits index batches to the
-// sources while it holds credit, collects their replies, collates and pins what a source left
-// undone, reorders (in_order) and delivers to the consumer; and it supervises the sources
-// (respawns a dead worker and re-issues its batches, turns a stalled one into a timeout).
-// It runs inside an actor that hosts it: the range-for's own blocking actor, on the consumer's
-// thread, as PyTorch's main process runs its sampler; or a detached sampler actor for a
-// consumer actor. See Note [Sampler host] in sampler_actor.cpp.
+// The coordinator: the head and the tail of one loader's graph. It starts a run from its plan,
+// has the dispatcher pick a source per credit and sends it the task (posting it on the task
+// board for the loader's own workers), takes the replies (and what the workers left on the
+// batch shelf), finishes a batch a user's source left uncollated or unpinned, puts the batches
+// in order (reorder buffer) and delivers them to the consumer; the supervisor watches the
+// sources' deadlines and deaths. It runs inside an actor that hosts it (host.hpp): the
+// range-for's own blocking actor, on the consumer's thread, or a detached coordinator actor
+// for a consumer actor (Note [Loader host] in host.cpp).
 #pragma once
 
 #include <deque>
 #include <functional>
 #include <memory>
 
-#include "actors/loader/batch_shelf.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/loader/batch_shelf.hpp"
+#include "actors/loader/task_board.hpp"
 #include "core/data/buffer_pool.hpp"
 #include "core/data/collate.hpp"
 
@@ -21,40 +23,45 @@ namespace actorch::actors {
 struct coordinator_config {
   std::vector<source_actor> sources;
   /// Makes the replacement of dead source `id`; empty for a user's sources (a dead one is then
-  /// an error, and the sampler never stops them).
+  /// an error, and the coordinator never stops them).
   std::function<source_actor(int64_t id)> respawn;
-  /// The sources are iterable-dataset workers the loader spawned: they stop with the sampler
-  /// but are not replaced (a stream cannot be resumed), so a death is an error.
+  /// The sources are iterable-dataset workers the loader spawned: they stop with the
+  /// coordinator but are not replaced (a stream cannot be resumed), so a death is an error.
   bool iterable = false;
   /// false: batch_size = nullopt, each task is one sample, converted rather than collated.
   bool auto_collation = true;
   bool in_order = true;
-  double timeout_s = 0;            // 0: wait forever for a source
-  data::collate_fn collate;        // for batches a source returns uncollated
-  data::buffer_pool_ptr pool;      // batch buffers (pinned when pin_memory)
+  double timeout_s = 0;       // 0: wait forever for a source
+  data::collate_fn collate;   // for batches a source returns uncollated
+  data::buffer_pool_ptr pool; // batch buffers (pinned when pin_memory)
   bool pin_memory = false;
-  int max_attempts = 3;            // loads of one batch before a dying worker is an error
-  /// Where the sources may leave batches instead of replying (Note [Batch shelf]); the sampler
-  /// opens it for in_order, map-style runs without a sink. Null: every batch is a reply.
+  int max_attempts = 3; // loads of one batch before a dying worker is an error
+  /// Where the sources may leave batches instead of replying (Note [Batch shelf]); the
+  /// coordinator opens it for in_order, map-style runs without a sink. Null: every batch is a
+  /// reply.
   std::shared_ptr<batch_shelf> shelf;
+  /// Where the tasks for the loader's own map-style workers are posted, for them to take from
+  /// each other (Note [Task stealing]). Null: no stealing.
+  std::shared_ptr<task_board> board;
 };
 
-/// The sampler's state machine. Its host forwards to it what arrives in the host's mailbox:
-/// the sources' replies (loaded_batch, or a caf::error), down messages and (timeout_atom, ...)
-/// messages; tasks go out in the host's name, so the replies come back there.
-class sampler {
+/// The coordinator's state machine. Its host forwards to it what arrives in the host's
+/// mailbox: the sources' replies (loaded_batch, or a caf::error), down messages and
+/// (timeout_atom, ...) messages; tasks go out in the host's name, so the replies come back
+/// there.
+class coordinator {
 public:
-  sampler(caf::local_actor* host, coordinator_config cfg);
-  ~sampler(); // asks the workers it spawned to exit (Note [Worker death])
-  sampler(const sampler&) = delete;
-  sampler& operator=(const sampler&) = delete;
+  coordinator(caf::local_actor* host, coordinator_config cfg);
+  ~coordinator(); // asks the workers it spawned to exit (Note [Worker death])
+  coordinator(const coordinator&) = delete;
+  coordinator& operator=(const coordinator&) = delete;
 
   /// Starts a run, dropping whatever remains of the last. Batches go to plan.sink as
   /// (batch_atom, delivery), or, without a sink, to deliveries().
   void start(epoch_plan plan);
   /// The consumer took a batch of run `run_id` (Note [Loader credits]).
   void credit(uint64_t run_id);
-  /// Takes in what the sources left on the shelf and tells them which batch the consumer waits
+  /// Takes in what the workers left on the shelf and tells them which batch the consumer waits
   /// for (Note [Batch shelf]). The host calls it before it blocks on its mailbox.
   void collect();
   /// The consumer is done with the run (finished or abandoned): the shelf closes and drops what
@@ -74,17 +81,5 @@ public:
 private:
   std::unique_ptr<impl> impl_;
 };
-
-/// The seeds of batches 0..k-1 of stream `w` of `streams` (an iterable dataset's worker), which
-/// its first task of a run resumed at its batch k passes over (Note [Iterable resume]).
-std::vector<uint64_t> resume_skip_seeds(uint64_t base_seed, int64_t epoch, int64_t k,
-                                        int64_t streams, int64_t w);
-
-/// Spawns a sampler actor hosting a sampler, for a consumer actor (detached: its collate stage
-/// may do real work). Send it (epoch_atom, epoch_plan) to start a run and (credit_atom,
-/// run_id) per batch the consumer is done with; anon_send_exit(it, user_shutdown) stops it
-/// and the workers it spawned. (worker_atom, id) answers the source in slot `id` as a
-/// caf::actor (tests only).
-caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_config cfg);
 
 } // namespace actorch::actors

@@ -1,23 +1,14 @@
-// The dataset worker actor and the batch loading it shares with the num_workers = 0 path.
+// The dataset worker actor and the batch loading it shares with the inline source and, to
+// finish a user's source's batches, the coordinator.
 #include "actors/loader/worker.hpp"
 
 #include <optional>
 #include <sstream>
 
+#include "actors/loader/plan.hpp"
 #include "core/trace.hpp"
 
 namespace actorch::actors {
-
-std::string indices_str(const std::vector<int64_t>& idx) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < idx.size() && i < 16; ++i)
-    os << (i ? ", " : "") << idx[i];
-  if (idx.size() > 16)
-    os << ", ...";
-  os << ']';
-  return os.str();
-}
 
 namespace {
 
@@ -160,7 +151,7 @@ loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dat
       return false;
     }
   };
-  // See Note [Iterable resume] in sampler_actor.cpp: the batches delivered before the state was
+  // See Note [Iterable resume] in plan.cpp: the batches delivered before the state was
   // saved are pulled again, each under its own generator, and dropped.
   for (size_t j = 0; j < task.skip_seeds.size(); ++j) {
     data::batch_scope randomness(task.skip_seeds[j]);
@@ -216,6 +207,45 @@ loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dat
   else
     batch.finish(out, failure);
   return out;
+}
+
+// Note [Loader stages]
+// ~~~~~~~~~~~~~~~~~~~~
+// collate and pin-memory run inside the dataset workers (in parallel, as
+// PyTorch collates in its workers), writing straight into pooled, pinned when asked, buffers.
+// The sampler runs them only for batches a user's source returns uncollated or unpinned.
+//
+void finish_batch(loaded_batch& b, bool auto_collation, const data::collate_fn& collate,
+                  data::buffer_pool* pool, bool pin_memory,
+                  const std::function<std::string()>& failure) {
+  if (b.collated) {
+    if (pin_memory && !b.pinned) {
+      try {
+        b.data = data::pin_memory(b.data, *pool);
+        b.pinned = true;
+      } catch (const std::exception& e) {
+        b.error = failure() + e.what();
+      }
+    }
+    return;
+  }
+  auto samples = std::move(b.data.as_tuple());
+  b.data = data::sample();
+  b.collated = true;
+  if (!auto_collation && samples.size() != 1) {
+    b.error = failure() + "an unbatched task returned " + std::to_string(samples.size()) +
+              " samples, expected 1";
+    return;
+  }
+  batch_builder batch(int64_t(samples.size()), auto_collation, collate, pool, pin_memory);
+  try {
+    for (auto& sample : samples)
+      batch.add(std::move(sample));
+  } catch (const std::exception& e) {
+    b.error = failure() + e.what();
+    return;
+  }
+  batch.finish(b, failure);
 }
 
 namespace {
@@ -316,8 +346,8 @@ source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cf
   st.name = "DataLoader worker " + std::to_string(cfg.id);
   st.cfg = std::move(cfg);
   // Note [Worker crash]: an exception escaping a handler (one not derived from std::exception,
-  // which load_batch does not catch) kills this actor; the sampler sees it go down, spawns a
-  // replacement and re-issues its batch. Quietly: the sampler reports it if it persists.
+  // which load_batch does not catch) kills this actor; the supervisor sees it go down, spawns a
+  // replacement and re-issues its batch. Quietly: the coordinator reports it if it persists.
   self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr&) -> caf::error {
     return caf::sec::runtime_error;
   });
@@ -329,13 +359,13 @@ source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cf
         if (!initialize(s, task, out))
           return out;
         const auto host = caf::actor_cast<caf::actor>(self->current_sender());
-        // A request gets its response (the source_actor contract); the sampler's tasks are
-        // plain messages, whose results may come in any way (Note [Sampler host]).
-        if (!s.cfg.shelf || !host || self->current_message_id().is_request())
+        // A request gets its response (the source_actor contract); the coordinator's tasks are
+        // plain messages, whose results may come in any way (Note [Loader host] in host.cpp).
+        if (!s.cfg.board || !host || self->current_message_id().is_request())
           return load_one(s, task);
         // See Note [Task stealing]: a task another worker took is skipped; after its own, a
         // worker with nothing else coming loads what waits in another's queue.
-        if (!s.cfg.shelf->claim(task, s.cfg.id))
+        if (!s.cfg.board->claim(task, s.cfg.id))
           return caf::delegated<loaded_batch>{};
         const caf::strong_actor_ptr me{self->ctrl()};
         std::optional<index_batch> next;
@@ -343,9 +373,9 @@ source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cf
           out = load_one(s, *t);
           const uint64_t run_id = t->run_id;
           // See Note [Batch shelf]: a batch the consumer is not waiting for wakes nobody.
-          if (!s.cfg.shelf->offer(out, me))
+          if (!s.cfg.shelf || !s.cfg.shelf->offer(out, me))
             caf::unsafe_send_as(self, host, std::move(out));
-          next = s.cfg.shelf->next_for(run_id, s.cfg.id);
+          next = s.cfg.board->next_for(run_id, s.cfg.id);
         }
         return caf::delegated<loaded_batch>{};
       },

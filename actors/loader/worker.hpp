@@ -3,9 +3,10 @@
 // every index (or pulls batch_size samples from its iterator), on its own thread: a slow or
 // blocking dataset never blocks CAF's scheduler; then it collates the samples into a batch
 // buffer from the pool (pinned memory when pin_memory). Collate and pin-memory thus run in the
-// worker, in parallel across workers, as PyTorch's workers collate; see Note [Loader stages] in
-// sampler_actor.cpp. A map-style worker with no task of its own left takes one queued at
-// another worker (Note [Task stealing] there).
+// worker, in parallel across workers, as PyTorch's workers collate (Note [Loader stages] in
+// worker.cpp). A map-style worker with no task of its own left takes one queued at another
+// worker (Note [Task stealing] in task_board.cpp). The inline source (num_workers = 0) loads
+// with the same functions on the consumer's thread.
 #pragma once
 
 #include <atomic>
@@ -13,6 +14,7 @@
 #include <memory>
 
 #include "actors/loader/batch_shelf.hpp"
+#include "actors/loader/task_board.hpp"
 #include "actors/interfaces.hpp"
 #include "core/data/buffer_pool.hpp"
 #include "core/data/collate.hpp"
@@ -38,10 +40,9 @@ struct worker_config {
   std::shared_ptr<std::atomic<uint64_t>> active_run_id;
   /// Offered each loaded batch before replying (Note [Batch shelf]); null: always reply.
   std::shared_ptr<batch_shelf> shelf;
+  /// Where the worker claims its tasks and takes others' (Note [Task stealing]); null: neither.
+  std::shared_ptr<task_board> board;
 };
-
-/// A batch's sample indices for messages: "[3, 17, 42]", cut after 16 with ", ...".
-std::string indices_str(const std::vector<int64_t>& indices);
 
 /// Loads one batch on the calling thread: get() each index, collate (default_convert the one
 /// sample when !task.auto_collation), pin. Any exception from the dataset or collate becomes
@@ -56,12 +57,20 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
 /// batch_size samples (one when !task.auto_collation), fewer at the end of the stream, then
 /// collates and pins as load_batch does. end_of_data when the stream yields nothing more (or
 /// only a short batch and drop_last). First it pulls and drops the batches of
-/// task.skip_seeds (a resumed run: Note [Iterable resume] in sampler_actor.cpp). An exception
+/// task.skip_seeds (a resumed run: Note [Iterable resume] in plan.cpp). An exception
 /// from iter(), next() or collate becomes `error` naming `who` and the batch.
 loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dataset& ds,
                                std::unique_ptr<data::sample_iterator>& it, int64_t batch_size,
                                bool drop_last, const data::collate_fn& collate,
                                data::buffer_pool* pool, bool pin_memory, const std::string& who);
+
+/// A batch a user's source returned uncollated (a tuple of its samples) or unpinned, finished
+/// as a worker finishes its own (Note [Loader stages]): collated (converted when
+/// !auto_collation), then pinned when pin_memory. An exception becomes b.error, prefixed by
+/// failure().
+void finish_batch(loaded_batch& b, bool auto_collation, const data::collate_fn& collate,
+                  data::buffer_pool* pool, bool pin_memory,
+                  const std::function<std::string()>& failure);
 
 /// Spawns a detached dataset worker (map-style or iterable, after cfg). Its worker_init_fn runs
 /// on its thread before its first batch, with get_worker_info() set; so does an iterable

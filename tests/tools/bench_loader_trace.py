@@ -46,7 +46,7 @@ def main():
     if not workers <= {"DataLoader worker 0", "DataLoader worker 1"}:
         sys.exit(f"loads on unexpected lanes: {workers}")
     # The epoch's start on the loop's thread: the plan, the workers' start, the first tasks.
-    start = [e for e in spans if lanes.get(e["tid"]) == "sampler" and
+    start = [e for e in spans if lanes.get(e["tid"]) == "coordinator" and
              e["name"] in ("plan epoch", "start workers", "send tasks")]
     if [e["name"] for e in sorted(start, key=lambda e: e["ts"])] != \
             ["plan epoch", "start workers", "send tasks"]:

@@ -56,7 +56,7 @@ def main():
                            (f"buckets {pid}", "bucket"), ("comm", "all_reduce")):
             if (pid, lane, name) not in spans:
                 failures.append(f"trace: no '{name}' span on lane '{lane}' of process {pid}")
-    loader = {name for (_, lane, name) in spans if "worker" in lane or lane == "sampler"}
+    loader = {name for (_, lane, name) in spans if "worker" in lane or lane == "coordinator"}
     if not loader:
         failures.append(f"trace: no loader stage spans (lanes: {sorted(set(lanes.values()))})")
     if failures:

@@ -1,0 +1,122 @@
+// The hosts of a coordinator (host.hpp).
+//
+// Note [Loader host]
+// ~~~~~~~~~~~~~~~~~~
+// the sampler is a state machine inside an actor that hosts it. Tasks go
+// out as plain messages in the host's name; a source's reply (its handler's result) comes back
+// to the host as an ordinary message, and so do down messages and timeouts. For the range-for
+// the host is the consumer's own blocking actor, on the consumer's thread, as PyTorch's main
+// process runs its sampler: a batch costs one wake-up (the worker's reply waking the consumer)
+// and the credit is a function call. The sampler first ran as a detached actor between the
+// workers and the consumer's queue: three wake-ups per batch (the reply, the delivery, the
+// credit), and on two cores each one preempted a worker: 10% of the P=20 loader benchmark,
+// measured side by side. A consumer actor keeps a detached sampler actor as host, since it
+// can only talk by messages.
+//
+#include "actors/loader/host.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/error.hpp"
+
+namespace actorch::actors {
+
+range_for_host::range_for_host(caf::actor_system& sys, coordinator_config cfg)
+    : self_(std::make_unique<caf::scoped_actor>(sys)), timeout_s_(cfg.timeout_s) {
+  core_ = std::make_unique<coordinator>(self_->ptr(), std::move(cfg));
+}
+
+range_for_host::~range_for_host() {
+  core_.reset(); // asks the workers it spawned to exit, in the host's name
+}
+
+void range_for_host::start(epoch_plan plan) {
+  run_id_ = plan.run_id;
+  // A safety net behind the coordinator's own deadlines, should they never come (the longest:
+  // a resumed stream's first task, Note [Iterable resume] in plan.cpp).
+  const int64_t covers =
+      1 + (plan.resumed.empty() ? 0 : *std::max_element(plan.resumed.begin(), plan.resumed.end()));
+  stall_s_ = timeout_s_ > 0 ? timeout_s_ * double(covers) * 2 + 1 : 0;
+  core_->start(std::move(plan));
+}
+
+delivery range_for_host::next() {
+  for (;;) {
+    auto& out = core_->deliveries();
+    if (out.empty()) {
+      core_->collect(); // See Note [Batch shelf] in batch_shelf.cpp
+      if (out.empty())
+        ACTORCH_CHECK(receive(), "DataLoader timed out after ", timeout_s_,
+                      " seconds waiting for batch (no answer from the coordinator)");
+      continue;
+    }
+    delivery d = std::move(out.front());
+    out.pop_front();
+    if (d.run_id != run_id_)
+      continue; // left over from an abandoned run
+    // Taken: its credit goes back now, as PyTorch counts a task outstanding until the main
+    // process receives its batch (Note [Loader credits] in dispatcher.cpp).
+    if (!d.end_of_epoch && d.error.empty())
+      core_->credit(run_id_);
+    return d;
+  }
+}
+
+void range_for_host::finish() {
+  core_->finish();
+}
+
+bool range_for_host::receive() {
+  auto& self = *self_;
+  auto on_loaded = [&](loaded_batch& b) { core_->on_loaded(b, self->current_sender()); };
+  auto on_error = [&](caf::error& e) { core_->on_source_error(e, self->current_sender()); };
+  auto on_timeout = [&](timeout_atom, uint64_t r, int64_t seq, int64_t clock) {
+    core_->on_timeout(r, seq, clock);
+  };
+  auto on_down = [&](caf::down_msg& m) { core_->on_down(m); };
+  if (stall_s_ <= 0) {
+    self->receive(on_loaded, on_error, on_timeout, on_down);
+    return true;
+  }
+  bool stalled = false;
+  self->receive(on_loaded, on_error, on_timeout, on_down,
+                caf::after(std::chrono::microseconds(int64_t(stall_s_ * 1e6))) >>
+                    [&] { stalled = true; });
+  return !stalled;
+}
+
+namespace {
+
+struct coordinator_actor_state {
+  std::unique_ptr<coordinator> core;
+};
+
+caf::behavior coordinator_actor(caf::stateful_actor<coordinator_actor_state>* self,
+                                coordinator_config cfg) {
+  self->state.core = std::make_unique<coordinator>(self, std::move(cfg));
+  self->set_down_handler([self](caf::down_msg& msg) { self->state.core->on_down(msg); });
+  return {
+      [self](epoch_atom, epoch_plan& plan) { self->state.core->start(std::move(plan)); },
+      [self](credit_atom, uint64_t run_id) { self->state.core->credit(run_id); },
+      [self](loaded_batch& b) { self->state.core->on_loaded(b, self->current_sender()); },
+      [self](caf::error& err) { self->state.core->on_source_error(err, self->current_sender()); },
+      [self](timeout_atom, uint64_t run_id, int64_t seq, int64_t clock) {
+        self->state.core->on_timeout(run_id, seq, clock);
+      },
+      [self](worker_atom, int64_t id) -> caf::result<caf::actor> {
+        caf::actor a = self->state.core->source(id);
+        if (!a)
+          return caf::make_error(caf::sec::invalid_argument);
+        return a;
+      },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_config cfg) {
+  return sys.spawn<caf::detached>(coordinator_actor, std::move(cfg));
+}
+
+} // namespace actorch::actors
