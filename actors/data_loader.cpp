@@ -78,7 +78,7 @@ struct loader_impl {
       // Every actor of the loader is detached (a thread of its own), so the scheduler's
       // threads have nothing to run; but an idle CAF work-stealing thread polls every 50 us for
       // its first 500 attempts, preempting the dataset workers some 20k times a second on a
-      // 2-core machine (half the context switches of a short epoch, measured). One thread,
+      // 2-core machine (docs/performance.md, "CAF's scheduler threads"). One thread,
       // which goes straight to relaxed polling (10 ms sleeps).
       own_config->set("scheduler.max-threads", size_t(1));
       own_config->set("work-stealing.aggressive-poll-attempts", size_t(1));

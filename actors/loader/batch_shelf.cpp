@@ -1,25 +1,23 @@
 // The batch shelf (batch_shelf.hpp).
 //
 // Note [Batch shelf]
-// ~~~~~~~~~~~~~~~~~~~~
-// with in_order, a batch that arrives before an earlier one can only wait in
-// the reorder buffer; as a reply it still wakes the consumer's thread, blocked on the batch it
-// waits for, and on two cores that wake preempts a worker for nothing. With two workers finishing
-// in turn, 0.4 of the 1.4 wakes per batch of the P=20 loader benchmark were of that kind. So the
-// loader's own workers (not a user's source) offer each finished batch to a shelf they share with
-// the sampler. In a map-style, in_order run of the range-for the shelf keeps it, and the worker
-// replies with nothing, unless it is the batch the consumer waits for; in any other run the sampler
-// keeps the shelf closed. The consumer's thread collects the shelf (its batches go through
-// on_loaded as replies would, sender included) and, under the shelf's lock, names the batch it now
-// waits for: before it blocks, when it returns a credit, before it handles a deadline or a down
-// message; and again until the shelf is empty. So the batch it blocks for is never on the shelf,
-// and a shelved batch is neither timed out nor re-issued. (Deadlines fire in the order their
-// clocks started, so a collect before blocking again usually takes a shelved batch in before its
-// own deadline is read; the one before a deadline does not rely on that.) Errors and ends of
-// streams always come as replies. A shelved batch holds its credit, so the bound of Note [Loader
-// credits] stands. Measured at P=20 over 100000 samples: 3222 context switches per epoch instead
-// of 5144, 7% less CPU time, 2% more samples/s at the median of interleaved runs.
-//
+// ~~~~~~~~~~~~~~~~~~
+// With in_order, a batch that arrives before an earlier one can only wait in the reorder
+// buffer; as a reply it still wakes the consumer's thread, blocked on the batch it waits for,
+// and on two cores that wake preempts a worker for nothing (docs/performance.md, "Batch
+// shelf"). So the loader's own workers (not a user's source) offer each finished batch to a
+// shelf they share with the coordinator. In a map-style, in_order run of the range-for the
+// shelf keeps it, and the worker replies with nothing, unless it is the batch the consumer
+// waits for; in any other run the coordinator keeps the shelf closed. The consumer's thread
+// collects the shelf (coordinator::collect: its batches go through on_loaded as replies would,
+// sender included) and, under the shelf's lock, names the batch it now waits for: before it
+// blocks, when it returns a credit, before it handles a deadline or a down message; and again
+// until the shelf is empty. So the batch it blocks for is never on the shelf, and a shelved
+// batch is neither timed out nor re-issued. (Deadlines fire in the order their clocks started,
+// so a collect before blocking again usually takes a shelved batch in before its own deadline
+// is read; the one before a deadline does not rely on that.) Errors and ends of streams always
+// come as replies. A shelved batch holds its credit, so the bound of Note [Loader credits]
+// stands.
 #include "actors/loader/batch_shelf.hpp"
 
 namespace actorch::actors {

@@ -1,27 +1,26 @@
 // The dispatcher (dispatcher.hpp).
 //
 // Note [Loader credits]
-// ~~~~~~~~~~~~~~~~~~~~~
-// CAF 0.17's stream stages do not keep back-pressure across a stage, so
-// flow control is explicit. A run starts with `credits` = prefetch_factor x num_workers. The
-// sampler emits one index batch per credit; the credit comes back when the consumer takes the
-// batch: the range-for as it dequeues it, a consumer actor by replying credit_atom once done
-// with it (an actor's mailbox is its queue, so release is the only moment it can name). So at
-// most `credits` batches are in flight between the sampler and the consumer, whatever the
+// ~~~~~~~~~~~~~~~~~~~~~~
+// CAF 0.17's stream stages do not keep back-pressure across a stage, so flow control is
+// explicit. A run starts with `credits` = prefetch_factor x num_workers. The coordinator sends
+// one index batch per credit; the credit comes back when the consumer takes the batch: the
+// range-for as it dequeues it, a consumer actor by replying credit_atom once done with it (an
+// actor's mailbox is its queue, so release is the only moment it can name). So at most
+// `credits` batches are in flight between the coordinator and the consumer, whatever the
 // speeds (loading, waiting in the reorder buffer, queued), plus the one the range-for holds:
 // PyTorch's count, where a task is outstanding until the main process receives its batch.
-// Counting the held batch as well (as this loader first did) leaves a worker with nothing
-// queued behind its current batch once per batch, idle for the credit's round trip: 6% of the
-// P=20 loader benchmark. Batch memory is bounded by construction, and with buffers recycled
-// through the pool a steady-state epoch allocates nothing.
-//
+// Counting the held batch as well would leave a worker with nothing queued behind its current
+// batch once per batch, idle for the credit's round trip (docs/performance.md, "Loader
+// credits"). Batch memory is bounded by construction, and with buffers recycled through the
+// pool a steady-state epoch allocates nothing.
 //
 // Note [Iterable runs]
 // ~~~~~~~~~~~~~~~~~~~~
-// with an iterable dataset there is no index plan. Each worker iterates
+// With an iterable dataset there is no index plan. Each worker iterates
 // its own iter() (split by the user through get_worker_info(), or the whole stream each). Batch
 // k of worker w's stream, of n workers, has the index (seq) k * n + w: its place in the
-// round-robin as long as no stream has ended. The sampler hands out, one task per credit, the
+// round-robin as long as no stream has ended. The dispatcher hands out, one task per credit, the
 // batch of least index among the workers not known exhausted. A worker replies with a batch,
 // or with end_of_data once its stream is done: that task yields nothing, its credit comes
 // straight back, and in_order passes over every later index of that worker. So the delivered

@@ -2,17 +2,15 @@
 //
 // Note [Loader host]
 // ~~~~~~~~~~~~~~~~~~
-// the sampler is a state machine inside an actor that hosts it. Tasks go
-// out as plain messages in the host's name; a source's reply (its handler's result) comes back
-// to the host as an ordinary message, and so do down messages and timeouts. For the range-for
-// the host is the consumer's own blocking actor, on the consumer's thread, as PyTorch's main
-// process runs its sampler: a batch costs one wake-up (the worker's reply waking the consumer)
-// and the credit is a function call. The sampler first ran as a detached actor between the
-// workers and the consumer's queue: three wake-ups per batch (the reply, the delivery, the
-// credit), and on two cores each one preempted a worker: 10% of the P=20 loader benchmark,
-// measured side by side. A consumer actor keeps a detached sampler actor as host, since it
-// can only talk by messages.
-//
+// The coordinator is a state machine inside an actor that hosts it. Tasks go out as plain
+// messages in the host's name; a source's reply (its handler's result) comes back to the host
+// as an ordinary message, and so do down messages and deadlines. For the range-for the host
+// is the consumer's own blocking actor, on the consumer's thread, as PyTorch's main process
+// runs its sampler: a batch costs one wake-up (the worker's reply waking the consumer) and the
+// credit is a function call. A detached coordinator between the workers and the consumer's
+// queue would cost three wake-ups per batch (the reply, the delivery, the credit), each
+// preempting a worker on two cores (docs/performance.md, "Loader host"). A consumer actor
+// keeps a detached coordinator actor as host, since it can only talk by messages.
 #include "actors/loader/host.hpp"
 
 #include <algorithm>

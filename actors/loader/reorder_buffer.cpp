@@ -2,9 +2,9 @@
 //
 // Note [In order]
 // ~~~~~~~~~~~~~~~
-// with in_order the sampler delivers batches in sampler order: a batch that
-// arrives early waits in `ready` until every earlier one went out. It cannot deadlock: batches
-// are emitted in order, so the next one to deliver was always emitted and holds a credit.
+// With in_order the coordinator delivers batches in sampler order: a batch that arrives early
+// waits in `ready_` until every earlier one went out. It cannot deadlock: batches are sent in
+// order, so the next one to deliver was always sent and holds a credit.
 // Errors are delivered in order too (the consumer sees the batch before the failure first),
 // except timeouts, which go out at once.
 //

@@ -2,32 +2,32 @@
 //
 // Note [Loader timeout]
 // ~~~~~~~~~~~~~~~~~~~~~
-// PyTorch's `timeout` bounds the main process's wait for a batch. Here a
-// deadline bounds a source's work on one task. A source takes its tasks in the order they were
-// sent (or a taken one first: Note [Task stealing]), so only the first of its queue runs a clock:
-// from its send, when the source had nothing else, or from when the task before it came back. (A
-// batch left on the shelf is seen at the next collect, so the next clock starts late rather than
-// early; a user's source that answers out of order only gets more time.) Counting every task from
-// its send, as this loader first did, timed out a healthy worker whose batches take more than
-// timeout / prefetch_factor: the task queued behind the one in progress waited for it on its own
-// clock. Clocks are numbered, and a deadline whose number is no longer its task's is dropped: its
-// task came back, was re-issued, or changed hands (Note [Task stealing]).
-//
+// PyTorch's `timeout` bounds the main process's wait for a batch. Here a deadline bounds a
+// source's work on one task. A source takes its tasks in the order they were sent (or a taken
+// one first: Note [Task stealing] in task_board.cpp), so only the first of its queue runs a
+// clock (start_clock): from its send, when the source had nothing else, or from when the task
+// before it came back. (A batch left on the shelf is seen at the next collect, so the next
+// clock starts late rather than early; a user's source that answers out of order only gets
+// more time.) Counting every task from its send would time out a healthy worker whose batches
+// take more than timeout / prefetch_factor: the task queued behind the one in progress would
+// wait for it on its own clock. Clocks are numbered, and a deadline whose number is no longer
+// its task's is dropped (coordinator::on_timeout): its task came back, was re-issued, or
+// changed hands.
 //
 // Note [Worker death]
 // ~~~~~~~~~~~~~~~~~~~
-// the sampler monitors its workers rather than linking to them: CAF makes
-// an exit_msg with exit_reason::kill fatal to a linked actor whatever its exit handler, so a
-// killed worker would take the sampler (and the epoch) down with it. A worker that dies (an
-// exception not derived from std::exception, a kill) sends its down message (its tasks still
-// queued are dropped with it); that replaces the worker (a new actor in the same slot, same id)
-// and re-issues the batches it held with attempt + 1. A reply is taken only from the source
-// that holds its batch now, of the current run (run_id); so are timeouts of the current
-// attempt; the down message of a worker replaced already is dropped. After max_attempts loads
-// of one batch, the death is an error. An iterable worker is not replaced: its stream cannot be
-// resumed, so its death is an error. The workers the sampler owns do not outlive it: its
-// destructor (the sampler actor's state, or the loader ending the run) asks them to exit.
-//
+// The supervisor monitors the workers rather than linking to them: CAF makes an exit_msg with
+// exit_reason::kill fatal to a linked actor whatever its exit handler, so a killed worker
+// would take the coordinator (and the epoch) down with it. A worker that dies (an exception
+// not derived from std::exception, a kill) sends its down message (its tasks still queued are
+// dropped with it); that replaces the worker (replace: a new actor in the same slot, same id)
+// and the coordinator re-issues the batches it held with attempt + 1. A reply is taken only
+// from the source that holds its batch now, of the current run (run_id); so are timeouts of
+// the current attempt; the down message of a worker replaced already is dropped. After
+// max_attempts loads of one batch, the death is an error. An iterable worker is not replaced:
+// its stream cannot be resumed, so its death is an error. The workers the loader spawned do
+// not outlive the supervisor: its destructor (the coordinator's, when the loader ends the run
+// or the coordinator actor stops) asks them to exit.
 #include "actors/loader/supervisor.hpp"
 
 #include <chrono>

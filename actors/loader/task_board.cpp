@@ -1,43 +1,35 @@
 // The task board (task_board.hpp).
 //
 // Note [Task stealing]
-// ~~~~~~~~~~~~~~~~~~~~~
-// a worker's tasks queue in its mailbox, two of them with the default
-// prefetch_factor. When a worker is slow on a batch, the batch queued behind it waits as well;
-// with in_order the consumer waits for both, holding the credits, so the other worker runs dry
-// and idles, and once woken the kernel may put it on the busy worker's CPU (Note [Worker CPUs]
-// in dataset_worker.cpp). So the sampler posts each task for the loader's own map-style
-// workers on a board in the shelf they share (under its lock), and a worker done with a batch,
-// with no task of its own on the way, takes the earliest task that no worker has begun, loads
-// it, and sends it back as it does its own: to the shelf, or as a message to the host. (It may
-// take the task an owner was about to begin, but not the first task of a worker yet to begin:
-// every worker loads one and runs its worker_init_fn, as each of PyTorch's does, and an error
-// there reaches the consumer. The cost: a worker that ran dry while all that was left were
-// such first tasks is not woken when their owners begin; its next task comes from the sampler,
-// as before.) A posting stays for the run, and the owner skips the task when its message for it
-// comes after another took it (or after it was re-issued elsewhere): each posting is loaded
-// once. The sampler learns who took what at each collect (or when a batch comes from a worker
-// it did not send it to) and moves the task to the taker's queue, at its head (the taker had
-// nothing left, so it is on it now), with a fresh clock (a late start, never an early one); a
-// task sent to the taker meanwhile gets its clock when the taken one is back. When a worker
-// dies, its tasks are frozen on the board first (no longer taken), then the takes made before
-// are collected, so that only the tasks it still held are re-issued, each replacing its
-// posting, and none is both taken and re-issued. An iterable worker's tasks are its own
-// stream's, and a user's source is opaque: neither is posted. PyTorch's workers take nothing
-// from each other (each has its own index queue, filled round-robin); here which worker loads a
-// batch may change, the batch does not (Note [Batch randomness]). Measured on the P=20 loader
-// benchmark, alternating builds with and without it, in seven sets of 20 to 150 rounds at
-// N=10000 and N=100000: faster in 336 of 570 rounds, by 0.3% to 9.3% at each set's median; in
-// traced epochs at N=100000, each worker's waits over 50 us fell from 57-134 to 10-49 while
-// the two CPUs ran at the same speed. When one ran much slower than the other, the faster
-// worker still waited: then all the credits were held by its own batches, done and waiting
-// for the slow one's, which stealing cannot help.
-//
-// A posting stays for the whole run, so that an
-// owner whose message comes after another worker took its task, or after the task was re-issued
-// to another, knows to skip it: the batch is loaded once per posting. The first task of a worker
-// that has not begun is left to it, so that every worker loads a batch and runs its
-// worker_init_fn, as each of PyTorch's does, however fast the others are.
+// ~~~~~~~~~~~~~~~~~~~~
+// A worker's tasks queue in its mailbox, two of them with the default prefetch_factor. When a
+// worker is slow on a batch, the batch queued behind it waits as well; with in_order the
+// consumer waits for both, holding the credits, so the other worker runs dry and idles, and
+// once woken the kernel may put it on the busy worker's CPU (Note [Worker CPUs] in
+// worker.cpp). So the coordinator posts each task for the loader's own map-style workers on
+// this board (under its lock), and a worker done with a batch, with no task of its own on the
+// way, takes the earliest task that no worker has begun (next_for), loads it, and sends it
+// back as it does its own: to the shelf, or as a message to the host. (It may take the task an
+// owner was about to begin, but not the first task of a worker yet to begin: every worker
+// loads one and runs its worker_init_fn, as each of PyTorch's does, and an error there reaches
+// the consumer. The cost: a worker that ran dry while all that was left were such first tasks
+// is not woken when their owners begin; its next task comes from the coordinator.)
+// A posting stays for the run, and the owner skips the task when its message for it comes
+// after another took it (or after it was re-issued elsewhere): claim() says so, and each
+// posting is loaded once. The coordinator learns who took what at each collect (or when a
+// batch comes from a worker it did not send it to) and moves the task to the taker's queue,
+// at its head (the taker had nothing left, so it is on it now), with a fresh clock (a late
+// start, never an early one); a task sent to the taker meanwhile gets its clock when the taken
+// one is back (coordinator.cpp, apply_takes; dispatcher::take). When a worker dies, its tasks
+// are frozen on the board first (no longer taken), then the takes made before are collected,
+// so that only the tasks it still held are re-issued, each replacing its posting, and none is
+// both taken and re-issued. An iterable worker's tasks are its own stream's, and a user's
+// source is opaque: neither is posted. PyTorch's workers take nothing from each other (each
+// has its own index queue, filled round-robin); here which worker loads a batch may change,
+// the batch does not (Note [Batch randomness]). When one CPU runs much slower than the other,
+// the faster worker still waits: then all the credits are held by its own batches, done and
+// waiting for the slow one's, which stealing cannot help. What it gained, measured:
+// docs/performance.md, "Task stealing".
 #include "actors/loader/task_board.hpp"
 
 namespace actorch::actors {

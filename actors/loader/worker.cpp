@@ -211,10 +211,10 @@ loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dat
 
 // Note [Loader stages]
 // ~~~~~~~~~~~~~~~~~~~~
-// collate and pin-memory run inside the dataset workers (in parallel, as
-// PyTorch collates in its workers), writing straight into pooled, pinned when asked, buffers.
-// The sampler runs them only for batches a user's source returns uncollated or unpinned.
-//
+// Collate and pin-memory run inside the dataset workers (in parallel, as PyTorch collates in
+// its workers), writing straight into pooled, pinned when asked, buffers. The coordinator runs
+// them, through this same function, only for batches a user's source returns uncollated or
+// unpinned.
 void finish_batch(loaded_batch& b, bool auto_collation, const data::collate_fn& collate,
                   data::buffer_pool* pool, bool pin_memory,
                   const std::function<std::string()>& failure) {
@@ -268,21 +268,14 @@ using worker_pointer = source_actor::stateful_pointer<worker_state>;
 // With loader_options::worker_cpus, each worker pins its thread to one CPU before its first
 // batch; worker_init_fn runs after, so a user's own affinity there wins. It is off by default,
 // as PyTorch does not pin, and a library should not: a pinned worker cannot move away from a
-// CPU that other work (the trainer's, another process's) keeps busy.
-//
-// What it buys where the workers have the CPUs to themselves (2-core VM, W = 2, P = 20,
-// N = 10000, perf sched): a worker that ran dry under in_order is woken by the consumer's
-// thread, which is then running on the other CPU; the kernel often queues it on the CPU of the
-// worker still loading, and once two workers share a CPU the next wakes keep them there while
-// the consumer's CPU idles. Unpinned, a CPU idled 0 to 9 ms of an epoch of about 40 ms, 4.2 ms
-// on average over 8 runs; pinned, 0.1 to 1.8 ms, 0.75 ms on average. The workers block in
-// CAF's mailbox wait (a futex), so the consumer cannot give the kernel the hint a pipe write
-// gives, that the waker is about to sleep and the wakee may take its CPU. A worker that moved
-// itself when it found another worker's batch in progress on its CPU got only half as far
-// (2.3 ms on average): by the time it runs, the harm is done. In throughput the gain is in the
-// slow rounds (bench/loader_efficiency.py, 60 rounds): the first quartile of the efficiency
-// went from 0.835 to 0.864 of the ideal, the median from 0.892 to 0.896; after Note [Streaming
-// collate] (which made the reference loop faster too), from 0.754 to 0.822 and 0.861 to 0.870.
+// CPU that other work (the trainer's, another process's) keeps busy. Where the workers have
+// the CPUs to themselves it helps: a worker that ran dry under in_order is woken by the
+// consumer's thread, then running on the other CPU; the kernel often queues it on the CPU of
+// the worker still loading, and once two workers share a CPU the next wakes keep them there
+// while the consumer's CPU idles. The workers block in CAF's mailbox wait (a futex), so the
+// consumer cannot give the kernel the hint a pipe write gives, that the waker is about to
+// sleep. Measured with perf sched and bench/loader_efficiency.py: docs/performance.md,
+// "Worker CPUs".
 
 /// Before the worker's first batch: pins it (Note [Worker CPUs]), then runs worker_init_fn;
 /// false (and `out` the error) if either failed.

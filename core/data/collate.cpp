@@ -9,12 +9,8 @@
 // while the dataset's writes to it are still in the core's L1/L2, not after 63 more samples
 // pushed them out; and the worker holds one sample instead of a batch of them. 64 samples of
 // 12 KiB freed together made glibc trim the heap after each batch and fault it back in for the
-// next: on the loader benchmark (P = 20, N = 10000) the plain loop took 3002 page faults and 298
-// TLB flushes a run, 587 and 134 streaming (566 faults are the process's own). In a process with
-// several threads each such flush also interrupts the other cores running it. Measured in one
-// build switching between the two by an environment variable (2-core VM, interleaved rounds):
-// the loader with 2 workers went up by 8.8% at P = 20 (median of 30 rounds, faster in 25) and
-// by 30% at P = 1 (20 rounds, faster in 17). An iterable dataset's worker streams the same way
+// next, and in a process with several threads each TLB flush also interrupts the other cores
+// running it (faults, flushes and the loader's gain: docs/performance.md). An iterable dataset's worker streams the same way
 // (a short last batch is the first rows of the buffers). default_collate of a list is the same
 // collator, so the two cannot drift apart; a user's collate_fn and unbatched loading still
 // collect the list.

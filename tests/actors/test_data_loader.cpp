@@ -311,7 +311,7 @@ TEST_CASE("get_worker_info gives each worker its id, count, seed and dataset",
     seeds.insert(s[0] - v[0]);
   }
   // Each worker loads at least its first task (Note [Task stealing] in
-  // actors/loader/coordinator.cpp), and each thread's get() sees its own worker's id.
+  // actors/loader/task_board.cpp), and each thread's get() sees its own worker's id.
   CHECK(ids == std::set<int64_t>{0, 1, 2});
   CHECK(seeds.size() == 1); // seed - id is the epoch's base seed, shared by all workers
   std::lock_guard lock(rec.m);
@@ -461,8 +461,8 @@ TEST_CASE("a distributed sampler gets set_epoch from the loader every epoch",
 }
 
 TEST_CASE("one loader serves a range-for and a consumer actor in turn", "[actors][loader]") {
-  // Note [Sampler host]: the range-for's sampler runs on its thread, a consumer actor's in a
-  // sampler actor; switching stops the other, persistent workers or not.
+  // Note [Loader host]: the range-for's coordinator runs on its thread, a consumer actor's in
+  // a coordinator actor; switching stops the other, persistent workers or not.
   for (const bool persistent : {false, true}) {
     auto ds = std::make_shared<probe_dataset>(12);
     caf::actor_system_config cfg;

@@ -1,7 +1,7 @@
 // Randomized runs of the loader against a reference: random options, uneven load times,
 // workers that die once on chosen samples (replaced, batch re-issued, tasks taken from each
 // other meanwhile: Note [Task stealing]), early exits from an epoch, epochs taken by a consumer
-// actor instead of a range-for (Note [Sampler host]) and mid-epoch resumes. A map-style run
+// actor instead of a range-for (Note [Loader host]) and mid-epoch resumes. A map-style run
 // must give its num_workers=0 reference's batches, an iterable run PyTorch's round-robin of the
 // workers' streams: in that order with in_order, each exactly once, epoch after epoch. The
 // seeds are fixed; ACTORCH_LOADER_CHAOS_RUNS=n runs n of them per test.
@@ -82,7 +82,7 @@ chaos_plan draw(uint64_t seed) {
   return p;
 }
 
-/// One epoch of `loader` as a consumer actor gets it (Note [Sampler host]): each batch a
+/// One epoch of `loader` as a consumer actor gets it (Note [Loader host]): each batch a
 /// message, its credit returned once taken.
 std::vector<sample> actor_epoch(data_loader& loader, caf::actor_system& sys) {
   std::vector<sample> out;

@@ -1,5 +1,5 @@
-// Tests of the data loader's supervision (Notes [Worker death], [Loader timeout] and [Batch
-// shelf] in actors/loader/coordinator.cpp): dataset and collate errors naming the worker and the
+// Tests of the data loader's supervision (Notes [Worker death], [Loader timeout] in
+// actors/loader/supervisor.cpp and [Batch shelf] in batch_shelf.cpp): dataset and collate errors naming the worker and the
 // sample, a dead worker replaced and its batches re-issued, a stalled worker turned into a
 // timeout error, for the range-for and for a consumer actor, and leaving or destroying a
 // loader mid-epoch without a hang or a leak.
@@ -276,7 +276,7 @@ TEST_CASE("leaving the loop early or destroying the loader mid-epoch neither han
 
 TEST_CASE("a consumer actor gets a stalled worker's timeout as the epoch's error",
           "[actors][loader]") {
-  // The sampler actor keeps the deadlines for a consumer actor (Note [Loader timeout]): batch 1
+  // The coordinator actor keeps the deadlines for a consumer actor (Note [Loader timeout]): batch 1
   // (worker 1's first, which no other worker takes: Note [Task stealing]) stalls for 1.5 s
   // against a timeout of 0.3 s; batch 0 comes first.
   auto ds = std::make_shared<probe_dataset>(8);
