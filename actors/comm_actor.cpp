@@ -3,7 +3,7 @@
 
 #include <map>
 
-#include "actors/trainer_messages.hpp"
+#include "actors/comm_messages.hpp"
 #include "core/trace.hpp"
 
 namespace actorch::actors {

@@ -3,6 +3,7 @@
 //   trainer ──(epoch_end_atom, epoch_summary)──> monitor (local replica 0, each epoch)
 //   trainer ──(done_atom, replica_report)──> monitor (once, at the end)
 //   local_replicas (a trainer's thread) ──(reduce_atom, comm_request)──> comm actor
+//     (comm_messages.hpp, so that the comm actor needs none of the trainer's types)
 // They carry tensors and callbacks, so they stay inside one process (local-only types).
 // Kept apart from messages.hpp (the loader's) so that each graph's types read together.
 #pragma once
@@ -14,15 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "caf/all.hpp"
-#include "comm/process_group.hpp"
+#include "actors/comm_messages.hpp"
 #include "actors/trainer.hpp"
+#include "caf/all.hpp"
 
 namespace actorch::actors {
 
-/// (reduce_atom, comm_request): a bucket summed over this process's replicas, to reduce
-/// across processes.
-using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
 /// (train_atom): a trainer actor starts its training loop.
 using train_atom = caf::atom_constant<caf::atom("train")>;
 /// (progress_atom, train_progress): one step done.
@@ -32,13 +30,6 @@ using done_atom = caf::atom_constant<caf::atom("done")>;
 /// (epoch_end_atom, epoch_summary): job-wide numbers of an epoch, from local replica 0.
 using epoch_end_atom = caf::atom_constant<caf::atom("epochend")>;
 
-struct comm_request {
-  uint64_t seq = 0;
-  tensor sum;
-  dist::reduce_op op = dist::reduce_op::sum;
-  std::function<void(std::exception_ptr)> done;
-};
-
 struct replica_report {
   int rank = 0;
   std::string error; // non-empty: the replica failed
@@ -47,7 +38,6 @@ struct replica_report {
 
 } // namespace actorch::actors
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorch::actors::comm_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorch::actors::train_progress)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorch::actors::replica_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorch::actors::epoch_summary)

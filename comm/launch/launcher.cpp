@@ -157,6 +157,7 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ACTORCH_CHECK(!o.command.empty(), "launch: no program to run");
   const int world = o.nproc_per_node * o.nnodes;
 
+  g_forward_signal = 0; // before the handler: a signal from now on is forwarded, not lost
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -164,7 +165,6 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   }, old_term{};
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
-  g_forward_signal = 0;
 
   std::vector<child> kids;
   std::string failure;

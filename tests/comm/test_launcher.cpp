@@ -2,7 +2,9 @@
 // output, stopping the others when one fails or is killed, forwarding SIGTERM.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <sstream>
 #include <thread>
 
@@ -10,6 +12,7 @@
 
 #include "comm/launch/launcher.hpp"
 #include "base/error.hpp"
+#include "tests/core/files.hpp"
 
 using namespace actorch::dist;
 using namespace std::chrono_literals;
@@ -65,13 +68,24 @@ TEST_CASE("launch stops the others when a rank fails and names it", "[comm][laun
 
 TEST_CASE("launch forwards SIGTERM to every rank", "[comm][launch]") {
   std::ostringstream out, err;
-  std::thread killer([] {
-    std::this_thread::sleep_for(500ms);
+  // The signal goes out once both ranks run, so launch's handler is installed by then (it is
+  // before the first fork): each rank leaves a file first.
+  const std::filesystem::path dir = actorch::test::scratch_dir("launch_sigterm");
+  std::filesystem::remove(dir / "0");
+  std::filesystem::remove(dir / "1");
+  std::atomic<bool> started{false};
+  std::thread killer([&] {
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (!(std::filesystem::exists(dir / "0") && std::filesystem::exists(dir / "1")) &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(5ms);
+    started = std::filesystem::exists(dir / "0") && std::filesystem::exists(dir / "1");
     ::kill(::getpid(), SIGTERM);
   });
   const auto t0 = std::chrono::steady_clock::now();
-  const int rc = launch(sh(2, "exec sleep 30"), out, err);
+  const int rc = launch(sh(2, "touch " + dir.string() + "/$RANK; exec sleep 30"), out, err);
   killer.join();
+  CHECK(started);
   CHECK(rc != 0);
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
   CHECK_THAT(err.str(), Contains("got signal 15"));
