@@ -35,11 +35,11 @@ void start(comm_state& st, comm_request r) {
   }
   try {
     const size_t bytes = r.sum.nbytes();
-    st.pg->all_reduce(r.sum, r.op).then(
-        [done = std::move(r.done), begin, seq = r.seq, bytes](const dist::work& w) {
+    st.pg->all_reduce(r.sum, r.op)
+        .then([done = std::move(r.done), begin, seq = r.seq, bytes](const dist::work& w) {
           trace::record("comm", "all_reduce", begin, trace::clock::now(),
-                        "\"seq\": " + std::to_string(seq) + ", \"bytes\": " +
-                            std::to_string(bytes));
+                        "\"seq\": " + std::to_string(seq) +
+                            ", \"bytes\": " + std::to_string(bytes));
           done(w.exception());
         });
   } catch (...) {
@@ -77,8 +77,8 @@ public:
   int num_processes() const override { return size_; }
   void submit(uint64_t seq, tensor sum, dist::reduce_op op,
               std::function<void(std::exception_ptr)> done) override {
-    caf::anon_send(actor_, reduce_atom::value, comm_request{seq, std::move(sum), op,
-                                                            std::move(done)});
+    caf::anon_send(actor_, reduce_atom::value,
+                   comm_request{seq, std::move(sum), op, std::move(done)});
   }
 
 private:

@@ -8,8 +8,8 @@
 
 #include <memory>
 
-#include "comm/process_group.hpp"
 #include "comm/ddp/replica_group.hpp"
+#include "comm/process_group.hpp"
 
 namespace caf {
 class actor_system;

@@ -21,7 +21,7 @@ namespace actorch::data {
 namespace detail {
 
 struct loader_impl {
-  dataset_ptr dataset;   // null with a user's source or an iterable dataset
+  dataset_ptr dataset; // null with a user's source or an iterable dataset
   iterable_dataset_ptr iterable;
   int64_t dataset_size = 0;
   loader_options opts;
@@ -39,8 +39,7 @@ struct loader_impl {
   std::optional<actors::source_actor> source;
   std::unique_ptr<actors::batch_feed> feed; // the range-for's: a range_for_host or inline_source
   caf::actor coordinator_actor;             // a consumer actor's
-  std::shared_ptr<std::atomic<uint64_t>> active_run_id =
-      std::make_shared<std::atomic<uint64_t>>(0);
+  std::shared_ptr<std::atomic<uint64_t>> active_run_id = std::make_shared<std::atomic<uint64_t>>(0);
 
   // The run in progress.
   uint64_t run_id = 0;
@@ -106,14 +105,17 @@ struct loader_impl {
 
   /// Ends the run in progress: completed, abandoned or failed. The next run is a new epoch.
   void end_run() {
-    if (!running) return;
+    if (!running)
+      return;
     running = false;
     current = sample();
     ++epoch;
     resume.reset();
     active_run_id->store(++run_id); // workers skip what is left of the old run
-    if (feed) feed->finish();
-    if (!(opts.persistent_workers || source)) stop_coordinator();
+    if (feed)
+      feed->finish();
+    if (!(opts.persistent_workers || source))
+      stop_coordinator();
   }
 
   actors::coordinator_config coordinator_config() {
@@ -150,10 +152,12 @@ struct loader_impl {
       auto spawn = [sys = &sys(), proto, cpus = opts.worker_cpus](int64_t id) {
         actors::worker_config w = proto;
         w.id = id;
-        if (!cpus.empty()) w.cpu = cpus[size_t(id) % cpus.size()];
+        if (!cpus.empty())
+          w.cpu = cpus[size_t(id) % cpus.size()];
         return actors::spawn_dataset_worker(*sys, std::move(w));
       };
-      for (int64_t id = 0; id < opts.num_workers; ++id) cfg.sources.push_back(spawn(id));
+      for (int64_t id = 0; id < opts.num_workers; ++id)
+        cfg.sources.push_back(spawn(id));
       if (!iterable)
         cfg.respawn = spawn; // See Note [Worker death]
     }
@@ -166,22 +170,27 @@ struct loader_impl {
     if (resume) {
       epoch = resume->epoch;
       gen->set_state(resume->loader_generator);
-      if (resume->sampler_generator && sampler_rng()) sampler_rng()->set_state(*resume->sampler_generator);
+      if (resume->sampler_generator && sampler_rng())
+        sampler_rng()->set_state(*resume->sampler_generator);
     }
     gen_at_start = gen->get_state();
     sampler_gen_at_start.reset();
-    if (auto* g = sampler_rng()) sampler_gen_at_start = g->get_state();
-    if (batches) batches->set_epoch(epoch);
+    if (auto* g = sampler_rng())
+      sampler_gen_at_start = g->get_state();
+    if (batches)
+      batches->set_epoch(epoch);
     base_seed = random_u64(*gen);
     delivered.clear();
     resumed.clear();
     if (resume) {
       delivered = resume->delivered;
-      if (iterable) resumed = actors::resumed_per_stream(delivered, streams());
+      if (iterable)
+        resumed = actors::resumed_per_stream(delivered, streams());
     }
     std::optional<trace::span> step(std::in_place, "coordinator", "plan epoch");
     actors::epoch_plan p;
-    if (batches) p.batches = actors::plan_batches(*batches, epoch, delivered, dataset_size);
+    if (batches)
+      p.batches = actors::plan_batches(*batches, epoch, delivered, dataset_size);
     resume.reset();
     running = true;
     active_run_id->store(++run_id);
@@ -227,7 +236,8 @@ struct loader_impl {
 
   /// Moves to the next batch of the run; false at the end of the epoch.
   bool advance() {
-    if (!running) return false;
+    if (!running)
+      return false;
     current = sample(); // release the batch: its buffers go back to the pool
     actors::delivery d;
     try {
@@ -321,8 +331,10 @@ std::unique_ptr<detail::loader_impl> make_impl(dataset_ptr ds, iterable_dataset_
     impl->batches = opts.batch_sampler;
   } else {
     sampler_ptr s = opts.sampler;
-    if (!s && opts.shuffle) s = std::make_shared<random_sampler>(size, false, -1, impl->gen);
-    if (!s) s = std::make_shared<sequential_sampler>(size);
+    if (!s && opts.shuffle)
+      s = std::make_shared<random_sampler>(size, false, -1, impl->gen);
+    if (!s)
+      s = std::make_shared<sequential_sampler>(size);
     // Unbatched: batches of one index, each converted instead of collated.
     impl->batches = std::make_shared<batch_sampler>(s, opts.batch_size.value_or(1), opts.drop_last);
   }
@@ -339,13 +351,15 @@ data_loader::data_loader(dataset_ptr dataset, loader_options opts) {
   impl_ = make_impl(std::move(dataset), nullptr, n, std::move(opts), false);
   // The actor system starts with the loader (its threads cost milliseconds to start); the
   // workers start with the first epoch, as PyTorch's do.
-  if (impl_->opts.num_workers > 0) impl_->sys();
+  if (impl_->opts.num_workers > 0)
+    impl_->sys();
 }
 
 data_loader::data_loader(iterable_dataset_ptr dataset, loader_options opts) {
   ACTORCH_CHECK(dataset != nullptr, "DataLoader: null dataset");
   impl_ = make_impl(nullptr, std::move(dataset), 0, std::move(opts), false);
-  if (impl_->opts.num_workers > 0) impl_->sys();
+  if (impl_->opts.num_workers > 0)
+    impl_->sys();
 }
 
 data_loader::data_loader(std::unique_ptr<detail::loader_impl> impl) : impl_(std::move(impl)) {}
@@ -363,7 +377,9 @@ data_loader::iterator& data_loader::iterator::operator++() {
   return *this;
 }
 
-bool data_loader::iterator::operator==(sentinel) const { return !impl_->running; }
+bool data_loader::iterator::operator==(sentinel) const {
+  return !impl_->running;
+}
 
 data_loader::iterator data_loader::begin() {
   impl_->start_run(nullptr);
@@ -375,21 +391,26 @@ int64_t data_loader::size() const {
   ACTORCH_CHECK(impl_->batches, "DataLoader: an IterableDataset has no length (len(loader))");
   return impl_->batches->size();
 }
-int64_t data_loader::epoch() const { return impl_->resume ? impl_->resume->epoch : impl_->epoch; }
+int64_t data_loader::epoch() const {
+  return impl_->resume ? impl_->resume->epoch : impl_->epoch;
+}
 
 loader_state data_loader::state() const {
   const auto& m = *impl_;
-  if (m.resume) return *m.resume;
+  if (m.resume)
+    return *m.resume;
   loader_state s;
   s.epoch = m.epoch;
-  if (m.iterable) s.streams = m.streams();
+  if (m.iterable)
+    s.streams = m.streams();
   if (m.running) {
     s.delivered = m.delivered;
     s.loader_generator = m.gen_at_start;
     s.sampler_generator = m.sampler_gen_at_start;
   } else {
     s.loader_generator = m.gen->get_state();
-    if (auto* g = m.sampler_rng()) s.sampler_generator = g->get_state();
+    if (auto* g = m.sampler_rng())
+      s.sampler_generator = g->get_state();
   }
   return s;
 }
@@ -410,10 +431,16 @@ void data_loader::load_state(const loader_state& s) {
   impl_->resume = s;
 }
 
-buffer_pool::stats data_loader::pool_stats() const { return impl_->pool->get_stats(); }
-const loader_options& data_loader::options() const { return impl_->opts; }
+buffer_pool::stats data_loader::pool_stats() const {
+  return impl_->pool->get_stats();
+}
+const loader_options& data_loader::options() const {
+  return impl_->opts;
+}
 
-void data_loader::run_epoch(const caf::actor& sink) { impl_->start_run(&sink); }
+void data_loader::run_epoch(const caf::actor& sink) {
+  impl_->start_run(&sink);
+}
 
 void data_loader::set_actor_system(caf::actor_system& sys) {
   ACTORCH_CHECK(!impl_->feed && !impl_->coordinator_actor,
@@ -427,7 +454,8 @@ caf::actor data_loader::worker_for_testing(int64_t id) {
   auto* host = dynamic_cast<actors::range_for_host*>(impl_->feed.get());
   ACTORCH_CHECK(host || impl_->coordinator_actor,
                 "DataLoader.worker_for_testing: no actors running");
-  if (host) return host->core().source(id); // the range-for's, on this thread
+  if (host)
+    return host->core().source(id); // the range-for's, on this thread
   caf::scoped_actor self{impl_->sys()};
   caf::actor out;
   self->request(impl_->coordinator_actor, caf::infinite, actors::worker_atom::value, id)

@@ -35,7 +35,7 @@ using worker_atom = caf::atom_constant<caf::atom("worker")>;
 
 /// One batch of dataset indices, as the coordinator sends it (made by make_task, plan.hpp).
 struct index_batch {
-  uint64_t run_id = 0;      // which run (epoch start) it belongs to; stale ones are skipped
+  uint64_t run_id = 0;          // which run (epoch start) it belongs to; stale ones are skipped
   int64_t epoch = 0;            // the loader's epoch
   int64_t seq = 0;              // position in the epoch's sampler order (batch index)
   std::vector<int64_t> indices; // dataset indices, in order
@@ -53,11 +53,11 @@ struct index_batch {
 struct loaded_batch {
   uint64_t run_id = 0;
   int64_t seq = 0;
-  int64_t worker = -1;     // which worker loaded it (-1 for a user's source)
-  data::sample data;       // the collated batch; or, when !collated, a tuple of the samples
-  bool collated = true;    // false: the loader's collate stage collates `data`'s elements
-  bool pinned = false;     // true: every tensor already lies in pinned memory
-  std::string error;       // non-empty: loading failed, the message names worker and sample
+  int64_t worker = -1;  // which worker loaded it (-1 for a user's source)
+  data::sample data;    // the collated batch; or, when !collated, a tuple of the samples
+  bool collated = true; // false: the loader's collate stage collates `data`'s elements
+  bool pinned = false;  // true: every tensor already lies in pinned memory
+  std::string error;    // non-empty: loading failed, the message names worker and sample
   /// An iterable-dataset worker's stream is exhausted: no data (see Note [Iterable runs]).
   bool end_of_data = false;
 };

@@ -57,9 +57,9 @@ struct train_progress {
 /// End of an epoch, with numbers reduced over every replica of the job.
 struct epoch_summary {
   int64_t epoch = 0;
-  double loss = 0;       // mean over the epoch's samples
-  double accuracy = -1;  // over the epoch's samples; -1 when not counted
-  int64_t samples = 0;   // over every replica
+  double loss = 0;      // mean over the epoch's samples
+  double accuracy = -1; // over the epoch's samples; -1 when not counted
+  int64_t samples = 0;  // over every replica
   double seconds = 0;
   std::map<std::string, double> eval; // the spec's evaluate(), computed on rank 0
 };
@@ -72,8 +72,7 @@ struct trainer_spec {
   std::function<std::unique_ptr<optim::optimizer>(nn::module&)> make_optimizer;
   /// Forward and loss of one batch through the DDP-wrapped model; the trainer then runs
   /// backward (which returns with averaged gradients) and the optimizer step.
-  std::function<step_result(dist::distributed_data_parallel&, const data::sample& batch)>
-      forward;
+  std::function<step_result(dist::distributed_data_parallel&, const data::sample& batch)> forward;
 
   /// Training data. Each replica loads its shard through its own data_loader: `loader`'s
   /// options per replica (batch_size is per replica), with a DistributedSampler(world size,

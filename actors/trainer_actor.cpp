@@ -98,8 +98,7 @@ void check_spec(const trainer_spec& spec, const job_options& opts) {
   ACTORCH_CHECK(spec.loader.generator == nullptr,
                 "train_data_parallel: loader.generator must be unset: each replica seeds its own "
                 "from spec.seed (one generator shared by replicas would make runs differ)");
-  ACTORCH_CHECK(spec.epochs >= 0, "train_data_parallel: epochs must be >= 0 but got ",
-                spec.epochs);
+  ACTORCH_CHECK(spec.epochs >= 0, "train_data_parallel: epochs must be >= 0 but got ", spec.epochs);
   ACTORCH_CHECK(spec.checkpoint_every >= 0,
                 "train_data_parallel: checkpoint_every must be >= 0 but got ",
                 spec.checkpoint_every);

@@ -46,6 +46,7 @@ template <class... Args> std::string concat(Args&&... args) {
 #define ACTORCH_INTERNAL_ASSERT(cond, ...)                                                         \
   do {                                                                                             \
     if (!(cond)) [[unlikely]]                                                                      \
-      ::actorch::detail::throw_internal(__FILE__, __LINE__, #cond,                                 \
-                                        ::actorch::detail::concat(std::string() __VA_OPT__(, ) __VA_ARGS__));                \
+      ::actorch::detail::throw_internal(                                                           \
+          __FILE__, __LINE__, #cond,                                                               \
+          ::actorch::detail::concat(std::string() __VA_OPT__(, ) __VA_ARGS__));                    \
   } while (false)

@@ -1,6 +1,7 @@
 // The `allreduce` workload of ../shared/bench/WORKLOADS.md: float32 SUM over `world` ranks on
 // 127.0.0.1, 3 warm-ups then 20 timed iterations (5 at 64 MiB), one line per size from rank 0.
-// Started without RANK in the environment, it forks its own ranks (comm/launch/launcher.hpp's spawn).
+// Started without RANK in the environment, it forks its own ranks (comm/launch/launcher.hpp's
+// spawn).
 #include <chrono>
 #include <cstdlib>
 #include <iomanip>

@@ -19,7 +19,7 @@ struct tensor_options {
 void run_tensor(const tensor_options& opts, std::ostream& out);
 
 struct allreduce_options {
-  int world = 2;                // ranks forked when not started by `actorch launch`
+  int world = 2; // ranks forked when not started by `actorch launch`
   std::string backend = "gloo";
   std::vector<int64_t> sizes = {4 << 10, 256 << 10, 4 << 20, 64 << 20}; // bytes
 };
@@ -48,7 +48,7 @@ struct loader_bench_options {
   /// `loader`: worker_cpus = usable_cpus() (Note [Worker CPUs]); `loader-raw`: thread t
   /// pinned to the t-th usable CPU likewise.
   bool pin_workers = false;
-  std::string trace;   // `loader`: write a Chrome trace of the epoch here (empty: none)
+  std::string trace; // `loader`: write a Chrome trace of the epoch here (empty: none)
 };
 
 /// The `loader` workload: the actor data loader over the synthetic dataset, samples per second.

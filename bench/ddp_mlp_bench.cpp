@@ -31,8 +31,7 @@ std::shared_ptr<nn::sequential> mlp(generator& gen) {
       std::make_shared<nn::linear>(1024, 10, true, &gen)});
 }
 
-void print_line(const ddp_mlp_options& o, double seconds_per_step, double loss,
-                std::ostream& out) {
+void print_line(const ddp_mlp_options& o, double seconds_per_step, double loss, std::ostream& out) {
   out << "ddp-mlp mode=" << o.mode << " world=" << o.world << " batch=" << o.batch
       << " ms_per_step=" << seconds_per_step * 1e3
       << " samples_per_s=" << double(o.batch * o.world) / seconds_per_step << " loss=" << loss
@@ -86,8 +85,8 @@ actors::trainer_spec spec_of(const ddp_mlp_options& o, double* last_loss) {
   for (int64_t r = 0; r < o.world; ++r) {
     generator g{uint64_t(r)};
     const tensor x = randn({o.batch, 784}, {}, &g);
-    fixed.push_back(data::sample::make_tuple({data::sample(x),
-                                              data::sample(randint(0, 10, {o.batch}, {}, &g))}));
+    fixed.push_back(data::sample::make_tuple(
+        {data::sample(x), data::sample(randint(0, 10, {o.batch}, {}, &g))}));
   }
   s.batch_fn = [fixed](const actors::replica_info& r, int64_t) { return fixed.at(size_t(r.rank)); };
   s.steps_per_epoch = o.warmup + o.steps;
@@ -97,8 +96,8 @@ actors::trainer_spec spec_of(const ddp_mlp_options& o, double* last_loss) {
 // Seconds per timed step from local replica 0's step end times.
 double timed_step(const ddp_mlp_options& o, const actors::job_report& r) {
   const auto& t = r.step_end_times;
-  ACTORCH_CHECK(int64_t(t.size()) == o.warmup + o.steps, "ddp-mlp: expected ",
-                o.warmup + o.steps, " steps but replica 0 ran ", t.size());
+  ACTORCH_CHECK(int64_t(t.size()) == o.warmup + o.steps, "ddp-mlp: expected ", o.warmup + o.steps,
+                " steps but replica 0 ran ", t.size());
   const auto begin = o.warmup > 0 ? t[size_t(o.warmup - 1)] : t.front();
   const int64_t n = o.warmup > 0 ? o.steps : o.steps - 1;
   return std::chrono::duration<double>(t.back() - begin).count() / double(std::max<int64_t>(n, 1));
@@ -106,8 +105,8 @@ double timed_step(const ddp_mlp_options& o, const actors::job_report& r) {
 
 void run_actors(const ddp_mlp_options& o, std::ostream& out) {
   double loss = 0;
-  const auto r = actors::train_data_parallel(spec_of(o, &loss),
-                                             {.num_local = int(o.world), .trace = o.trace});
+  const auto r =
+      actors::train_data_parallel(spec_of(o, &loss), {.num_local = int(o.world), .trace = o.trace});
   print_line(o, timed_step(o, r), loss, out);
 }
 
@@ -123,9 +122,8 @@ void run_process(const ddp_mlp_options& o, std::ostream& out) {
                                   .rank = rank,
                                   .timeout = std::chrono::milliseconds(60000)});
         double loss = 0;
-        const auto r =
-            actors::train_data_parallel(spec_of(o, &loss),
-                                        {.process_group = dist::world(), .trace = o.trace});
+        const auto r = actors::train_data_parallel(
+            spec_of(o, &loss), {.process_group = dist::world(), .trace = o.trace});
         if (rank == 0)
           print_line(o, timed_step(o, r), loss, out);
         dist::destroy_process_group();

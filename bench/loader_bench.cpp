@@ -44,12 +44,14 @@ public:
     int r = int(i % 251);
     while (j < 3072) {
       const int run = std::min(251 - r, 3072 - j);
-      for (int t = 0; t < run; ++t) p[j + t] = float(r + t) / 251.0f;
+      for (int t = 0; t < run; ++t)
+        p[j + t] = float(r + t) / 251.0f;
       j += run;
       r = 0;
     }
     for (int64_t k = 0; k < passes_; ++k)
-      for (int e = 0; e < 3072; ++e) p[e] = (p[e] - 0.5f) / 0.25f;
+      for (int e = 0; e < 3072; ++e)
+        p[e] = (p[e] - 0.5f) / 0.25f;
     return data::sample::make_tuple({x, i % 10});
   }
 
@@ -71,9 +73,12 @@ void print(std::ostream& out, const std::string& head, int64_t samples, double s
 /// (the loader and its actor system are made before); prints `label ... samples_per_s=R`.
 void time_loader(const data::dataset_ptr& ds, const loader_bench_options& o,
                  const std::string& label, std::ostream& out) {
-  if (!o.trace.empty()) trace::enable();
+  if (!o.trace.empty())
+    trace::enable();
   const std::vector<int> cpus = o.pin_workers ? data::usable_cpus() : std::vector<int>{};
-  data::data_loader loader(ds, {.batch_size = kBatch, .shuffle = true, .num_workers = o.workers,
+  data::data_loader loader(ds, {.batch_size = kBatch,
+                                .shuffle = true,
+                                .num_workers = o.workers,
                                 .generator = std::make_shared<generator>(0),
                                 .worker_cpus = cpus});
   const auto t0 = clock_type::now();
@@ -88,7 +93,8 @@ void time_loader(const data::dataset_ptr& ds, const loader_bench_options& o,
   const double dt = std::chrono::duration<double>(t1 - t0).count();
   ACTORCH_CHECK(seen == o.n && chk == chk, "bench ", label, ": saw ", seen, " samples of ", o.n);
   std::string pinned;
-  for (int cpu : cpus) pinned += (pinned.empty() ? " worker_cpus=" : ",") + std::to_string(cpu);
+  for (int cpu : cpus)
+    pinned += (pinned.empty() ? " worker_cpus=" : ",") + std::to_string(cpu);
   print(out,
         label + " workers=" + std::to_string(o.workers) + pinned +
             " passes=" + std::to_string(o.passes) + " n=" + std::to_string(o.n),
@@ -127,7 +133,8 @@ void run_loader_raw(const loader_bench_options& o, std::ostream& out) {
       // Batched as the loader's workers batch with the default collate_fn.
       const int64_t first = b * kBatch, end = std::min(o.n, first + kBatch);
       data::collator into(end - first, pool.get());
-      for (int64_t k = first; k < end; ++k) into.add(ds.get(order[size_t(k)]));
+      for (int64_t k = first; k < end; ++k)
+        into.add(ds.get(order[size_t(k)]));
       data::sample batch = into.finish();
       const tensor& x = batch[0].as_tensor();
       seen[size_t(t)] += x.size(0);
@@ -135,9 +142,11 @@ void run_loader_raw(const loader_bench_options& o, std::ostream& out) {
     }
   };
   std::vector<std::thread> helpers;
-  for (int64_t t = 1; t < o.threads; ++t) helpers.emplace_back(run, t);
+  for (int64_t t = 1; t < o.threads; ++t)
+    helpers.emplace_back(run, t);
   run(0);
-  for (auto& h : helpers) h.join();
+  for (auto& h : helpers)
+    h.join();
   const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
   const int64_t total = std::accumulate(seen.begin(), seen.end(), int64_t(0));
   const double sum = std::accumulate(chk.begin(), chk.end(), 0.0);

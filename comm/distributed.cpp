@@ -8,12 +8,12 @@
 
 #include <unistd.h>
 
-#include "comm/store/file_store.hpp"
-#include "comm/store/prefix_store.hpp"
+#include "base/error.hpp"
 #include "comm/backend/gloo/process_group_gloo.hpp"
 #include "comm/backend/nccl/process_group_nccl.hpp"
+#include "comm/store/file_store.hpp"
+#include "comm/store/prefix_store.hpp"
 #include "comm/store/tcp_store.hpp"
-#include "base/error.hpp"
 
 namespace actorch::dist {
 
@@ -29,17 +29,13 @@ public:
   work all_reduce(tensor&, reduce_op) override { fail("all_reduce"); }
   work reduce(tensor&, int, reduce_op) override { fail("reduce"); }
   work all_gather(std::vector<tensor>&, const tensor&) override { fail("all_gather"); }
-  work all_gather_into_tensor(tensor&, const tensor&) override {
-    fail("all_gather_into_tensor");
-  }
+  work all_gather_into_tensor(tensor&, const tensor&) override { fail("all_gather_into_tensor"); }
   work gather(std::vector<tensor>&, const tensor&, int) override { fail("gather"); }
   work scatter(tensor&, const std::vector<tensor>&, int) override { fail("scatter"); }
   work reduce_scatter(tensor&, const std::vector<tensor>&, reduce_op) override {
     fail("reduce_scatter");
   }
-  work all_to_all(std::vector<tensor>&, const std::vector<tensor>&) override {
-    fail("all_to_all");
-  }
+  work all_to_all(std::vector<tensor>&, const std::vector<tensor>&) override { fail("all_to_all"); }
   work barrier() override { fail("barrier"); }
   work monitored_barrier(milliseconds) override { fail("monitored_barrier"); }
   work send(const tensor&, int, int) override { fail("send"); }
@@ -195,8 +191,8 @@ void init_process_group(const init_options& opts) {
                 "world_size or set WORLD_SIZE (or OMPI_COMM_WORLD_SIZE / SLURM_NTASKS)");
   ACTORCH_CHECK(rank != -1, "init_process_group: the rank is unknown: pass rank or set RANK ",
                 "(or OMPI_COMM_WORLD_RANK / SLURM_PROCID)");
-  ACTORCH_CHECK(world_size >= 1, "init_process_group: world_size must be >= 1 but got ",
-                world_size, " (from ", world_src, ")");
+  ACTORCH_CHECK(world_size >= 1, "init_process_group: world_size must be >= 1 but got ", world_size,
+                " (from ", world_src, ")");
   ACTORCH_CHECK(rank >= 0 && rank < world_size, "init_process_group: rank ", rank, " (from ",
                 rank_src, ") is outside [0, ", world_size, ")");
 
@@ -361,8 +357,7 @@ work reduce(tensor& t, int dst, reduce_op op, const group& g, bool async_op) {
   const group pg = resolve(g);
   return finish(pg->reduce(t, to_group_rank(pg, dst, "reduce", "dst"), op), async_op);
 }
-work all_gather(std::vector<tensor>& tensor_list, const tensor& t, const group& g,
-                bool async_op) {
+work all_gather(std::vector<tensor>& tensor_list, const tensor& t, const group& g, bool async_op) {
   return finish(resolve(g)->all_gather(tensor_list, t), async_op);
 }
 work all_gather_into_tensor(tensor& output, const tensor& input, const group& g, bool async_op) {
@@ -376,8 +371,7 @@ work gather(const tensor& t, std::vector<tensor>& gather_list, int dst, const gr
 work scatter(tensor& t, const std::vector<tensor>& scatter_list, int src, const group& g,
              bool async_op) {
   const group pg = resolve(g);
-  return finish(pg->scatter(t, scatter_list, to_group_rank(pg, src, "scatter", "src")),
-                async_op);
+  return finish(pg->scatter(t, scatter_list, to_group_rank(pg, src, "scatter", "src")), async_op);
 }
 work reduce_scatter(tensor& output, const std::vector<tensor>& input_list, reduce_op op,
                     const group& g, bool async_op) {
@@ -401,10 +395,18 @@ void monitored_barrier(const group& g, std::optional<milliseconds> timeout) {
   pg->monitored_barrier(t).wait();
 }
 
-bool is_available() { return true; }
-bool is_gloo_available() { return true; }
-bool is_nccl_available() { return ACTORCH_HAVE_CUDA != 0; }
-bool is_mpi_available() { return false; }
+bool is_available() {
+  return true;
+}
+bool is_gloo_available() {
+  return true;
+}
+bool is_nccl_available() {
+  return ACTORCH_HAVE_CUDA != 0;
+}
+bool is_mpi_available() {
+  return false;
+}
 
 std::string backend_unavailable_reason(const std::string& backend) {
   if (backend == "gloo")

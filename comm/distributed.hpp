@@ -88,8 +88,7 @@ work gather(const tensor& t, std::vector<tensor>& gather_list, int dst = 0,
 work scatter(tensor& t, const std::vector<tensor>& scatter_list, int src = 0,
              const group& g = nullptr, bool async_op = false);
 work reduce_scatter(tensor& output, const std::vector<tensor>& input_list,
-                    reduce_op op = reduce_op::sum, const group& g = nullptr,
-                    bool async_op = false);
+                    reduce_op op = reduce_op::sum, const group& g = nullptr, bool async_op = false);
 work all_to_all(std::vector<tensor>& output_list, const std::vector<tensor>& input_list,
                 const group& g = nullptr, bool async_op = false);
 work barrier(const group& g = nullptr, bool async_op = false);

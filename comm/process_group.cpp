@@ -22,8 +22,8 @@ const char* reduce_op_name(reduce_op op) {
 process_group::process_group(int rank, int size, std::vector<int> global_ranks)
     : rank_(rank), size_(size), global_ranks_(std::move(global_ranks)) {
   ACTORCH_CHECK(size_ >= 1, "process_group: size must be >= 1 but got ", size_);
-  ACTORCH_CHECK(rank_ >= -1 && rank_ < size_, "process_group: rank ", rank_,
-                " is outside [0, ", size_, ")");
+  ACTORCH_CHECK(rank_ >= -1 && rank_ < size_, "process_group: rank ", rank_, " is outside [0, ",
+                size_, ")");
   if (global_ranks_.empty())
     for (int r = 0; r < size_; ++r)
       global_ranks_.push_back(r);

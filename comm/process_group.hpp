@@ -51,8 +51,7 @@ public:
   /// On root, inputs[i] goes to rank i's `output`; elsewhere `inputs` must be empty.
   virtual work scatter(tensor& output, const std::vector<tensor>& inputs, int root) = 0;
   /// output = reduction over ranks of their inputs[rank()]. @pre inputs.size() == size()
-  virtual work reduce_scatter(tensor& output, const std::vector<tensor>& inputs,
-                              reduce_op op) = 0;
+  virtual work reduce_scatter(tensor& output, const std::vector<tensor>& inputs, reduce_op op) = 0;
   /// outputs[i] receives rank i's inputs[rank()]. All tensors have one shape and dtype.
   virtual work all_to_all(std::vector<tensor>& outputs, const std::vector<tensor>& inputs) = 0;
   virtual work barrier() = 0;

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <tuple>
 
-#include "core/allocator.hpp"
 #include "base/error.hpp"
+#include "core/allocator.hpp"
 
 namespace actorch {
 

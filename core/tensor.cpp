@@ -231,14 +231,16 @@ tensor tensor::view(const shape_t& shape) const {
                 shape_str(strides()),
                 " (at least one dim spans two contiguous subspaces); use reshape instead");
   return track_view(*this, make_view(*this, target, std::move(*st), storage_offset()),
-                    "ViewBackward", [shape = sizes()](const tensor& g) { return g.reshape(shape); });
+                    "ViewBackward",
+                    [shape = sizes()](const tensor& g) { return g.reshape(shape); });
 }
 
 tensor tensor::reshape(const shape_t& shape) const {
   const shape_t target = infer_shape(shape, numel(), "reshape", sizes());
   if (auto st = view_strides(sizes(), strides(), target, numel()))
     return track_view(*this, make_view(*this, target, std::move(*st), storage_offset()),
-                      "ReshapeBackward", [shape = sizes()](const tensor& g) { return g.reshape(shape); });
+                      "ReshapeBackward",
+                      [shape = sizes()](const tensor& g) { return g.reshape(shape); });
   return clone().view(target);
 }
 
@@ -320,8 +322,7 @@ tensor tensor::select(int64_t d, int64_t index) const {
   const int64_t offset = storage_offset() + index * st[size_t(w)];
   sz.erase(sz.begin() + w);
   st.erase(st.begin() + w);
-  return track_view(*this, make_view(*this, std::move(sz), std::move(st), offset),
-                    "SelectBackward",
+  return track_view(*this, make_view(*this, std::move(sz), std::move(st), offset), "SelectBackward",
                     into_zeros(sizes(), [w, index](tensor& z) { return z.select(w, index); }));
 }
 
@@ -341,10 +342,10 @@ tensor tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   sz[size_t(w)] = (end - start + step - 1) / step;
   st[size_t(w)] *= step;
   return track_view(
-      *this,
-      make_view(*this, std::move(sz), std::move(st), storage_offset() + start * stride(w)),
-      "SliceBackward",
-      into_zeros(sizes(), [w, start, end, step](tensor& z) { return z.slice(w, start, end, step); }));
+      *this, make_view(*this, std::move(sz), std::move(st), storage_offset() + start * stride(w)),
+      "SliceBackward", into_zeros(sizes(), [w, start, end, step](tensor& z) {
+        return z.slice(w, start, end, step);
+      }));
 }
 
 tensor tensor::squeeze() const {
@@ -356,7 +357,8 @@ tensor tensor::squeeze() const {
     }
   }
   return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
-                    "SqueezeBackward", [shape = sizes()](const tensor& g) { return g.reshape(shape); });
+                    "SqueezeBackward",
+                    [shape = sizes()](const tensor& g) { return g.reshape(shape); });
 }
 
 tensor tensor::squeeze(int64_t d) const {
@@ -367,7 +369,8 @@ tensor tensor::squeeze(int64_t d) const {
     st.erase(st.begin() + w);
   }
   return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
-                    "SqueezeBackward", [shape = sizes()](const tensor& g) { return g.reshape(shape); });
+                    "SqueezeBackward",
+                    [shape = sizes()](const tensor& g) { return g.reshape(shape); });
 }
 
 tensor tensor::unsqueeze(int64_t d) const {
@@ -378,7 +381,8 @@ tensor tensor::unsqueeze(int64_t d) const {
   sz.insert(sz.begin() + w, 1);
   st.insert(st.begin() + w, new_stride);
   return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
-                    "UnsqueezeBackward", [shape = sizes()](const tensor& g) { return g.reshape(shape); });
+                    "UnsqueezeBackward",
+                    [shape = sizes()](const tensor& g) { return g.reshape(shape); });
 }
 
 tensor tensor::expand(const shape_t& shape) const {
@@ -423,8 +427,8 @@ tensor tensor::as_strided(const shape_t& size, const shape_t& stride, int64_t of
                 shape_str(stride), " and offset ", offset, " reach element ", last,
                 " but the storage holds ", capacity);
   ACTORCH_CHECK(!autograd::needs_grad({this}), "as_strided: views with arbitrary strides of a "
-                                                "tensor that requires grad are not differentiable "
-                                                "in actorch; use view, narrow, select or slice");
+                                               "tensor that requires grad are not differentiable "
+                                               "in actorch; use view, narrow, select or slice");
   return make_view(*this, size, stride, offset);
 }
 
@@ -532,7 +536,9 @@ tensor tensor::contiguous() const {
   return is_contiguous() ? *this : clone();
 }
 
-tensor tensor::clone() const { return to(dtype(), true); }
+tensor tensor::clone() const {
+  return to(dtype(), true);
+}
 
 tensor tensor::to(actorch::dtype t, bool copy) const {
   if (t == dtype() && !copy)

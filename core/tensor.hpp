@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "core/device.hpp"
 #include "base/dtype.hpp"
 #include "base/error.hpp"
 #include "base/scalar.hpp"
+#include "core/device.hpp"
 #include "core/storage.hpp"
 
 namespace actorch {

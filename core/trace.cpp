@@ -64,9 +64,13 @@ std::string us(int64_t nanos) {
 
 } // namespace
 
-void enable(bool on) { rec().on.store(on, std::memory_order_relaxed); }
+void enable(bool on) {
+  rec().on.store(on, std::memory_order_relaxed);
+}
 
-bool enabled() { return rec().on.load(std::memory_order_relaxed); }
+bool enabled() {
+  return rec().on.load(std::memory_order_relaxed);
+}
 
 void record(const std::string& lane, const std::string& name, clock::time_point begin,
             clock::time_point end, const std::string& args) {

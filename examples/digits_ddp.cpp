@@ -17,8 +17,8 @@ int main(int argc, char** argv) try {
   const digits::options o = digits::parse(argc, argv, "digits_ddp");
   std::shared_ptr<actorch::dist::process_group> pg;
   if (std::getenv("WORLD_SIZE") != nullptr) { // started by a launcher: join its job
-    actorch::dist::init_process_group({.init_method = "env://",
-                                       .timeout = std::chrono::milliseconds(60000)});
+    actorch::dist::init_process_group(
+        {.init_method = "env://", .timeout = std::chrono::milliseconds(60000)});
     pg = actorch::dist::world();
   }
   const double acc = digits::run(o, pg);

@@ -33,8 +33,8 @@ options parse(int argc, char** argv, const char* program) {
       try {
         size_t used = 0;
         const int64_t n = std::stoll(v, &used);
-        ACTORCH_CHECK(used == v.size() && n >= lo, program, ": ", a, " must be an integer >= ",
-                      lo, " but got '", v, "'");
+        ACTORCH_CHECK(used == v.size() && n >= lo, program, ": ", a, " must be an integer >= ", lo,
+                      " but got '", v, "'");
         return n;
       } catch (const std::logic_error&) {
         ACTORCH_FAIL(program, ": ", a, " must be an integer >= ", lo, " but got '", v, "'");
@@ -85,7 +85,9 @@ split split_of(int64_t n) {
 // file's pixel mean and std (as MNIST's (0.1307,), (0.3081,)), flattened for the MLP.
 data::transforms::transform pixel_transform() {
   using namespace data::transforms;
-  return compose({lambda_([](const tensor& img) { return img.div(16.0).view({1, 8, 8}); }),
+  return compose({lambda_([](const tensor& img) {
+                    return img.div(16.0).view({1, 8, 8});
+                  }),
                   normalize({0.3053}, {0.3760}),
                   lambda_([](const tensor& img) { return img.reshape({64}); })});
 }
@@ -125,8 +127,7 @@ actors::trainer_spec make_spec(const options& o) {
                                out.argmax(1).eq(y).sum().item<int64_t>()};
   };
   spec.evaluate = [test_x, test_y](nn::module& m) {
-    const double acc =
-        m(test_x).argmax(1).eq(test_y).to(dtype::float64).mean().item<double>();
+    const double acc = m(test_x).argmax(1).eq(test_y).to(dtype::float64).mean().item<double>();
     return std::map<std::string, double>{{"test_accuracy", acc}};
   };
   spec.dataset = train;
@@ -217,19 +218,24 @@ std::string metrics_csv(const std::vector<actors::epoch_summary>& epochs) {
 // curves.png: the loss and the two accuracies per epoch, drawn by gnuplot from metrics.csv.
 void plot(const std::filesystem::path& dir) {
   const auto script = dir / "curves.gp";
-  write_file_atomically(script.string(), "set datafile separator ','\n"
-                           "set terminal png size 1000,420\n"
-                           "set output '" + (dir / "curves.png").string() + "'\n"
-                           "set multiplot layout 1,2 title 'digits MLP, data-parallel'\n"
-                           "set xlabel 'epoch'\nset grid\n"
-                           "set ylabel 'loss'\n"
-                           "plot '" + (dir / "metrics.csv").string() +
-                           "' every ::1 using 1:2 with linespoints title 'train loss'\n"
-                           "set ylabel 'accuracy'\nset yrange [0:1]\nset key bottom right\n"
-                           "plot '" + (dir / "metrics.csv").string() +
-                           "' every ::1 using 1:3 with linespoints title 'train', '' every ::1 "
-                           "using 1:4 with linespoints title 'test'\n"
-                           "unset multiplot\n");
+  write_file_atomically(script.string(),
+                        "set datafile separator ','\n"
+                        "set terminal png size 1000,420\n"
+                        "set output '" +
+                            (dir / "curves.png").string() +
+                            "'\n"
+                            "set multiplot layout 1,2 title 'digits MLP, data-parallel'\n"
+                            "set xlabel 'epoch'\nset grid\n"
+                            "set ylabel 'loss'\n"
+                            "plot '" +
+                            (dir / "metrics.csv").string() +
+                            "' every ::1 using 1:2 with linespoints title 'train loss'\n"
+                            "set ylabel 'accuracy'\nset yrange [0:1]\nset key bottom right\n"
+                            "plot '" +
+                            (dir / "metrics.csv").string() +
+                            "' every ::1 using 1:3 with linespoints title 'train', '' every ::1 "
+                            "using 1:4 with linespoints title 'test'\n"
+                            "unset multiplot\n");
   const std::string cmd = "gnuplot '" + script.string() + "'";
   const int rc = std::system(cmd.c_str());
   ACTORCH_CHECK(rc == 0, "digits: `", cmd, "` failed with status ", rc,
@@ -276,9 +282,8 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
   const double acc = last.count("test_accuracy") ? last.at("test_accuracy") : -1;
   std::printf("test accuracy %.4f after %lld epochs in %.1f s\n", acc,
               static_cast<long long>(o.epochs), display.seconds());
-  std::printf("wrote %s, %s, %s%s%s\n", spec.checkpoint.c_str(),
-              (dir / "metrics.csv").c_str(), (dir / "curves.png").c_str(),
-              o.trace.empty() ? "" : ", ", o.trace.c_str());
+  std::printf("wrote %s, %s, %s%s%s\n", spec.checkpoint.c_str(), (dir / "metrics.csv").c_str(),
+              (dir / "curves.png").c_str(), o.trace.empty() ? "" : ", ", o.trace.c_str());
   return acc;
 }
 

@@ -15,12 +15,12 @@ struct options {
   std::string data;               // the digits CSV (gzip)
   std::string out = "digits-run"; // checkpoint, metrics.csv and curves.png go here
   int64_t epochs = 30;
-  int64_t batch_size = 32;        // per replica
-  int64_t num_workers = 1;        // dataset worker actors per replica
-  int actors = 1;                 // trainer actors per process
+  int64_t batch_size = 32; // per replica
+  int64_t num_workers = 1; // dataset worker actors per replica
+  int actors = 1;          // trainer actors per process
   double lr = 0.05;
-  std::string trace;              // Chrome trace of the run
-  std::string resume;             // a checkpoint to continue from
+  std::string trace;  // Chrome trace of the run
+  std::string resume; // a checkpoint to continue from
 };
 
 /// Parses argv (both examples take the same flags). Throws actorch::error naming a bad flag.

@@ -1,7 +1,8 @@
 // PyTorch's "Writing Distributed Applications" tutorial, in actorch: blocking and non-blocking
 // point-to-point between ranks 0 and 1, then an all_reduce inside a subgroup. Start it with the
 // launcher, which sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for each rank:
-//   ./build/release/tools/actorch launch --nproc-per-node 2 ./build/release/examples/distributed_tutorial
+//   ./build/release/tools/actorch launch --nproc-per-node 2
+//   ./build/release/examples/distributed_tutorial
 #include <iostream>
 
 #include "comm/distributed.hpp"
@@ -52,7 +53,8 @@ int main() {
   dist::init_process_group({.backend = "gloo"}); // env:// from the launcher's variables
   const int rank = dist::get_rank();
   if (dist::get_world_size() < 2) {
-    std::cerr << "distributed_tutorial needs at least 2 ranks (actorch launch --nproc-per-node 2)\n";
+    std::cerr
+        << "distributed_tutorial needs at least 2 ranks (actorch launch --nproc-per-node 2)\n";
     return 1;
   }
   run_blocking(rank);

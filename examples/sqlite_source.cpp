@@ -62,7 +62,8 @@ data::sample read_row(source_state& st, int64_t index) {
   ACTORCH_CHECK(bytes % int(sizeof(float)) == 0, "row with id ", index, " in ", st.path,
                 ": features holds ", bytes, " bytes, not a whole number of float32 values");
   tensor x = empty({int64_t(bytes) / int64_t(sizeof(float))});
-  if (bytes > 0) std::memcpy(x.data_ptr(), blob, size_t(bytes));
+  if (bytes > 0)
+    std::memcpy(x.data_ptr(), blob, size_t(bytes));
   return data::sample::make_tuple({x, label});
 }
 
@@ -117,8 +118,8 @@ void write_sqlite_samples(const std::string& path, const std::vector<std::vector
     else
       sqlite3_bind_blob(ins.get(), 3, features[i].data(), int(features[i].size() * sizeof(float)),
                         SQLITE_TRANSIENT);
-    ACTORCH_CHECK(sqlite3_step(ins.get()) == SQLITE_DONE, "sqlite: insert failed: ",
-                  sqlite3_errmsg(db.get()));
+    ACTORCH_CHECK(sqlite3_step(ins.get()) == SQLITE_DONE,
+                  "sqlite: insert failed: ", sqlite3_errmsg(db.get()));
   }
   exec(db.get(), "COMMIT");
 }

@@ -5,7 +5,7 @@
 # Usage: setup.sh [PROFILE...]   (default: main)
 #   main   build the library, the tools and the examples, and run the main job (its plot too)
 #   test   main, plus what only the test suite uses (numpy for the independent readers and
-#          writers, iproute2 for the network-namespace tests)
+#          writers, iproute2 for the network-namespace tests, clang-format for the layout check)
 #   bench  main, plus what only the benchmarks use (PyTorch for the peer scripts, valgrind
 #          for bench/loader_work.py)
 #   ci     test, plus what only .ci/run uses (debootstrap for its fresh Debian 12 root)
@@ -17,7 +17,7 @@ main=(
   libcli11-dev zlib1g-dev libsqlite3-dev
   gnuplot-nox
 )
-test=(python3 python3-numpy iproute2)
+test=(python3 python3-numpy iproute2 clang-format)
 bench=(python3 python3-numpy python3-torch valgrind)
 ci=(debootstrap ca-certificates)
 

@@ -91,8 +91,9 @@ struct coordinator::impl {
       }
     } else {
       in_order.clear();
-      reorder.add(seq, std::move(d), skip,
-                  [this](size_t pos) { return plan.iterable && disp.passed_over(pos); }, in_order);
+      reorder.add(
+          seq, std::move(d), skip,
+          [this](size_t pos) { return plan.iterable && disp.passed_over(pos); }, in_order);
       for (auto& ready : in_order) {
         push(std::move(ready));
         ++delivered;
@@ -111,8 +112,8 @@ struct coordinator::impl {
   /// Note [Iterable resume] in plan.cpp.
   void send(int64_t seq, int64_t w, int attempt, std::vector<uint64_t> skip_seeds = {}) {
     const int64_t covers = 1 + int64_t(skip_seeds.size());
-    index_batch task = make_task(plan, seq, indices_of(seq), cfg.auto_collation,
-                                 std::move(skip_seeds));
+    index_batch task =
+        make_task(plan, seq, indices_of(seq), cfg.auto_collation, std::move(skip_seeds));
     const bool begins = disp.sent(seq, w, attempt, covers);
     if (steals())
       cfg.board->post(task, w, attempt);
@@ -198,7 +199,9 @@ coordinator::coordinator(caf::local_actor* host, coordinator_config cfg)
 
 coordinator::~coordinator() = default;
 
-std::deque<delivery>& coordinator::deliveries() { return impl_->out; }
+std::deque<delivery>& coordinator::deliveries() {
+  return impl_->out;
+}
 
 void coordinator::start(epoch_plan plan) {
   auto& st = *impl_;
@@ -279,12 +282,11 @@ void coordinator::on_loaded(loaded_batch& b, const caf::strong_actor_ptr& from) 
     return;
   }
   if (b.error.empty()) // See Note [Loader stages] in worker.cpp: a user's source's batch
-    finish_batch(b, st.cfg.auto_collation, st.cfg.collate, st.cfg.pool.get(), st.cfg.pin_memory,
-                 [&] {
-                   return "DataLoader failed to collate batch " + std::to_string(seq) +
-                          " from " + st.sup.name(w) + " (sample indices " +
-                          indices_str(st.indices_of(seq)) + "): ";
-                 });
+    finish_batch(
+        b, st.cfg.auto_collation, st.cfg.collate, st.cfg.pool.get(), st.cfg.pin_memory, [&] {
+          return "DataLoader failed to collate batch " + std::to_string(seq) + " from " +
+                 st.sup.name(w) + " (sample indices " + indices_str(st.indices_of(seq)) + "): ";
+        });
   st.deliver(seq, std::move(b.data), std::move(b.error));
   st.pump();
 }

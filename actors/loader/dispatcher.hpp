@@ -70,7 +70,7 @@ private:
   bool ended(size_t w) const { return end_k_[w] != kNoEnd; }
 
   int64_t credit_ = 0;
-  size_t next_emit_ = 0; // map-style: position in plan.batches
+  size_t next_emit_ = 0;                                      // map-style: position in plan.batches
   std::unordered_map<int64_t, outstanding_task> outstanding_; // by seq
   // Per source, its outstanding tasks (seqs) in the order sent: it works on the first
   // (Note [Loader timeout]).

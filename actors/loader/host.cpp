@@ -78,9 +78,9 @@ bool range_for_host::receive() {
     return true;
   }
   bool stalled = false;
-  self->receive(on_loaded, on_error, on_timeout, on_down,
-                caf::after(std::chrono::microseconds(int64_t(stall_s_ * 1e6))) >>
-                    [&] { stalled = true; });
+  self->receive(
+      on_loaded, on_error, on_timeout, on_down,
+      caf::after(std::chrono::microseconds(int64_t(stall_s_ * 1e6))) >> [&] { stalled = true; });
   return !stalled;
 }
 

@@ -37,8 +37,7 @@ plan_batches(data::batch_sampler& batches, int64_t epoch, const std::vector<int6
   for (size_t s = 0; s < all.size(); ++s) {
     for (int64_t i : all[s])
       ACTORCH_CHECK(i >= 0 && i < dataset_size, "DataLoader: the sampler yielded index ", i,
-                    " for batch ", s, ", out of range for a dataset of ", dataset_size,
-                    " samples");
+                    " for batch ", s, ", out of range for a dataset of ", dataset_size, " samples");
     if (!skip[s])
       plan.emplace_back(int64_t(s), std::move(all[s]));
   }
@@ -48,8 +47,8 @@ plan_batches(data::batch_sampler& batches, int64_t epoch, const std::vector<int6
 std::vector<int64_t> resumed_per_stream(const std::vector<int64_t>& delivered, int64_t streams) {
   std::vector<int64_t> count(size_t(streams), 0), last(size_t(streams), -1);
   for (int64_t s : delivered) {
-    ACTORCH_CHECK(s >= 0, "DataLoader with IterableDataset: cannot resume from delivered batch ",
-                  s, ": batch indices are not negative");
+    ACTORCH_CHECK(s >= 0, "DataLoader with IterableDataset: cannot resume from delivered batch ", s,
+                  ": batch indices are not negative");
     ++count[size_t(s % streams)];
     last[size_t(s % streams)] = std::max(last[size_t(s % streams)], s / streams);
   }

@@ -20,8 +20,8 @@ index_batch make_task(const epoch_plan& plan, int64_t seq, std::vector<int64_t> 
 /// resumed run). Throws naming the batch for a delivered index that the epoch does not have or
 /// a sample index outside [0, dataset_size).
 std::vector<std::pair<int64_t, std::vector<int64_t>>>
-plan_batches(data::batch_sampler& batches, int64_t epoch,
-             const std::vector<int64_t>& delivered, int64_t dataset_size);
+plan_batches(data::batch_sampler& batches, int64_t epoch, const std::vector<int64_t>& delivered,
+             int64_t dataset_size);
 
 /// Iterable: per stream, how many of its batches `delivered` holds (Note [Iterable resume]);
 /// throws naming the stream unless they are each stream's first.

@@ -37,8 +37,8 @@ namespace actorch::actors {
 supervisor::supervisor(caf::local_actor* host, std::vector<source_actor> sources,
                        std::function<source_actor(int64_t)> respawn, bool iterable,
                        double timeout_s)
-    : host_(host), sources_(std::move(sources)), respawn_(std::move(respawn)),
-      iterable_(iterable), timeout_s_(timeout_s) {
+    : host_(host), sources_(std::move(sources)), respawn_(std::move(respawn)), iterable_(iterable),
+      timeout_s_(timeout_s) {
   // See Note [Worker death]. An exit from the loader stops a coordinator actor (CAF's default).
   for (auto& s : sources_)
     host_->monitor(s);

@@ -39,8 +39,7 @@ public:
 
   /// The batch into out.data, pinned when asked; an exception becomes out.error, prefixed by
   /// failure(), which builds the message only then (not once per batch).
-  template <class Failure>
-  void finish(loaded_batch& out, const Failure& failure) {
+  template <class Failure> void finish(loaded_batch& out, const Failure& failure) {
     try {
       if (into_) {
         out.data = into_->finish(); // into the pool: pinned already with pin_memory
@@ -86,13 +85,11 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
     return who + " failed to collate batch " + std::to_string(task.seq) + " (sample indices " +
            indices_str(task.indices) + "): ";
   };
-  batch_builder batch(int64_t(task.indices.size()), task.auto_collation, collate, pool,
-                      pin_memory);
+  batch_builder batch(int64_t(task.indices.size()), task.auto_collation, collate, pool, pin_memory);
   const auto load_begin = trace::clock::now();
   for (int64_t index : task.indices) {
     // A new run started (early exit, new epoch): stop loading what nobody will read.
-    if (active_run_id &&
-        active_run_id->load(std::memory_order_relaxed) != task.run_id) {
+    if (active_run_id && active_run_id->load(std::memory_order_relaxed) != task.run_id) {
       out.error = "cancelled";
       return out;
     }
@@ -114,8 +111,8 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
   const auto collate_begin = trace::clock::now();
   batch.finish(out, collate_failure);
   if (trace::enabled()) {
-    const std::string args = "\"epoch\": " + std::to_string(task.epoch) +
-                             ", \"batch\": " + std::to_string(task.seq);
+    const std::string args =
+        "\"epoch\": " + std::to_string(task.epoch) + ", \"batch\": " + std::to_string(task.seq);
     const std::string seq = std::to_string(task.seq);
     if (batch.streaming()) {
       const char* what = pin_memory ? "load + collate + pin batch " : "load + collate batch ";
@@ -146,8 +143,8 @@ loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dat
       s = it->next();
       return true;
     } catch (const std::exception& e) {
-      out.error = who + " failed while iterating the IterableDataset (" + where() + "): " +
-                  e.what();
+      out.error =
+          who + " failed while iterating the IterableDataset (" + where() + "): " + e.what();
       return false;
     }
   };
@@ -318,8 +315,7 @@ loaded_batch load_one(worker_state& s, const index_batch& task) {
   loaded_batch out;
   out.run_id = task.run_id;
   out.seq = task.seq;
-  if (s.cfg.active_run_id &&
-      s.cfg.active_run_id->load(std::memory_order_relaxed) != task.run_id) {
+  if (s.cfg.active_run_id && s.cfg.active_run_id->load(std::memory_order_relaxed) != task.run_id) {
     out.error = "cancelled";
   } else if (s.exhausted) {
     out.end_of_data = true;
@@ -334,8 +330,7 @@ loaded_batch load_one(worker_state& s, const index_batch& task) {
 
 source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cfg) {
   auto& st = self->state;
-  st.info = {cfg.id, cfg.num_workers, cfg.base_seed + uint64_t(cfg.id), cfg.dataset,
-             cfg.iterable};
+  st.info = {cfg.id, cfg.num_workers, cfg.base_seed + uint64_t(cfg.id), cfg.dataset, cfg.iterable};
   st.name = "DataLoader worker " + std::to_string(cfg.id);
   st.cfg = std::move(cfg);
   // Note [Worker crash]: an exception escaping a handler (one not derived from std::exception,

@@ -13,9 +13,9 @@
 #include <functional>
 #include <memory>
 
+#include "actors/interfaces.hpp"
 #include "actors/loader/batch_shelf.hpp"
 #include "actors/loader/task_board.hpp"
-#include "actors/interfaces.hpp"
 #include "core/data/buffer_pool.hpp"
 #include "core/data/collate.hpp"
 #include "core/data/dataset.hpp"

@@ -4,8 +4,8 @@
 
 #include <sstream>
 
-#include "core/autograd/grad_mode.hpp"
 #include "base/error.hpp"
+#include "core/autograd/grad_mode.hpp"
 #include "core/ops/factory.hpp"
 
 namespace actorch::dist {
@@ -80,14 +80,16 @@ void verify_replica_parameters(replica_group& g, const nn::named_tensors& params
         ++found;
       } else if (other[i].shape != ref[i].shape || other[i].dtype != ref[i].dtype) {
         problems << "\n  '" << name << "' has shape " << shape_str(ref[i].shape) << " ("
-                 << dtype_name(dtype(ref[i].dtype)) << ") on rank 0 but " << shape_str(other[i].shape)
-                 << " (" << dtype_name(dtype(other[i].dtype)) << ") on rank " << r;
+                 << dtype_name(dtype(ref[i].dtype)) << ") on rank 0 but "
+                 << shape_str(other[i].shape) << " (" << dtype_name(dtype(other[i].dtype))
+                 << ") on rank " << r;
         ++found;
       }
     }
   }
-  ACTORCH_CHECK(found == 0, "DistributedDataParallel: the replicas' parameters differ in name, "
-                            "shape or dtype (every replica must build the same model):",
+  ACTORCH_CHECK(found == 0,
+                "DistributedDataParallel: the replicas' parameters differ in name, "
+                "shape or dtype (every replica must build the same model):",
                 problems.str());
 }
 

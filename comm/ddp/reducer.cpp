@@ -6,10 +6,10 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "base/error.hpp"
 #include "core/autograd/engine.hpp"
 #include "core/autograd/grad_mode.hpp"
 #include "core/autograd/node.hpp"
-#include "base/error.hpp"
 #include "core/ops/factory.hpp"
 
 namespace actorch::dist {
@@ -26,8 +26,8 @@ std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<ten
   std::map<dtype, open_bucket> open;
   std::vector<std::vector<size_t>> result;
   for (size_t i : order) {
-    ACTORCH_CHECK(i < params.size(), "compute_bucket_assignment: index ", i,
-                  " out of range for ", params.size(), " parameters");
+    ACTORCH_CHECK(i < params.size(), "compute_bucket_assignment: index ", i, " out of range for ",
+                  params.size(), " parameters");
     const tensor& p = params[i];
     auto [it, inserted] = open.try_emplace(p.dtype());
     open_bucket& b = it->second;
@@ -247,10 +247,11 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
         if (!marked[i])
           missing += (missing.empty() ? "'" : ", '") + names[i] + "'";
       ACTORCH_FAIL("DistributedDataParallel: expected every parameter to get a gradient in "
-                  "iteration ", it, ", but these did not: ", missing,
-                  ". If the forward pass does not use them, construct it with "
-                  "find_unused_parameters = true; make sure every output that depends on "
-                  "parameters takes part in the loss");
+                   "iteration ",
+                   it, ", but these did not: ", missing,
+                   ". If the forward pass does not use them, construct it with "
+                   "find_unused_parameters = true; make sure every output that depends on "
+                   "parameters takes part in the loss");
     }
     // With find_unused_parameters, which parameters any replica used: one more collective,
     // issued after the buckets on every replica.
@@ -310,8 +311,8 @@ reducer::reducer(std::vector<tensor> params, std::vector<std::string> names,
   std::vector<size_t> reverse(impl_->params.size());
   for (size_t k = 0; k < reverse.size(); ++k)
     reverse[k] = reverse.size() - 1 - k;
-  impl_->build_buckets(compute_bucket_assignment(impl_->params, reverse, impl_->first_cap(),
-                                                 impl_->cap()));
+  impl_->build_buckets(
+      compute_bucket_assignment(impl_->params, reverse, impl_->first_cap(), impl_->cap()));
   for (size_t i = 0; i < impl_->params.size(); ++i) {
     std::weak_ptr<impl> weak = impl_;
     impl_->params[i].register_post_accumulate_grad_hook([weak, i](const tensor&) {
@@ -327,9 +328,13 @@ void reducer::prepare_for_backward(const std::vector<tensor>& outputs) {
   impl_->prepare(outputs);
 }
 
-const std::vector<std::vector<size_t>>& reducer::buckets() const { return impl_->assignment; }
+const std::vector<std::vector<size_t>>& reducer::buckets() const {
+  return impl_->assignment;
+}
 
-bool reducer::buckets_rebuilt() const { return impl_->rebuilt; }
+bool reducer::buckets_rebuilt() const {
+  return impl_->rebuilt;
+}
 
 void reducer::set_observer(std::function<void(const bucket_event&)> fn) {
   std::lock_guard lock(impl_->observer_mu);

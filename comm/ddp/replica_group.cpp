@@ -5,8 +5,8 @@
 #include <map>
 #include <mutex>
 
-#include "core/autograd/grad_mode.hpp"
 #include "base/error.hpp"
+#include "core/autograd/grad_mode.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/factory.hpp"
 
@@ -85,8 +85,8 @@ void broadcast_from_rank0(replica_group& g, std::vector<tensor> ts) {
 
 tensor all_gather_rows(replica_group& g, const tensor& row, int64_t pad) {
   ACTORCH_CHECK(row.dim() == 1 && row.dtype() == dtype::int64,
-                "all_gather_rows: expected a 1-D int64 row but got ", dtype_name(row.dtype()), " of shape ",
-                shape_str(row.sizes()));
+                "all_gather_rows: expected a 1-D int64 row but got ", dtype_name(row.dtype()),
+                " of shape ", shape_str(row.sizes()));
   tensor len = full({1}, row.numel(), {.dtype = dtype::int64});
   work lw = g.all_reduce(len, reduce_op::max);
   lw.wait();
@@ -162,17 +162,10 @@ void combine(tensor& sum, const tensor& t, reduce_op op) {
   no_grad guard;
   switch (op) {
   case reduce_op::sum:
-  case reduce_op::avg:
-    sum.add_(t);
-    break;
-  case reduce_op::min:
-    sum.copy_(minimum(sum, t));
-    break;
-  case reduce_op::max:
-    sum.copy_(maximum(sum, t));
-    break;
-  default:
-    ACTORCH_INTERNAL_ASSERT(false, "unchecked reduce op");
+  case reduce_op::avg: sum.add_(t); break;
+  case reduce_op::min: sum.copy_(minimum(sum, t)); break;
+  case reduce_op::max: sum.copy_(maximum(sum, t)); break;
+  default: ACTORCH_INTERNAL_ASSERT(false, "unchecked reduce op");
   }
 }
 
@@ -205,11 +198,12 @@ work local_replicas::state::all_reduce(int local, const tensor& t, reduce_op op)
     if (e->sum.sizes() != t.sizes() || e->sum.dtype() != t.dtype() ||
         (e->arrived > 0 && e->op != op)) {
       auto err = std::make_exception_ptr(error(detail::concat(
-          "all_reduce across replicas: collective ", seq, " does not match: the other replicas "
-          "passed ", e->arrived > 0 ? reduce_op_name(e->op) : "it", " over ",
-          dtype_name(e->sum.dtype()), " ", shape_str(e->sum.sizes()), " but replica ", local,
-          " passed ", reduce_op_name(op), " over ", dtype_name(t.dtype()), " ",
-          shape_str(t.sizes()),
+          "all_reduce across replicas: collective ", seq,
+          " does not match: the other replicas "
+          "passed ",
+          e->arrived > 0 ? reduce_op_name(e->op) : "it", " over ", dtype_name(e->sum.dtype()), " ",
+          shape_str(e->sum.sizes()), " but replica ", local, " passed ", reduce_op_name(op),
+          " over ", dtype_name(t.dtype()), " ", shape_str(t.sizes()),
           " (every replica must issue the same collectives in the same order)")));
       e->failed = true;
       e->done.mark_failed(err);
@@ -270,8 +264,7 @@ private:
 
 local_replicas::local_replicas(int num_local, std::shared_ptr<process_exchange> exchange)
     : state_(std::make_shared<state>()) {
-  ACTORCH_CHECK(num_local >= 1, "local_replicas: num_local must be at least 1 but got ",
-                num_local);
+  ACTORCH_CHECK(num_local >= 1, "local_replicas: num_local must be at least 1 but got ", num_local);
   ACTORCH_CHECK(exchange != nullptr, "local_replicas: the process exchange is null");
   state_->num_local = num_local;
   state_->exchange = std::move(exchange);
@@ -280,7 +273,9 @@ local_replicas::local_replicas(int num_local, std::shared_ptr<process_exchange> 
 
 local_replicas::~local_replicas() = default;
 
-int local_replicas::num_local() const { return state_->num_local; }
+int local_replicas::num_local() const {
+  return state_->num_local;
+}
 
 std::shared_ptr<replica_group> local_replicas::replica(int i) {
   ACTORCH_CHECK(i >= 0 && i < state_->num_local, "local_replicas: replica ", i,

@@ -10,8 +10,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "comm/store/hash_store.hpp"
 #include "base/error.hpp"
+#include "comm/store/hash_store.hpp"
 
 namespace actorch::dist {
 
@@ -77,8 +77,8 @@ void file_store::replay(locked_file& f) {
   bytes.resize(size_t(end - pos_));
   size_t got = 0;
   while (got < bytes.size()) {
-    const ssize_t n = ::pread(f.fd(), bytes.data() + got, bytes.size() - got,
-                              off_t(pos_ + int64_t(got)));
+    const ssize_t n =
+        ::pread(f.fd(), bytes.data() + got, bytes.size() - got, off_t(pos_ + int64_t(got)));
     if (n < 0 && errno == EINTR)
       continue;
     ACTORCH_CHECK(n > 0, "file_store: cannot read '", path_, "': ", std::strerror(errno));
@@ -110,16 +110,15 @@ void file_store::replay(locked_file& f) {
   pos_ = end;
 }
 
-void file_store::append(locked_file& f, char op, const std::string& key,
-                        const std::string& value) {
+void file_store::append(locked_file& f, char op, const std::string& key, const std::string& value) {
   std::string rec(1, op);
   const auto klen = uint32_t(key.size()), vlen = uint32_t(value.size());
   rec.append(reinterpret_cast<const char*>(&klen), 4).append(key);
   rec.append(reinterpret_cast<const char*>(&vlen), 4).append(value);
   size_t put = 0;
   while (put < rec.size()) {
-    const ssize_t n = ::pwrite(f.fd(), rec.data() + put, rec.size() - put,
-                               off_t(pos_ + int64_t(put)));
+    const ssize_t n =
+        ::pwrite(f.fd(), rec.data() + put, rec.size() - put, off_t(pos_ + int64_t(put)));
     if (n < 0 && errno == EINTR)
       continue;
     ACTORCH_CHECK(n > 0, "file_store: cannot write '", path_, "': ", std::strerror(errno));

@@ -41,8 +41,8 @@ private:
 
   std::string path_;
   int world_size_;
-  std::mutex mu_;    // threads of this process; flock orders processes
-  int64_t pos_ = 0;  // bytes of the log already replayed into data_
+  std::mutex mu_;   // threads of this process; flock orders processes
+  int64_t pos_ = 0; // bytes of the log already replayed into data_
   std::unordered_map<std::string, std::string> data_;
 };
 

@@ -10,8 +10,8 @@ namespace actorch::dist {
 int64_t parse_counter(const std::string& key, const std::string& value) {
   int64_t v = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-  ACTORCH_CHECK(ec == std::errc() && end == value.data() + value.size(), "store: add on key '",
-                key, "' whose value '", value, "' is not an integer");
+  ACTORCH_CHECK(ec == std::errc() && end == value.data() + value.size(), "store: add on key '", key,
+                "' whose value '", value, "' is not an integer");
   return v;
 }
 

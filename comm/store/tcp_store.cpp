@@ -14,8 +14,8 @@
 #include "caf/all.hpp"
 #include "caf/io/all.hpp"
 
-#include "comm/store/hash_store.hpp"
 #include "base/error.hpp"
+#include "comm/store/hash_store.hpp"
 
 namespace actorch::dist {
 
@@ -67,56 +67,56 @@ public:
   caf::behavior make_behavior() override {
     auto* self = this;
     return {
-      [=](st_set, const std::string& key, const std::string& value) {
-        self->state_.data[key] = value;
-        self->state_.wake();
-        return caf::ok_atom::value;
-      },
-      [=](st_get, const std::string& key) -> caf::result<bool, std::string> {
-        auto it = self->state_.data.find(key);
-        if (it == self->state_.data.end())
-          return {false, std::string{}};
-        return {true, it->second};
-      },
-      [=](st_add, const std::string& key, int64_t delta) -> caf::result<bool, int64_t,
-                                                                         std::string> {
-        auto& data = self->state_.data;
-        auto it = data.find(key);
-        int64_t v = delta;
-        if (it != data.end()) {
-          try {
-            v += parse_counter(key, it->second);
-          } catch (const std::exception& e) {
-            return {false, int64_t(0), std::string(e.what())};
-          }
-        }
-        data[key] = std::to_string(v);
-        self->state_.wake();
-        return {true, v, std::string{}};
-      },
-      [=](st_cas, const std::string& key, const std::string& expected,
-          const std::string& desired) -> std::string {
-        auto& data = self->state_.data;
-        auto it = data.find(key);
-        if (it == data.end() ? expected.empty() : it->second == expected) {
-          data[key] = desired;
+        [=](st_set, const std::string& key, const std::string& value) {
+          self->state_.data[key] = value;
           self->state_.wake();
-          return desired;
-        }
-        return it == data.end() ? expected : it->second;
-      },
-      [=](st_check, const std::vector<std::string>& keys) { return self->state_.has_all(keys); },
-      [=](st_wait, const std::vector<std::string>& keys) {
-        auto rp = self->make_response_promise();
-        if (self->state_.has_all(keys))
-          rp.deliver(caf::ok_atom::value);
-        else
-          self->state_.waiters.push_back(waiter{keys, rp});
-        return rp;
-      },
-      [=](st_del, const std::string& key) { return self->state_.data.erase(key) > 0; },
-      [=](st_num) { return int64_t(self->state_.data.size()); },
-  };
+          return caf::ok_atom::value;
+        },
+        [=](st_get, const std::string& key) -> caf::result<bool, std::string> {
+          auto it = self->state_.data.find(key);
+          if (it == self->state_.data.end())
+            return {false, std::string{}};
+          return {true, it->second};
+        },
+        [=](st_add, const std::string& key,
+            int64_t delta) -> caf::result<bool, int64_t, std::string> {
+          auto& data = self->state_.data;
+          auto it = data.find(key);
+          int64_t v = delta;
+          if (it != data.end()) {
+            try {
+              v += parse_counter(key, it->second);
+            } catch (const std::exception& e) {
+              return {false, int64_t(0), std::string(e.what())};
+            }
+          }
+          data[key] = std::to_string(v);
+          self->state_.wake();
+          return {true, v, std::string{}};
+        },
+        [=](st_cas, const std::string& key, const std::string& expected,
+            const std::string& desired) -> std::string {
+          auto& data = self->state_.data;
+          auto it = data.find(key);
+          if (it == data.end() ? expected.empty() : it->second == expected) {
+            data[key] = desired;
+            self->state_.wake();
+            return desired;
+          }
+          return it == data.end() ? expected : it->second;
+        },
+        [=](st_check, const std::vector<std::string>& keys) { return self->state_.has_all(keys); },
+        [=](st_wait, const std::vector<std::string>& keys) {
+          auto rp = self->make_response_promise();
+          if (self->state_.has_all(keys))
+            rp.deliver(caf::ok_atom::value);
+          else
+            self->state_.waiters.push_back(waiter{keys, rp});
+          return rp;
+        },
+        [=](st_del, const std::string& key) { return self->state_.data.erase(key) > 0; },
+        [=](st_num) { return int64_t(self->state_.data.size()); },
+    };
   }
 
   // Kept promises point back at this actor (and at their requesters): drop them on exit, or
@@ -153,11 +153,10 @@ struct tcp_store::impl {
     std::string failure;
     bool timed_out = false;
     self->request(target, caf::duration{timeout}, std::forward<Args>(args)...)
-        .receive(on_reply,
-                 [&](caf::error& err) {
-                   timed_out = err == caf::sec::request_timeout;
-                   failure = sys->render(err);
-                 });
+        .receive(on_reply, [&](caf::error& err) {
+          timed_out = err == caf::sec::request_timeout;
+          failure = sys->render(err);
+        });
     if (timed_out)
       throw timeout_error{};
     ACTORCH_CHECK(failure.empty(), "tcp_store: ", what, " failed: ", failure);
@@ -211,8 +210,8 @@ tcp_store::~tcp_store() {
 
 void tcp_store::set(const std::string& key, const std::string& value) {
   try {
-    impl_->call("set('" + key + "')", timeout(), [](caf::ok_atom) {}, st_set::value,
-                              key, value);
+    impl_->call(
+        "set('" + key + "')", timeout(), [](caf::ok_atom) {}, st_set::value, key, value);
   } catch (const impl::timeout_error&) {
     ACTORCH_FAIL("tcp_store: set('", key, "') got no answer within ", timeout().count(), " ms");
   }
@@ -254,7 +253,8 @@ std::string tcp_store::compare_set(const std::string& key, const std::string& ex
 bool tcp_store::check(const std::vector<std::string>& keys) {
   bool out = false;
   try {
-    impl_->call("check", timeout(), [&](bool v) { out = v; }, st_check::value, keys);
+    impl_->call(
+        "check", timeout(), [&](bool v) { out = v; }, st_check::value, keys);
   } catch (const impl::timeout_error&) {
     ACTORCH_FAIL("tcp_store: check got no answer within ", timeout().count(), " ms");
   }
@@ -263,7 +263,8 @@ bool tcp_store::check(const std::vector<std::string>& keys) {
 
 void tcp_store::wait(const std::vector<std::string>& keys, milliseconds timeout) {
   try {
-    impl_->call("wait", timeout, [](caf::ok_atom) {}, st_wait::value, keys);
+    impl_->call(
+        "wait", timeout, [](caf::ok_atom) {}, st_wait::value, keys);
   } catch (const impl::timeout_error&) {
     throw_timeout("tcp_store", keys, timeout);
   }
@@ -272,8 +273,8 @@ void tcp_store::wait(const std::vector<std::string>& keys, milliseconds timeout)
 bool tcp_store::delete_key(const std::string& key) {
   bool out = false;
   try {
-    impl_->call("delete_key('" + key + "')", timeout(), [&](bool v) { out = v; },
-                      st_del::value, key);
+    impl_->call(
+        "delete_key('" + key + "')", timeout(), [&](bool v) { out = v; }, st_del::value, key);
   } catch (const impl::timeout_error&) {
     ACTORCH_FAIL("tcp_store: delete_key('", key, "') got no answer within ", timeout().count(),
                  " ms");
@@ -284,7 +285,8 @@ bool tcp_store::delete_key(const std::string& key) {
 int64_t tcp_store::num_keys() {
   int64_t out = 0;
   try {
-    impl_->call("num_keys", timeout(), [&](int64_t v) { out = v; }, st_num::value);
+    impl_->call(
+        "num_keys", timeout(), [&](int64_t v) { out = v; }, st_num::value);
   } catch (const impl::timeout_error&) {
     ACTORCH_FAIL("tcp_store: num_keys got no answer within ", timeout().count(), " ms");
   }

@@ -32,7 +32,8 @@ std::shared_ptr<buffer_pool> buffer_pool::make(allocator* base) {
 
 buffer_pool::~buffer_pool() {
   for (auto& [nbytes, list] : free_)
-    for (const free_buffer& b : list) base_->deallocate(b.p, nbytes);
+    for (const free_buffer& b : list)
+      base_->deallocate(b.p, nbytes);
 }
 
 namespace {

@@ -10,10 +10,10 @@
 // pushed them out; and the worker holds one sample instead of a batch of them. 64 samples of
 // 12 KiB freed together made glibc trim the heap after each batch and fault it back in for the
 // next, and in a process with several threads each TLB flush also interrupts the other cores
-// running it (faults, flushes and the loader's gain: docs/performance.md). An iterable dataset's worker streams the same way
-// (a short last batch is the first rows of the buffers). default_collate of a list is the same
-// collator, so the two cannot drift apart; a user's collate_fn and unbatched loading still
-// collect the list.
+// running it (faults, flushes and the loader's gain: docs/performance.md). An iterable dataset's
+// worker streams the same way (a short last batch is the first rows of the buffers).
+// default_collate of a list is the same collator, so the two cannot drift apart; a user's
+// collate_fn and unbatched loading still collect the list.
 #include "core/data/collate.hpp"
 
 #include <cstring>
@@ -101,7 +101,8 @@ struct collator::node {
       ACTORCH_CHECK(items.size() == children.size(), "default_collate: ", path,
                     ": each element in list of batch should be of equal size, but sample 0 has ",
                     children.size(), " elements and sample ", i, " has ", items.size());
-      for (size_t j = 0; j < items.size(); ++j) children[j]->add(items[j], i, size, pool);
+      for (size_t j = 0; j < items.size(); ++j)
+        children[j]->add(items[j], i, size, pool);
       break;
     }
     case sample::kind::dict: {
@@ -111,7 +112,8 @@ struct collator::node {
       for (size_t k = 0; k < keys.size(); ++k) {
         const sample* found = nullptr;
         for (const auto& kv : d)
-          if (kv.first == keys[k]) found = &kv.second;
+          if (kv.first == keys[k])
+            found = &kv.second;
         ACTORCH_CHECK(found != nullptr, "default_collate: ", path, ": key '", keys[k],
                       "' of sample 0 is missing from sample ", i);
         children[k]->add(*found, i, size, pool);
@@ -144,7 +146,8 @@ struct collator::node {
     case sample::kind::tuple: {
       sample::tuple out;
       out.reserve(children.size());
-      for (auto& c : children) out.push_back(c->result(rows));
+      for (auto& c : children)
+        out.push_back(c->result(rows));
       return sample(std::move(out));
     }
     case sample::kind::dict: {
@@ -189,7 +192,8 @@ sample collator::finish() {
 
 sample default_collate(std::vector<sample> batch, buffer_pool* pool) {
   collator c(int64_t(batch.size()), pool);
-  for (const auto& s : batch) c.add(s);
+  for (const auto& s : batch)
+    c.add(s);
   return c.finish();
 }
 
@@ -199,10 +203,12 @@ sample default_convert(sample s) {
   case sample::kind::floating: return scalar_tensor(s.as_double(), {.dtype = dtype::float64});
   case sample::kind::boolean: return scalar_tensor(s.as_bool(), {.dtype = dtype::bool_});
   case sample::kind::tuple:
-    for (auto& e : s.as_tuple()) e = default_convert(std::move(e));
+    for (auto& e : s.as_tuple())
+      e = default_convert(std::move(e));
     return s;
   case sample::kind::dict:
-    for (auto& kv : s.as_dict()) kv.second = default_convert(std::move(kv.second));
+    for (auto& kv : s.as_dict())
+      kv.second = default_convert(std::move(kv.second));
     return s;
   default: return s;
   }

@@ -92,14 +92,12 @@ private:
 
 /// random_split with lengths summing to dataset->size(): a random permutation (drawn from
 /// `gen`) cut into consecutive pieces.
-std::vector<std::shared_ptr<subset>> random_split(const dataset_ptr& dataset,
-                                                  const std::vector<int64_t>& lengths,
-                                                  generator& gen);
+std::vector<std::shared_ptr<subset>>
+random_split(const dataset_ptr& dataset, const std::vector<int64_t>& lengths, generator& gen);
 /// random_split with fractions summing to 1: floor(f * size) each, the remainder handed out one
 /// by one round-robin from the first piece, as PyTorch does.
-std::vector<std::shared_ptr<subset>> random_split(const dataset_ptr& dataset,
-                                                  const std::vector<double>& fractions,
-                                                  generator& gen);
+std::vector<std::shared_ptr<subset>>
+random_split(const dataset_ptr& dataset, const std::vector<double>& fractions, generator& gen);
 
 /// Checks 0 <= index < size and throws actorch::error naming `who` otherwise.
 void check_index(int64_t index, int64_t size, const char* who);

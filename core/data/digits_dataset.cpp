@@ -16,11 +16,12 @@ digits_dataset::digits_dataset(const std::string& path) {
   std::string text;
   char buf[1 << 16];
   int got = 0;
-  while ((got = gzread(gz.get(), buf, sizeof buf)) > 0) text.append(buf, size_t(got));
+  while ((got = gzread(gz.get(), buf, sizeof buf)) > 0)
+    text.append(buf, size_t(got));
   int errnum = 0;
   const char* msg = gzerror(gz.get(), &errnum);
-  ACTORCH_CHECK(got == 0 && errnum == Z_OK, "digits_dataset: ", path, " is not valid gzip (",
-                msg, ")");
+  ACTORCH_CHECK(got == 0 && errnum == Z_OK, "digits_dataset: ", path, " is not valid gzip (", msg,
+                ")");
 
   std::vector<float> pixels;
   std::vector<int64_t> labels;
@@ -28,12 +29,14 @@ digits_dataset::digits_dataset(const std::string& path) {
   int64_t line = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
+    if (end == std::string::npos)
+      end = text.size();
     ++line;
     const char* p = text.data() + pos;
     const char* e = text.data() + end;
     pos = end + 1;
-    if (p == e || (e - p == 1 && *p == '\r')) continue;
+    if (p == e || (e - p == 1 && *p == '\r'))
+      continue;
     int values[65];
     int n = 0;
     while (p < e && n < 65) {
@@ -42,10 +45,13 @@ digits_dataset::digits_dataset(const std::string& path) {
                     ": expected an integer in field ", n + 1);
       ++n;
       p = next;
-      if (p < e && *p == ',') ++p;
-      else break;
+      if (p < e && *p == ',')
+        ++p;
+      else
+        break;
     }
-    while (p < e && (*p == '\r' || *p == ' ')) ++p;
+    while (p < e && (*p == '\r' || *p == ' '))
+      ++p;
     ACTORCH_CHECK(n == 65 && p == e, "digits_dataset: ", path, " line ", line,
                   ": expected 65 comma-separated integers (64 pixels and the label)");
     for (int i = 0; i < 64; ++i) {

@@ -33,35 +33,49 @@ template <class T, class V> auto& get_checked(V& v, sample::kind k, const char* 
 const actorch::tensor& sample::as_tensor() const {
   return get_checked<actorch::tensor>(v_, type(), "tensor");
 }
-int64_t sample::as_int() const { return get_checked<int64_t>(v_, type(), "int"); }
+int64_t sample::as_int() const {
+  return get_checked<int64_t>(v_, type(), "int");
+}
 double sample::as_double() const {
-  if (auto* i = std::get_if<int64_t>(&v_)) return double(*i);
+  if (auto* i = std::get_if<int64_t>(&v_))
+    return double(*i);
   return get_checked<double>(v_, type(), "float");
 }
-bool sample::as_bool() const { return get_checked<bool>(v_, type(), "bool"); }
+bool sample::as_bool() const {
+  return get_checked<bool>(v_, type(), "bool");
+}
 const std::string& sample::as_string() const {
   return get_checked<std::string>(v_, type(), "str");
 }
-const sample::tuple& sample::as_tuple() const { return get_checked<tuple>(v_, type(), "tuple"); }
-const sample::dict& sample::as_dict() const { return get_checked<dict>(v_, type(), "dict"); }
-sample::tuple& sample::as_tuple() { return get_checked<tuple>(v_, type(), "tuple"); }
-sample::dict& sample::as_dict() { return get_checked<dict>(v_, type(), "dict"); }
+const sample::tuple& sample::as_tuple() const {
+  return get_checked<tuple>(v_, type(), "tuple");
+}
+const sample::dict& sample::as_dict() const {
+  return get_checked<dict>(v_, type(), "dict");
+}
+sample::tuple& sample::as_tuple() {
+  return get_checked<tuple>(v_, type(), "tuple");
+}
+sample::dict& sample::as_dict() {
+  return get_checked<dict>(v_, type(), "dict");
+}
 
 const sample& sample::operator[](size_t i) const {
   const auto& t = as_tuple();
-  ACTORCH_CHECK(i < t.size(), "sample: tuple index ", i, " out of range for a tuple of ",
-                t.size());
+  ACTORCH_CHECK(i < t.size(), "sample: tuple index ", i, " out of range for a tuple of ", t.size());
   return t[i];
 }
 
 const sample& sample::operator[](std::string_view key) const {
   for (const auto& kv : as_dict())
-    if (kv.first == key) return kv.second;
+    if (kv.first == key)
+      return kv.second;
   ACTORCH_FAIL("sample: key '", key, "' not in the dict");
 }
 
 size_t sample::size() const {
-  if (is_tuple()) return as_tuple().size();
+  if (is_tuple())
+    return as_tuple().size();
   return as_dict().size();
 }
 
@@ -77,7 +91,8 @@ std::string sample::str() const {
   case kind::tuple: {
     os << '(';
     const auto& t = as_tuple();
-    for (size_t i = 0; i < t.size(); ++i) os << (i ? ", " : "") << t[i].str();
+    for (size_t i = 0; i < t.size(); ++i)
+      os << (i ? ", " : "") << t[i].str();
     os << (t.size() == 1 ? ",)" : ")");
     break;
   }
@@ -94,12 +109,14 @@ std::string sample::str() const {
 }
 
 bool equal(const sample& a, const sample& b) {
-  if (a.type() != b.type()) return false;
+  if (a.type() != b.type())
+    return false;
   switch (a.type()) {
   case sample::kind::none: return true;
   case sample::kind::tensor: {
     const auto &x = a.as_tensor(), &y = b.as_tensor();
-    if (x.sizes() != y.sizes() || x.dtype() != y.dtype()) return false;
+    if (x.sizes() != y.sizes() || x.dtype() != y.dtype())
+      return false;
     return x.numel() == 0 || x.ne(y).sum().item<int64_t>() == 0;
   }
   case sample::kind::integer: return a.as_int() == b.as_int();
@@ -108,16 +125,20 @@ bool equal(const sample& a, const sample& b) {
   case sample::kind::string: return a.as_string() == b.as_string();
   case sample::kind::tuple: {
     const auto &x = a.as_tuple(), &y = b.as_tuple();
-    if (x.size() != y.size()) return false;
+    if (x.size() != y.size())
+      return false;
     for (size_t i = 0; i < x.size(); ++i)
-      if (!equal(x[i], y[i])) return false;
+      if (!equal(x[i], y[i]))
+        return false;
     return true;
   }
   case sample::kind::dict: {
     const auto &x = a.as_dict(), &y = b.as_dict();
-    if (x.size() != y.size()) return false;
+    if (x.size() != y.size())
+      return false;
     for (size_t i = 0; i < x.size(); ++i)
-      if (x[i].first != y[i].first || !equal(x[i].second, y[i].second)) return false;
+      if (x[i].first != y[i].first || !equal(x[i].second, y[i].second))
+        return false;
     return true;
   }
   }

@@ -29,16 +29,15 @@ public:
   sample() = default;
   sample(actorch::tensor t) : v_(std::move(t)) {} // NOLINT: implicit, samples read like Python
   template <class T>
-  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
-  sample(T v) : v_(int64_t(v)) {} // NOLINT
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) sample(T v)
+      : v_(int64_t(v)) {} // NOLINT
   template <class T>
-  requires std::is_floating_point_v<T>
-  sample(T v) : v_(double(v)) {}     // NOLINT
-  sample(bool v) : v_(v) {}          // NOLINT
-  sample(std::string s) : v_(std::move(s)) {} // NOLINT
-  sample(const char* s) : v_(std::string(s)) {} // NOLINT
-  sample(tuple t) : v_(std::move(t)) {}         // NOLINT
-  sample(dict d) : v_(std::move(d)) {}          // NOLINT
+  requires std::is_floating_point_v<T> sample(T v) : v_(double(v)) {} // NOLINT
+  sample(bool v) : v_(v) {}                                           // NOLINT
+  sample(std::string s) : v_(std::move(s)) {}                         // NOLINT
+  sample(const char* s) : v_(std::string(s)) {}                       // NOLINT
+  sample(tuple t) : v_(std::move(t)) {}                               // NOLINT
+  sample(dict d) : v_(std::move(d)) {}                                // NOLINT
 
   /// (a, b, ...) and {"k": v, ...} spelled in C++.
   static sample make_tuple(std::initializer_list<sample> items) { return sample(tuple(items)); }
@@ -76,14 +75,15 @@ public:
     if (auto* t = std::get_if<actorch::tensor>(&v_))
       f(*t);
     else if (auto* tu = std::get_if<tuple>(&v_))
-      for (auto& s : *tu) s.for_each_tensor(f);
+      for (auto& s : *tu)
+        s.for_each_tensor(f);
     else if (auto* d = std::get_if<dict>(&v_))
-      for (auto& kv : *d) kv.second.for_each_tensor(f);
+      for (auto& kv : *d)
+        kv.second.for_each_tensor(f);
   }
 
 private:
-  std::variant<std::monostate, actorch::tensor, int64_t, double, bool, std::string, tuple, dict>
-      v_;
+  std::variant<std::monostate, actorch::tensor, int64_t, double, bool, std::string, tuple, dict> v_;
 };
 
 /// "none", "tensor", "int", "float", "bool", "str", "tuple", "dict".

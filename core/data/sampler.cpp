@@ -6,9 +6,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "base/error.hpp"
 #include "core/data/batch_sampler.hpp"
 #include "core/data/distributed_sampler.hpp"
-#include "base/error.hpp"
 #include "core/ops/factory.hpp"
 
 namespace actorch::data {

@@ -23,9 +23,13 @@ uint64_t draw_bits() {
   return uint64_t(v[0]) << 32 | v[1];
 }
 // Uniform in [0, n) (the modulo bias, n / 2^64, is far below anything observable).
-int64_t draw_index(int64_t n) { return int64_t(draw_bits() % uint64_t(n)); }
+int64_t draw_index(int64_t n) {
+  return int64_t(draw_bits() % uint64_t(n));
+}
 // Uniform in [0, 1), 53 bits.
-double draw_unit() { return double(draw_bits() >> 11) * 0x1.0p-53; }
+double draw_unit() {
+  return double(draw_bits() >> 11) * 0x1.0p-53;
+}
 
 void check_image(const char* op, const tensor& t, int64_t min_dim) {
   check_defined(op, {&t});
@@ -77,8 +81,7 @@ tensor to_tensor(const tensor& image) {
   const char* op = "to_tensor";
   check_defined(op, {&image});
   ACTORCH_CHECK(image.dim() == 2 || image.dim() == 3, op,
-                ": expected an image (H, W) or (H, W, C) but got shape ",
-                shape_str(image.sizes()));
+                ": expected an image (H, W) or (H, W, C) but got shape ", shape_str(image.sizes()));
   const tensor hwc = image.dim() == 2 ? image.unsqueeze(2) : image;
   const tensor chw = hwc.permute({2, 0, 1});
   if (image.dtype() != dtype::uint8)
@@ -104,9 +107,8 @@ tensor normalize(const tensor& image, const std::vector<double>& mean,
                 dtype_name(image.dtype()), " (apply to_tensor first)");
   const int64_t C = image.size(-3);
   for (const auto* v : {&mean, &std})
-    ACTORCH_CHECK(v->size() == 1 || int64_t(v->size()) == C, op, ": ",
-                  v == &mean ? "mean" : "std", " has ", v->size(),
-                  " values but the image has ", C, " channels (shape ",
+    ACTORCH_CHECK(v->size() == 1 || int64_t(v->size()) == C, op, ": ", v == &mean ? "mean" : "std",
+                  " has ", v->size(), " values but the image has ", C, " channels (shape ",
                   shape_str(image.sizes()), ")");
   for (size_t c = 0; c < std.size(); ++c)
     ACTORCH_CHECK(std[c] != 0, op, ": std[", c, "] is 0 (division by zero)");
@@ -158,8 +160,7 @@ transform random_crop(crop_size size, random_crop_options opts) {
   else if (p.size() == 4)
     for (int i = 0; i < 4; ++i)
       pad[i] = p[size_t(i)];
-  return [size, opts, pad0 = pad[0], pad1 = pad[1], pad2 = pad[2],
-          pad3 = pad[3]](const tensor& x) {
+  return [size, opts, pad0 = pad[0], pad1 = pad[1], pad2 = pad[2], pad3 = pad[3]](const tensor& x) {
     check_image("random_crop", x, 2);
     int64_t left = pad0, top = pad1, right = pad2, bottom = pad3;
     int64_t H = x.size(-2) + top + bottom, W = x.size(-1) + left + right;
@@ -256,8 +257,8 @@ sample transformed_dataset::get(int64_t index) const {
   if (transform_)
     apply(items[0], transform_);
   if (target_transform_) {
-    ACTORCH_CHECK(items.size() >= 2 && items[1].is_tensor(), "transformed_dataset: sample ",
-                  index, " has no tensor target for target_transform: ", s.str());
+    ACTORCH_CHECK(items.size() >= 2 && items[1].is_tensor(), "transformed_dataset: sample ", index,
+                  " has no tensor target for target_transform: ", s.str());
     apply(items[1], target_transform_);
   }
   return s;

@@ -23,7 +23,9 @@ uint64_t splitmix64(uint64_t x) {
 }
 } // namespace
 
-const worker_info* get_worker_info() { return current_worker; }
+const worker_info* get_worker_info() {
+  return current_worker;
+}
 
 generator& batch_generator() {
   return current_batch_gen ? *current_batch_gen : default_generator();
@@ -40,7 +42,8 @@ std::vector<int> usable_cpus() {
                 "usable_cpus: sched_getaffinity failed: ", std::strerror(errno));
   std::vector<int> out;
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-    if (CPU_ISSET(cpu, &mask)) out.push_back(cpu);
+    if (CPU_ISSET(cpu, &mask))
+      out.push_back(cpu);
   return out;
 }
 
@@ -50,18 +53,22 @@ void pin_thread_to_cpu(int cpu) {
   CPU_ZERO(&mask);
   CPU_SET(cpu, &mask);
   // pid 0: the calling thread alone (Linux affinity is per thread).
-  ACTORCH_CHECK(::sched_setaffinity(0, sizeof mask, &mask) == 0,
-                "could not pin the thread to CPU ", cpu, ": ", std::strerror(errno));
+  ACTORCH_CHECK(::sched_setaffinity(0, sizeof mask, &mask) == 0, "could not pin the thread to CPU ",
+                cpu, ": ", std::strerror(errno));
 }
 
 worker_scope::worker_scope(const worker_info* info) : previous_(current_worker) {
   current_worker = info;
 }
-worker_scope::~worker_scope() { current_worker = previous_; }
+worker_scope::~worker_scope() {
+  current_worker = previous_;
+}
 
 batch_scope::batch_scope(uint64_t seed) : gen_(seed), previous_(current_batch_gen) {
   current_batch_gen = &gen_;
 }
-batch_scope::~batch_scope() { current_batch_gen = previous_; }
+batch_scope::~batch_scope() {
+  current_batch_gen = previous_;
+}
 
 } // namespace actorch::data

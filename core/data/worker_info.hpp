@@ -18,7 +18,7 @@ namespace actorch::data {
 struct worker_info {
   int64_t id = 0;
   int64_t num_workers = 0;
-  uint64_t seed = 0; // base_seed + id, as PyTorch
+  uint64_t seed = 0;   // base_seed + id, as PyTorch
   dataset_ptr dataset; // the loader's map-style dataset (null with an iterable one)
   /// The loader's iterable dataset (null with a map-style one): its iter() runs in each worker,
   /// which by default yields the whole stream; split it on `id` and `num_workers`.

@@ -132,13 +132,15 @@ tensor sync_batch_norm(const tensor& input, tensor running_mean, tensor running_
   {
     no_grad guard;
     const tensor x = input.to(dtype::float64);
-    const tensor stats = all_reduce_sum(
-        cat({x.sum(dims), x.mul(x).sum(dims),
-             full({1}, double(input.numel() / c), {.dtype = dtype::float64})},
-            0));
+    const tensor stats =
+        all_reduce_sum(cat({x.sum(dims), x.mul(x).sum(dims),
+                            full({1}, double(input.numel() / c), {.dtype = dtype::float64})},
+                           0));
     n = int64_t(stats.select(0, 2 * c).item<double>() + 0.5);
-    ACTORCH_CHECK(n > 1, "sync_batch_norm: expected more than 1 value per channel over the "
-                         "replicas when training, got ", n);
+    ACTORCH_CHECK(n > 1,
+                  "sync_batch_norm: expected more than 1 value per channel over the "
+                  "replicas when training, got ",
+                  n);
     const tensor mean64 = stats.narrow(0, 0, c).div(double(n));
     const tensor var64 =
         clamp(stats.narrow(0, c, c).div(double(n)).sub(mean64.mul(mean64)), 0.0, std::nullopt);
@@ -150,8 +152,7 @@ tensor sync_batch_norm(const tensor& input, tensor running_mean, tensor running_
                     "num_batches_tracked");
       const double m = momentum ? *momentum : 1.0 / double(num_batches_tracked.item<int64_t>());
       running_mean.mul_(1 - m).add_(mean64.to(running_mean.dtype()), m);
-      running_var.mul_(1 - m).add_(
-          var64.mul(double(n) / double(n - 1)).to(running_var.dtype()), m);
+      running_var.mul_(1 - m).add_(var64.mul(double(n) / double(n - 1)).to(running_var.dtype()), m);
     }
     mean = mean64.to(input.dtype());
     invstd = pow(var64.add(eps), -0.5).to(input.dtype());
@@ -169,16 +170,16 @@ tensor sync_batch_norm(const tensor& input, tensor running_mean, tensor running_
   //    dy * xhat over every replica, one more all-reduce, issued by every replica in the same
   //    place of its backward pass.
   const bool affine = weight.defined();
-  auto backward = [c, n, dims, bshape, affine, all_reduce_sum](
-                      const std::vector<tensor>& grads, const std::vector<tensor>& saved) {
+  auto backward = [c, n, dims, bshape, affine, all_reduce_sum](const std::vector<tensor>& grads,
+                                                               const std::vector<tensor>& saved) {
     const tensor& dy = grads[0];
     const tensor xhat = saved[0].sub(saved[1].view(bshape)).mul(saved[2].view(bshape));
     const tensor sum_dy = dy.sum(dims);
     const tensor sum_dy_xhat = dy.mul(xhat).sum(dims);
     std::vector<tensor> grad_in(affine ? 3 : 1);
     if (autograd::needs_input_grad(0)) {
-      const tensor g = all_reduce_sum(
-          cat({sum_dy.to(dtype::float64), sum_dy_xhat.to(dtype::float64)}, 0));
+      const tensor g =
+          all_reduce_sum(cat({sum_dy.to(dtype::float64), sum_dy_xhat.to(dtype::float64)}, 0));
       const tensor mean_dy = g.narrow(0, 0, c).div(double(n)).to(dy.dtype());
       const tensor mean_dy_xhat = g.narrow(0, c, c).div(double(n)).to(dy.dtype());
       tensor scale = saved[2];

@@ -151,8 +151,7 @@ void record_binary(kc::binary_op op, tensor& out, const tensor& a, const tensor&
     return;
   case kc::binary_op::div:
     autograd::record(out, "DivBackward", {&a, &b}, {a, b}, [sa, sb](const auto& g, const auto& s) {
-      return std::vector<tensor>{sum_to(g[0] / s[1], sa),
-                                 sum_to(-g[0] * s[0] / (s[1] * s[1]), sb)};
+      return std::vector<tensor>{sum_to(g[0] / s[1], sa), sum_to(-g[0] * s[0] / (s[1] * s[1]), sb)};
     });
     return;
   case kc::binary_op::pow:
@@ -167,15 +166,14 @@ void record_binary(kc::binary_op op, tensor& out, const tensor& a, const tensor&
   case kc::binary_op::maximum:
   case kc::binary_op::minimum: {
     const bool is_max = op == kc::binary_op::maximum;
-    autograd::record(out, is_max ? "MaximumBackward" : "MinimumBackward", {&a, &b}, {a, b},
-                     [sa, sb, is_max](const auto& g, const auto& s) {
-                       // Ties split the gradient evenly, as torch.maximum's backward does.
-                       const tensor wins = (is_max ? gt(s[0], s[1]) : lt(s[0], s[1]));
-                       const tensor share =
-                           wins.to(g[0].dtype()) + eq(s[0], s[1]).to(g[0].dtype()) * 0.5;
-                       return std::vector<tensor>{sum_to(g[0] * share, sa),
-                                                  sum_to(g[0] * (1 - share), sb)};
-                     });
+    autograd::record(
+        out, is_max ? "MaximumBackward" : "MinimumBackward", {&a, &b}, {a, b},
+        [sa, sb, is_max](const auto& g, const auto& s) {
+          // Ties split the gradient evenly, as torch.maximum's backward does.
+          const tensor wins = (is_max ? gt(s[0], s[1]) : lt(s[0], s[1]));
+          const tensor share = wins.to(g[0].dtype()) + eq(s[0], s[1]).to(g[0].dtype()) * 0.5;
+          return std::vector<tensor>{sum_to(g[0] * share, sa), sum_to(g[0] * (1 - share), sb)};
+        });
     return;
   }
   default: return; // comparisons: bool results carry no gradient
@@ -241,7 +239,9 @@ void record_unary(kc::unary_op op, const char* name, tensor& out, const tensor& 
   std::vector<tensor> saved;
   fn f;
   switch (op) {
-  case kc::unary_op::neg: f = [](const auto& g, const auto&) { return std::vector<tensor>{-g[0]}; }; break;
+  case kc::unary_op::neg:
+    f = [](const auto& g, const auto&) { return std::vector<tensor>{-g[0]}; };
+    break;
   case kc::unary_op::abs:
     saved = {t};
     f = [](const auto& g, const auto& s) {

@@ -54,8 +54,10 @@ int64_t quant_max(qdtype t) {
 namespace {
 
 void check_params(const char* op, double scale, int64_t zero_point, qdtype t) {
-  ACTORCH_CHECK(std::isfinite(scale) && scale > 0, op, ": scale must be a positive finite number "
-                "but got ", scale);
+  ACTORCH_CHECK(std::isfinite(scale) && scale > 0, op,
+                ": scale must be a positive finite number "
+                "but got ",
+                scale);
   ACTORCH_CHECK(std::isfinite(1.0f / float(scale)), op, ": scale ", scale,
                 " is too small: 1 / scale overflows float32");
   ACTORCH_CHECK(zero_point >= quant_min(t) && zero_point <= quant_max(t), op, ": zero_point ",
@@ -117,10 +119,18 @@ quantized_tensor quantize_per_tensor(const tensor& input, double scale, int64_t 
   return quantized_tensor(std::move(codes), scale, zero_point, dtype);
 }
 
-tensor dequantize(const quantized_tensor& q) { return q.dequantize(); }
-tensor int_repr(const quantized_tensor& q) { return q.int_repr(); }
-double q_scale(const quantized_tensor& q) { return q.q_scale(); }
-int64_t q_zero_point(const quantized_tensor& q) { return q.q_zero_point(); }
+tensor dequantize(const quantized_tensor& q) {
+  return q.dequantize();
+}
+tensor int_repr(const quantized_tensor& q) {
+  return q.int_repr();
+}
+double q_scale(const quantized_tensor& q) {
+  return q.q_scale();
+}
+int64_t q_zero_point(const quantized_tensor& q) {
+  return q.q_zero_point();
+}
 
 std::ostream& operator<<(std::ostream& os, const quantized_tensor& q) {
   if (!q.defined())

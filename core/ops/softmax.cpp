@@ -83,10 +83,11 @@ tensor tracked(Kernel kernel, const char* op, const char* node_name, bool log, c
     out = forward(kernel, op, t, dim);
   }
   if (track)
-    autograd::record(out, node_name, {&t}, {out.detach()}, [log, dim](const auto& g, const auto& s) {
-      return std::vector<tensor>{log ? log_softmax_backward(g[0], s[0], dim)
-                                     : softmax_backward(g[0], s[0], dim)};
-    });
+    autograd::record(out, node_name, {&t}, {out.detach()},
+                     [log, dim](const auto& g, const auto& s) {
+                       return std::vector<tensor>{log ? log_softmax_backward(g[0], s[0], dim)
+                                                      : softmax_backward(g[0], s[0], dim)};
+                     });
   return out;
 }
 } // namespace

@@ -5,8 +5,7 @@
 
 namespace actorch {
 
-void save_checkpoint(const std::string& path, const nn::module& model,
-                     const optim::optimizer& opt,
+void save_checkpoint(const std::string& path, const nn::module& model, const optim::optimizer& opt,
                      const std::map<std::string, std::string>& metadata) {
   std::vector<std::pair<std::string, tensor>> tensors;
   std::map<std::string, std::string> meta;

@@ -12,8 +12,7 @@
 
 namespace actorch {
 
-void save_checkpoint(const std::string& path, const nn::module& model,
-                     const optim::optimizer& opt,
+void save_checkpoint(const std::string& path, const nn::module& model, const optim::optimizer& opt,
                      const std::map<std::string, std::string>& metadata);
 
 /// Loads into `model` and `opt` (every check before any write: a bad file leaves them as they

@@ -36,12 +36,9 @@ void dequantize_loop(const T* q, float* out, int64_t n, double scale, int64_t ze
 void quantize_per_tensor(dtype t, const float* in, void* out, int64_t n, float inv_scale,
                          int64_t zero_point) {
   switch (t) {
-  case dtype::int8:
-    return quantize_loop(in, static_cast<int8_t*>(out), n, inv_scale, zero_point);
-  case dtype::uint8:
-    return quantize_loop(in, static_cast<uint8_t*>(out), n, inv_scale, zero_point);
-  case dtype::int32:
-    return quantize_loop(in, static_cast<int32_t*>(out), n, inv_scale, zero_point);
+  case dtype::int8: return quantize_loop(in, static_cast<int8_t*>(out), n, inv_scale, zero_point);
+  case dtype::uint8: return quantize_loop(in, static_cast<uint8_t*>(out), n, inv_scale, zero_point);
+  case dtype::int32: return quantize_loop(in, static_cast<int32_t*>(out), n, inv_scale, zero_point);
   default: break;
   }
   ACTORCH_INTERNAL_ASSERT(false, "quantize_per_tensor kernel: no quantized storage of dtype ",

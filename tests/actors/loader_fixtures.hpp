@@ -28,9 +28,11 @@ public:
   int64_t size() const override { return n_; }
   data::sample get(int64_t index) const override {
     gets.fetch_add(1);
-    if (hook) hook(index);
+    if (hook)
+      hook(index);
     tensor x = full({2}, double(index));
-    if (noise) x.add_(rand({2}, {}, &data::batch_generator()));
+    if (noise)
+      x.add_(rand({2}, {}, &data::batch_generator()));
     return data::sample::make_tuple({x, index});
   }
   std::function<void(int64_t)> hook; // runs first in get(): sleep, throw ...
@@ -76,16 +78,19 @@ private:
         : ds_(ds), i_(start), step_(step), left_(length) {}
     std::optional<data::sample> next() override {
       if ((ds_->n_ >= 0 && i_ >= ds_->n_) || left_ == 0) {
-        if (ds_->at_end) ds_->at_end();
+        if (ds_->at_end)
+          ds_->at_end();
         return std::nullopt;
       }
       const int64_t i = i_;
       i_ += step_;
       --left_;
-      if (ds_->hook) ds_->hook(i);
+      if (ds_->hook)
+        ds_->hook(i);
       ds_->pulled.fetch_add(1);
       tensor x = full({2}, double(i));
-      if (ds_->noise) x.add_(rand({2}, {}, &data::batch_generator()));
+      if (ds_->noise)
+        x.add_(rand({2}, {}, &data::batch_generator()));
       return data::sample::make_tuple({x, i});
     }
 
@@ -138,9 +143,11 @@ inline void check_resume(data::data_loader& second, const data::loader_state& sa
                          const std::vector<data::sample>& reference_e1,
                          const std::vector<data::sample>& reference_e2, bool in_order) {
   second.load_state(saved);
-  for (const auto& b : second) seen.push_back(b);
+  for (const auto& b : second)
+    seen.push_back(b);
   std::vector<data::sample> e2;
-  for (const auto& b : second) e2.push_back(b);
+  for (const auto& b : second)
+    e2.push_back(b);
   REQUIRE(seen.size() == reference_e1.size());
   for (const auto& want : reference_e1)
     CHECK(std::count_if(seen.begin(), seen.end(),
@@ -152,7 +159,9 @@ inline void check_resume(data::data_loader& second, const data::loader_state& sa
     CHECK(data::equal(e2[i], reference_e2[i]));
 }
 
-inline void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+inline void sleep_ms(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -191,16 +200,19 @@ inline std::vector<std::vector<int64_t>> epoch_labels(data::data_loader& loader)
 
 /// For each num_workers in `workers`: every batch of two epochs of a shuffled loader over `ds`
 /// (`batch_size`, its generator seeded with `seed`), in delivery order.
-inline std::vector<std::vector<data::sample>> two_epochs_per_num_workers(
-    const data::dataset_ptr& ds, int64_t batch_size, uint64_t seed,
-    std::initializer_list<int64_t> workers) {
+inline std::vector<std::vector<data::sample>>
+two_epochs_per_num_workers(const data::dataset_ptr& ds, int64_t batch_size, uint64_t seed,
+                           std::initializer_list<int64_t> workers) {
   std::vector<std::vector<data::sample>> runs;
   for (int64_t w : workers) {
-    data::data_loader loader(ds, {.batch_size = batch_size, .shuffle = true, .num_workers = w,
+    data::data_loader loader(ds, {.batch_size = batch_size,
+                                  .shuffle = true,
+                                  .num_workers = w,
                                   .generator = std::make_shared<generator>(seed)});
     std::vector<data::sample> batches;
     for (int epoch = 0; epoch < 2; ++epoch)
-      for (const auto& b : loader) batches.push_back(b);
+      for (const auto& b : loader)
+        batches.push_back(b);
     runs.push_back(std::move(batches));
   }
   return runs;

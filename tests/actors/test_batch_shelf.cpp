@@ -25,7 +25,7 @@ TEST_CASE("the shelf keeps only batches of its run that the consumer is not wait
   CHECK(shelf.offer(b, nullptr)); // run 3, not batch 4: kept
   auto wanted = batch(3, 4);
   CHECK_FALSE(shelf.offer(wanted, nullptr)); // the consumer waits for it: a reply
-  CHECK(wanted.seq == 4);                     // and left as it was
+  CHECK(wanted.seq == 4);                    // and left as it was
   auto stale = batch(2, 6);
   CHECK_FALSE(shelf.offer(stale, nullptr)); // another run's
   auto failed = batch(3, 7);

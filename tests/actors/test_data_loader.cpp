@@ -56,7 +56,8 @@ TEST_CASE("loader options are checked, naming the option", "[actors][loader]") {
     CHECK_THROWS_WITH(data_loader(ds, bad),
                       Contains("batch_sampler option is mutually exclusive with batch_size, "
                                "shuffle, sampler, and drop_last"));
-  CHECK_THROWS_WITH(data_loader(ds, {.batch_size = 0}), Contains("batch_size should be a positive"));
+  CHECK_THROWS_WITH(data_loader(ds, {.batch_size = 0}),
+                    Contains("batch_size should be a positive"));
   CHECK_THROWS_WITH(data_loader(ds, {.worker_cpus = {usable_cpus()[0]}}),
                     Contains("worker_cpus option needs num_workers > 0"));
   for (int bad : {-1, 1 << 20})
@@ -75,7 +76,8 @@ TEST_CASE("a range-for over the loader is one epoch of collated batches", "[acto
       for (int epoch = 0; epoch < 2; ++epoch) {
         auto got = epoch_labels(loader);
         std::vector<std::vector<int64_t>> want = {{0, 1, 2}, {3, 4, 5}, {6, 7, 8}};
-        if (!drop_last) want.push_back({9});
+        if (!drop_last)
+          want.push_back({9});
         INFO("workers " << workers << " drop_last " << drop_last << " epoch " << epoch);
         CHECK(got == want);
       }
@@ -93,7 +95,9 @@ TEST_CASE("a range-for over the loader is one epoch of collated batches", "[acto
 TEST_CASE("shuffle draws a new permutation every epoch from the loader's generator",
           "[actors][loader]") {
   auto ds = std::make_shared<probe_dataset>(50);
-  data_loader loader(ds, {.batch_size = 8, .shuffle = true, .num_workers = 2,
+  data_loader loader(ds, {.batch_size = 8,
+                          .shuffle = true,
+                          .num_workers = 2,
                           .generator = std::make_shared<generator>(0)});
   auto e0 = flat(epoch_labels(loader));
   auto e1 = flat(epoch_labels(loader));
@@ -115,7 +119,8 @@ TEST_CASE("a run yields the same batches whatever num_workers is", "[actors][loa
   REQUIRE(runs[0].size() == 14);
   for (size_t r = 1; r < runs.size(); ++r) {
     REQUIRE(runs[r].size() == runs[0].size());
-    for (size_t i = 0; i < runs[0].size(); ++i) CHECK(equal(runs[r][i], runs[0][i]));
+    for (size_t i = 0; i < runs[0].size(); ++i)
+      CHECK(equal(runs[r][i], runs[0][i]));
   }
   // The noise is real: two batches of the same indices in different epochs differ.
   CHECK_FALSE(equal(runs[0][0], runs[0][7]));
@@ -133,11 +138,13 @@ TEST_CASE("in_order delivers in sampler order under uneven delays, false as read
   std::vector<int64_t> in_order_seen, as_ready_seen;
   {
     data_loader loader(ds, {.batch_size = 2, .num_workers = 2, .in_order = true});
-    for (const auto& b : epoch_labels(loader)) in_order_seen.push_back(b[0] / 2);
+    for (const auto& b : epoch_labels(loader))
+      in_order_seen.push_back(b[0] / 2);
   }
   {
     data_loader loader(ds, {.batch_size = 2, .num_workers = 2, .in_order = false});
-    for (const auto& b : epoch_labels(loader)) as_ready_seen.push_back(b[0] / 2);
+    for (const auto& b : epoch_labels(loader))
+      as_ready_seen.push_back(b[0] / 2);
   }
   std::vector<int64_t> order(8);
   std::iota(order.begin(), order.end(), int64_t(0));
@@ -197,8 +204,7 @@ TEST_CASE("memory stays bounded by prefetch_factor x num_workers in flight with 
           "[actors][loader]") {
   auto ds = std::make_shared<probe_dataset>(120);
   const int64_t workers = 2, prefetch = 2, bs = 4, credits = workers * prefetch;
-  data_loader loader(ds, {.batch_size = bs, .num_workers = workers,
-                          .prefetch_factor = prefetch});
+  data_loader loader(ds, {.batch_size = bs, .num_workers = workers, .prefetch_factor = prefetch});
   int64_t consumed = 0, max_ahead = 0;
   for (const auto& b : loader) {
     consumed += b[1].as_tensor().numel();
@@ -223,8 +229,11 @@ TEST_CASE("a loader resumes mid-epoch with exactly the batches it would have see
   auto ds = std::make_shared<probe_dataset>(30);
   ds->noise = true;
   auto make = [&](int64_t workers, bool in_order) {
-    return data_loader(ds, {.batch_size = 4, .shuffle = true, .num_workers = workers,
-                            .generator = std::make_shared<generator>(3), .in_order = in_order});
+    return data_loader(ds, {.batch_size = 4,
+                            .shuffle = true,
+                            .num_workers = workers,
+                            .generator = std::make_shared<generator>(3),
+                            .in_order = in_order});
   };
   for (int64_t workers : {0, 2}) {
     for (bool in_order : {true, false}) {
@@ -232,15 +241,19 @@ TEST_CASE("a loader resumes mid-epoch with exactly the batches it would have see
       std::vector<sample> reference_e1, reference_e2;
       {
         auto ref = make(0, true);
-        for (const auto& b : ref) (void)b; // epoch 0
-        for (const auto& b : ref) reference_e1.push_back(b);
-        for (const auto& b : ref) reference_e2.push_back(b);
+        for (const auto& b : ref)
+          (void)b; // epoch 0
+        for (const auto& b : ref)
+          reference_e1.push_back(b);
+        for (const auto& b : ref)
+          reference_e2.push_back(b);
       }
       loader_state saved;
       std::vector<sample> seen;
       {
         auto first = make(workers, in_order);
-        for (const auto& b : first) (void)b; // epoch 0
+        for (const auto& b : first)
+          (void)b; // epoch 0
         int n = 0;
         for (const auto& b : first) {
           seen.push_back(b);
@@ -267,8 +280,7 @@ TEST_CASE("a loader resumes mid-epoch with exactly the batches it would have see
                     Contains("lists batch 8 as delivered, but epoch 1 has 8 batches"));
 }
 
-TEST_CASE("get_worker_info gives each worker its id, count, seed and dataset",
-          "[actors][loader]") {
+TEST_CASE("get_worker_info gives each worker its id, count, seed and dataset", "[actors][loader]") {
   // worker_init_fn and get() run on the workers' threads: record there, check here (Catch2's
   // assertions are not thread-safe).
   struct record {
@@ -282,7 +294,8 @@ TEST_CASE("get_worker_info gives each worker its id, count, seed and dataset",
     int64_t size() const override { return 32; }
     sample get(int64_t) const override {
       const worker_info* w = get_worker_info();
-      if (!w) return sample::make_tuple({-1, -1, 0});
+      if (!w)
+        return sample::make_tuple({-1, -1, 0});
       ACTORCH_CHECK(w->dataset.get() == this, "wrong dataset");
       std::lock_guard lock(r_->m);
       r_->get_ids[std::this_thread::get_id()].insert(w->id);
@@ -363,16 +376,19 @@ TEST_CASE("worker_cpus pins each worker's thread before worker_init_fn, and unse
   std::mutex m;
   std::vector<std::vector<int>> at_init;
   const auto widened =
-      masks({.num_workers = 2, .worker_init_fn = [&](int64_t) {
-               {
-                 std::lock_guard lock(m);
-                 at_init.push_back(usable_cpus());
-               }
-               cpu_set_t mask;
-               CPU_ZERO(&mask);
-               for (int c : usable) CPU_SET(c, &mask);
-               ACTORCH_CHECK(sched_setaffinity(0, sizeof mask, &mask) == 0, "setaffinity");
-             },
+      masks({.num_workers = 2,
+             .worker_init_fn =
+                 [&](int64_t) {
+                   {
+                     std::lock_guard lock(m);
+                     at_init.push_back(usable_cpus());
+                   }
+                   cpu_set_t mask;
+                   CPU_ZERO(&mask);
+                   for (int c : usable)
+                     CPU_SET(c, &mask);
+                   ACTORCH_CHECK(sched_setaffinity(0, sizeof mask, &mask) == 0, "setaffinity");
+                 },
              .worker_cpus = {usable.back()}});
   for (const auto& [id, seen] : widened)
     CHECK(seen == std::set<std::vector<int64_t>>{all});
@@ -389,15 +405,19 @@ TEST_CASE("pin_memory batches live in pooled pinned memory, and collate_fn repla
   CHECK(a == b);
   CHECK(pinned.pool_stats().allocations > 0);
 
-  data_loader custom(ds, {.batch_size = 5, .num_workers = 2,
-                          .collate_fn = [](std::vector<sample> samples) {
-                            int64_t sum = 0;
-                            for (const auto& s : samples) sum += s[1].as_int();
-                            return sample(sum);
-                          },
+  data_loader custom(ds, {.batch_size = 5,
+                          .num_workers = 2,
+                          .collate_fn =
+                              [](std::vector<sample> samples) {
+                                int64_t sum = 0;
+                                for (const auto& s : samples)
+                                  sum += s[1].as_int();
+                                return sample(sum);
+                              },
                           .pin_memory = true});
   std::vector<int64_t> sums;
-  for (const auto& s : custom) sums.push_back(s.as_int());
+  for (const auto& s : custom)
+    sums.push_back(s.as_int());
   CHECK(sums == std::vector<int64_t>{0 + 1 + 2 + 3 + 4, 5 + 6 + 7 + 8 + 9});
 }
 
@@ -409,8 +429,8 @@ TEST_CASE("with the default collate_fn a worker holds one sample at a time, not 
     int64_t size() const override { return 12; }
     sample get(int64_t i) const override {
       std::lock_guard lock(m_);
-      const auto alive = std::count_if(given_.begin(), given_.end(),
-                                       [](const auto& w) { return !w.expired(); });
+      const auto alive =
+          std::count_if(given_.begin(), given_.end(), [](const auto& w) { return !w.expired(); });
       most_alive_ = std::max(most_alive_, int64_t(alive));
       tensor x = full({4}, double(i));
       given_.push_back(x.storage());
@@ -436,16 +456,15 @@ TEST_CASE("with the default collate_fn a worker holds one sample at a time, not 
   }
   // A collate_fn gets the batch's samples as a list, as PyTorch's does.
   auto ds = std::make_shared<tracked>();
-  data_loader listed(ds, {.batch_size = 4, .num_workers = 1,
-                          .collate_fn = [](std::vector<sample> samples) {
-                            return default_collate(std::move(samples));
-                          }});
+  data_loader listed(
+      ds, {.batch_size = 4, .num_workers = 1, .collate_fn = [](std::vector<sample> samples) {
+             return default_collate(std::move(samples));
+           }});
   CHECK(flat(epoch_labels(listed)) == all);
   CHECK(ds->most_alive() == 3);
 }
 
-TEST_CASE("a distributed sampler gets set_epoch from the loader every epoch",
-          "[actors][loader]") {
+TEST_CASE("a distributed sampler gets set_epoch from the loader every epoch", "[actors][loader]") {
   auto ds = std::make_shared<probe_dataset>(20);
   auto s = std::make_shared<distributed_sampler>(20, 2, 1, true, 5);
   data_loader loader(ds, {.batch_size = 5, .sampler = s, .num_workers = 1});
@@ -479,7 +498,8 @@ TEST_CASE("one loader serves a range-for and a consumer actor in turn", "[actors
           [&](actors::batch_atom, const actors::delivery& d) {
             REQUIRE(d.error.empty());
             done = d.end_of_epoch;
-            if (done) return;
+            if (done)
+              return;
             got.push_back(test::ints_of(d.data[1].as_tensor()));
             self->send(caf::actor_cast<caf::actor>(self->current_sender()),
                        actors::credit_atom::value, d.run_id);

@@ -28,7 +28,9 @@ using Catch::Contains;
 
 namespace {
 
-int64_t int_of(const sample& s) { return s.as_tensor().data_ptr<int64_t>()[0]; }
+int64_t int_of(const sample& s) {
+  return s.as_tensor().data_ptr<int64_t>()[0];
+}
 
 } // namespace
 
@@ -39,11 +41,10 @@ TEST_CASE("an iterable dataset gives each worker its own iterator, batches round
       for (bool drop_last : {false, true}) {
         for (int64_t n : {10, 11, 20}) {
           auto ds = std::make_shared<range_iterable>(n, split);
-          data_loader loader(ds, {.batch_size = 3, .num_workers = workers,
-                                  .drop_last = drop_last});
+          data_loader loader(ds, {.batch_size = 3, .num_workers = workers, .drop_last = drop_last});
           const auto want = round_robin(n, workers, split, 3, drop_last);
-          INFO("workers " << workers << " split " << split << " drop_last " << drop_last
-                          << " n " << n);
+          INFO("workers " << workers << " split " << split << " drop_last " << drop_last << " n "
+                          << n);
           CHECK(epoch_labels(loader) == want);
           CHECK(epoch_labels(loader) == want); // a new epoch iterates afresh
           CHECK(loader.epoch() == 2);
@@ -60,7 +61,8 @@ TEST_CASE("an iterable dataset gives each worker its own iterator, batches round
   SECTION("the round-robin order holds under uneven worker speeds; in_order=false as ready") {
     auto ds = std::make_shared<range_iterable>(24, true);
     ds->hook = [](int64_t) {
-      if (get_worker_info()->id == 0) sleep_ms(3); // worker 0 is slow: timing must not matter
+      if (get_worker_info()->id == 0)
+        sleep_ms(3); // worker 0 is slow: timing must not matter
     };
     data_loader ordered(ds, {.batch_size = 2, .num_workers = 3, .persistent_workers = true});
     const auto want = round_robin(24, 3, true, 2, false);
@@ -83,13 +85,17 @@ TEST_CASE("an iterable batch draws the same randomness whenever a stream's end i
     ds->noise = true;
     ds->lengths = {1, 6};
     ds->hook = [](int64_t i) {
-      if (i % 2 == 1) sleep_ms(10);
+      if (i % 2 == 1)
+        sleep_ms(10);
     };
     ds->at_end = [end_delay_ms] {
-      if (get_worker_info()->id == 0) sleep_ms(end_delay_ms);
+      if (get_worker_info()->id == 0)
+        sleep_ms(end_delay_ms);
     };
-    data_loader loader(ds, {.batch_size = 1, .num_workers = 2,
-                            .generator = std::make_shared<generator>(5), .in_order = in_order});
+    data_loader loader(ds, {.batch_size = 1,
+                            .num_workers = 2,
+                            .generator = std::make_shared<generator>(5),
+                            .in_order = in_order});
     std::map<int64_t, double> out;
     for (const auto& b : loader) {
       const int64_t label = int_of(b[1]);
@@ -104,7 +110,8 @@ TEST_CASE("an iterable batch draws the same randomness whenever a stream's end i
     CHECK(prompt.size() == 7);
     CHECK(prompt == late);
     std::set<double> distinct;
-    for (const auto& [label, noise] : prompt) distinct.insert(noise);
+    for (const auto& [label, noise] : prompt)
+      distinct.insert(noise);
     CHECK(distinct.size() == prompt.size()); // each batch its own draw
   }
 }
@@ -133,9 +140,11 @@ TEST_CASE("an iterable loader resumes mid-epoch with exactly the batches it woul
       for (bool drop_last : {false, true}) {
         auto ds = std::make_shared<range_iterable>(29, true);
         ds->noise = true;
-        if (workers > 1) ds->lengths = {4}; // worker 0's stream ends early, the others go on
+        if (workers > 1)
+          ds->lengths = {4}; // worker 0's stream ends early, the others go on
         auto make = [&](bool ordered) {
-          return data_loader(ds, {.batch_size = 3, .num_workers = workers,
+          return data_loader(ds, {.batch_size = 3,
+                                  .num_workers = workers,
                                   .drop_last = drop_last,
                                   .generator = std::make_shared<generator>(7),
                                   .in_order = ordered});
@@ -143,9 +152,12 @@ TEST_CASE("an iterable loader resumes mid-epoch with exactly the batches it woul
         std::vector<sample> reference_e1, reference_e2;
         {
           auto ref = make(true);
-          for (const auto& b : ref) (void)b; // epoch 0
-          for (const auto& b : ref) reference_e1.push_back(b);
-          for (const auto& b : ref) reference_e2.push_back(b);
+          for (const auto& b : ref)
+            (void)b; // epoch 0
+          for (const auto& b : ref)
+            reference_e1.push_back(b);
+          for (const auto& b : ref)
+            reference_e2.push_back(b);
         }
         REQUIRE(reference_e1.size() >= 6);
         for (size_t cut : {size_t(1), size_t(4), reference_e1.size() - 1}) {
@@ -155,7 +167,8 @@ TEST_CASE("an iterable loader resumes mid-epoch with exactly the batches it woul
           std::vector<sample> seen;
           {
             auto first = make(in_order);
-            for (const auto& b : first) (void)b; // epoch 0
+            for (const auto& b : first)
+              (void)b; // epoch 0
             for (const auto& b : first) {
               seen.push_back(b);
               if (seen.size() == cut) {
@@ -182,9 +195,7 @@ TEST_CASE("a resumed iterable worker's catching up is not a timeout",
   // behind it starts its clock when that one is back (Note [Loader timeout]).
   auto ds = std::make_shared<range_iterable>(20, false);
   ds->hook = [](int64_t) { sleep_ms(20); };
-  auto make = [&] {
-    return data_loader(ds, {.batch_size = 1, .num_workers = 1, .timeout = 0.2});
-  };
+  auto make = [&] { return data_loader(ds, {.batch_size = 1, .num_workers = 1, .timeout = 0.2}); };
   loader_state saved;
   {
     auto first = make();
@@ -263,7 +274,7 @@ TEST_CASE("an iterable loader refuses a state it cannot resume, naming why",
   data_loader other(map_style, {.batch_size = 2});
   CHECK_THROWS_WITH(other.load_state(saved),
                     Contains("cannot resume mid-epoch from an IterableDataset loader's state"));
-  two.load_state(saved); // the right state still resumes
+  two.load_state(saved);                        // the right state still resumes
   CHECK(epoch_labels(two).size() == 2 * 8 - 3); // two streams of 15 samples, batches of 2
 }
 
@@ -271,7 +282,8 @@ TEST_CASE("an exception from the iterator reaches the consumer naming the worker
           "[actors][loader][iterable]") {
   auto ds = std::make_shared<range_iterable>(20, true);
   ds->hook = [](int64_t i) {
-    if (i == 7) throw std::runtime_error("bad record 7");
+    if (i == 7)
+      throw std::runtime_error("bad record 7");
   };
   for (int64_t workers : {0, 2}) {
     data_loader loader(ds, {.batch_size = 2, .num_workers = workers});
@@ -289,7 +301,8 @@ TEST_CASE("an exception from the iterator reaches the consumer naming the worker
   }
   SECTION("a worker that dies mid-stream is an error: a stream cannot be resumed") {
     ds->hook = [](int64_t i) {
-      if (i == 5) throw 5; // not a std::exception: it kills the worker actor
+      if (i == 5)
+        throw 5; // not a std::exception: it kills the worker actor
     };
     data_loader loader(ds, {.batch_size = 2, .num_workers = 2});
     CHECK_THROWS_WITH(epoch_labels(loader),
@@ -307,7 +320,8 @@ TEST_CASE("a sample that breaks an iterable dataset's batch is an error unless d
       struct it : sample_iterator {
         int64_t i = 0;
         std::optional<sample> next() override {
-          if (i == 6) return std::nullopt;
+          if (i == 6)
+            return std::nullopt;
           const int64_t k = i++;
           return sample::make_tuple({full({k == 5 ? 3 : 2}, double(k)), k});
         }
@@ -334,14 +348,14 @@ TEST_CASE("an endless iterable dataset is loaded under back-pressure",
   auto ds = std::make_shared<range_iterable>(-1, true);
   const int64_t workers = 2, prefetch = 2, bs = 4, credits = workers * prefetch;
   {
-    data_loader loader(ds, {.batch_size = bs, .num_workers = workers,
-                            .prefetch_factor = prefetch});
+    data_loader loader(ds, {.batch_size = bs, .num_workers = workers, .prefetch_factor = prefetch});
     int64_t consumed = 0, max_ahead = 0, n = 0;
     for (const auto& b : loader) {
       consumed += b[1].as_tensor().numel();
       sleep_ms(2); // a slow consumer
       max_ahead = std::max(max_ahead, ds->pulled.load() - consumed);
-      if (++n == 25) break;
+      if (++n == 25)
+        break;
     }
     CHECK(consumed == 25 * bs);
     CHECK(max_ahead <= credits * bs); // loaded, not yet in hand: the batches holding credit
@@ -368,11 +382,14 @@ TEST_CASE("batch_size = nullopt loads unbatched samples through default_convert"
         labels.push_back(int_of(s[1]));
       }
       CHECK(labels == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6});
-      data_loader shuffled(ds, {.batch_size = std::nullopt, .shuffle = true,
-                                .num_workers = workers, .pin_memory = true,
+      data_loader shuffled(ds, {.batch_size = std::nullopt,
+                                .shuffle = true,
+                                .num_workers = workers,
+                                .pin_memory = true,
                                 .generator = std::make_shared<generator>(1)});
       std::vector<int64_t> order;
-      for (const auto& s : shuffled) order.push_back(int_of(s[1]));
+      for (const auto& s : shuffled)
+        order.push_back(int_of(s[1]));
       auto sorted = order;
       std::sort(sorted.begin(), sorted.end());
       CHECK(sorted == labels);
@@ -397,13 +414,15 @@ TEST_CASE("batch_size = nullopt loads unbatched samples through default_convert"
   }
   SECTION("collate_fn gets each sample alone; drop_last and batch_sampler are rejected") {
     auto ds = std::make_shared<probe_dataset>(4);
-    data_loader custom(ds, {.batch_size = std::nullopt, .num_workers = 2,
-                            .collate_fn = [](std::vector<sample> one) {
-                              ACTORCH_CHECK(one.size() == 1, "expected one sample");
-                              return sample(one[0][1].as_int() * 10);
-                            }});
+    data_loader custom(
+        ds,
+        {.batch_size = std::nullopt, .num_workers = 2, .collate_fn = [](std::vector<sample> one) {
+           ACTORCH_CHECK(one.size() == 1, "expected one sample");
+           return sample(one[0][1].as_int() * 10);
+         }});
     std::vector<int64_t> got;
-    for (const auto& s : custom) got.push_back(s.as_int());
+    for (const auto& s : custom)
+      got.push_back(s.as_int());
     CHECK(got == std::vector<int64_t>{0, 10, 20, 30});
     CHECK_THROWS_WITH(data_loader(ds, {.batch_size = std::nullopt, .drop_last = true}),
                       Contains("batch_size=None option disables auto-batching and is mutually "
@@ -413,7 +432,8 @@ TEST_CASE("batch_size = nullopt loads unbatched samples through default_convert"
                       Contains("batch_sampler option is mutually exclusive with batch_size"));
   }
   SECTION("default_convert keeps strings and walks tuples and dicts") {
-    auto s = default_convert(sample::make_dict({{"x", 1.5}, {"t", sample::make_tuple({true, "a"})}}));
+    auto s =
+        default_convert(sample::make_dict({{"x", 1.5}, {"t", sample::make_tuple({true, "a"})}}));
     CHECK(s["x"].as_tensor().dtype() == dtype::float64);
     CHECK(s["x"].as_tensor().dim() == 0);
     CHECK(s["t"][0].as_tensor().dtype() == dtype::bool_);

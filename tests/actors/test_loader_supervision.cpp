@@ -1,8 +1,8 @@
 // Tests of the data loader's supervision (Notes [Worker death], [Loader timeout] in
-// actors/loader/supervisor.cpp and [Batch shelf] in batch_shelf.cpp): dataset and collate errors naming the worker and the
-// sample, a dead worker replaced and its batches re-issued, a stalled worker turned into a
-// timeout error, for the range-for and for a consumer actor, and leaving or destroying a
-// loader mid-epoch without a hang or a leak.
+// actors/loader/supervisor.cpp and [Batch shelf] in batch_shelf.cpp): dataset and collate errors
+// naming the worker and the sample, a dead worker replaced and its batches re-issued, a stalled
+// worker turned into a timeout error, for the range-for and for a consumer actor, and leaving or
+// destroying a loader mid-epoch without a hang or a leak.
 #include <catch2/catch.hpp>
 
 #include <condition_variable>
@@ -28,14 +28,16 @@ TEST_CASE("a dataset exception reaches the consumer naming the worker and the sa
           "[actors][loader]") {
   auto ds = std::make_shared<probe_dataset>(20);
   ds->hook = [](int64_t i) {
-    if (i == 13) throw std::runtime_error("corrupt record");
+    if (i == 13)
+      throw std::runtime_error("corrupt record");
   };
   for (int64_t workers : {0, 2}) {
     data_loader loader(ds, {.batch_size = 4, .num_workers = workers});
     const auto [batches, msg] = run_until_error(loader);
     REQUIRE_FALSE(msg.empty()); // the epoch failed
     CHECK_THAT(msg, Contains("failed on sample index 13 (batch 3): corrupt record"));
-    if (workers > 0) CHECK_THAT(msg, Contains("DataLoader worker "));
+    if (workers > 0)
+      CHECK_THAT(msg, Contains("DataLoader worker "));
     CHECK(batches == 3); // in order: the three batches before the failing one came first
     // The loader is usable again: the next epoch starts over (and fails at the same place).
     CHECK_THROWS_WITH(epoch_labels(loader), Contains("sample index 13"));
@@ -51,11 +53,11 @@ TEST_CASE("collate errors and out-of-range sampler indices name the batch and th
   };
   data_loader loader(std::make_shared<ragged>(), {.batch_size = 3, .num_workers = 1});
   auto drain = [&] {
-    for (const auto& b : loader) CHECK(b.as_tensor().size(0) == 3);
+    for (const auto& b : loader)
+      CHECK(b.as_tensor().size(0) == 3);
   };
-  CHECK_THROWS_WITH(drain(),
-                    Contains("failed to collate batch 1 (sample indices [3, 4, 5])") &&
-                        Contains("sample 0 has shape [2] and sample 1 has shape [3]"));
+  CHECK_THROWS_WITH(drain(), Contains("failed to collate batch 1 (sample indices [3, 4, 5])") &&
+                                 Contains("sample 0 has shape [2] and sample 1 has shape [3]"));
 
   class bad_sampler : public sampler {
   public:
@@ -73,7 +75,8 @@ TEST_CASE("a worker that dies is replaced and its batch re-issued", "[actors][lo
   auto crashes = std::make_shared<std::atomic<int>>(0);
   ds->hook = [crashes](int64_t i) {
     // Not a std::exception: it escapes the worker's handler and kills the actor.
-    if (i == 9 && crashes->fetch_add(1) == 0) throw 42;
+    if (i == 9 && crashes->fetch_add(1) == 0)
+      throw 42;
   };
   data_loader loader(ds, {.batch_size = 4, .num_workers = 2});
   auto got = epoch_labels(loader);
@@ -84,7 +87,8 @@ TEST_CASE("a worker that dies is replaced and its batch re-issued", "[actors][lo
 
   SECTION("a batch that kills every worker it meets becomes an error") {
     ds->hook = [](int64_t i) {
-      if (i == 5) throw 7;
+      if (i == 5)
+        throw 7;
     };
     CHECK_THROWS_WITH(epoch_labels(loader), Contains("died 3 times while loading batch 1"));
   }
@@ -104,7 +108,8 @@ struct gate {
   void pass(int64_t i) {
     std::unique_lock lock(m);
     threads[i] = std::this_thread::get_id();
-    if (i != at || entered) return;
+    if (i != at || entered)
+      return;
     entered = true;
     worker = get_worker_info()->id;
     cv.notify_all();
@@ -153,7 +158,8 @@ TEST_CASE("a worker killed mid-epoch is replaced, its batch re-issued, the epoch
           [&](actors::batch_atom, const actors::delivery& d) {
             REQUIRE(d.error.empty());
             end = d.end_of_epoch;
-            if (end) return;
+            if (end)
+              return;
             sampler = caf::actor_cast<caf::actor>(self->current_sender());
             run_id = d.run_id;
             seqs.push_back(d.seq);
@@ -171,7 +177,8 @@ TEST_CASE("a worker killed mid-epoch is replaced, its batch re-issued, the epoch
     // Asked after the credit, answered after it: batch 2 went to the worker, not yet replaced.
     CHECK(loader.worker_for_testing(0) == killed);
     g->release();
-    while (next()) self->send(sampler, actors::credit_atom::value, run_id);
+    while (next())
+      self->send(sampler, actors::credit_atom::value, run_id);
     CHECK(got == want);
     CHECK(seqs == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
     CHECK(loader.worker_for_testing(0) != killed);
@@ -200,7 +207,8 @@ TEST_CASE("a worker killed mid-epoch is replaced, its batch re-issued, the epoch
 TEST_CASE("a stalled worker raises a timeout error instead of hanging", "[actors][loader]") {
   auto ds = std::make_shared<probe_dataset>(12);
   ds->hook = [](int64_t i) {
-    if (i == 5) sleep_ms(600);
+    if (i == 5)
+      sleep_ms(600);
   };
   const auto t0 = clock_type::now();
   {
@@ -237,16 +245,20 @@ TEST_CASE("a batch re-issued after a death, and those shelved meanwhile, are not
   auto ds = std::make_shared<probe_dataset>(24);
   auto crashes = std::make_shared<std::atomic<int>>(0);
   ds->hook = [crashes, timeout](int64_t i) {
-    if (i == 12) sleep_ms(int(timeout * 750));
-    if (i != 0) return;
+    if (i == 12)
+      sleep_ms(int(timeout * 750));
+    if (i != 0)
+      return;
     sleep_ms(int(timeout * 600));
-    if (crashes->fetch_add(1) == 0) throw 42; // not a std::exception: the worker dies
+    if (crashes->fetch_add(1) == 0)
+      throw 42; // not a std::exception: the worker dies
   };
   data_loader loader(ds, {.batch_size = 4, .num_workers = 2, .timeout = timeout});
   const auto got = epoch_labels(loader);
   CHECK(crashes->load() == 2);
   REQUIRE(got.size() == 6);
-  for (size_t k = 0; k < got.size(); ++k) CHECK(got[k][0] == int64_t(4 * k));
+  for (size_t k = 0; k < got.size(); ++k)
+    CHECK(got[k][0] == int64_t(4 * k));
 }
 
 TEST_CASE("leaving the loop early or destroying the loader mid-epoch neither hangs nor leaks",
@@ -259,7 +271,8 @@ TEST_CASE("leaving the loop early or destroying the loader mid-epoch neither han
     int n = 0;
     for (const auto& b : loader) {
       (void)b;
-      if (++n == 2) break;
+      if (++n == 2)
+        break;
     }
     // A new epoch after an abandoned one starts over from batch 0.
     auto it = loader.begin();
@@ -268,9 +281,7 @@ TEST_CASE("leaving the loop early or destroying the loader mid-epoch neither han
     CHECK(loader.epoch() == 1);
     // ... and the loader is destroyed here, mid-epoch, with batches in flight.
   }
-  {
-    data_loader never_started(ds, {.num_workers = 2});
-  }
+  { data_loader never_started(ds, {.num_workers = 2}); }
   CHECK(seconds_since(t0) < 3.0);
 }
 
@@ -311,4 +322,3 @@ TEST_CASE("a consumer actor gets a stalled worker's timeout as the epoch's error
                              "worker 1 to load batch 1 (sample indices [2, 3])"));
   CHECK(seconds_since(t0) < 1.2);
 }
-

@@ -35,17 +35,16 @@ std::string make_db(const std::string& name, int n) {
 }
 } // namespace
 
-TEST_CASE("an SQLite source actor feeds the loader in place of the workers",
-          "[actors][sqlite]") {
+TEST_CASE("an SQLite source actor feeds the loader in place of the workers", "[actors][sqlite]") {
   const std::string path = make_db("feeds_the_loader.db", 50);
   CHECK(examples::sqlite_sample_count(path) == 50);
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   auto source = examples::spawn_sqlite_source(sys, path);
   {
-    auto loader = make_source_loader(sys, source, 50,
-                                     {.batch_size = 8, .shuffle = true,
-                                      .generator = std::make_shared<generator>(1)});
+    auto loader = make_source_loader(
+        sys, source, 50,
+        {.batch_size = 8, .shuffle = true, .generator = std::make_shared<generator>(1)});
     CHECK(loader.size() == 7);
     std::vector<int64_t> seen;
     for (const auto& b : loader) {
@@ -67,7 +66,8 @@ TEST_CASE("an SQLite source actor feeds the loader in place of the workers",
       auto bad = make_source_loader(sys, source, 60, {.batch_size = 10});
       CHECK_THROWS_WITH(
           [&] {
-            for (const auto& b : bad) (void)b;
+            for (const auto& b : bad)
+              (void)b;
           }(),
           Contains("sqlite source failed on sample index 50 (batch 5): no row with id 50"));
     }
@@ -119,8 +119,7 @@ TEST_CASE("an SQLite source refuses a row it cannot read as a sample", "[actors]
   caf::anon_send_exit(source, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE("a consumer actor gets the batches as messages and returns credits",
-          "[actors][sqlite]") {
+TEST_CASE("a consumer actor gets the batches as messages and returns credits", "[actors][sqlite]") {
   const std::string path = make_db("consumer_actor.db", 40);
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
@@ -138,7 +137,8 @@ TEST_CASE("a consumer actor gets the batches as messages and returns credits",
             done = true;
             return;
           }
-          for (auto v : test::ints_of(d.data[1].as_tensor())) labels.push_back(v);
+          for (auto v : test::ints_of(d.data[1].as_tensor()))
+            labels.push_back(v);
           self->send(caf::actor_cast<caf::actor>(self->current_sender()),
                      actors::credit_atom::value, d.run_id);
         },

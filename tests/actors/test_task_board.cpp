@@ -86,8 +86,8 @@ TEST_CASE("a worker with nothing coming takes the earliest task no worker has be
 
 TEST_CASE("a loader's worker still answers a request with its batch", "[actors][loader]") {
   // The source_actor contract: (load_atom, index_batch) -> loaded_batch. A worker sharing a
-  // task board sends the coordinator's plain tasks back as messages (Note [Task stealing]); a request
-  // must still get its response.
+  // task board sends the coordinator's plain tasks back as messages (Note [Task stealing]); a
+  // request must still get its response.
   class numbers : public actorch::data::dataset {
   public:
     int64_t size() const override { return 4; }

@@ -121,10 +121,8 @@ std::string train_in_2_processes(const std::string& name, int64_t batch, int num
   std::filesystem::remove(store);
   dist::spawn(
       [&](int rank) {
-        dist::init_process_group({.init_method = "file://" + store,
-                                  .world_size = 2,
-                                  .rank = rank,
-                                  .timeout = 20000ms});
+        dist::init_process_group(
+            {.init_method = "file://" + store, .world_size = 2, .rank = rank, .timeout = 20000ms});
         train_data_parallel(toy_spec(batch, out),
                             {.num_local = num_local, .process_group = dist::world()});
         dist::destroy_process_group();
@@ -231,8 +229,7 @@ TEST_CASE("trainer actors: a rank killed mid-training stops the job, naming the 
           if (rank == 0)
             std::signal(SIGTERM, SIG_IGN);
           dist::init_process_group(
-              {.init_method = "file://" + store, .world_size = 2, .rank = rank,
-               .timeout = 5000ms});
+              {.init_method = "file://" + store, .world_size = 2, .rank = rank, .timeout = 5000ms});
           auto spec = toy_spec(32, "");
           spec.epochs = 50;
           auto forward = spec.forward;

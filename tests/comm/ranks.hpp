@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "comm/backend/gloo/process_group_gloo.hpp"
 #include "comm/store/hash_store.hpp"
 #include "comm/store/prefix_store.hpp"
-#include "comm/backend/gloo/process_group_gloo.hpp"
 
 namespace actorch::test {
 
@@ -34,8 +34,7 @@ std::vector<R> on_ranks(int world, const std::function<R(int, dist::process_grou
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
       try {
-        dist::process_group_gloo pg(std::make_shared<dist::prefix_store>("pg", st), r, world,
-                                    opts);
+        dist::process_group_gloo pg(std::make_shared<dist::prefix_store>("pg", st), r, world, opts);
         results[size_t(r)] = fn(r, pg);
       } catch (...) {
         errors[size_t(r)] = std::current_exception();

@@ -27,9 +27,8 @@ TEST_CASE("backend availability follows the build", "[comm][availability]") {
 
 TEST_CASE("init_process_group with the mpi backend fails with the reason", "[comm][availability]") {
   auto st = std::make_shared<hash_store>();
-  const std::string msg = error_of([&] {
-    init_process_group({.backend = "mpi", .world_size = 1, .rank = 0, .store = st});
-  });
+  const std::string msg = error_of(
+      [&] { init_process_group({.backend = "mpi", .world_size = 1, .rank = 0, .store = st}); });
   CHECK_THAT(msg, Contains("init_process_group: the mpi backend is not available: actorch has "
                            "no MPI backend"));
   CHECK_FALSE(is_initialized());

@@ -63,11 +63,14 @@ TEST_CASE("all_reduce applies every ReduceOp across ranks", "[comm][gloo]") {
   const bool bitwise = op == reduce_op::band || op == reduce_op::bor || op == reduce_op::bxor;
   const dtype dt = bitwise ? dtype::int32 : dtype::float64;
   INFO("world " << world << " op " << reduce_op_name(op));
-  auto got = on_ranks<V>(world, [&](int r, process_group_gloo& pg) {
-    tensor t = rank_tensor(r, 5, dt);
-    pg.all_reduce(t, op).wait();
-    return values_of(t);
-  }, opts);
+  auto got = on_ranks<V>(
+      world,
+      [&](int r, process_group_gloo& pg) {
+        tensor t = rank_tensor(r, 5, dt);
+        pg.all_reduce(t, op).wait();
+        return values_of(t);
+      },
+      opts);
   V want;
   for (int64_t i = 0; i < 5; ++i)
     want.push_back(op == reduce_op::avg ? double(expected_reduce(op, world, i)) / world
@@ -118,15 +121,18 @@ TEST_CASE("all_reduce MAX and MIN propagate a NaN from any rank, as maximum and 
   auto opts = actorch::test::short_timeout();
   opts.shared_memory = GENERATE(true, false);
   INFO("shared memory " << opts.shared_memory);
-  auto got = on_ranks<std::vector<V>>(2, [&](int r, process_group_gloo& pg) {
-    std::vector<V> out;
-    for (auto op : {reduce_op::max, reduce_op::min}) {
-      tensor t = as_tensor(mine[r]);
-      pg.all_reduce(t, op).wait();
-      out.push_back(values_of(t));
-    }
-    return out;
-  }, opts);
+  auto got = on_ranks<std::vector<V>>(
+      2,
+      [&](int r, process_group_gloo& pg) {
+        std::vector<V> out;
+        for (auto op : {reduce_op::max, reduce_op::min}) {
+          tensor t = as_tensor(mine[r]);
+          pg.all_reduce(t, op).wait();
+          out.push_back(values_of(t));
+        }
+        return out;
+      },
+      opts);
   const tensor a = as_tensor(mine[0]), b = as_tensor(mine[1]);
   const V want_max = values_of(maximum(a, b)), want_min = values_of(minimum(a, b));
   for (const auto& g : got) {
@@ -221,14 +227,17 @@ TEST_CASE("reduce_scatter reduces and keeps each rank's part", "[comm][gloo]") {
   const int world = GENERATE(2, 3);
   auto opts = actorch::test::short_timeout();
   opts.shared_memory = GENERATE(true, false);
-  auto got = on_ranks<V>(world, [&](int r, process_group_gloo& pg) {
-    std::vector<tensor> ins;
-    for (int j = 0; j < world; ++j)
-      ins.push_back(full({2}, double(10 * r + j)));
-    tensor out = empty({2});
-    pg.reduce_scatter(out, ins, reduce_op::sum).wait();
-    return values_of(out);
-  }, opts);
+  auto got = on_ranks<V>(
+      world,
+      [&](int r, process_group_gloo& pg) {
+        std::vector<tensor> ins;
+        for (int j = 0; j < world; ++j)
+          ins.push_back(full({2}, double(10 * r + j)));
+        tensor out = empty({2});
+        pg.reduce_scatter(out, ins, reduce_op::sum).wait();
+        return values_of(out);
+      },
+      opts);
   for (int r = 0; r < world; ++r) {
     double s = 0;
     for (int q = 0; q < world; ++q)
@@ -270,12 +279,15 @@ TEST_CASE("all_reduce of tensors larger than a shared-memory chunk", "[comm][glo
   const int64_t n = 1500001;
   auto opts = actorch::test::short_timeout(10000);
   opts.shared_memory = GENERATE(true, false);
-  auto got = on_ranks<V>(3, [&](int r, process_group_gloo& pg) {
-    tensor t = arange(n, {.dtype = dtype::float64}).mul(double(r + 1));
-    pg.all_reduce(t, reduce_op::sum).wait();
-    const V v = values_of(t);
-    return V{v[0], v[1], v[size_t(n / 2)], v[size_t(n - 1)], double(v.size())};
-  }, opts);
+  auto got = on_ranks<V>(
+      3,
+      [&](int r, process_group_gloo& pg) {
+        tensor t = arange(n, {.dtype = dtype::float64}).mul(double(r + 1));
+        pg.all_reduce(t, reduce_op::sum).wait();
+        const V v = values_of(t);
+        return V{v[0], v[1], v[size_t(n / 2)], v[size_t(n - 1)], double(v.size())};
+      },
+      opts);
   for (const auto& g : got)
     CHECK(g == V{0, 6, 6.0 * double(n / 2), 6.0 * double(n - 1), double(n)});
 }

@@ -80,8 +80,8 @@ void require_close(const std::vector<std::vector<double>>& a,
 
 TEST_CASE("bucket assignment: reverse order, a small first bucket, one bucket set per dtype") {
   // float32 sizes in elements; 1 KiB = 256 floats.
-  std::vector<tensor> p{zeros({300}), zeros({10}), zeros({200}), zeros({600}), zeros({50}),
-                        zeros({100}, {.dtype = dtype::float64})};
+  std::vector<tensor> p{zeros({300}), zeros({10}), zeros({200}),
+                        zeros({600}), zeros({50}), zeros({100}, {.dtype = dtype::float64})};
   // Order 5 4 3 2 1 0; caps: first 1 KiB, then 2 KiB.
   const auto b = compute_bucket_assignment(p, {5, 4, 3, 2, 1, 0}, 1024, 2048);
   // float32: 4 (200 B) + 3 (2400 B) closes the first bucket (>= 1 KiB); 2 (800 B) + 1 (40 B) +
@@ -132,8 +132,7 @@ TEST_CASE("DDP: buckets launch in index order and the first is reduced before ba
         if (e.bucket == 0)
           s.ready_time0 = e.time;
         s.ready.push_back(e.bucket);
-      }
-      else
+      } else
         s.reduced.push_back(e);
     });
     // The first layer's weight is the last gradient backward produces.
@@ -201,19 +200,20 @@ TEST_CASE("DDP: buckets are rebuilt once, from rank 0's ready order, identically
 
 TEST_CASE("DDP no_sync accumulates locally, and the next synchronised backward averages the sums") {
   std::vector<int> sync_inside(2, -1), sync_after(2, -1);
-  const auto got = on_ranks<std::vector<std::vector<double>>>(2, [&](int r, process_group_gloo& pg) {
-    auto group = replicas_of(pg);
-    distributed_data_parallel ddp(mlp(0), group);
-    auto [x, y] = batch_of(r);
-    {
-      auto guard = ddp.no_sync();
-      sync_inside[size_t(r)] = ddp.require_backward_grad_sync();
-      nn::functional::cross_entropy(ddp(x), y).backward();
-    }
-    sync_after[size_t(r)] = ddp.require_backward_grad_sync();
-    nn::functional::cross_entropy(ddp(x), y).backward();
-    return grads_of(ddp.module());
-  });
+  const auto got =
+      on_ranks<std::vector<std::vector<double>>>(2, [&](int r, process_group_gloo& pg) {
+        auto group = replicas_of(pg);
+        distributed_data_parallel ddp(mlp(0), group);
+        auto [x, y] = batch_of(r);
+        {
+          auto guard = ddp.no_sync();
+          sync_inside[size_t(r)] = ddp.require_backward_grad_sync();
+          nn::functional::cross_entropy(ddp(x), y).backward();
+        }
+        sync_after[size_t(r)] = ddp.require_backward_grad_sync();
+        nn::functional::cross_entropy(ddp(x), y).backward();
+        return grads_of(ddp.module());
+      });
   REQUIRE(sync_inside == std::vector<int>{0, 0});
   REQUIRE(sync_after == std::vector<int>{1, 1});
   // Each rank accumulated twice its own gradient; the average of those is twice the average.
@@ -367,8 +367,9 @@ TEST_CASE("SyncBatchNorm over 2 ranks matches BatchNorm over the union of their 
     REQUIRE(g.converted == 1);
     REQUIRE(g.bn_name == "SyncBatchNorm");
     // This rank's rows of the union's output (4 samples x 3 classes each).
-    require_close({g.out}, {std::vector<double>(ref_out.begin() + r * 12,
-                                                ref_out.begin() + (r + 1) * 12)}, 1e-5);
+    require_close({g.out},
+                  {std::vector<double>(ref_out.begin() + r * 12, ref_out.begin() + (r + 1) * 12)},
+                  1e-5);
     require_close(g.grads, grads_of(*ref), 1e-5);
     require_close({g.running_mean}, {values_of(ref_bn.running_mean)}, 1e-6);
     require_close({g.running_var}, {values_of(ref_bn.running_var)}, 1e-6);

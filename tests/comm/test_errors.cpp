@@ -45,7 +45,8 @@ TEST_CASE("caller mistakes throw at issue, naming the op and values", "[comm][gl
   CHECK_THAT(e[6], Contains("all_reduce: the tensor is an undefined tensor"));
 }
 
-TEST_CASE("tensors that differ across ranks are reported with each rank's", "[comm][gloo][errors]") {
+TEST_CASE("tensors that differ across ranks are reported with each rank's",
+          "[comm][gloo][errors]") {
   auto got = on_ranks<std::vector<std::string>>(3, [](int r, process_group_gloo& pg) {
     std::vector<std::string> e;
     tensor t = zeros({r == 2 ? 5 : 4});
@@ -139,8 +140,8 @@ TEST_CASE("a rank that dies mid-run makes the others fail within the timeout",
       },
       short_timeout(1000));
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);
-  CHECK_THAT(got[0], Contains("all_reduce failed on rank 0 of group [0, 1]") &&
-                         Contains("peers [1]"));
+  CHECK_THAT(got[0],
+             Contains("all_reduce failed on rank 0 of group [0, 1]") && Contains("peers [1]"));
 }
 
 TEST_CASE("monitored_barrier names the ranks that did not arrive", "[comm][gloo][errors]") {

@@ -18,9 +18,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "comm/distributed.hpp"
-#include "comm/backend/socket_ifname.hpp"
 #include "base/error.hpp"
+#include "comm/backend/socket_ifname.hpp"
+#include "comm/distributed.hpp"
 #include "core/ops/factory.hpp"
 #include "tests/comm/ranks.hpp"
 
@@ -96,8 +96,7 @@ constexpr const char* kVethAddress = "10.77.0.1";
 
 } // namespace
 
-TEST_CASE("GLOO_SOCKET_IFNAME names existing interfaces, one or several",
-          "[comm][ifname]") {
+TEST_CASE("GLOO_SOCKET_IFNAME names existing interfaces, one or several", "[comm][ifname]") {
   const auto names = network_interfaces();
   REQUIRE(std::find(names.begin(), names.end(), "lo") != names.end());
   CHECK(parse_gloo_ifnames("lo") == std::vector<std::string>{"lo"});
@@ -122,9 +121,8 @@ TEST_CASE("GLOO_SOCKET_IFNAME names existing interfaces, one or several",
 TEST_CASE("a Gloo group refuses an unknown interface before connecting", "[comm][ifname]") {
   scoped_env env("GLOO_SOCKET_IFNAME", "nosuch0");
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string e = error_of([] {
-    on_ranks<int>(2, [](int, process_group_gloo&) { return 0; });
-  });
+  const std::string e =
+      error_of([] { on_ranks<int>(2, [](int, process_group_gloo&) { return 0; }); });
   CHECK_THAT(e, Contains("no network interface named 'nosuch0'") &&
                     Contains("the interfaces are: ") && Contains("lo"));
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
@@ -132,14 +130,16 @@ TEST_CASE("a Gloo group refuses an unknown interface before connecting", "[comm]
     scoped_env unset("GLOO_SOCKET_IFNAME", "");
     auto o = actorch::test::short_timeout();
     o.interfaces = {"lo", "nosuch1"};
-    CHECK_THAT(error_of([&] { on_ranks<int>(2, [](int, process_group_gloo&) { return 0; }, o); }),
+    CHECK_THAT(error_of([&] {
+                 on_ranks<int>(
+                     2, [](int, process_group_gloo&) { return 0; }, o);
+               }),
                Contains("options::interfaces entry='nosuch1': no network interface named "
                         "'nosuch1'"));
   }
 }
 
-TEST_CASE("a Gloo group over GLOO_SOCKET_IFNAME=lo,lo runs collectives and p2p",
-          "[comm][ifname]") {
+TEST_CASE("a Gloo group over GLOO_SOCKET_IFNAME=lo,lo runs collectives and p2p", "[comm][ifname]") {
   // Two devices on one interface: the contexts alternate, which the results do not show, but
   // both meshes must connect and every op must land on a context both ranks agree on.
   scoped_env env("GLOO_SOCKET_IFNAME", "lo,lo");
@@ -189,9 +189,8 @@ TEST_CASE("NCCL_SOCKET_IFNAME is checked with NCCL's prefix, exact and exclude r
   SECTION("init_process_group with nccl checks it before NCCL starts") {
     scoped_env env("NCCL_SOCKET_IFNAME", "nosuch0");
     auto st = std::make_shared<hash_store>();
-    const std::string e = error_of([&] {
-      init_process_group({.backend = "nccl", .world_size = 1, .rank = 0, .store = st});
-    });
+    const std::string e = error_of(
+        [&] { init_process_group({.backend = "nccl", .world_size = 1, .rank = 0, .store = st}); });
     if (is_nccl_available())
       CHECK_THAT(e, Contains("NCCL_SOCKET_IFNAME='nosuch0': no network interface whose name "
                              "starts with 'nosuch0'"));
@@ -206,7 +205,7 @@ TEST_CASE("netns half of the two-interface test", "[.][ifname-netns]") {
   REQUIRE(std::getenv("ACTORCH_IFNAME_NETNS") != nullptr);
   scoped_env env("GLOO_SOCKET_IFNAME", std::string("lo,actorch0"));
   auto o = actorch::test::short_timeout(10000);
-  o.shared_memory = false; // the TCP path: that is what the interfaces carry
+  o.shared_memory = false;            // the TCP path: that is what the interfaces carry
   constexpr int64_t kElems = 1 << 20; // 4 MiB of float32 per all_reduce
   std::barrier sync(2);
   using deltas = std::vector<std::map<std::string, int64_t>>;
@@ -260,9 +259,8 @@ TEST_CASE("GLOO_SOCKET_IFNAME=lo,VETH puts a group on both interfaces, round-rob
       "for t in ip ss unshare; do command -v $t || { echo $t: not found; exit 1; }; done", status);
   INFO("ip, ss (iproute2) and unshare (util-linux): " << tools);
   REQUIRE(status == 0);
-  const std::string probe =
-      run_capture("unshare -rn sh -c 'ip link add actorch0 type veth peer name actorch1' 2>&1",
-                  status);
+  const std::string probe = run_capture(
+      "unshare -rn sh -c 'ip link add actorch0 type veth peer name actorch1' 2>&1", status);
   if (status != 0) {
     WARN("skipped: no unprivileged network namespace with a veth pair here (" << probe << ")");
     return;

@@ -10,8 +10,8 @@
 
 #include <unistd.h>
 
-#include "comm/launch/launcher.hpp"
 #include "base/error.hpp"
+#include "comm/launch/launcher.hpp"
 #include "tests/core/files.hpp"
 
 using namespace actorch::dist;
@@ -29,8 +29,7 @@ launch_options sh(int n, const std::string& script) {
 }
 } // namespace
 
-TEST_CASE("launch sets torchrun's variables and prefixes output with the rank",
-          "[comm][launch]") {
+TEST_CASE("launch sets torchrun's variables and prefixes output with the rank", "[comm][launch]") {
   std::ostringstream out, err;
   auto o = sh(2, "echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR "
                  "$MASTER_PORT; printf partial");
@@ -108,7 +107,12 @@ TEST_CASE("spawn runs fn in each rank and reports the one that failed", "[comm][
                         3, {.grace = 500ms}),
                     Contains("spawn: rank 2 exited with status 1; stopped the other ranks"));
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
-  CHECK_THROWS_WITH(spawn([](int rank) { if (rank == 1) ::kill(::getpid(), SIGKILL); }, 2),
+  CHECK_THROWS_WITH(spawn(
+                        [](int rank) {
+                          if (rank == 1)
+                            ::kill(::getpid(), SIGKILL);
+                        },
+                        2),
                     Contains("rank 1 was killed by signal 9"));
 }
 

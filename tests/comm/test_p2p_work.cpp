@@ -121,10 +121,10 @@ TEST_CASE("work reports failures through wait, exception and then", "[comm][work
   CHECK_THROWS_WITH(next.wait(), "boom");
   work thrower = work::completed().then([](const work&) { throw actorch::error("in callback"); });
   CHECK_THROWS_WITH(thrower.wait(), "in callback");
-  CHECK_THROWS_WITH(when_all({work::completed(), work::failed(std::make_exception_ptr(
-                                                      actorch::error("second")))})
-                        .wait(),
-                    "second");
+  CHECK_THROWS_WITH(
+      when_all({work::completed(), work::failed(std::make_exception_ptr(actorch::error("second")))})
+          .wait(),
+      "second");
 }
 
 TEST_CASE("a send and a recv that disagree on size fail clearly instead of crashing",

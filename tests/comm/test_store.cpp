@@ -8,11 +8,11 @@
 #include <functional>
 #include <thread>
 
+#include "base/error.hpp"
 #include "comm/store/file_store.hpp"
 #include "comm/store/hash_store.hpp"
 #include "comm/store/prefix_store.hpp"
 #include "comm/store/tcp_store.hpp"
-#include "base/error.hpp"
 #include "tests/comm/ports.hpp"
 
 using namespace actorch;
@@ -108,7 +108,9 @@ TEST_CASE("prefix_store keeps the semantics and isolates its keys", "[comm][stor
 TEST_CASE("tcp_store keeps c10d's store semantics through CAF's middleman", "[comm][store]") {
   tcp_store master("127.0.0.1", 0, true, 2s);
   REQUIRE(master.port() != 0);
-  SECTION("on the master") { check_semantics(master); }
+  SECTION("on the master") {
+    check_semantics(master);
+  }
   SECTION("on a client") {
     tcp_store client("127.0.0.1", master.port(), false, 2s);
     check_semantics(client);

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.hpp"
 #include "core/caching_allocator.hpp"
 #include "core/cuda_memory.hpp"
-#include "base/error.hpp"
 
 using namespace actorch;
 

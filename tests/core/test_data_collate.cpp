@@ -26,9 +26,8 @@ TEST_CASE("default_collate stacks tensors and turns numbers into tensors", "[dat
   std::vector<sample> batch;
   const char* names[] = {"s0", "s1", "s2"};
   for (int64_t i = 0; i < 3; ++i)
-    batch.push_back(sample::make_tuple(
-        {arange(i, i + 2), i, double(i) / 2, names[i], i % 2 == 0,
-         sample::make_dict({{"x", arange(2).add(i * 10).t()}})}));
+    batch.push_back(sample::make_tuple({arange(i, i + 2), i, double(i) / 2, names[i], i % 2 == 0,
+                                        sample::make_dict({{"x", arange(2).add(i * 10).t()}})}));
   sample b = default_collate(batch);
   REQUIRE(b.size() == 6);
   CHECK(b[0].as_tensor().sizes() == shape_t{3, 2});
@@ -58,18 +57,18 @@ TEST_CASE("default_collate stacks empty tensors", "[data][collate]") {
   CHECK(c.as_tensor().sizes() == shape_t{2, 2, 0});
 }
 
-TEST_CASE("default_collate names the sample and the element it cannot collate",
-          "[data][collate]") {
-  CHECK_THROWS_WITH(default_collate({sample(zeros({2, 3})), sample(zeros({2, 3})),
-                                     sample(zeros({2, 4}))}),
-                    Contains("batch: stack expects each tensor to be equal size, but sample 0 has "
-                             "shape [2, 3] and sample 2 has shape [2, 4]"));
+TEST_CASE("default_collate names the sample and the element it cannot collate", "[data][collate]") {
+  CHECK_THROWS_WITH(
+      default_collate({sample(zeros({2, 3})), sample(zeros({2, 3})), sample(zeros({2, 4}))}),
+      Contains("batch: stack expects each tensor to be equal size, but sample 0 has "
+               "shape [2, 3] and sample 2 has shape [2, 4]"));
   CHECK_THROWS_WITH(default_collate({sample::make_tuple({zeros({2}), 1}),
                                      sample::make_tuple({zeros({2}, {.dtype = dtype::int64}), 1})}),
                     Contains("batch[0]: tensors of different dtypes, sample 0 is float32 and "
                              "sample 1 is int64"));
-  CHECK_THROWS_WITH(default_collate({sample::make_dict({{"a", 1}}), sample::make_dict({{"a", "x"}})}),
-                    Contains("batch['a']: sample 0 is a int but sample 1 is a str"));
+  CHECK_THROWS_WITH(
+      default_collate({sample::make_dict({{"a", 1}}), sample::make_dict({{"a", "x"}})}),
+      Contains("batch['a']: sample 0 is a int but sample 1 is a str"));
   CHECK_THROWS_WITH(default_collate({sample::make_dict({{"a", 1}}), sample::make_dict({{"b", 1}})}),
                     Contains("key 'a' of sample 0 is missing from sample 1"));
   CHECK_THROWS_WITH(default_collate({sample::make_tuple({1, 2}), sample::make_tuple({1})}),
@@ -77,8 +76,7 @@ TEST_CASE("default_collate names the sample and the element it cannot collate",
   CHECK_THROWS_WITH(default_collate({sample(), sample()}), Contains("found None"));
 }
 
-TEST_CASE("a collator collates one sample at a time and keeps none of them",
-          "[data][collate]") {
+TEST_CASE("a collator collates one sample at a time and keeps none of them", "[data][collate]") {
   auto pool = buffer_pool::make(cpu_allocator());
   collator into(3, pool.get());
   std::vector<std::weak_ptr<storage>> given;
@@ -135,7 +133,8 @@ TEST_CASE("batches from a buffer pool recycle their memory", "[data][collate]") 
   const void* first = nullptr;
   for (int round = 0; round < 5; ++round) {
     sample b = default_collate({sample(ones({4})), sample(ones({4}))}, pool.get());
-    if (round == 0) first = b.as_tensor().data_ptr();
+    if (round == 0)
+      first = b.as_tensor().data_ptr();
     CHECK(b.as_tensor().data_ptr() == first); // the same buffer every round
     CHECK(pool->get_stats().live == 1);
   }
@@ -187,8 +186,8 @@ TEST_CASE("a fresh pooled buffer has its pages mapped before anything writes it"
           "[data][collate]") {
   // Note [Buffer prefault]. The kernel needs MADV_POPULATE_WRITE (Linux 5.14); probe it.
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  void* probe = mmap(nullptr, 32 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+  void* probe =
+      mmap(nullptr, 32 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   REQUIRE(probe != MAP_FAILED);
 #ifdef MADV_POPULATE_WRITE
   const bool supported = madvise(probe, 32 * page, MADV_POPULATE_WRITE) == 0;

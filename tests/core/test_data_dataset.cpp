@@ -30,7 +30,8 @@ public:
     struct it : sample_iterator {
       int64_t i, end;
       std::optional<sample> next() override {
-        if (i >= end) return std::nullopt;
+        if (i >= end)
+          return std::nullopt;
         return sample(i++);
       }
     };
@@ -81,7 +82,8 @@ TEST_CASE("ConcatDataset maps indices across its parts, negative ones from the e
   CHECK(ds.size() == 9);
   CHECK(ds.cumulative_sizes() == std::vector<int64_t>{3, 5, 9});
   std::vector<int64_t> got;
-  for (int64_t i = 0; i < ds.size(); ++i) got.push_back(ds.get(i)[0].as_tensor().item<int64_t>());
+  for (int64_t i = 0; i < ds.size(); ++i)
+    got.push_back(ds.get(i)[0].as_tensor().item<int64_t>());
   CHECK(got == std::vector<int64_t>{0, 1, 2, 10, 11, 20, 21, 22, 23});
   CHECK(ds.get(-1)[0].as_tensor().item<int64_t>() == 23);
   CHECK_THROWS_WITH(ds.get(-10), Contains("should not exceed dataset length 9"));
@@ -95,7 +97,8 @@ TEST_CASE("ChainDataset streams its datasets one after another", "[data][dataset
   for (int pass = 0; pass < 2; ++pass) {
     std::vector<int64_t> got;
     auto it = ds.iter();
-    while (auto s = it->next()) got.push_back(s->as_int());
+    while (auto s = it->next())
+      got.push_back(s->as_int());
     CHECK(got == std::vector<int64_t>{0, 1, 2, 10, 11});
   }
 }

@@ -69,7 +69,8 @@ TEST_CASE("RandomSampler permutes, reshuffles per epoch and replays from a gener
       ++count[i];
     }
     CHECK(count.size() == 3);
-    for (auto& [k, c] : count) CHECK(c > 60); // ~100 each
+    for (auto& [k, c] : count)
+      CHECK(c > 60); // ~100 each
   }
   SECTION("num_samples = 0 is rejected") {
     CHECK_THROWS_WITH(random_sampler(3, true, 0), Contains("num_samples should be a positive"));
@@ -86,7 +87,8 @@ TEST_CASE("WeightedRandomSampler draws in proportion to the weights", "[data][sa
   SECTION("with replacement") {
     weighted_random_sampler s({0.0, 1.0, 3.0}, 4000, true, std::make_shared<generator>(11));
     std::map<int64_t, int> count;
-    for (auto i : s.indices()) ++count[i];
+    for (auto i : s.indices())
+      ++count[i];
     CHECK(count[0] == 0); // weight 0 is never drawn
     CHECK(count[1] > 800);
     CHECK(count[1] < 1200); // expected 1000
@@ -151,7 +153,8 @@ TEST_CASE("DistributedSampler pads so every rank gets the same count, or drops t
     for (int64_t r = 0; r < 4; ++r) {
       distributed_sampler s(20, 4, r, true, 123);
       auto idx = s.indices();
-      if (r == 0) epoch0_rank0 = idx;
+      if (r == 0)
+        epoch0_rank0 = idx;
       all.insert(all.end(), idx.begin(), idx.end());
     }
     CHECK(sorted(all) == iota_vec(20));

@@ -4,8 +4,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "core/allocator.hpp"
 #include "base/dtype.hpp"
+#include "core/allocator.hpp"
 
 using namespace actorch;
 

@@ -26,8 +26,8 @@ TEST_CASE("quantize_per_tensor rounds half to even", "[core][quantize]") {
   const quantized_tensor q = quantize_per_tensor(x, 0.5, 0, qdtype::qint8);
   CHECK(ints_of(q.int_repr()) == codes{0, 2, 2, 4, 0, -2, -2});
   // Not a tie: 0.3 / 0.5 = 0.6 -> 1, 0.2 / 0.5 = 0.4 -> 0.
-  CHECK(ints_of(int_repr(quantize_per_tensor(tensor_of({0.3, 0.2, -0.3}), 0.5, 0, qdtype::qint8))) ==
-        codes{1, 0, -1});
+  CHECK(ints_of(int_repr(quantize_per_tensor(tensor_of({0.3, 0.2, -0.3}), 0.5, 0,
+                                             qdtype::qint8))) == codes{1, 0, -1});
   // Ties through a float product, as PyTorch computes x * float(1 / scale): with scale 0.1,
   // float(1 / 0.1) = 10 and -0.25f * 10, 0.15f * 10, 0.35f * 10 round (in float) to -2.5, 1.5
   // and 3.5 exactly, so the codes are -2, 2, 4 (torch 1.13 gives the same).
@@ -81,8 +81,8 @@ TEST_CASE("dequantize maps codes back to (q - zero_point) * scale", "[core][quan
   CHECK(q.sizes() == shape_t{4});
 
   SECTION("the dequantized values of a saturated qint8") {
-    const quantized_tensor s = quantize_per_tensor(tensor_of({1000.0, -1000.0}), 0.25, -3,
-                                                   qdtype::qint8);
+    const quantized_tensor s =
+        quantize_per_tensor(tensor_of({1000.0, -1000.0}), 0.25, -3, qdtype::qint8);
     CHECK(values_of(s.dequantize()) == std::vector<double>{(127 + 3) * 0.25, (-128 + 3) * 0.25});
   }
   SECTION("qint32 codes far from zero") {
@@ -123,11 +123,10 @@ TEST_CASE("quantize_per_tensor refuses bad input, naming the value", "[core][qua
   const tensor x = tensor_of({1.0, 2.0});
   CHECK_THROWS_WITH(quantize_per_tensor(x, 0.0, 0, qdtype::qint8),
                     Contains("scale must be a positive finite number but got 0"));
-  CHECK_THROWS_WITH(quantize_per_tensor(x, -0.5, 0, qdtype::qint8),
-                    Contains("but got -0.5"));
-  CHECK_THROWS_WITH(quantize_per_tensor(x, std::numeric_limits<double>::quiet_NaN(), 0,
-                                        qdtype::qint8),
-                    Contains("positive finite number"));
+  CHECK_THROWS_WITH(quantize_per_tensor(x, -0.5, 0, qdtype::qint8), Contains("but got -0.5"));
+  CHECK_THROWS_WITH(
+      quantize_per_tensor(x, std::numeric_limits<double>::quiet_NaN(), 0, qdtype::qint8),
+      Contains("positive finite number"));
   CHECK_THROWS_WITH(quantize_per_tensor(x, 1e-50, 0, qdtype::qint8),
                     Contains("1 / scale overflows float32"));
   CHECK_THROWS_WITH(quantize_per_tensor(x, 0.1, 128, qdtype::qint8),

@@ -23,7 +23,9 @@ namespace {
 using values = std::vector<double>;
 
 // [[1, 2], [3, 4]] as a one-channel float image (1, 2, 2).
-tensor image_1234() { return tensor_of({1.0, 2.0, 3.0, 4.0}).view({1, 2, 2}); }
+tensor image_1234() {
+  return tensor_of({1.0, 2.0, 3.0, 4.0}).view({1, 2, 2});
+}
 
 // Runs t on x with the batch generator seeded with `seed`, as a loader worker would.
 tensor under_seed(const transform& t, const tensor& x, uint64_t seed) {
@@ -38,11 +40,13 @@ TEST_CASE("to_tensor turns uint8 HWC into float CHW in [0, 1]", "[core][data][tr
   const tensor chw = to_tensor(hwc);
   CHECK(chw.dtype() == dtype::float32);
   CHECK(chw.sizes() == shape_t{3, 2, 2});
-  CHECK(close(values_of(chw), {0 / 255., 3 / 255., 6 / 255., 9 / 255., 1 / 255., 4 / 255.,
-                               7 / 255., 10 / 255., 2 / 255., 5 / 255., 8 / 255., 11 / 255.},
+  CHECK(close(values_of(chw),
+              {0 / 255., 3 / 255., 6 / 255., 9 / 255., 1 / 255., 4 / 255., 7 / 255., 10 / 255.,
+               2 / 255., 5 / 255., 8 / 255., 11 / 255.},
               1e-7));
   SECTION("255 is 1 and a 2-D image gets one channel") {
-    const tensor g = to_tensor()(tensor_of({0, 255, 51, 102}, {.dtype = dtype::uint8}).view({2, 2}));
+    const tensor g =
+        to_tensor()(tensor_of({0, 255, 51, 102}, {.dtype = dtype::uint8}).view({2, 2}));
     CHECK(g.sizes() == shape_t{1, 2, 2});
     CHECK(values_of(g) == values{0.0, 1.0, double(51.0f / 255.0f), double(102.0f / 255.0f)});
   }
@@ -117,8 +121,7 @@ TEST_CASE("random_crop takes a window of the padded image at a random offset",
     const tensor two = tensor_of({1.0, 2.0, 3.0, 4.0, 10.0, 20.0, 30.0, 40.0}).view({2, 2, 2});
     for (uint64_t seed = 0; seed < 20; ++seed) {
       const values v = values_of(under_seed(crop, two, seed));
-      CHECK(values(v.begin() + 4, v.end()) ==
-            values{v[0] * 10, v[1] * 10, v[2] * 10, v[3] * 10});
+      CHECK(values(v.begin() + 4, v.end()) == values{v[0] * 10, v[1] * 10, v[2] * 10, v[3] * 10});
     }
   }
   SECTION("no padding and the image's own size: the image, nothing drawn") {
@@ -188,12 +191,11 @@ TEST_CASE("compose applies the transforms in order, and lambda_ wraps user code"
   CHECK(values_of(compose({})(tensor_of({1.0}))) == values{1});
   // The usual image chain: uint8 HWC -> [0, 1] -> normalized -> flipped.
   const tensor img = tensor_of({0, 51, 255, 102}, {.dtype = dtype::uint8}).view({1, 4, 1});
-  const tensor out = under_seed(compose({to_tensor(), normalize({0.5}, {0.5}),
-                                         random_horizontal_flip(1.0)}),
-                                img, 0);
+  const tensor out = under_seed(
+      compose({to_tensor(), normalize({0.5}, {0.5}), random_horizontal_flip(1.0)}), img, 0);
   CHECK(out.sizes() == shape_t{1, 1, 4});
-  CHECK(close(values_of(out), {(102 / 255. - 0.5) / 0.5, 1.0, (51 / 255. - 0.5) / 0.5, -1.0},
-              1e-6));
+  CHECK(
+      close(values_of(out), {(102 / 255. - 0.5) / 0.5, 1.0, (51 / 255. - 0.5) / 0.5, -1.0}, 1e-6));
   CHECK_THROWS_WITH(compose({add1, transform{}}), Contains("transform 1 is empty"));
 }
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "core/data/digits_dataset.hpp"
 #include "base/error.hpp"
+#include "core/data/digits_dataset.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

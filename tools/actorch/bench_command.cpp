@@ -38,7 +38,8 @@ void add_bench(CLI::App& app) {
   mlp_cmd->add_option("--batch", mlp->batch, "batch per replica")->check(CLI::Range(1, 65536));
   mlp_cmd->add_option("--warmup", mlp->warmup, "untimed steps")->check(CLI::Range(0, 1000));
   mlp_cmd->add_option("--steps", mlp->steps, "timed steps")->check(CLI::Range(1, 100000));
-  mlp_cmd->add_option("--trace", mlp->trace, "write a Chrome trace of the run (data-parallel modes)");
+  mlp_cmd->add_option("--trace", mlp->trace,
+                      "write a Chrome trace of the run (data-parallel modes)");
   mlp_cmd->callback([mlp] { bench::run_ddp_mlp(*mlp, std::cout); });
 
   auto ld = std::make_shared<bench::loader_bench_options>();

@@ -9,7 +9,8 @@ namespace actorch::cli {
 /// `actorch bench NAME`: the workloads of bench/.
 void add_bench(CLI::App& app);
 
-/// `actorch launch --nproc-per-node N PROGRAM ARGS...`: torchrun's launcher (comm/launch/launcher.hpp).
+/// `actorch launch --nproc-per-node N PROGRAM ARGS...`: torchrun's launcher
+/// (comm/launch/launcher.hpp).
 void add_launch(CLI::App& app);
 
 /// `actorch step`: K training steps of an MLP from safetensors weights (parity with PyTorch).

@@ -23,8 +23,7 @@ work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
   for (size_t j = 0; j < n; ++j) {
     check_cpu("all_to_all", inputs[j], "an input");
     check_cpu("all_to_all", outputs[j], "an output");
-    ACTORCH_CHECK(inputs[j].dtype() == inputs[0].dtype() &&
-                      outputs[j].dtype() == inputs[0].dtype(),
+    ACTORCH_CHECK(inputs[j].dtype() == inputs[0].dtype() && outputs[j].dtype() == inputs[0].dtype(),
                   "all_to_all: every tensor must have dtype ", dtype_name(inputs[0].dtype()),
                   " but inputs[", j, "] is ", dtype_name(inputs[j].dtype()), " and outputs[", j,
                   "] is ", dtype_name(outputs[j].dtype()));

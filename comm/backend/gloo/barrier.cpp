@@ -44,8 +44,8 @@ work process_group_gloo::monitored_barrier(milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     std::vector<int> missing;
     for (int r = 1; r < size(); ++r) {
-      const auto left = std::chrono::duration_cast<milliseconds>(
-          deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
       try {
         st.wait({base + std::to_string(r)}, std::max(left, milliseconds(1)));
       } catch (const actorch::error&) {

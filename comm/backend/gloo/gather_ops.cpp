@@ -13,8 +13,8 @@ work process_group_gloo::all_gather_into_tensor(tensor& output, const tensor& in
   check_cpu("all_gather_into_tensor", input, "the input");
   ACTORCH_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel() * size(),
                 "all_gather_into_tensor: the output must hold ", size(), " x ", input.numel(),
-                " elements of ", dtype_name(input.dtype()), " but is ",
-                dtype_name(output.dtype()), " ", shape_str(output.sizes()));
+                " elements of ", dtype_name(input.dtype()), " but is ", dtype_name(output.dtype()),
+                " ", shape_str(output.sizes()));
   auto in = std::make_shared<contiguous_buffer>(input);
   auto out = std::make_shared<contiguous_buffer>(output);
   return impl_->enqueue("all_gather_into_tensor", [this, in, out](uint32_t seq) {

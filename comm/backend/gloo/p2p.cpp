@@ -18,8 +18,8 @@ void process_group_gloo::impl::wait_p2p(std::shared_ptr<p2p_op> op, work w) {
   p2p_waiter.post([this, op = std::move(op), w] {
     try {
       int src = -1;
-      const bool ok = op->is_send ? op->buf->waitSend(opts.timeout)
-                                  : op->buf->waitRecv(&src, opts.timeout);
+      const bool ok =
+          op->is_send ? op->buf->waitSend(opts.timeout) : op->buf->waitRecv(&src, opts.timeout);
       ACTORCH_CHECK(ok, op->what, " was aborted");
       if (!op->is_send)
         op->data->copy_back();
@@ -28,9 +28,9 @@ void process_group_gloo::impl::wait_p2p(std::shared_ptr<p2p_op> op, work w) {
       w.mark_failed(std::current_exception());
     } catch (const std::exception& e) {
       w.mark_failed(fail_group(op->what, std::string(e.what()) +
-                                               " (a send and its recv must agree on tag, dtype "
-                                               "and number of elements; see Note "
-                                               "[Point-to-point slots])"));
+                                             " (a send and its recv must agree on tag, dtype "
+                                             "and number of elements; see Note "
+                                             "[Point-to-point slots])"));
     }
   });
 }
@@ -48,8 +48,8 @@ work process_group_gloo::send(const tensor& t, int dst, int tag) {
   std::lock_guard lock(impl_->mu);
   if (!impl_->broken.empty())
     return work::failed(impl_->refused("send"));
-  op->buf = impl_->ctx(uint32_t(tag))->createUnboundBuffer(op->data->flat.data_ptr(),
-                                                            op->data->flat.nbytes());
+  op->buf = impl_->ctx(uint32_t(tag))
+                ->createUnboundBuffer(op->data->flat.data_ptr(), op->data->flat.nbytes());
   op->buf->send(dst, p2p_slot(tag, op->data->flat)); // See Note [Point-to-point slots]
   work w;
   impl_->wait_p2p(std::move(op), w);
@@ -70,8 +70,8 @@ work process_group_gloo::recv(tensor& t, int src, int tag) {
   std::lock_guard lock(impl_->mu);
   if (!impl_->broken.empty())
     return work::failed(impl_->refused("recv"));
-  op->buf = impl_->ctx(uint32_t(tag))->createUnboundBuffer(op->data->flat.data_ptr(),
-                                                            op->data->flat.nbytes());
+  op->buf = impl_->ctx(uint32_t(tag))
+                ->createUnboundBuffer(op->data->flat.data_ptr(), op->data->flat.nbytes());
   const uint64_t slot = p2p_slot(tag, op->data->flat); // See Note [Point-to-point slots]
   if (src == -1) {
     std::vector<int> srcs;

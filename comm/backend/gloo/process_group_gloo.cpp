@@ -62,8 +62,7 @@ std::string process_group_gloo::impl::where() const {
 std::exception_ptr process_group_gloo::impl::fail_group(const std::string& op,
                                                         const std::string& what) {
   std::string msg = op + " failed on " + where() + " within the group's timeout of " +
-                    std::to_string(opts.timeout.count()) + " ms (peers " + peers() + "): " +
-                    what +
+                    std::to_string(opts.timeout.count()) + " ms (peers " + peers() + "): " + what +
                     ". The group's Gloo context is unusable now: destroy it and create a new "
                     "group";
   {
@@ -112,7 +111,7 @@ work process_group_gloo::impl::enqueue(std::string op,
 }
 
 void process_group_gloo::impl::check_headers(const std::string& op, uint32_t seq,
-                                           const op_header& mine) {
+                                             const op_header& mine) {
   if (shm) { // the same exchange through shared memory: no TCP round trip
     std::vector<int64_t> all;
     if (!shm->run(nullptr, 0, 1, nullptr, mine.v, all))
@@ -135,7 +134,7 @@ void process_group_gloo::impl::check_headers(const std::string& op, uint32_t seq
 }
 
 void process_group_gloo::impl::throw_mismatch(const std::string& op,
-                                            const std::vector<int64_t>& all) {
+                                              const std::vector<int64_t>& all) {
   const size_t n = size_t(pg.size());
   std::string msg = op + ": the ranks of group " + ranks_str(pg.global_ranks()) +
                     " issued different collectives or tensors:";
@@ -145,8 +144,8 @@ void process_group_gloo::impl::throw_mismatch(const std::string& op,
   ACTORCH_FAIL(msg);
 }
 
-process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int size,
-                                       options opts, std::vector<int> global_ranks)
+process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int size, options opts,
+                                       std::vector<int> global_ranks)
     : process_group(rank, size, std::move(global_ranks)),
       impl_(std::make_unique<impl>(*this, std::move(s), std::move(opts))) {
   ACTORCH_CHECK(impl_->st != nullptr, "process_group_gloo: the store is null");
@@ -182,10 +181,10 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
       auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
       context->setTimeout(impl_->opts.timeout);
       // Device 0 keeps the keys a single-device group uses.
-      gloo_store adapter(i == 0 ? impl_->st
-                                : std::make_shared<prefix_store>("device" + std::to_string(i),
-                                                                 impl_->st),
-                         impl_->opts.timeout);
+      gloo_store adapter(
+          i == 0 ? impl_->st
+                 : std::make_shared<prefix_store>("device" + std::to_string(i), impl_->st),
+          impl_->opts.timeout);
       context->connectFullMesh(adapter, impl_->devices.back());
       impl_->contexts.push_back(std::move(context));
     }

@@ -17,8 +17,8 @@ void process_group_gloo::impl::allreduce_checked(tensor& flat, reduce_op op, uin
   }
   std::vector<int64_t> all;
   const bool same = dispatch(flat.dtype(), [&]<class T>() {
-    return shm->run(flat.data_ptr(), size_t(flat.numel()), sizeof(T), reduce_function(op, dtype_of<T>()), h.v,
-                    all);
+    return shm->run(flat.data_ptr(), size_t(flat.numel()), sizeof(T),
+                    reduce_function(op, dtype_of<T>()), h.v, all);
   });
   if (!same)
     throw_mismatch("all_reduce", all);
@@ -94,8 +94,8 @@ work process_group_gloo::reduce_scatter(tensor& output, const std::vector<tensor
     if (impl_->shm) { // the headers agreed above, so the segment's own check passes
       std::vector<int64_t> ignored;
       dispatch(all.dtype(), [&]<class T>() {
-        impl_->shm->run(all.data_ptr(), size_t(all.numel()), sizeof(T), reduce_function(op, dtype_of<T>()), h.v,
-                        ignored);
+        impl_->shm->run(all.data_ptr(), size_t(all.numel()), sizeof(T),
+                        reduce_function(op, dtype_of<T>()), h.v, ignored);
       });
       if (op == reduce_op::avg)
         all.div_(double(size()));

@@ -113,7 +113,8 @@ std::unique_ptr<shm_allreduce> shm_allreduce::connect(store& st, int rank, int s
     name = "/actorch_" + std::to_string(::getpid()) + "_" + std::to_string(rd());
     const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     // posix_fallocate reserves the pages, so a full /dev/shm fails here, not with SIGBUS later.
-    if (fd >= 0 && ::ftruncate(fd, off_t(bytes)) == 0 && ::posix_fallocate(fd, 0, off_t(bytes)) == 0)
+    if (fd >= 0 && ::ftruncate(fd, off_t(bytes)) == 0 &&
+        ::posix_fallocate(fd, 0, off_t(bytes)) == 0)
       base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (fd >= 0)
       ::close(fd);
@@ -232,7 +233,7 @@ bool shm_allreduce::run(void* data, size_t count, size_t elem_size, reduce_fn fn
         continue;
       auto [qb, qe] = part(q);
       copy(chunk + qb * elem_size, result_area(base_, size_) + qb * elem_size,
-                  (qe - qb) * elem_size);
+           (qe - qb) * elem_size);
     }
     done_elems += n;
   }

@@ -32,8 +32,8 @@ public:
   /// in `all_headers` (rank-major) and leaves `data` as it was. Throws std::runtime_error when
   /// a peer does not arrive within the timeout or its process is gone. With count 0 it only
   /// exchanges and compares the headers (every collective's check, see process_group_gloo).
-  bool run(void* data, size_t count, size_t elem_size, reduce_fn fn,
-           const int64_t* header, std::vector<int64_t>& all_headers);
+  bool run(void* data, size_t count, size_t elem_size, reduce_fn fn, const int64_t* header,
+           std::vector<int64_t>& all_headers);
 
 private:
   shm_allreduce(int rank, int size, milliseconds timeout, void* base, size_t bytes);

@@ -11,22 +11,22 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "base/error.hpp"
 #include "comm/backend/serial_executor.hpp"
 #include "comm/backend/socket_ifname.hpp"
-#include "base/error.hpp"
 
 #define ACTORCH_CUDA_CHECK(expr)                                                                   \
   do {                                                                                             \
     const cudaError_t err_ = (expr);                                                               \
-    ACTORCH_CHECK(err_ == cudaSuccess, "nccl backend: ", #expr, " failed: ",                       \
-                  cudaGetErrorString(err_));                                                       \
+    ACTORCH_CHECK(err_ == cudaSuccess, "nccl backend: ", #expr,                                    \
+                  " failed: ", cudaGetErrorString(err_));                                          \
   } while (false)
 
 #define ACTORCH_NCCL_CHECK(expr)                                                                   \
   do {                                                                                             \
     const ncclResult_t res_ = (expr);                                                              \
-    ACTORCH_CHECK(res_ == ncclSuccess, "nccl backend: ", #expr, " failed: ",                       \
-                  ncclGetErrorString(res_));                                                       \
+    ACTORCH_CHECK(res_ == ncclSuccess, "nccl backend: ", #expr,                                    \
+                  " failed: ", ncclGetErrorString(res_));                                          \
   } while (false)
 
 namespace actorch::dist {
@@ -78,10 +78,10 @@ public:
     check_nccl_socket_ifname();
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
-    ACTORCH_CHECK(err == cudaSuccess && count > 0, "nccl backend: no usable CUDA device on rank ",
-                  rank, " (cudaGetDeviceCount: ",
-                  err == cudaSuccess ? "0 devices" : cudaGetErrorString(err),
-                  "); use the gloo backend for CPU tensors");
+    ACTORCH_CHECK(
+        err == cudaSuccess && count > 0, "nccl backend: no usable CUDA device on rank ", rank,
+        " (cudaGetDeviceCount: ", err == cudaSuccess ? "0 devices" : cudaGetErrorString(err),
+        "); use the gloo backend for CPU tensors");
     device_ = rank % count;
     ACTORCH_CUDA_CHECK(cudaSetDevice(device_));
     ncclUniqueId id;
@@ -140,9 +140,8 @@ public:
                   "all_gather_into_tensor: the output must hold ", size(), " x ", input.numel(),
                   " elements of ", dtype_name(input.dtype()));
     return enqueue("all_gather_into_tensor", [=, this] {
-      ACTORCH_NCCL_CHECK(ncclAllGather(input.data_ptr(), output.data_ptr(),
-                                       size_t(input.numel()), nccl_type(input.dtype()), comm_,
-                                       stream_));
+      ACTORCH_NCCL_CHECK(ncclAllGather(input.data_ptr(), output.data_ptr(), size_t(input.numel()),
+                                       nccl_type(input.dtype()), comm_, stream_));
     });
   }
   work all_gather(std::vector<tensor>& outputs, const tensor& input) override {
@@ -232,8 +231,8 @@ public:
       ACTORCH_NCCL_CHECK(ncclGroupStart());
       for (int r = 0; r < size(); ++r) {
         const auto& in = inputs[size_t(r)];
-        ACTORCH_NCCL_CHECK(ncclSend(in.data_ptr(), size_t(in.numel()), nccl_type(in.dtype()), r,
-                                    comm_, stream_));
+        ACTORCH_NCCL_CHECK(
+            ncclSend(in.data_ptr(), size_t(in.numel()), nccl_type(in.dtype()), r, comm_, stream_));
         ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(in.numel()),
                                     nccl_type(in.dtype()), r, comm_, stream_));
       }
@@ -258,8 +257,8 @@ public:
     check_rank("send", dst, "dst");
     ACTORCH_CHECK(tag == 0, "send: the nccl backend has no tags (got tag ", tag, ")");
     return enqueue("send", [=, this] {
-      ACTORCH_NCCL_CHECK(ncclSend(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), dst,
-                                  comm_, stream_));
+      ACTORCH_NCCL_CHECK(
+          ncclSend(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), dst, comm_, stream_));
     });
   }
   work recv(tensor& t, int src, int tag) override {
@@ -270,8 +269,8 @@ public:
     return enqueue(
         "recv",
         [=, this] {
-          ACTORCH_NCCL_CHECK(ncclRecv(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), src,
-                                      comm_, stream_));
+          ACTORCH_NCCL_CHECK(
+              ncclRecv(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), src, comm_, stream_));
         },
         src);
   }
