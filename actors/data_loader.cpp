@@ -88,9 +88,13 @@ struct loader_impl {
     return *system;
   }
 
+  /// The range-for's host, when the feed is one (num_workers > 0 or a user's source).
+  actors::range_for_host* host() const { return dynamic_cast<actors::range_for_host*>(feed.get()); }
+
   /// Stops the coordinator and the workers it spawned.
   void stop_coordinator() {
-    feed.reset(); // the range-for's: asks the workers it spawned to exit
+    if (auto* h = host()) // the range-for's: asks the workers it spawned to exit
+      h->stop();
     if (coordinator_actor) {
       caf::anon_send_exit(coordinator_actor, caf::exit_reason::user_shutdown);
       coordinator_actor = nullptr;
@@ -100,6 +104,7 @@ struct loader_impl {
   void shutdown() {
     active_run_id->store(~uint64_t(0));
     stop_coordinator();
+    feed.reset();
     own_system.reset(); // waits for every actor; they all quit (see stop_coordinator)
   }
 
@@ -202,7 +207,7 @@ struct loader_impl {
     p.credits = credits();
     ACTORCH_CHECK(sink == nullptr || uses_actors(),
                   "DataLoader.run_epoch: needs num_workers > 0 or a source actor");
-    if (sink ? feed != nullptr : coordinator_actor != nullptr)
+    if (sink ? host() && host()->core() : coordinator_actor != nullptr)
       stop_coordinator(); // the last run had the other kind of consumer
     if (sink) {
       p.sink = *sink;
@@ -215,7 +220,8 @@ struct loader_impl {
       step.reset();
       step.emplace("coordinator", "start workers");
       if (uses_actors()) {
-        feed = std::make_unique<actors::range_for_host>(sys(), coordinator_config());
+        feed = std::make_unique<actors::range_for_host>(sys(),
+                                                        [this] { return coordinator_config(); });
       } else {
         actors::inline_source_config c;
         c.dataset = dataset;
@@ -451,11 +457,11 @@ void data_loader::set_actor_system(caf::actor_system& sys) {
 }
 
 caf::actor data_loader::worker_for_testing(int64_t id) {
-  auto* host = dynamic_cast<actors::range_for_host*>(impl_->feed.get());
-  ACTORCH_CHECK(host || impl_->coordinator_actor,
+  actors::coordinator* core = impl_->host() ? impl_->host()->core() : nullptr;
+  ACTORCH_CHECK(core || impl_->coordinator_actor,
                 "DataLoader.worker_for_testing: no actors running");
-  if (host)
-    return host->core().source(id); // the range-for's, on this thread
+  if (core)
+    return core->source(id); // the range-for's, on this thread
   caf::scoped_actor self{impl_->sys()};
   caf::actor out;
   self->request(impl_->coordinator_actor, caf::infinite, actors::worker_atom::value, id)

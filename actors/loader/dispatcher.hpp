@@ -54,8 +54,6 @@ public:
   void erase(int64_t seq) { outstanding_.erase(seq); }
   /// Source `w` died: its tasks, in the order they were sent; its queue is empty after.
   std::deque<int64_t> drop_queue(int64_t w);
-  /// The tasks out at source `w` (for the choice of the least busy source).
-  size_t load(int64_t w) const { return queued_[size_t(w)].size(); }
 
   /// Iterable: source `w` has no batch at `seq` or after (its stream ended).
   void end_stream(int64_t w, int64_t seq);

@@ -20,16 +20,20 @@
 
 namespace actorch::actors {
 
-range_for_host::range_for_host(caf::actor_system& sys, coordinator_config cfg)
-    : self_(std::make_unique<caf::scoped_actor>(sys)), timeout_s_(cfg.timeout_s) {
-  core_ = std::make_unique<coordinator>(self_->ptr(), std::move(cfg));
-}
+range_for_host::range_for_host(caf::actor_system& sys,
+                               std::function<coordinator_config()> make_config)
+    : self_(std::make_unique<caf::scoped_actor>(sys)), make_config_(std::move(make_config)) {}
 
 range_for_host::~range_for_host() {
   core_.reset(); // asks the workers it spawned to exit, in the host's name
 }
 
 void range_for_host::start(epoch_plan plan) {
+  if (!core_) {
+    coordinator_config cfg = make_config_();
+    timeout_s_ = cfg.timeout_s;
+    core_ = std::make_unique<coordinator>(self_->ptr(), std::move(cfg));
+  }
   run_id_ = plan.run_id;
   // A safety net behind the coordinator's own deadlines, should they never come (the longest:
   // a resumed stream's first task, Note [Iterable resume] in plan.cpp).
@@ -62,7 +66,8 @@ delivery range_for_host::next() {
 }
 
 void range_for_host::finish() {
-  core_->finish();
+  if (core_)
+    core_->finish();
 }
 
 bool range_for_host::receive() {

@@ -3,6 +3,7 @@
 // consumer actor.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "actors/loader/coordinator.hpp"
@@ -10,10 +11,13 @@
 
 namespace actorch::actors {
 
-/// The range-for's host: a blocking actor driven by the consumer's thread.
+/// The range-for's host: a blocking actor driven by the consumer's thread. It lives as long as
+/// the loader; the coordinator (and the workers it spawns) lives from a run's start until
+/// stop().
 class range_for_host final : public batch_feed {
 public:
-  range_for_host(caf::actor_system& sys, coordinator_config cfg);
+  /// `make_config` spawns the workers and describes them, at the first run after stop().
+  range_for_host(caf::actor_system& sys, std::function<coordinator_config()> make_config);
   ~range_for_host() override;
 
   void start(epoch_plan plan) override;
@@ -22,13 +26,17 @@ public:
   delivery next() override;
   void finish() override;
 
-  coordinator& core() { return *core_; }
+  /// Stops the coordinator and the workers it spawned; the next start() makes new ones.
+  void stop() { core_.reset(); }
+  /// The running coordinator, or null.
+  coordinator* core() { return core_.get(); }
 
 private:
   /// One message from the mailbox to the coordinator; false after the stall timeout.
   bool receive();
 
   std::unique_ptr<caf::scoped_actor> self_;
+  std::function<coordinator_config()> make_config_;
   std::unique_ptr<coordinator> core_;
   uint64_t run_id_ = 0;
   double timeout_s_ = 0;
