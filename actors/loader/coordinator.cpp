@@ -16,7 +16,7 @@ namespace actorch::actors {
 struct coordinator::impl {
   impl(caf::local_actor* host, coordinator_config c)
       : self(host), cfg(std::move(c)),
-        sup(host, cfg.sources, cfg.respawn, cfg.iterable, cfg.timeout_s) {}
+        sup(host, std::move(cfg.sources), std::move(cfg.respawn), cfg.iterable, cfg.timeout_s) {}
 
   caf::local_actor* self; // the host: see Note [Loader host] in host.cpp
   coordinator_config cfg;
@@ -28,7 +28,7 @@ struct coordinator::impl {
   bool failed = false;
   size_t delivered = 0;
   std::vector<task_board::taken> takes; // scratch for apply_takes
-  std::vector<delivery> in_order;       // scratch for deliver
+  std::vector<delivery> ready;          // scratch for deliver
   std::deque<delivery> out;             // deliveries for the host's own consumer (no sink)
 
   /// The dataset indices of batch `seq` (none for an iterable run), for messages and tasks.
@@ -39,7 +39,7 @@ struct coordinator::impl {
 
   /// Whether the sources are the loader's own map-style workers, which take tasks from each
   /// other's queues (Note [Task stealing] in task_board.cpp).
-  bool steals() const { return cfg.board && cfg.respawn && !plan.iterable; }
+  bool steals() const { return cfg.board && sup.replaces() && !plan.iterable; }
 
   /// The run whose batches the shelf may keep (0: none) and the batch the consumer waits for.
   uint64_t shelf_run_id() const {
@@ -90,12 +90,12 @@ struct coordinator::impl {
         ++delivered;
       }
     } else {
-      in_order.clear();
+      ready.clear();
       reorder.add(
           seq, std::move(d), skip,
-          [this](size_t pos) { return plan.iterable && disp.passed_over(pos); }, in_order);
-      for (auto& ready : in_order) {
-        push(std::move(ready));
+          [this](size_t pos) { return plan.iterable && disp.passed_over(pos); }, ready);
+      for (auto& r : ready) {
+        push(std::move(r));
         ++delivered;
       }
     }

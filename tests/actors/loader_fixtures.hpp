@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 
 #include "actors/data_loader.hpp"
+#include "actors/messages.hpp"
 #include "core/data/worker_info.hpp"
 #include "core/ops/factory.hpp"
 
@@ -234,6 +235,27 @@ inline epoch_failure run_until_error(data::data_loader& loader) {
   } catch (const actorch::error& e) {
     out.message = e.what();
   }
+  return out;
+}
+
+/// One epoch of `loader` as a consumer actor gets it (Note [Loader host]): each batch a
+/// message, its credit returned once taken.
+inline std::vector<data::sample> actor_epoch(data::data_loader& loader, caf::actor_system& sys) {
+  std::vector<data::sample> out;
+  caf::scoped_actor self{sys};
+  loader.run_epoch(self);
+  for (bool done = false; !done;)
+    self->receive(
+        [&](actors::batch_atom, const actors::delivery& d) {
+          REQUIRE(d.error.empty());
+          done = d.end_of_epoch;
+          if (done)
+            return;
+          out.push_back(d.data);
+          self->send(caf::actor_cast<caf::actor>(self->current_sender()),
+                     actors::credit_atom::value, d.run_id);
+        },
+        caf::after(std::chrono::seconds(30)) >> [&] { FAIL("no batch within 30 s"); });
   return out;
 }
 

@@ -22,13 +22,7 @@
 
 using namespace actorch;
 using namespace actorch::data;
-using actorch::test::check_resume;
-using actorch::test::epoch_labels;
-using actorch::test::flat;
-using actorch::test::probe_dataset;
-using actorch::test::seconds_since;
-using actorch::test::sleep_ms;
-using actorch::test::two_epochs_per_num_workers;
+using namespace actorch::test;
 using Catch::Contains;
 
 using clock_type = std::chrono::steady_clock;
@@ -490,21 +484,9 @@ TEST_CASE("one loader serves a range-for and a consumer actor in turn", "[actors
     loader.set_actor_system(sys);
     const std::vector<std::vector<int64_t>> want = {{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}};
     CHECK(epoch_labels(loader) == want);
-    caf::scoped_actor self{sys};
-    loader.run_epoch(self);
     std::vector<std::vector<int64_t>> got;
-    for (bool done = false; !done;)
-      self->receive(
-          [&](actors::batch_atom, const actors::delivery& d) {
-            REQUIRE(d.error.empty());
-            done = d.end_of_epoch;
-            if (done)
-              return;
-            got.push_back(test::ints_of(d.data[1].as_tensor()));
-            self->send(caf::actor_cast<caf::actor>(self->current_sender()),
-                       actors::credit_atom::value, d.run_id);
-          },
-          caf::after(std::chrono::seconds(10)) >> [&] { FAIL("no batch within 10 s"); });
+    for (const auto& b : actor_epoch(loader, sys))
+      got.push_back(test::ints_of(b[1].as_tensor()));
     CHECK(got == want);
     CHECK(epoch_labels(loader) == want);
     CHECK(loader.epoch() == 3);

@@ -21,7 +21,7 @@
 
 using namespace actorch;
 using namespace actorch::data;
-using actorch::test::probe_dataset;
+using namespace actorch::test;
 
 namespace {
 
@@ -80,27 +80,6 @@ chaos_plan draw(uint64_t seed) {
   for (int epoch = 0; epoch < 3; ++epoch)
     p.by_actor.push_back(p.stop_after[size_t(epoch)] < 0 && pick(0, 3) == 0);
   return p;
-}
-
-/// One epoch of `loader` as a consumer actor gets it (Note [Loader host]): each batch a
-/// message, its credit returned once taken.
-std::vector<sample> actor_epoch(data_loader& loader, caf::actor_system& sys) {
-  std::vector<sample> out;
-  caf::scoped_actor self{sys};
-  loader.run_epoch(self);
-  for (bool done = false; !done;)
-    self->receive(
-        [&](actors::batch_atom, const actors::delivery& d) {
-          REQUIRE(d.error.empty());
-          done = d.end_of_epoch;
-          if (done)
-            return;
-          out.push_back(d.data);
-          self->send(caf::actor_cast<caf::actor>(self->current_sender()),
-                     actors::credit_atom::value, d.run_id);
-        },
-        caf::after(std::chrono::seconds(30)) >> [&] { FAIL("no batch within 30 s"); });
-  return out;
 }
 
 /// The batches of each epoch: epoch e left after stop_after[e] batches when that is >= 0, and

@@ -16,14 +16,7 @@
 
 using namespace actorch;
 using namespace actorch::data;
-using actorch::test::check_resume;
-using actorch::test::epoch_labels;
-using actorch::test::probe_dataset;
-using actorch::test::range_iterable;
-using actorch::test::round_robin;
-using actorch::test::run_until_error;
-using actorch::test::sleep_ms;
-using actorch::test::state_after;
+using namespace actorch::test;
 using Catch::Contains;
 
 namespace {

@@ -15,12 +15,7 @@
 
 using namespace actorch;
 using namespace actorch::data;
-using actorch::test::epoch_labels;
-using actorch::test::flat;
-using actorch::test::probe_dataset;
-using actorch::test::run_until_error;
-using actorch::test::seconds_since;
-using actorch::test::sleep_ms;
+using namespace actorch::test;
 using Catch::Contains;
 using clock_type = std::chrono::steady_clock;
 

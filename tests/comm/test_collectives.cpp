@@ -13,9 +13,7 @@
 
 using namespace actorch;
 using namespace actorch::dist;
-using actorch::test::ints_of;
-using actorch::test::on_ranks;
-using actorch::test::values_of;
+using namespace actorch::test;
 using V = std::vector<double>;
 using I = std::vector<int64_t>;
 

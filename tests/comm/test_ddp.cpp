@@ -15,9 +15,7 @@
 
 using namespace actorch;
 using namespace actorch::dist;
-using actorch::test::error_of;
-using actorch::test::on_ranks;
-using actorch::test::values_of;
+using namespace actorch::test;
 
 namespace {
 

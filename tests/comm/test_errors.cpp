@@ -12,10 +12,7 @@
 using namespace actorch;
 using namespace actorch::dist;
 using namespace std::chrono_literals;
-using actorch::test::error_of;
-using actorch::test::on_ranks;
-using actorch::test::short_timeout;
-using actorch::test::values_of;
+using namespace actorch::test;
 using Catch::Contains;
 
 TEST_CASE("caller mistakes throw at issue, naming the op and values", "[comm][gloo][errors]") {

@@ -11,9 +11,7 @@
 using namespace actorch;
 using namespace actorch::dist;
 using namespace std::chrono_literals;
-using actorch::test::error_of;
-using actorch::test::on_ranks;
-using actorch::test::values_of;
+using namespace actorch::test;
 using V = std::vector<double>;
 
 TEST_CASE("send and recv move a tensor between two ranks", "[comm][gloo][p2p]") {
