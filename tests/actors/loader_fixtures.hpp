@@ -259,4 +259,20 @@ inline std::vector<data::sample> actor_epoch(data::data_loader& loader, caf::act
   return out;
 }
 
+/// Epochs 1 and 2 of `loader`, epoch 0 run and dropped: what a run resumed in epoch 1 must
+/// deliver.
+struct later_epochs {
+  std::vector<data::sample> first, second;
+};
+inline later_epochs epochs_after_the_first(data::data_loader& loader) {
+  later_epochs out;
+  for (const auto& b : loader)
+    (void)b;
+  for (const auto& b : loader)
+    out.first.push_back(b);
+  for (const auto& b : loader)
+    out.second.push_back(b);
+  return out;
+}
+
 } // namespace actorch::test

@@ -232,16 +232,10 @@ TEST_CASE("a loader resumes mid-epoch with exactly the batches it would have see
   for (int64_t workers : {0, 2}) {
     for (bool in_order : {true, false}) {
       INFO("workers " << workers << " in_order " << in_order);
-      std::vector<sample> reference_e1, reference_e2;
-      {
+      const auto [reference_e1, reference_e2] = [&] {
         auto ref = make(0, true);
-        for (const auto& b : ref)
-          (void)b; // epoch 0
-        for (const auto& b : ref)
-          reference_e1.push_back(b);
-        for (const auto& b : ref)
-          reference_e2.push_back(b);
-      }
+        return epochs_after_the_first(ref);
+      }();
       loader_state saved;
       std::vector<sample> seen;
       {

@@ -142,16 +142,10 @@ TEST_CASE("an iterable loader resumes mid-epoch with exactly the batches it woul
                                   .generator = std::make_shared<generator>(7),
                                   .in_order = ordered});
         };
-        std::vector<sample> reference_e1, reference_e2;
-        {
+        const auto [reference_e1, reference_e2] = [&] {
           auto ref = make(true);
-          for (const auto& b : ref)
-            (void)b; // epoch 0
-          for (const auto& b : ref)
-            reference_e1.push_back(b);
-          for (const auto& b : ref)
-            reference_e2.push_back(b);
-        }
+          return epochs_after_the_first(ref);
+        }();
         REQUIRE(reference_e1.size() >= 6);
         for (size_t cut : {size_t(1), size_t(4), reference_e1.size() - 1}) {
           INFO("workers " << workers << " in_order " << in_order << " drop_last " << drop_last

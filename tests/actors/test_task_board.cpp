@@ -3,6 +3,7 @@
 // request.
 #include <catch2/catch.hpp>
 
+#include "actors/loader/plan.hpp"
 #include "actors/loader/task_board.hpp"
 #include "actors/loader/worker.hpp"
 #include "core/data/dataset.hpp"
@@ -12,11 +13,9 @@ using namespace actorch::actors;
 
 namespace {
 index_batch task(uint64_t run_id, int64_t seq) {
-  index_batch t;
-  t.run_id = run_id;
-  t.seq = seq;
-  t.indices = {seq};
-  return t;
+  epoch_plan plan;
+  plan.run_id = run_id;
+  return make_task(plan, seq, {seq}, true);
 }
 } // namespace
 
