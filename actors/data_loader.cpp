@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <optional>
+#include <thread>
 
 #include "actors/loader/host.hpp"
 #include "actors/loader/inline_source.hpp"
@@ -19,6 +21,36 @@
 namespace actorch::data {
 
 namespace detail {
+
+// Note [Stuck workers]
+// ~~~~~~~~~~~~~~~~~~~~
+// A dataset's get() may block for ever (a dead NFS mount, a lock never released). The loader
+// cannot stop a thread inside user code, and its actor system's destructor would wait for that
+// thread, so leaving the loader's scope (the unwinding that carries a timeout error to the
+// caller's catch, or the end of the program) would wait as long as the get() does. So the
+// loader's shutdown waits for its actors only as long as a healthy one can take: not at all once
+// a deadline has passed (the timed-out worker is stuck by definition), `timeout` when one is set
+// (no healthy load takes longer), else kShutdownGrace (PyTorch's _shutdown_workers joins a
+// worker process for MP_STATUS_CHECK_INTERVAL, 5 s, before it terminates it). Actors still
+// running then are abandoned, with the system they run in, to a detached reaper thread that
+// destroys the system once they have returned (if ever), and one line on stderr says so. Until
+// then an abandoned worker's memory stays allocated: its thread's stack, the samples and batch
+// buffer of its current task, and the loader's actor system (a scheduler thread and a timer
+// thread) plus the reaper's thread; the dataset and the buffer pool stay alive through the
+// worker's shared pointers, so its get() returns into valid memory, and its reply goes to a
+// coordinator that is gone and is dropped. The process exits without waiting for any of them. A
+// loader given a system of the caller's (set_actor_system) leaves the waiting to that system's
+// owner. Isolating the dataset in worker processes, which could be killed, is not done yet.
+constexpr std::chrono::seconds kShutdownGrace{5};
+
+void abandon(std::unique_ptr<caf::actor_system> sys,
+             std::unique_ptr<caf::actor_system_config> cfg) {
+  std::thread([sys = std::move(sys), cfg = std::move(cfg)]() mutable {
+    sys->registry().await_running_count_equal(0); // the stuck get() returned, if it ever does
+    sys.reset();
+    cfg.reset();
+  }).detach();
+}
 
 struct loader_impl {
   dataset_ptr dataset; // null with a user's source or an iterable dataset
@@ -40,6 +72,8 @@ struct loader_impl {
   std::unique_ptr<actors::batch_feed> feed; // the range-for's: a range_for_host or inline_source
   caf::actor coordinator_actor;             // a consumer actor's
   std::shared_ptr<std::atomic<uint64_t>> active_run_id = std::make_shared<std::atomic<uint64_t>>(0);
+  // Note [Stuck workers]: set by the coordinator when a source's deadline passed.
+  std::shared_ptr<std::atomic<bool>> deadline_passed = std::make_shared<std::atomic<bool>>(false);
 
   // The run in progress.
   uint64_t run_id = 0;
@@ -105,7 +139,28 @@ struct loader_impl {
     active_run_id->store(~uint64_t(0));
     stop_coordinator();
     feed.reset();
-    own_system.reset(); // waits for every actor; they all quit (see stop_coordinator)
+    if (!own_system)
+      return;
+    // See Note [Stuck workers].
+    using namespace std::chrono;
+    const auto grace = deadline_passed->load() ? nanoseconds(0)
+                       : opts.timeout > 0
+                           ? duration_cast<nanoseconds>(duration<double>(opts.timeout))
+                           : duration_cast<nanoseconds>(kShutdownGrace);
+    const auto give_up = steady_clock::now() + grace;
+    auto& registry = own_system->registry();
+    while (registry.running() > 0 && steady_clock::now() < give_up)
+      std::this_thread::sleep_for(milliseconds(1));
+    if (const size_t stuck = registry.running(); stuck > 0) {
+      std::fprintf(stderr,
+                   "DataLoader: %zu of its actors are still running %.3g s after shutdown began "
+                   "(a worker inside the dataset past its deadline, or one that never returns); "
+                   "abandoned: the process does not wait for them\n",
+                   stuck, duration<double>(grace).count());
+      abandon(std::move(own_system), std::move(own_config));
+      return;
+    }
+    own_system.reset(); // every actor has quit (see stop_coordinator)
   }
 
   /// Ends the run in progress: completed, abandoned or failed. The next run is a new epoch.
@@ -128,10 +183,14 @@ struct loader_impl {
     cfg.in_order = opts.in_order;
     cfg.iterable = iterable != nullptr;
     cfg.auto_collation = auto_collation();
-    cfg.timeout_s = opts.timeout;
+    // Worker processes keep their deadlines themselves: one that passes it is killed and
+    // replaced, not an error (Note [Worker processes] in actors/loader/worker_process.cpp).
+    const bool processes = !source && opts.multiprocessing_context == "fork";
+    cfg.timeout_s = processes ? 0 : opts.timeout;
     cfg.collate = opts.collate_fn;
     cfg.pool = pool;
     cfg.pin_memory = opts.pin_memory;
+    cfg.deadline_passed = deadline_passed;
     if (source) {
       cfg.sources.push_back(*source);
     } else {
@@ -149,6 +208,8 @@ struct loader_impl {
       proto.pin_memory = opts.pin_memory;
       proto.worker_init_fn = opts.worker_init_fn;
       proto.active_run_id = active_run_id;
+      proto.process = processes;
+      proto.timeout_s = opts.timeout;
       // See Note [Batch shelf]: the coordinator alone decides which runs it is open for.
       cfg.shelf = std::make_shared<actors::batch_shelf>();
       proto.shelf = cfg.shelf;
@@ -296,6 +357,20 @@ void check_options(const loader_options& o, bool custom_source, bool iterable) {
   if (!custom_source)
     ACTORCH_CHECK(!o.persistent_workers || o.num_workers > 0,
                   "DataLoader: persistent_workers option needs num_workers > 0");
+  if (!o.multiprocessing_context.empty()) {
+    // PyTorch: "multiprocessing_context can only be used with multi-process loading".
+    ACTORCH_CHECK(!custom_source, "DataLoader with a source actor: multiprocessing_context "
+                                  "option places the built-in dataset workers, which the source "
+                                  "replaces");
+    ACTORCH_CHECK(o.num_workers > 0, "DataLoader: multiprocessing_context can only be used with "
+                                     "multi-process loading (num_workers > 0), but got "
+                                     "num_workers=0");
+    ACTORCH_CHECK(o.multiprocessing_context == "fork", "DataLoader: multiprocessing_context '",
+                  o.multiprocessing_context,
+                  "' is not supported: actorch's workers are threads (\"\", the default) or "
+                  "forked processes (\"fork\"); spawn and forkserver would start a new program, "
+                  "which cannot rebuild a C++ dataset");
+  }
   if (!o.worker_cpus.empty()) {
     ACTORCH_CHECK(!custom_source, "DataLoader with a source actor: worker_cpus option pins the "
                                   "built-in dataset workers, which the source replaces");

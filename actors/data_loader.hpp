@@ -59,8 +59,19 @@ struct loader_options {
   /// batch; 0: forever. PyTorch's bounds the wait for a batch instead: see Note [Loader
   /// timeout] in actors/loader/supervisor.cpp.
   double timeout = 0;
-  /// Called with the worker id on each worker's thread before its first batch.
+  /// Called with the worker id on each worker's thread before its first batch (in the worker's
+  /// process with multiprocessing_context "fork").
   std::function<void(int64_t)> worker_init_fn{};
+  /// Where the workers run. "" (the default): threads of this process, as actorch's workers
+  /// always did (PyTorch's are always processes). "fork": each worker loads in a child process
+  /// of its own, forked on its first batch, so that a crash or a hang in the dataset's code
+  /// kills the child and not the program: the worker is replaced and the batch loaded again
+  /// (the epoch fails only after max 3 attempts at one batch), and `timeout` kills a load that
+  /// passes it. Costs a copy of each batch and a process per worker: Note [Worker processes]
+  /// in actors/loader/worker_process.cpp, docs/performance.md. "spawn" and "forkserver" are
+  /// refused: they would start a new program, which cannot rebuild a C++ dataset object.
+  /// Only with num_workers > 0, as PyTorch requires.
+  std::string multiprocessing_context{};
   /// Draws the shuffle order and the base seed; one seeded from the default generator if null.
   std::shared_ptr<actorch::generator> generator{};
   /// Batches in flight per worker (2 when unset): prefetch_factor x num_workers in all, queued

@@ -8,6 +8,7 @@
 #include "actors/comm_actor.hpp"
 #include "actors/trainer.hpp"
 #include "actors/trainer_messages.hpp"
+#include "base/parse.hpp"
 #include "core/autograd/grad_mode.hpp"
 #include "core/data/distributed_sampler.hpp"
 #include "core/ops/factory.hpp"
@@ -32,42 +33,34 @@ std::string encode_loader_state(const data::loader_state& s) {
 }
 
 data::loader_state decode_loader_state(const std::string& text, const std::string& path) {
-  auto fail = [&] {
-    ACTORCH_FAIL("train_data_parallel: ", path, ": malformed \"loader\" metadata \"", text, "\"");
-  };
-  std::vector<std::string> parts;
-  std::string cur;
-  for (char c : text) {
-    if (c == ';') {
-      parts.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
+  const std::string what = "train_data_parallel: " + path + ": the \"loader\" metadata \"" + text +
+                           "\" (epoch;indices;seed:offset;seed:offset|-)";
+  auto split = [](std::string_view s, char sep) {
+    std::vector<std::string_view> out;
+    for (size_t pos = 0;;) {
+      const size_t at = s.find(sep, pos);
+      out.push_back(s.substr(pos, at == std::string_view::npos ? s.npos : at - pos));
+      if (at == std::string_view::npos)
+        return out;
+      pos = at + 1;
     }
-  }
-  parts.push_back(cur);
-  if (parts.size() != 4)
-    fail();
-  data::loader_state s;
-  auto gen_state = [&](const std::string& p) {
-    const size_t colon = p.find(':');
-    if (colon == std::string::npos)
-      fail();
-    return generator::state{std::stoull(p.substr(0, colon)), std::stoull(p.substr(colon + 1))};
   };
-  try {
-    s.epoch = std::stoll(parts[0]);
-    std::stringstream list(parts[1]);
-    for (std::string item; std::getline(list, item, ',');)
-      s.delivered.push_back(std::stoll(item));
-    s.loader_generator = gen_state(parts[2]);
-    if (parts[3] != "-")
-      s.sampler_generator = gen_state(parts[3]);
-  } catch (const std::invalid_argument&) {
-    fail();
-  } catch (const std::out_of_range&) {
-    fail();
-  }
+  const auto parts = split(text, ';');
+  ACTORCH_CHECK(parts.size() == 4, what, " has ", parts.size(), " fields, not 4");
+  auto gen_state = [&](std::string_view p, const char* field) {
+    const auto seed_offset = split(p, ':');
+    ACTORCH_CHECK(seed_offset.size() == 2, what, ": the ", field, " is not seed:offset");
+    return generator::state{parse_uint(seed_offset[0], what + ", " + field + " seed"),
+                            parse_uint(seed_offset[1], what + ", " + field + " offset")};
+  };
+  data::loader_state s;
+  s.epoch = parse_int(parts[0], what + ", epoch", 0);
+  if (!parts[1].empty())
+    for (std::string_view item : split(parts[1], ','))
+      s.delivered.push_back(parse_int(item, what + ", a delivered index", 0));
+  s.loader_generator = gen_state(parts[2], "loader generator");
+  if (parts[3] != "-")
+    s.sampler_generator = gen_state(parts[3], "sampler generator");
   return s;
 }
 
@@ -76,12 +69,8 @@ int64_t meta_int(const std::map<std::string, std::string>& meta, const char* key
   const auto it = meta.find(key);
   ACTORCH_CHECK(it != meta.end(), "train_data_parallel: ", path, " has no \"", key,
                 "\" metadata (not a checkpoint written by train_data_parallel)");
-  try {
-    return std::stoll(it->second);
-  } catch (const std::exception&) {
-    ACTORCH_FAIL("train_data_parallel: ", path, ": metadata \"", key, "\" is not a number: \"",
-                 it->second, "\"");
-  }
+  return parse_int(it->second,
+                   "train_data_parallel: " + path + ": metadata \"" + std::string(key) + "\"", 0);
 }
 
 void check_spec(const trainer_spec& spec, const job_options& opts) {

@@ -49,6 +49,9 @@ struct loader_bench_options {
   /// pinned to the t-th usable CPU likewise.
   bool pin_workers = false;
   std::string trace; // `loader`: write a Chrome trace of the epoch here (empty: none)
+  /// `loader`: the loader's multiprocessing_context ("fork": worker processes; prints
+  /// context=fork).
+  std::string multiprocessing_context;
 };
 
 /// The `loader` workload: the actor data loader over the synthetic dataset, samples per second.

@@ -79,6 +79,7 @@ void time_loader(const data::dataset_ptr& ds, const loader_bench_options& o,
   data::data_loader loader(ds, {.batch_size = kBatch,
                                 .shuffle = true,
                                 .num_workers = o.workers,
+                                .multiprocessing_context = o.multiprocessing_context,
                                 .generator = std::make_shared<generator>(0),
                                 .worker_cpus = cpus});
   const auto t0 = clock_type::now();
@@ -97,6 +98,7 @@ void time_loader(const data::dataset_ptr& ds, const loader_bench_options& o,
     pinned += (pinned.empty() ? " worker_cpus=" : ",") + std::to_string(cpu);
   print(out,
         label + " workers=" + std::to_string(o.workers) + pinned +
+            (o.multiprocessing_context.empty() ? "" : " context=" + o.multiprocessing_context) +
             " passes=" + std::to_string(o.passes) + " n=" + std::to_string(o.n),
         seen, dt);
   if (!o.trace.empty()) { // after the figure, which a failed write must not lose

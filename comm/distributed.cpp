@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 
 #include <unistd.h>
 
 #include "base/error.hpp"
+#include "base/parse.hpp"
 #include "comm/backend/gloo/process_group_gloo.hpp"
 #include "comm/backend/nccl/process_group_nccl.hpp"
 #include "comm/store/file_store.hpp"
@@ -73,17 +75,9 @@ std::optional<std::string> env(const char* name) {
   return std::string(v);
 }
 
-int parse_int(const std::string& text, const std::string& what) {
-  size_t used = 0;
-  int v = 0;
-  try {
-    v = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  ACTORCH_CHECK(used == text.size() && !text.empty(), "init_process_group: ", what, " '", text,
-                "' is not an integer");
-  return v;
+/// A rank, a world size or a port read from the URL or the environment: a whole number >= 0.
+int parse_count(const std::string& text, const std::string& what) {
+  return int(parse_int(text, "init_process_group: " + what, 0, std::numeric_limits<int>::max()));
 }
 
 // The first of the variables that is set, parsed; -1 when none is.
@@ -91,16 +85,13 @@ int from_env(std::initializer_list<const char*> names, std::string* which) {
   for (const char* n : names)
     if (auto v = env(n)) {
       *which = n;
-      return parse_int(*v, std::string("environment variable ") + n);
+      return parse_count(*v, std::string("environment variable ") + n);
     }
   return -1;
 }
 
 uint16_t parse_port(const std::string& text, const std::string& what) {
-  const int p = parse_int(text, what);
-  ACTORCH_CHECK(p >= 1 && p <= 65535, "init_process_group: ", what, " ", p,
-                " is outside [1, 65535]");
-  return uint16_t(p);
+  return uint16_t(parse_int(text, "init_process_group: " + what, 1, 65535));
 }
 
 group make_group(const std::string& backend, std::shared_ptr<store> st, int rank, int size,
@@ -157,6 +148,11 @@ void init_process_group(const init_options& opts) {
   ACTORCH_CHECK(s.world == nullptr, "init_process_group: the default process group is already ",
                 "initialized (call destroy_process_group first)");
   ACTORCH_CHECK(opts.timeout.count() > 0, "init_process_group: the timeout must be > 0");
+  // -1, PyTorch's default, means "not given": take it from the URL or the environment.
+  ACTORCH_CHECK(opts.rank >= -1, "init_process_group: rank must not be negative (-1: from the ",
+                "environment), but got ", opts.rank);
+  ACTORCH_CHECK(opts.world_size >= -1, "init_process_group: world_size must not be negative ",
+                "(-1: from the environment), but got ", opts.world_size);
   std::string rank_src = "the rank argument", world_src = "the world_size argument";
   int rank = opts.rank, world_size = opts.world_size;
   std::string url = opts.init_method.empty() ? "env://" : opts.init_method;
@@ -174,10 +170,10 @@ void init_process_group(const init_options& opts) {
                     "' in init_method '", opts.init_method, "'");
       const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
       if (k == "rank" && rank < 0) {
-        rank = parse_int(v, "rank in the URL");
+        rank = parse_count(v, "rank in the URL");
         rank_src = "the URL";
       } else if (k == "world_size" && world_size < 0) {
-        world_size = parse_int(v, "world_size in the URL");
+        world_size = parse_count(v, "world_size in the URL");
         world_src = "the URL";
       }
       pos = amp + 1;

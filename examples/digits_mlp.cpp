@@ -11,6 +11,7 @@
 #include <iostream>
 #include <string>
 
+#include "base/parse.hpp"
 #include "core/core.hpp"
 #include "core/data/digits_dataset.hpp"
 #include "core/data/transforms.hpp"
@@ -40,11 +41,11 @@ options parse(int argc, char** argv) {
     if (a == "--data")
       o.data = v;
     else if (a == "--epochs")
-      o.epochs = std::stoll(v);
+      o.epochs = parse_int(v, "--epochs", 1);
     else if (a == "--checkpoint")
       o.checkpoint = v;
     else if (a == "--stop-after")
-      o.stop_after = std::stoll(v);
+      o.stop_after = parse_int(v, "--stop-after", 0);
     else if (a == "--resume")
       o.resume = v;
     else
@@ -66,7 +67,7 @@ double accuracy(nn::module& model, const tensor& x, const tensor& y) {
 int64_t load_epoch(const std::string& path, nn::module& model, optim::optimizer& opt) {
   const auto meta = load_checkpoint(path, model, opt);
   ACTORCH_CHECK(meta.count("epoch"), "digits_mlp: ", path, " has no \"epoch\" metadata");
-  return std::stoll(meta.at("epoch"));
+  return parse_int(meta.at("epoch"), path + ": metadata \"epoch\"", 0);
 }
 
 } // namespace

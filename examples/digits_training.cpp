@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include "base/parse.hpp"
 #include "comm/distributed.hpp"
 #include "core/core.hpp"
 #include "core/data/digits_dataset.hpp"
@@ -29,17 +30,8 @@ options parse(int argc, char** argv, const char* program) {
     const std::string a = argv[i];
     ACTORCH_CHECK(i + 1 < argc, program, ": option ", a, " needs a value");
     const std::string v = argv[++i];
-    auto number = [&](int64_t lo) {
-      try {
-        size_t used = 0;
-        const int64_t n = std::stoll(v, &used);
-        ACTORCH_CHECK(used == v.size() && n >= lo, program, ": ", a, " must be an integer >= ", lo,
-                      " but got '", v, "'");
-        return n;
-      } catch (const std::logic_error&) {
-        ACTORCH_FAIL(program, ": ", a, " must be an integer >= ", lo, " but got '", v, "'");
-      }
-    };
+    const std::string what = std::string(program) + ": " + a;
+    auto number = [&](int64_t lo) { return parse_int(v, what, lo); };
     if (a == "--data")
       o.data = v;
     else if (a == "--out")
@@ -53,7 +45,7 @@ options parse(int argc, char** argv, const char* program) {
     else if (a == "--actors")
       o.actors = int(number(1));
     else if (a == "--lr")
-      o.lr = std::stod(v);
+      o.lr = parse_double(v, what);
     else if (a == "--trace")
       o.trace = v;
     else if (a == "--resume")

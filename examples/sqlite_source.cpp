@@ -19,8 +19,11 @@ db_ptr open_db(const std::string& path, int flags) {
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   db_ptr out(db, sqlite3_close);
+  // SQLite says "unable to open database file"; the system's errno says why.
+  const int sys_errno = db ? sqlite3_system_errno(db) : 0;
   ACTORCH_CHECK(rc == SQLITE_OK, "sqlite: cannot open ", path, ": ",
-                db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+                db ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
+                sys_errno ? std::string(" (") + std::strerror(sys_errno) + ")" : std::string());
   return out;
 }
 

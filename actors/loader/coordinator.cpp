@@ -13,6 +13,19 @@
 
 namespace actorch::actors {
 
+namespace {
+
+/// A worker's exit reason for a message: the text it carries (a worker process's death says how
+/// it ended), else CAF's rendering.
+std::string reason_text(const caf::error& reason) {
+  const caf::message& context = reason.context();
+  if (context.size() == 1 && context.match_element<std::string>(0))
+    return context.get_as<std::string>(0);
+  return caf::to_string(reason);
+}
+
+} // namespace
+
 struct coordinator::impl {
   impl(caf::local_actor* host, coordinator_config c)
       : self(host), cfg(std::move(c)),
@@ -171,7 +184,7 @@ struct coordinator::impl {
                     (cfg.iterable ? " died while iterating the IterableDataset (a stream "
                                     "cannot be resumed): "
                                   : " stopped: ") +
-                    caf::to_string(reason),
+                    reason_text(reason),
                 true);
       return;
     }
@@ -185,7 +198,7 @@ struct coordinator::impl {
         deliver(seq, {},
                 sup.name(w) + " died " + std::to_string(attempt) + " times while loading batch " +
                     std::to_string(seq) + " (sample indices " + indices_str(indices_of(seq)) +
-                    "); last exit reason: " + caf::to_string(reason),
+                    "); last exit reason: " + reason_text(reason),
                 true);
         return;
       }
@@ -309,6 +322,8 @@ void coordinator::on_timeout(uint64_t run_id, int64_t seq, int64_t clock) {
   const outstanding_task* task = st.disp.find(seq);
   if (!task || task->clock != clock)
     return; // loaded in time, or its clock restarted since (re-issued, taken, displaced)
+  if (st.cfg.deadline_passed)
+    st.cfg.deadline_passed->store(true);
   std::ostringstream os;
   os << "DataLoader timed out after " << st.cfg.timeout_s << " seconds waiting for "
      << st.sup.name(task->worker) << " to load batch " << seq << " (sample indices "

@@ -8,6 +8,7 @@
 // for a consumer actor (Note [Loader host] in host.cpp).
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -43,6 +44,9 @@ struct coordinator_config {
   /// Where the tasks for the loader's own map-style workers are posted, for them to take from
   /// each other (Note [Task stealing]). Null: no stealing.
   std::shared_ptr<task_board> board;
+  /// Set once a source's deadline passed (a timeout error): that source may never return, and
+  /// the loader's shutdown does not wait for it (Note [Stuck workers] in data_loader.cpp).
+  std::shared_ptr<std::atomic<bool>> deadline_passed;
 };
 
 /// The coordinator's state machine. Its host forwards to it what arrives in the host's

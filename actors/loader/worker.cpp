@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "actors/loader/plan.hpp"
+#include "actors/loader/worker_process.hpp"
 #include "core/trace.hpp"
 
 namespace actorch::actors {
@@ -256,6 +257,8 @@ struct worker_state {
   std::unique_ptr<data::sample_iterator> it;
   uint64_t iter_run_id = 0;
   bool exhausted = false;
+  // Its child process, with cfg.process (Note [Worker processes] in worker_process.cpp).
+  std::unique_ptr<worker_process> proc;
 };
 
 using worker_pointer = source_actor::stateful_pointer<worker_state>;
@@ -276,10 +279,50 @@ using worker_pointer = source_actor::stateful_pointer<worker_state>;
 
 /// Before the worker's first batch: pins it (Note [Worker CPUs]), then runs worker_init_fn;
 /// false (and `out` the error) if either failed.
+loaded_batch load_one(worker_state& s, const index_batch& task);
+
+/// With cfg.process: forks the worker's child, which initializes itself (pinning,
+/// worker_init_fn) and loads with its own copy of `s`. See Note [Worker processes].
+void start_process(worker_state& s) {
+  auto init = [&s]() -> std::string {
+    // In the child: its copy of the state loads into plain memory, and the parent alone knows
+    // which run is current (it cancels; the child's copy of the flag would stay stale).
+    s.cfg.pool = nullptr;
+    s.cfg.pin_memory = false;
+    s.cfg.active_run_id = nullptr;
+    const char* step = "pinning to a CPU";
+    try {
+      if (s.cfg.cpu >= 0)
+        data::pin_thread_to_cpu(s.cfg.cpu);
+      step = "worker_init_fn";
+      if (s.cfg.worker_init_fn)
+        s.cfg.worker_init_fn(s.cfg.id);
+    } catch (const std::exception& e) {
+      return s.name + ": " + step + " failed: " + e.what();
+    }
+    return {};
+  };
+  s.proc = std::make_unique<worker_process>(
+      s.name, init, [&s](const index_batch& task) { return load_one(s, task); }, s.cfg.pool.get(),
+      s.cfg.pin_memory, s.cfg.timeout_s, s.cfg.active_run_id.get());
+}
+
 bool initialize(worker_state& s, const index_batch& task, loaded_batch& out) {
   if (s.initialized)
     return true;
   s.initialized = true;
+  if (s.cfg.process) {
+    try {
+      start_process(s);
+      return true;
+    } catch (const std::exception& e) {
+      out.run_id = task.run_id;
+      out.seq = task.seq;
+      out.worker = s.cfg.id;
+      out.error = e.what();
+      return false;
+    }
+  }
   const char* step = "pinning to a CPU";
   try {
     if (s.cfg.cpu >= 0)
@@ -299,6 +342,11 @@ bool initialize(worker_state& s, const index_batch& task, loaded_batch& out) {
 
 /// Loads `task` on this worker's thread; the reply names this worker.
 loaded_batch load_one(worker_state& s, const index_batch& task) {
+  if (s.proc) { // the parent of a worker process: the child loads (with its own load_one)
+    loaded_batch out = s.proc->load(task);
+    out.worker = s.cfg.id;
+    return out;
+  }
   if (s.cfg.dataset) {
     loaded_batch out = load_batch(task, *s.cfg.dataset, s.cfg.collate, s.cfg.pool.get(),
                                   s.cfg.pin_memory, s.name, s.cfg.active_run_id.get());
@@ -336,8 +384,15 @@ source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cf
   // Note [Worker crash]: an exception escaping a handler (one not derived from std::exception,
   // which load_batch does not catch) kills this actor; the supervisor sees it go down, spawns a
   // replacement and re-issues its batch. Quietly: the coordinator reports it if it persists.
-  self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr&) -> caf::error {
-    return caf::sec::runtime_error;
+  // A worker process that died ends its worker the same way, with the message saying how.
+  self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) -> caf::error {
+    try {
+      std::rethrow_exception(e);
+    } catch (const worker_process_died& died) {
+      return caf::make_error(caf::sec::runtime_error, died.message);
+    } catch (...) {
+      return caf::sec::runtime_error;
+    }
   });
   return {
       [self](load_atom, const index_batch& task) -> caf::result<loaded_batch> {

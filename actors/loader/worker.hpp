@@ -42,6 +42,10 @@ struct worker_config {
   std::shared_ptr<batch_shelf> shelf;
   /// Where the worker claims its tasks and takes others' (Note [Task stealing]); null: neither.
   std::shared_ptr<task_board> board;
+  /// Load in a forked child process (multiprocessing_context = "fork"; Note [Worker processes]
+  /// in worker_process.cpp), killed when a load passes `timeout_s` (> 0).
+  bool process = false;
+  double timeout_s = 0;
 };
 
 /// Loads one batch on the calling thread: get() each index, collate (default_convert the one

@@ -1,18 +1,38 @@
 // digits_dataset: gunzip through zlib's gzFile, parse the CSV into two tensors.
 #include "core/data/digits_dataset.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <charconv>
 #include <memory>
 
 #include "core/ops/factory.hpp"
+#include "core/serialize/file_io.hpp"
 
 namespace actorch::data {
 
 digits_dataset::digits_dataset(const std::string& path) {
-  std::unique_ptr<gzFile_s, int (*)(gzFile)> gz(gzopen(path.c_str(), "rb"), gzclose);
-  ACTORCH_CHECK(gz != nullptr, "digits_dataset: cannot open ", path);
+  // Opened here, not by gzopen, so that every failure says the system's reason (gzopen
+  // opens a directory and only its first read fails).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ACTORCH_CHECK(fd >= 0, "digits_dataset: cannot open ", path, ": ", serialize::errno_str(errno));
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  const int stat_errno = errno;
+  if (!regular) {
+    ::close(fd);
+    ACTORCH_FAIL("digits_dataset: cannot open ", path, ": ",
+                 S_ISDIR(st.st_mode) ? "Is a directory"
+                 : stat_errno != 0   ? serialize::errno_str(stat_errno)
+                                     : "not a regular file");
+  }
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> gz(gzdopen(fd, "rb"), gzclose);
+  if (gz == nullptr)
+    ::close(fd);
+  ACTORCH_CHECK(gz != nullptr, "digits_dataset: cannot read ", path, ": out of memory");
   std::string text;
   char buf[1 << 16];
   int got = 0;

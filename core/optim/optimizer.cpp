@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "base/parse.hpp"
 #include "core/autograd/grad_mode.hpp"
 
 namespace actorch::optim {
@@ -17,11 +18,7 @@ std::string to_text(double v) {
 }
 
 double from_text(const std::string& key, const std::string& text) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  ACTORCH_CHECK(end && *end == '\0' && !text.empty(), "load_state_dict: metadata \"", key,
-                "\" is not a number: \"", text, "\"");
-  return v;
+  return parse_double(text, "load_state_dict: metadata \"" + key + "\"");
 }
 } // namespace
 

@@ -3,12 +3,15 @@
 #include "core/serialize/file_io.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -37,7 +40,8 @@ file_source::file_source(const where& w, read_position wording) : w_(w), wording
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd_);
-    ACTORCH_IO_FAIL(w, "not a regular file (a directory, pipe or device cannot be loaded)");
+    ACTORCH_IO_CHECK(!S_ISDIR(st.st_mode), w, "cannot open the file: Is a directory");
+    ACTORCH_IO_FAIL(w, "not a regular file (a pipe or device cannot be loaded)");
   }
   size_ = uint64_t(st.st_size);
 }
@@ -67,10 +71,70 @@ void file_source::read_at(uint64_t offset, void* dst, size_t n) {
 
 // Writing. -----------------------------------------------------------------------------------
 
+// Note [Temporary files of dead processes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A save writes <target>.tmp.<host>.<pid>.<n> and renames it over the target. A process killed
+// between the two (SIGKILL, the OOM killer, a power cut) leaves its temporary file behind, as
+// large as the checkpoint, and no destructor runs to remove it. So each save first removes the
+// temporaries of the same target that this host's dead processes left: same host name, and no
+// process with that pid (kill(pid, 0) fails with ESRCH). A live pid keeps its file, even if the
+// pid was reused since (the file then stays until that process ends: a leak, never a loss). A
+// temporary of another host (a shared file system) is never touched: its pid means nothing here.
+namespace {
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0')
+    return "localhost";
+  std::string name = buf;
+  for (char& c : name) // a file name's part: no '/', nothing a shell would trip on
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_')
+      c = '_';
+  return name;
+}
+
+/// The pid in `suffix` ("<host>.<pid>.<n>") when its host is `host`, else -1.
+pid_t pid_of_temporary(std::string_view suffix, std::string_view host) {
+  const size_t last = suffix.rfind('.');
+  if (last == std::string_view::npos || last == 0)
+    return -1;
+  const size_t mid = suffix.rfind('.', last - 1);
+  if (mid == std::string_view::npos || suffix.substr(0, mid) != host)
+    return -1;
+  auto digits = [](std::string_view d) {
+    return !d.empty() && d.size() <= 9 && d.find_first_not_of("0123456789") == d.npos;
+  };
+  const std::string_view pid = suffix.substr(mid + 1, last - mid - 1);
+  if (!digits(pid) || !digits(suffix.substr(last + 1)))
+    return -1;
+  return pid_t(std::stol(std::string(pid)));
+}
+
+void remove_dead_temporaries(const std::string& target, const std::string& host) {
+  namespace fs = std::filesystem;
+  const fs::path target_path(target);
+  const fs::path dir = target_path.has_parent_path() ? target_path.parent_path() : fs::path(".");
+  const std::string prefix = target_path.filename().string() + ".tmp.";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix))
+      continue;
+    const pid_t pid = pid_of_temporary(std::string_view(name).substr(prefix.size()), host);
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH)
+      (void)::unlink(it->path().c_str()); // best effort: another save may remove it first
+  }
+}
+
+} // namespace
+
 atomic_file::atomic_file(const where& w, const fail_after_hook* hook) : w_(w), hook_(hook) {
   static std::atomic<uint64_t> counter{0};
+  static const std::string host = host_name();
+  remove_dead_temporaries(w.name, host); // Note [Temporary files of dead processes]
   for (int attempt = 0;; ++attempt) {
-    path_ = w.name + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    path_ = w.name + ".tmp." + host + "." + std::to_string(::getpid()) + "." +
+            std::to_string(counter++);
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd_ >= 0)
       return;

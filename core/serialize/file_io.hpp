@@ -132,8 +132,10 @@ private:
   const char* setter_name_;
 };
 
-/// The temporary file of one save to w.name: created next to the target with O_EXCL, renamed
-/// over the target by commit(), and removed by the destructor unless that rename happened.
+/// The temporary file of one save to w.name: created next to the target with O_EXCL as
+/// <target>.tmp.<host>.<pid>.<n>, renamed over the target by commit(), and removed by the
+/// destructor unless that rename happened. Creating it first removes the temporaries of the same
+/// target that dead processes of this host left (Note [Temporary files of dead processes]).
 /// Throws actorch::error naming `w` and the temporary file for every failure.
 /// @post if commit() did not return, w.name is untouched and no temporary file is left behind.
 class atomic_file final : public byte_sink {

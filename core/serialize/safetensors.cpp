@@ -10,6 +10,8 @@
 #include <optional>
 #include <tuple>
 
+#include <zlib.h>
+
 #include "core/ops/factory.hpp"
 #include "core/serialize/file_io.hpp"
 #include "core/serialize/json.hpp"
@@ -41,6 +43,20 @@ namespace actorch {
 // All offsets are checked against the file's size before any tensor is allocated, so a
 // corrupted header cannot make us allocate more than the file holds.
 
+// Note [safetensors checksums]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The format has no checksum, so a flipped bit in a tensor's data loads silently. We write one
+// per tensor into "__metadata__", where the format allows any string values and every other
+// reader ignores what it does not know: "actorch.crc32.<name>": 8 lowercase hex digits, zlib's
+// crc32 of the tensor's bytes as stored (C order, little-endian), which Python's zlib.crc32
+// computes too. Reading, a file with any such key must have one for every tensor and none for a
+// tensor it lacks; each tensor's bytes are checked right after they are read, before anything
+// uses them, and a mismatch names the file and the tensor. The keys are the file's own: load
+// returns the metadata without them, and a save refuses user metadata under the prefix. A file
+// written elsewhere, without them, loads as before. crc32 detects every burst error of up to 32
+// bits and, at random, misses one corruption in 2^32; it is no defence against a forger (who
+// would recompute it).
+
 namespace {
 
 using serialize::append_json_string;
@@ -58,6 +74,8 @@ using serialize::string_sink;
 using serialize::where;
 
 constexpr std::string_view kMetadataKey = "__metadata__";
+// See Note [safetensors checksums].
+constexpr std::string_view kChecksumPrefix = "actorch.crc32.";
 // The Python package refuses headers longer than this (its MAX_HEADER_SIZE); so do we, so that
 // a corrupt length field in a large file cannot make us allocate gigabytes for the header.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
@@ -91,6 +109,41 @@ std::optional<dtype> dtype_of_code(std::string_view code) {
   return std::nullopt;
 }
 
+/// zlib's crc32 of n bytes (n may exceed zlib's uInt: fed in pieces).
+uint32_t crc32_of(const void* data, size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = static_cast<const Bytef*>(data);
+  while (n > 0) {
+    const uInt piece = uInt(std::min<size_t>(n, size_t(1) << 30));
+    crc = crc32(crc, p, piece);
+    p += piece;
+    n -= piece;
+  }
+  return uint32_t(crc);
+}
+
+std::string hex8(uint32_t v) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(8, '0');
+  for (int i = 7; i >= 0; --i, v >>= 4)
+    out[size_t(i)] = kDigits[v & 0xf];
+  return out;
+}
+
+/// 8 lowercase hex digits as a number, or nullopt.
+std::optional<uint32_t> from_hex8(std::string_view s) {
+  if (s.size() != 8)
+    return std::nullopt;
+  uint32_t v = 0;
+  for (char c : s) {
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0)
+      return std::nullopt;
+    v = v << 4 | uint32_t(d);
+  }
+  return v;
+}
+
 /// numel and byte size of `shape` of `dt`, or nullopt when they overflow.
 std::optional<uint64_t> byte_size(const shape_t& shape, dtype dt) {
   uint64_t n = element_size(dt);
@@ -116,6 +169,7 @@ struct entry {
   dtype dt = dtype::float32;
   shape_t shape;
   uint64_t begin = 0, end = 0; // within the data section
+  std::optional<uint32_t> crc; // Note [safetensors checksums]
 };
 
 struct header {
@@ -223,6 +277,31 @@ void check_tiling(const std::vector<entry>& entries, uint64_t data_size, const w
 
 // Reading. -----------------------------------------------------------------------------------
 
+/// Moves the checksums out of h.metadata into the entries. See Note [safetensors checksums].
+void take_checksums(header& h, const where& w) {
+  size_t found = 0;
+  for (auto it = h.metadata.lower_bound(std::string(kChecksumPrefix));
+       it != h.metadata.end() && it->first.starts_with(kChecksumPrefix);) {
+    const std::string name = it->first.substr(kChecksumPrefix.size());
+    const auto e =
+        std::lower_bound(h.entries.begin(), h.entries.end(), name,
+                         [](const entry& a, const std::string& n) { return a.name < n; });
+    ACTORCH_IO_CHECK(e != h.entries.end() && e->name == name, w, "__metadata__ holds ",
+                     key_str(it->first), ", a checksum for a tensor the file does not have");
+    e->crc = from_hex8(it->second);
+    ACTORCH_IO_CHECK(e->crc, w, "tensor ", key_str(name), ": its checksum ", key_str(it->second),
+                     " in __metadata__ is not 8 lowercase hex digits");
+    ++found;
+    it = h.metadata.erase(it);
+  }
+  if (found == 0 || found == h.entries.size())
+    return;
+  for (const entry& e : h.entries)
+    ACTORCH_IO_CHECK(e.crc, w, "tensor ", key_str(e.name), " has no checksum, but ", found,
+                     " of the file's ", h.entries.size(),
+                     " tensors have one (__metadata__ was edited, or the file is corrupt)");
+}
+
 /// Reads and checks the length and the header of a file. See Note [safetensors layout].
 header read_header(byte_source& src, const where& w) {
   const uint64_t file_size = src.size();
@@ -265,6 +344,7 @@ header read_header(byte_source& src, const where& w) {
   std::sort(h.entries.begin(), h.entries.end(),
             [](const entry& a, const entry& b) { return a.name < b.name; });
   check_tiling(h.entries, data_size, w);
+  take_checksums(h, w);
   return h;
 }
 
@@ -272,9 +352,20 @@ header read_header(byte_source& src, const where& w) {
 tensor read_tensor(byte_source& src, const header& h, const entry& e, const where& w) {
   tensor out = empty(e.shape, {.dtype = e.dt});
   const size_t n = size_t(e.end - e.begin);
-  if (n == 0)
+  if (n == 0) {
+    ACTORCH_IO_CHECK(!e.crc || *e.crc == 0, w, "tensor ", key_str(e.name),
+                     ": checksum mismatch: it has no data (crc32 00000000) but the file records ",
+                     hex8(*e.crc));
     return out;
+  }
   src.read_at(h.data_start + e.begin, out.data_ptr(), n);
+  if (e.crc) {
+    const uint32_t got = crc32_of(out.data_ptr(), n);
+    ACTORCH_IO_CHECK(got == *e.crc, w, "tensor ", key_str(e.name),
+                     ": checksum mismatch: its data has crc32 ", hex8(got),
+                     " but the file records ", hex8(*e.crc),
+                     " (the data was changed or corrupted after it was written)");
+  }
   if (e.dt == dtype::bool_) {
     // Checked as bytes, before anything reads them as bool. See Note [safetensors layout].
     const auto* bytes = static_cast<const unsigned char*>(out.data_ptr());
@@ -390,15 +481,25 @@ plan make_plan(const std::vector<std::pair<std::string, tensor>>& tensors,
   for (const auto& [key, value] : metadata) {
     check_utf8(key, "the metadata key", w);
     check_utf8(value, "the metadata value", w);
+    ACTORCH_IO_CHECK(!key.starts_with(kChecksumPrefix), w, "the metadata key ", key_str(key),
+                     " is reserved: actorch stores each tensor's checksum under '", kChecksumPrefix,
+                     "<name>'");
+  }
+  // Note [safetensors checksums]: one pass over the data for them, before the header is made.
+  std::map<std::string, std::string> all = metadata;
+  for (const auto* named : p.order) {
+    const tensor c = named->second.to(kCPU).contiguous();
+    all.emplace(std::string(kChecksumPrefix) + named->first,
+                hex8(crc32_of(c.data_ptr(), c.nbytes())));
   }
 
   // The JSON, compact as serde_json writes it, "__metadata__" first. See Note [safetensors
   // layout].
   std::string json = "{";
-  if (!metadata.empty()) {
+  if (!all.empty()) {
     append_json_string(json, kMetadataKey);
     json += ":{";
-    for (const auto& [key, value] : metadata) {
+    for (const auto& [key, value] : all) {
       if (json.back() != '{')
         json += ',';
       append_json_string(json, key);

@@ -2,6 +2,8 @@
 // same loader (shuffle, collate, in_order, errors), plus a consumer actor receiving batches.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include <sqlite3.h>
 
 #include "actors/source_loader.hpp"
@@ -117,6 +119,16 @@ TEST_CASE("an SQLite source refuses a row it cannot read as a sample", "[actors]
     CHECK(labels == std::vector<int64_t>{4, 7});
   }
   caf::anon_send_exit(source, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("an SQLite file that cannot be opened says why", "[actors][sqlite]") {
+  CHECK_THROWS_WITH(examples::sqlite_sample_count(db_path("missing.db")),
+                    Contains("sqlite: cannot open " + db_path("missing.db")) &&
+                        Contains("(No such file or directory)"));
+  const std::string dir = db_path("a_directory.db");
+  std::filesystem::create_directories(dir);
+  CHECK_THROWS_WITH(examples::sqlite_sample_count(dir),
+                    Contains("sqlite: cannot open " + dir) && Contains("(Is a directory)"));
 }
 
 TEST_CASE("a consumer actor gets the batches as messages and returns credits", "[actors][sqlite]") {

@@ -189,6 +189,41 @@ TEST_CASE("trainer actors: a run resumed from an epoch-end checkpoint ends the s
   require_close(model_of(full), model_of(part), 0);
 }
 
+TEST_CASE("trainer actors: a checkpoint whose numbers are not whole numbers is refused") {
+  const std::string part = scratch("part_strict.safetensors");
+  auto first = toy_spec(32, part);
+  first.max_steps = 3;
+  first.checkpoint_every = 3;
+  train_data_parallel(first, {.num_local = 2});
+  const safetensors_file saved = load_safetensors(part);
+  auto resume_with = [&](const std::string& key, const std::string& value) {
+    auto meta = saved.metadata;
+    REQUIRE(meta.count(key));
+    meta[key] = value;
+    const std::string bad = scratch("bad_" + key + ".safetensors");
+    save_safetensors(bad, saved.tensors, meta);
+    auto second = toy_spec(32, "");
+    second.resume = bad;
+    try {
+      train_data_parallel(second, {.num_local = 2});
+    } catch (const actorch::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // std::stoll read "2x1" as 2 and resumed at epoch 2.
+  CHECK_THAT(resume_with("epoch", "2x1"),
+             Contains("metadata \"epoch\" must be an integer, but got '2x1'"));
+  CHECK_THAT(resume_with("step", " 3"), Contains("metadata \"step\" must be an integer"));
+  CHECK_THAT(resume_with("total_steps", "-3"),
+             Contains("metadata \"total_steps\" must not be negative, but got '-3'"));
+  const std::string loader = saved.metadata.at("loader");
+  CHECK_THAT(
+      resume_with("loader", "0x" + loader),
+      Contains("epoch must be an integer, but got '0x" + loader.substr(0, loader.find(';')) + "'"));
+  CHECK_THAT(resume_with("loader", loader + ";"), Contains("has 5 fields, not 4"));
+}
+
 TEST_CASE("trainer actors: a failing replica stops the job with its error, no hang") {
   auto spec = toy_spec(32, "");
   auto forward = spec.forward;

@@ -148,20 +148,35 @@ TEST_CASE("init_process_group rejects bad input clearly and in time", "[comm][in
   CHECK_THAT(init({.init_method = "tcp://127.0.0.1", .world_size = 1, .rank = 0}),
              Contains("malformed init_method 'tcp://127.0.0.1' (expected tcp://host:port)"));
   CHECK_THAT(init({.init_method = "tcp://127.0.0.1:99999", .world_size = 1, .rank = 0}),
-             Contains("99999 is outside [1, 65535]"));
+             Contains("is out of range: got '99999', expected 1..65535"));
   CHECK_THAT(init({.init_method = "tcp://127.0.0.1:12a", .world_size = 1, .rank = 0}),
-             Contains("'12a' is not an integer"));
+             Contains("must be an integer, but got '12a'"));
   CHECK_THAT(init({.init_method = "file://relative", .world_size = 1, .rank = 0}),
              Contains("expected file:///absolute/path"));
   CHECK_THAT(init({.world_size = 2, .rank = 2}),
              Contains("rank 2 (from the rank argument) is outside [0, 2)"));
   CHECK_THAT(init({.world_size = 2}), Contains("the rank is unknown: pass rank or set RANK"));
   CHECK_THAT(init({}), Contains("the world size is unknown"));
+  CHECK_THAT(init({.world_size = -3, .rank = 0}),
+             Contains("world_size must not be negative (-1: from the environment), but got -3"));
+  CHECK_THAT(init({.world_size = 2, .rank = -2}),
+             Contains("rank must not be negative (-1: from the environment), but got -2"));
   CHECK_THAT(init({.world_size = 2, .rank = 1}), Contains("env:// needs MASTER_ADDR"));
   env.set("MASTER_ADDR", "127.0.0.1");
   CHECK_THAT(init({.world_size = 2, .rank = 1}), Contains("env:// needs MASTER_PORT"));
   env.set("RANK", "x");
-  CHECK_THAT(init({.world_size = 2}), Contains("environment variable RANK 'x' is not an integer"));
+  CHECK_THAT(init({.world_size = 2}),
+             Contains("environment variable RANK must be an integer, but got 'x'"));
+  env.set("RANK", "1x");
+  CHECK_THAT(init({.world_size = 2}),
+             Contains("environment variable RANK must be an integer, but got '1x'"));
+  env.set("RANK", " 1");
+  CHECK_THAT(init({.world_size = 2}), Contains("must be an integer, but got ' 1'"));
+  env.set("RANK", "-1");
+  CHECK_THAT(init({.world_size = 2}),
+             Contains("environment variable RANK must not be negative, but got '-1'"));
+  env.set("RANK", "99999999999");
+  CHECK_THAT(init({.world_size = 2}), Contains("environment variable RANK is out of range"));
   env.set("RANK", "5");
   env.set("WORLD_SIZE", "3");
   CHECK_THAT(init({}), Contains("rank 5 (from RANK) is outside [0, 3)"));

@@ -156,7 +156,15 @@ TEST_CASE("digits_dataset parses the gzipped digits CSV", "[data][dataset]") {
   CHECK(ds.get(1)[1].as_int() == 1);
   CHECK(ds.labels().max().item<int64_t>() == 9);
   CHECK(ds.images().max().item<double>() == 16.0);
-  CHECK_THROWS_WITH(digits_dataset("/nonexistent/digits.csv.gz"), Contains("cannot open"));
+  // Each failure to open says the system's reason.
+  CHECK_THROWS_WITH(digits_dataset("/nonexistent/digits.csv.gz"),
+                    Contains("digits_dataset: cannot open /nonexistent/digits.csv.gz: No such file "
+                             "or directory"));
+  CHECK_THROWS_WITH(digits_dataset("/tmp"),
+                    Contains("digits_dataset: cannot open /tmp: Is a directory"));
+  CHECK_THROWS_WITH(
+      digits_dataset(std::string(ACTORCH_SOURCE_DIR) + "/examples/data/digits.csv.gz/x"),
+      Contains("/x: Not a directory"));
 }
 
 TEST_CASE("digits_dataset names the line and field of a malformed CSV", "[data][dataset]") {

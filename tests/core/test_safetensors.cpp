@@ -4,7 +4,9 @@
 // the upper half of a float32, rounded to nearest even, computed there on the bits),
 // atomic saves failing at every byte, every way a file can be corrupt, and load_into's checks
 // and its guarantee that a failed load writes no target.
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -19,6 +21,7 @@
 #include <limits>
 
 #include "core/ops/factory.hpp"
+#include "core/serialize/file_io.hpp"
 #include "core/serialize/safetensors.hpp"
 #include "tests/core/values.hpp"
 
@@ -166,16 +169,96 @@ TEST_CASE("safetensors round-trips every dtype, 0-dim and empty tensors, and met
   }
 }
 
+TEST_CASE("a flipped byte in a tensor's data is an error naming the file and the tensor",
+          "[core][safetensors]") {
+  // See Note [safetensors checksums] in core/serialize/safetensors.cpp.
+  const named_tensors tensors = {{"bias", full({3}, 0.5)},
+                                 {"weight", arange(12, {.dtype = dtype::float32}).view({3, 4})},
+                                 {"empty", empty({0})}};
+  const std::string file = tmp_path("checksummed.safetensors");
+  save_safetensors(file, tensors, {{"epoch", "3"}});
+  const std::string good = read_file(file);
+  // The checksums are the file's own: the metadata a user reads back is what they saved.
+  CHECK(load_safetensors(file).metadata == std::map<std::string, std::string>{{"epoch", "3"}});
+
+  // Every byte of the data section, flipped in one bit, is caught on load and on load_into.
+  const size_t data_start = good.size() - 15 * 4; // bias (3) then weight (12) floats
+  REQUIRE(good.substr(data_start, 4) == std::string("\0\0\0\x3f", 4));
+  for (size_t pos = data_start; pos < good.size(); ++pos) {
+    std::string bad = good;
+    bad[pos] = char(uint8_t(bad[pos]) ^ (1u << (pos % 8)));
+    const std::string name = pos < data_start + 12 ? "bias" : "weight";
+    INFO("byte " << pos);
+    write_file(file, bad);
+    REQUIRE_THROWS_WITH(load_safetensors(file),
+                        Contains("load_safetensors: " + file + ": tensor '" + name +
+                                 "': checksum mismatch: its data has crc32 ") &&
+                            Contains("after it was written"));
+    tensor bias = zeros({3}), weight = zeros({3, 4}), empty_target = empty({0});
+    REQUIRE_THROWS_WITH(
+        load_into(file, {{"bias", bias}, {"weight", weight}, {"empty", empty_target}}),
+        Contains("load_into: " + file + ": tensor '" + name + "': checksum mismatch"));
+    REQUIRE(bias.sum().item<double>() == 0); // no target written
+    REQUIRE(weight.sum().item<double>() == 0);
+  }
+
+  SECTION("files without checksums load as before; edited checksums are refused") {
+    // A file written elsewhere (or by an earlier actorch): the same tensors, no checksum keys.
+    const std::string header_of_good = good.substr(8, good.size() - 8 - 15 * 4);
+    auto with_metadata = [&](const std::string& metadata) {
+      std::string json = R"({"__metadata__":{)" + metadata + "}," +
+                         R"("bias":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)" +
+                         R"("empty":{"dtype":"F32","shape":[0],"data_offsets":[12,12]},)" +
+                         R"("weight":{"dtype":"F32","shape":[3,4],"data_offsets":[12,60]}})";
+      std::string len(8, '\0');
+      for (size_t i = 0; i < 8; ++i)
+        len[i] = char((json.size() >> (8 * i)) & 0xff);
+      return len + json + good.substr(good.size() - 60);
+    };
+    const safetensors_file plain = safetensors_from_bytes(with_metadata(R"("epoch":"3")"), "x");
+    CHECK(plain.metadata.at("epoch") == "3");
+    CHECK(plain.tensors.size() == 3);
+    const std::string crc_bias = header_of_good.substr(header_of_good.find("crc32.bias") + 13, 8);
+    const std::string crc_weight =
+        header_of_good.substr(header_of_good.find("crc32.weight") + 15, 8);
+    REQUIRE(crc_bias.size() == 8);
+    const std::string all = R"("actorch.crc32.bias":")" + crc_bias +
+                            R"(","actorch.crc32.empty":"00000000","actorch.crc32.weight":")" +
+                            crc_weight + R"(")";
+    CHECK(safetensors_from_bytes(with_metadata(all), "x").tensors.size() == 3);
+    require_rejected(with_metadata(R"("actorch.crc32.bias":")" + crc_bias + R"(")"),
+                     "tensor 'empty' has no checksum, but 1 of the file's 3 tensors have one");
+    require_rejected(with_metadata(all + R"(,"actorch.crc32.gone":"00000000")"),
+                     "__metadata__ holds 'actorch.crc32.gone', a checksum for a tensor the file "
+                     "does not have");
+    require_rejected(
+        with_metadata(R"("actorch.crc32.bias":"XYZ",)" + all.substr(all.find(',') + 1)),
+        "tensor 'bias': its checksum 'XYZ' in __metadata__ is not 8 lowercase hex "
+        "digits");
+    require_rejected(
+        with_metadata(R"("actorch.crc32.bias":"00000001",)" + all.substr(all.find(',') + 1)),
+        "tensor 'bias': checksum mismatch: its data has crc32 " + crc_bias +
+            " but the file records 00000001");
+  }
+  SECTION("a save refuses metadata under the checksums' prefix") {
+    REQUIRE_THROWS_WITH(save_safetensors(file, tensors, {{"actorch.crc32.bias", "0"}}),
+                        Contains("save_safetensors: " + file +
+                                 ": the metadata key 'actorch.crc32.bias' is reserved"));
+  }
+}
+
 TEST_CASE("save_safetensors writes the header byte for byte as the Python package lays it out",
           "[core][safetensors]") {
-  // Given out of order: "b" is written after "a". 1.5f is 0x3fc00000; -2 is 0xfffffffe.
+  // Given out of order: "b" is written after "a". 1.5f is 0x3fc00000; -2 is 0xfffffffe. The
+  // checksums (Note [safetensors checksums]) are zlib.crc32 of each tensor's bytes, from Python.
   const named_tensors tensors = {{"b", as_tensor(std::vector<int32_t>{1, -2})},
                                  {"a", scalar_tensor(1.5, {.dtype = dtype::float32})}};
-  const std::string json = R"({"__metadata__":{"format":"pt"},)"
+  const std::string json = R"({"__metadata__":{"actorch.crc32.a":"5cd8256f",)"
+                           R"("actorch.crc32.b":"cf8f9871","format":"pt"},)"
                            R"("a":{"dtype":"F32","shape":[],"data_offsets":[0,4]},)"
                            R"("b":{"dtype":"I32","shape":[2],"data_offsets":[4,12]}})";
-  REQUIRE(json.size() == 138); // + 6 spaces = 144 = 0x90, a multiple of 8
-  const std::string expected = std::string("\x90\0\0\0\0\0\0\0", 8) + json + "      " +
+  REQUIRE(json.size() == 196); // + 4 spaces = 200 = 0xc8, a multiple of 8
+  const std::string expected = std::string("\xc8\0\0\0\0\0\0\0", 8) + json + "    " +
                                std::string("\x00\x00\xc0\x3f", 4) +
                                std::string("\x01\x00\x00\x00\xfe\xff\xff\xff", 8);
   CHECK(safetensors_to_bytes(tensors, {{"format", "pt"}}) == expected);
@@ -313,7 +396,7 @@ TEST_CASE("an independent Python reader reads files written by save_safetensors"
   // The reader checks the layout too: compact JSON, metadata first, names sorted, fields in
   // the package's order, spaces up to a multiple of 8, data tiled in name order.
   REQUIRE(run_python("python_reads", R"(
-import json, math, os, struct
+import json, math, os, struct, zlib
 import numpy as np
 raw = open(os.path.join(d, 'ours.safetensors'), 'rb').read()
 (n,) = struct.unpack('<Q', raw[:8])
@@ -323,7 +406,9 @@ assert len(text.rstrip(b' ')) > n - 8
 h = json.loads(text.decode('utf-8'))
 assert text.rstrip(b' ') == json.dumps(h, separators=(',', ':'), ensure_ascii=False).encode('utf-8'), text
 assert list(h)[0] == '__metadata__'
-assert h.pop('__metadata__') == {'format': 'pt', 'note': 'q"\\\n\u00e9'}
+meta = h.pop('__metadata__')
+crcs = {k[len('actorch.crc32.'):]: v for k, v in meta.items() if k.startswith('actorch.crc32.')}
+assert {k: v for k, v in meta.items() if not k.startswith('actorch.crc32.')} == {'format': 'pt', 'note': 'q"\\\n\u00e9'}
 names = list(h)
 assert names == sorted(names, key=lambda s: s.encode('utf-8')), names
 for v in h.values():
@@ -335,6 +420,10 @@ for name in names:
     assert b == end, (name, b, end)
     end = e
 assert end == len(data), (end, len(data))
+assert sorted(crcs) == sorted(names), (crcs, names)
+for name in names:
+    b, e = h[name]['data_offsets']
+    assert crcs[name] == '%08x' % zlib.crc32(data[b:e]), (name, crcs[name])
 
 def get(name, code, shape):
     v = h[name]
@@ -378,6 +467,62 @@ assert get('empty', 'I32', (0, 3)) == b''
 assert arr('transposed', 'I64', '<i8', (3, 2)).tolist() == [[0, 3], [1, 4], [2, 5]]
 assert arr('emb.\U0001F600', 'F32', '<f4', (1,)).tolist() == [9.0]
 )") == 0);
+}
+
+TEST_CASE("a save removes the temporary files that killed processes of this host left",
+          "[core][safetensors]") {
+  // See Note [Temporary files of dead processes] in core/serialize/file_io.cpp. A child process
+  // is SIGKILLed while its save's temporary file is open and half written.
+  const std::string file = tmp_path("killed.safetensors");
+  save_safetensors(file, {{"w", full({4}, 1.0)}});
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    const serialize::where w{"save_safetensors", file};
+    serialize::atomic_file half(w);
+    half.write("half a checkpoint", 17);
+    (void)!::write(ready[1], "x", 1);
+    for (;;)
+      ::pause(); // killed here, between the write and the rename
+  }
+  ::close(ready[1]);
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  ::close(ready[0]);
+  REQUIRE(::kill(child, SIGKILL) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(tmp_files_of(file) == 1); // what the killed save left
+  const std::string left = [&] {
+    for (const auto& entry : fs::directory_iterator(tmp_dir()))
+      if (entry.path().filename().string().starts_with("killed.safetensors.tmp."))
+        return entry.path().string();
+    return std::string();
+  }();
+  CHECK(left.find("." + std::to_string(child) + ".") != std::string::npos);
+
+  // Temporaries that must stay: a live process's (pid 1, and this one's), another host's.
+  // <file>.tmp.<host>.<pid>.<n>: the same host, other pids.
+  const size_t host_begin = file.size() + 5, host_end = left.rfind('.', left.rfind('.') - 1);
+  const std::string live = file + ".tmp." + left.substr(host_begin, host_end - host_begin);
+  write_file(live + ".1.7", "init's");
+  write_file(live + "." + std::to_string(::getpid()) + ".99", "ours");
+  write_file(file + ".tmp.elsewhere." + std::to_string(child) + ".0", "another host's");
+  write_file(file + ".tmp.not-a-temporary", "a name we did not write");
+  save_safetensors(file, {{"w", full({4}, 2.0)}});
+  CHECK_FALSE(fs::exists(left));
+  CHECK(fs::exists(live + ".1.7"));
+  CHECK(fs::exists(live + "." + std::to_string(::getpid()) + ".99"));
+  CHECK(fs::exists(file + ".tmp.elsewhere." + std::to_string(child) + ".0"));
+  CHECK(fs::exists(file + ".tmp.not-a-temporary"));
+  CHECK(load_safetensors(file).tensors.at(0).second.sum().item<double>() == 8);
+  for (const auto& entry : fs::directory_iterator(tmp_dir()))
+    if (entry.path().filename().string().starts_with("killed.safetensors.tmp."))
+      fs::remove(entry.path());
 }
 
 TEST_CASE("save_safetensors leaves the previous file intact when a save fails at any point",
@@ -676,7 +821,12 @@ TEST_CASE("load_safetensors rejects headers that do not describe the data", "[co
     REQUIRE_THROWS_WITH(load_safetensors(missing), Contains("load_safetensors: " + missing +
                                                             ": cannot open the file: No such"));
     REQUIRE_THROWS_WITH(load_safetensors(tmp_dir().string()),
-                        Contains(tmp_dir().string()) && Contains("not a regular file"));
+                        Contains(tmp_dir().string()) &&
+                            Contains(": cannot open the file: Is a directory"));
+    const std::string under_a_file = tmp_path("a_file.safetensors") + "/inside.safetensors";
+    write_file(tmp_path("a_file.safetensors"), "not a directory");
+    REQUIRE_THROWS_WITH(load_safetensors(under_a_file),
+                        Contains(under_a_file + ": cannot open the file: Not a directory"));
   }
 }
 
@@ -773,8 +923,8 @@ TEST_CASE("load_into reports missing, unexpected and mismatched keys and then wr
         Contains("target 'b' has a broadcast (stride 0) dim 0"));
   }
   SECTION("a corrupt value found only while reading the data") {
-    // The header is fine, "z" sorts last and its bool bytes are invalid: a, b and c would all
-    // have been written by a loader that copies as it reads.
+    // The header is fine, "z" sorts last and its bool bytes are invalid, which its checksum
+    // finds first: a, b and c would all have been written by a loader that copies as it reads.
     std::string bytes = safetensors_to_bytes({{"a", full({2}, 1.0)},
                                               {"b", full({2, 3}, 2.0)},
                                               {"c", full({3}, 3, {.dtype = dtype::int64})},
@@ -783,8 +933,7 @@ TEST_CASE("load_into reports missing, unexpected and mismatched keys and then wr
     const tensor z = as_tensor(std::vector<bool>{false, false});
     REQUIRE_THROWS_WITH(
         load_into_from_bytes(bytes, "corrupt", {{"a", a}, {"b", b}, {"c", c}, {"z", z}}),
-        Contains("load_into_from_bytes: corrupt: tensor 'z': bool element 1 holds "
-                 "the byte 3"));
+        Contains("load_into_from_bytes: corrupt: tensor 'z': checksum mismatch"));
     CHECK(test::ints_of(z) == std::vector<int64_t>{0, 0});
   }
   SECTION("a corrupt file") {

@@ -65,6 +65,10 @@ void add_bench(CLI::App& app) {
       cmd->add_option("--trace", ld->trace,
                       "write a Chrome trace of the epoch (its start on the loop's thread, each "
                       "worker's loads, the sampler's deliveries)");
+      cmd->add_option("--multiprocessing-context", ld->multiprocessing_context,
+                      "fork: the workers load in forked processes (the loader's "
+                      "multiprocessing_context option; prints context=fork)")
+          ->check(CLI::IsMember({"", "fork"}));
       cmd->add_option("--pin-workers", ld->pin_workers,
                       "1: pin the workers to the usable CPUs, worker i to the i-th (the "
                       "loader's worker_cpus option; prints worker_cpus=...)")

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 
+#include "base/parse.hpp"
 #include "core/core.hpp"
 #include "core/nn/functional.hpp"
 #include "core/nn/layers.hpp"
@@ -40,7 +41,8 @@ std::shared_ptr<nn::sequential> mlp_from(const safetensors_file& f, const std::s
                       (what == "weight" || what == "bias"),
                   "step: ", path, ": unexpected tensor \"", name,
                   "\" (expected a Sequential of Linear and ReLU: \"0.weight\", \"0.bias\", ...)");
-    auto& layer = layers[std::stoll(idx)];
+    auto& layer =
+        layers[parse_int(idx, "step: " + path + ": the layer index of \"" + name + "\"", 0)];
     (what == "weight" ? layer.first : layer.second) = t;
   }
   ACTORCH_CHECK(!layers.empty(), "step: ", path, " holds no weights");

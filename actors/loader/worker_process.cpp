@@ -1,0 +1,550 @@
+// The worker process (worker_process.hpp).
+//
+// Note [Worker processes]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// With multiprocessing_context = "fork", each dataset worker actor forks one child process on its
+// first task, from its own thread, after which the child holds a copy of everything the worker
+// had: the dataset, collate_fn, worker_init_fn, the worker's state. The child runs
+// worker_init_fn with get_worker_info() set, as PyTorch's worker processes do, then serves tasks:
+//   parent -> child: a task (run id, epoch, batch, seed, indices; an iterable's skip seeds)
+//   child -> parent: the batch's structure (tuples, dicts, numbers, strings; for each tensor its
+//                    dtype, shape and offset) or the error, the tensors' bytes being in a
+//                    shared-memory file (memfd) the child grows as needed and the parent maps
+// framed by a 64-bit length over a socket pair. The child loads and collates with the code the
+// worker threads use (load_one in worker.cpp) but into plain memory: the buffer pool's mutex
+// and its pinned pages are the parent's. The parent copies each batch out of the shared file
+// into the pool (pinned with pin_memory) before it sends the next task, so one file per worker,
+// reused, suffices. One copy more than a worker thread makes: see docs/performance.md.
+//
+// The child can die or hang without taking the program with it:
+// - it dies (abort, a segfault, an exception not derived from std::exception, _exit): the
+//   socket closes, the parent reaps it and says how it ended, on stderr and in the
+//   worker_process_died it throws; that ends the worker actor, whose supervisor spawns a new
+//   worker (a new child) and loads the batch again, up to max_attempts (Note [Worker death]);
+// - a load passes `timeout`: the parent kills the child (SIGKILL) and goes on as for a death. The
+//   deadline is kept here, from when the child got the task, and not by the coordinator, whose
+//   timeout would fail the epoch where a worker process can be replaced.
+// A dataset exception (a std::exception) is an ordinary error, reported as a worker thread's.
+// The child's fatal signals go back to their default action, so a fault ends it at once (see
+// child_main). The child dies with the worker's thread (PR_SET_PDEATHSIG), so a killed loader
+// leaves no child behind; the worker's state kills and reaps it when the worker stops. Writing
+// to a child that died is send(MSG_NOSIGNAL): no SIGPIPE reaches the program. The loader's
+// shutdown (active_run_id set to its end) interrupts the wait for a child within kPollSlice.
+// fork() copies only the calling thread: a lock another thread held at that moment stays held
+// in the child. The child therefore touches only the dataset, collate and the allocator
+// (malloc is fork-safe in glibc), never CAF or the buffer pool; a dataset that takes a lock of
+// its own that another thread may hold should use worker_init_fn to re-create it.
+#include "actors/loader/worker_process.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "actors/loader/plan.hpp"
+#include "base/error.hpp"
+#include "core/ops/factory.hpp"
+
+namespace actorch::actors {
+
+namespace {
+
+constexpr auto kPollSlice = std::chrono::milliseconds(50);
+constexpr int kForeignException = 70; // the child's exit status for a non-std exception
+constexpr uint64_t kAlign = 64;       // tensors' offsets in the shared file
+
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
+
+// Frames. ------------------------------------------------------------------------------------
+
+class writer {
+public:
+  template <class T> void put(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    out.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void put_string(std::string_view s) {
+    put<uint64_t>(s.size());
+    out.append(s);
+  }
+  std::string out;
+};
+
+class reader {
+public:
+  explicit reader(std::string_view in) : in_(in) {}
+  template <class T> T get() {
+    static_assert(std::is_trivially_copyable_v<T>);
+    ACTORCH_CHECK(pos_ + sizeof(T) <= in_.size(), "worker process: a truncated frame");
+    T v;
+    std::memcpy(&v, in_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  std::string get_string() {
+    const uint64_t n = get<uint64_t>();
+    ACTORCH_CHECK(n <= in_.size() - pos_, "worker process: a truncated frame");
+    std::string s(in_.substr(pos_, size_t(n)));
+    pos_ += size_t(n);
+    return s;
+  }
+  bool done() const { return pos_ == in_.size(); }
+
+private:
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+/// Sends the whole frame (length first); false if the peer is gone.
+bool send_frame(int fd, const std::string& body) {
+  std::string frame(sizeof(uint64_t), '\0');
+  const uint64_t n = body.size();
+  std::memcpy(frame.data(), &n, sizeof n);
+  frame += body;
+  for (size_t done = 0; done < frame.size();) {
+    const ssize_t r = ::send(fd, frame.data() + done, frame.size() - done, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return false;
+    done += size_t(r);
+  }
+  return true;
+}
+
+/// Reads exactly n bytes; false at end of file or on an error.
+bool recv_all(int fd, char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t r = ::recv(fd, p, n, 0);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return false;
+    p += r;
+    n -= size_t(r);
+  }
+  return true;
+}
+
+bool recv_frame(int fd, std::string& body) {
+  uint64_t n = 0;
+  if (!recv_all(fd, reinterpret_cast<char*>(&n), sizeof n))
+    return false;
+  body.resize(size_t(n));
+  return recv_all(fd, body.data(), body.size());
+}
+
+std::string encode_task(const index_batch& t) {
+  writer w;
+  w.put(t.run_id);
+  w.put(t.epoch);
+  w.put(t.seq);
+  w.put(t.seed);
+  w.put<uint8_t>(t.auto_collation);
+  w.put<uint64_t>(t.indices.size());
+  for (int64_t i : t.indices)
+    w.put(i);
+  w.put<uint64_t>(t.skip_seeds.size());
+  for (uint64_t s : t.skip_seeds)
+    w.put(s);
+  return std::move(w.out);
+}
+
+index_batch decode_task(std::string_view frame) {
+  reader r(frame);
+  index_batch t;
+  t.run_id = r.get<uint64_t>();
+  t.epoch = r.get<int64_t>();
+  t.seq = r.get<int64_t>();
+  t.seed = r.get<uint64_t>();
+  t.auto_collation = r.get<uint8_t>() != 0;
+  t.indices.resize(size_t(r.get<uint64_t>()));
+  for (auto& i : t.indices)
+    i = r.get<int64_t>();
+  t.skip_seeds.resize(size_t(r.get<uint64_t>()));
+  for (auto& s : t.skip_seeds)
+    s = r.get<uint64_t>();
+  return t;
+}
+
+// The child. ---------------------------------------------------------------------------------
+
+/// The child's side of the shared file: tensors are appended, the file grown as needed.
+class shared_writer {
+public:
+  explicit shared_writer(int fd) : fd_(fd) {}
+  void reset() { used_ = 0; }
+  uint64_t used() const { return used_; }
+  /// Copies t's bytes (C order) into the file; returns their offset.
+  uint64_t append(const tensor& t) {
+    const tensor c = t.contiguous();
+    const uint64_t at = (used_ + kAlign - 1) / kAlign * kAlign;
+    const uint64_t n = c.nbytes();
+    reserve(at + n);
+    if (n > 0)
+      std::memcpy(static_cast<char*>(base_) + at, c.data_ptr(), n);
+    used_ = at + n;
+    return at;
+  }
+
+private:
+  void reserve(uint64_t bytes) {
+    if (bytes <= cap_)
+      return;
+    const uint64_t cap = std::max<uint64_t>({bytes, 2 * cap_, uint64_t(1) << 20});
+    ACTORCH_CHECK(::ftruncate(fd_, off_t(cap)) == 0, "cannot grow the shared batch file to ", cap,
+                  " bytes: ", errno_text(errno));
+    if (base_ != nullptr)
+      ::munmap(base_, cap_);
+    base_ = ::mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    ACTORCH_CHECK(base_ != MAP_FAILED, "cannot map the shared batch file: ", errno_text(errno));
+    cap_ = cap;
+  }
+
+  int fd_;
+  void* base_ = nullptr;
+  uint64_t cap_ = 0, used_ = 0;
+};
+
+void encode_sample(const data::sample& s, writer& w, shared_writer& shm) {
+  using kind = data::sample::kind;
+  w.put<uint8_t>(uint8_t(s.type()));
+  switch (s.type()) {
+  case kind::none: return;
+  case kind::tensor: {
+    const tensor& t = s.as_tensor();
+    ACTORCH_CHECK(t.device().is_cpu(), "a batch tensor on ", t.device(),
+                  " cannot leave a worker process (only CPU tensors can)");
+    w.put<uint8_t>(uint8_t(t.dtype()));
+    w.put<uint64_t>(t.sizes().size());
+    for (int64_t d : t.sizes())
+      w.put(d);
+    w.put(shm.append(t));
+    return;
+  }
+  case kind::integer: w.put(s.as_int()); return;
+  case kind::floating: w.put(s.as_double()); return;
+  case kind::boolean: w.put<uint8_t>(s.as_bool()); return;
+  case kind::string: w.put_string(s.as_string()); return;
+  case kind::tuple:
+    w.put<uint64_t>(s.size());
+    for (const auto& item : s.as_tuple())
+      encode_sample(item, w, shm);
+    return;
+  case kind::dict:
+    w.put<uint64_t>(s.size());
+    for (const auto& [key, item] : s.as_dict()) {
+      w.put_string(key);
+      encode_sample(item, w, shm);
+    }
+    return;
+  }
+}
+
+std::string encode_reply(const loaded_batch& b, shared_writer& shm) {
+  shm.reset();
+  writer w;
+  w.put(b.run_id);
+  w.put(b.seq);
+  w.put<uint8_t>(b.end_of_data);
+  w.put<uint8_t>(b.collated);
+  w.put_string(b.error);
+  if (b.error.empty())
+    encode_sample(b.data, w, shm);
+  w.put(shm.used()); // last: the parent maps this much before it decodes
+  return std::move(w.out);
+}
+
+[[noreturn]] void child_main(int sock, int shm_fd, pid_t parent, const std::string& name,
+                             const std::function<std::string()>& init,
+                             const worker_process::load_fn& load) {
+  // See Note [Worker processes]: the child dies with the worker's thread.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent)
+    ::_exit(0);
+  // A fault kills the child at once: a handler the program installed (a crash reporter, a test
+  // framework's) would run in a copy of a multithreaded process, where a lock it needs may be
+  // held for ever by a thread that was not copied.
+  for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS})
+    ::signal(sig, SIG_DFL);
+  std::string init_error;
+  try {
+    init_error = init();
+  } catch (const std::exception& e) {
+    init_error = name + ": " + e.what();
+  } catch (...) {
+    ::_exit(kForeignException);
+  }
+  shared_writer shm(shm_fd);
+  std::string frame;
+  while (recv_frame(sock, frame)) {
+    loaded_batch out;
+    try {
+      const index_batch task = decode_task(frame);
+      out.run_id = task.run_id;
+      out.seq = task.seq;
+      if (init_error.empty())
+        out = load(task);
+      else
+        out.error = init_error;
+    } catch (const std::exception& e) {
+      out.error = name + ": " + e.what();
+    } catch (...) {
+      ::_exit(kForeignException); // a worker thread would die of it: so does the child
+    }
+    std::string reply;
+    try {
+      reply = encode_reply(out, shm);
+    } catch (const std::exception& e) {
+      loaded_batch failed;
+      failed.run_id = out.run_id;
+      failed.seq = out.seq;
+      failed.error = name + ": cannot hand batch " + std::to_string(out.seq) +
+                     " to the loader's process: " + e.what();
+      reply = encode_reply(failed, shm);
+    }
+    if (!send_frame(sock, reply))
+      ::_exit(0); // the worker is gone
+  }
+  ::_exit(0); // the worker closed the socket: it is stopping
+}
+
+// The parent. --------------------------------------------------------------------------------
+
+data::sample decode_sample(reader& r, const char* base, uint64_t bytes, data::buffer_pool* pool,
+                           int depth) {
+  using kind = data::sample::kind;
+  ACTORCH_CHECK(depth < 64, "worker process: a batch nested deeper than 64");
+  const auto k = kind(r.get<uint8_t>());
+  switch (k) {
+  case kind::none: return {};
+  case kind::tensor: {
+    const uint8_t code = r.get<uint8_t>();
+    ACTORCH_CHECK(code < num_dtypes, "worker process: unknown dtype ", int(code));
+    const auto dt = dtype(code);
+    const uint64_t ndim = r.get<uint64_t>();
+    ACTORCH_CHECK(ndim <= 64, "worker process: a tensor of ", ndim, " dims");
+    shape_t shape(static_cast<size_t>(ndim));
+    uint64_t n = element_size(dt);
+    for (auto& d : shape) {
+      d = r.get<int64_t>();
+      ACTORCH_CHECK(d >= 0 && !__builtin_mul_overflow(n, uint64_t(d), &n),
+                    "worker process: a bad shape");
+    }
+    const uint64_t at = r.get<uint64_t>();
+    ACTORCH_CHECK(at <= bytes && n <= bytes - at,
+                  "worker process: a tensor outside the shared file");
+    tensor t = pool ? pool->empty(shape, dt) : empty(shape, {.dtype = dt});
+    if (n > 0)
+      std::memcpy(t.data_ptr(), base + at, n);
+    return t;
+  }
+  case kind::integer: return r.get<int64_t>();
+  case kind::floating: return r.get<double>();
+  case kind::boolean: return r.get<uint8_t>() != 0;
+  case kind::string: return r.get_string();
+  case kind::tuple: {
+    data::sample::tuple items(size_t(r.get<uint64_t>()));
+    for (auto& item : items)
+      item = decode_sample(r, base, bytes, pool, depth + 1);
+    return items;
+  }
+  case kind::dict: {
+    data::sample::dict items(size_t(r.get<uint64_t>()));
+    for (auto& [key, item] : items) {
+      key = r.get_string();
+      item = decode_sample(r, base, bytes, pool, depth + 1);
+    }
+    return items;
+  }
+  }
+  ACTORCH_FAIL("worker process: unknown sample kind ", int(k));
+}
+
+std::string exit_text(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "was killed by signal " + std::to_string(sig) + " (" + ::strsignal(sig) + ")";
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kForeignException)
+    return "ended on an exception not derived from std::exception";
+  if (WIFEXITED(status))
+    return "exited with status " + std::to_string(WEXITSTATUS(status));
+  return "ended (wait status " + std::to_string(status) + ")";
+}
+
+} // namespace
+
+worker_process::worker_process(std::string name, std::function<std::string()> init, load_fn load,
+                               data::buffer_pool* pool, bool pin_memory, double timeout_s,
+                               const std::atomic<uint64_t>* active_run_id)
+    : name_(std::move(name)), pool_(pool), pin_memory_(pin_memory), timeout_s_(timeout_s),
+      active_run_id_(active_run_id) {
+  int fds[2];
+  ACTORCH_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0, name_,
+                ": cannot make the socket to its process: ", errno_text(errno));
+  shm_fd_ = ::memfd_create(("actorch " + name_).c_str(), MFD_CLOEXEC);
+  if (shm_fd_ < 0) {
+    const int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ACTORCH_FAIL(name_, ": cannot make its shared batch file: ", errno_text(err));
+  }
+  const pid_t parent = ::getpid();
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::close(fds[0]);
+    child_main(fds[1], shm_fd_, parent, name_, init, load);
+  }
+  const int err = errno;
+  ::close(fds[1]);
+  sock_ = fds[0];
+  ACTORCH_CHECK(pid_ > 0, name_, ": cannot fork its process: ", errno_text(err));
+  // Wakes wait_for when the child ends; without it (Linux before 5.3) a slice of polling does.
+  pidfd_ = int(::syscall(SYS_pidfd_open, pid_, 0));
+}
+
+worker_process::~worker_process() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (shm_ != nullptr)
+    ::munmap(shm_, shm_bytes_);
+  for (const int fd : {shm_fd_, sock_, pidfd_})
+    if (fd >= 0)
+      ::close(fd);
+}
+
+void worker_process::died(const index_batch& task, const std::string& how) {
+  const std::string message = name_ + " (process " + std::to_string(pid_) + ") " + how +
+                              " while loading batch " + std::to_string(task.seq) +
+                              " (sample indices " + indices_str(task.indices) + ")";
+  std::fprintf(stderr, "%s; the worker is replaced and the batch loaded again\n", message.c_str());
+  pid_ = -1; // reaped
+  throw worker_process_died{message};
+}
+
+void worker_process::map_shared(uint64_t bytes) {
+  if (bytes <= shm_bytes_)
+    return;
+  struct stat st {};
+  ACTORCH_CHECK(::fstat(shm_fd_, &st) == 0 && uint64_t(st.st_size) >= bytes, name_,
+                ": its shared batch file is shorter than the batch");
+  if (shm_ != nullptr)
+    ::munmap(shm_, shm_bytes_);
+  shm_ = nullptr;
+  void* p = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, shm_fd_, 0);
+  ACTORCH_CHECK(p != MAP_FAILED, name_, ": cannot map its shared batch file: ", errno_text(errno));
+  shm_ = p;
+  shm_bytes_ = uint64_t(st.st_size);
+}
+
+worker_process::wait_result worker_process::wait_for(short events, clock::time_point deadline) {
+  for (;;) {
+    pollfd p[2] = {{sock_, events, 0}, {pidfd_, POLLIN, 0}};
+    const int r = ::poll(p, pidfd_ >= 0 ? 2 : 1, int(kPollSlice.count()));
+    if (r < 0 && errno != EINTR)
+      ACTORCH_FAIL(name_, ": waiting for its process failed: ", errno_text(errno));
+    if (r > 0 && (p[0].revents & (events | POLLHUP | POLLERR)) != 0)
+      return wait_result::ready;
+    // The socket alone cannot tell: a child forked since by another worker may hold a copy of
+    // the dead child's end. So the child itself is asked (pidfd wakes us when it ends).
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      exit_status_ = status;
+      return wait_result::died;
+    }
+    if (active_run_id_ && active_run_id_->load() == ~uint64_t(0))
+      return wait_result::shutdown;
+    if (clock::now() >= deadline)
+      return wait_result::expired;
+  }
+}
+
+bool worker_process::transfer(bool out, char* p, size_t n, clock::time_point deadline,
+                              const index_batch& task) {
+  while (n > 0) {
+    switch (wait_for(out ? POLLOUT : POLLIN, deadline)) {
+    case wait_result::ready: break;
+    case wait_result::died: died(task, exit_text(exit_status_));
+    case wait_result::shutdown: return false;
+    case wait_result::expired: {
+      ::kill(pid_, SIGKILL);
+      while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", timeout_s_);
+      died(task,
+           std::string("did not finish within the timeout of ") + secs + " seconds and was killed");
+    }
+    }
+    const ssize_t r =
+        out ? ::send(sock_, p, n, MSG_DONTWAIT | MSG_NOSIGNAL) : ::recv(sock_, p, n, MSG_DONTWAIT);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+      continue;
+    if (r <= 0) { // the child closed its end: it is ending
+      int status = 0;
+      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+      died(task, exit_text(status));
+    }
+    p += r;
+    n -= size_t(r);
+  }
+  return true;
+}
+
+loaded_batch worker_process::load(const index_batch& task) {
+  // The deadline counts from now, when the child gets the task (Note [Worker processes]).
+  const auto deadline =
+      clock::now() + std::chrono::duration_cast<clock::duration>(
+                         std::chrono::duration<double>(timeout_s_ > 0 ? timeout_s_ : 1e9));
+  loaded_batch out;
+  out.run_id = task.run_id;
+  out.seq = task.seq;
+  out.error = "cancelled"; // the loader shuts down meanwhile: the destructor kills the child
+  std::string frame = encode_task(task);
+  uint64_t n = frame.size();
+  if (!transfer(true, reinterpret_cast<char*>(&n), sizeof n, deadline, task) ||
+      !transfer(true, frame.data(), frame.size(), deadline, task) ||
+      !transfer(false, reinterpret_cast<char*>(&n), sizeof n, deadline, task))
+    return out;
+  frame.resize(size_t(n));
+  if (!transfer(false, frame.data(), frame.size(), deadline, task))
+    return out;
+  // The shared file's size used is the frame's last 8 bytes.
+  ACTORCH_CHECK(frame.size() >= sizeof(uint64_t), name_, ": a truncated reply");
+  uint64_t used = 0;
+  std::memcpy(&used, frame.data() + frame.size() - sizeof used, sizeof used);
+  map_shared(used);
+  reader r(std::string_view(frame).substr(0, frame.size() - sizeof used));
+  out.run_id = r.get<uint64_t>();
+  out.seq = r.get<int64_t>();
+  out.end_of_data = r.get<uint8_t>() != 0;
+  out.collated = r.get<uint8_t>() != 0;
+  out.error = r.get_string();
+  if (out.error.empty()) {
+    out.data = decode_sample(r, static_cast<const char*>(shm_), used, pool_, 0);
+    out.pinned = pin_memory_ && pool_ != nullptr;
+  }
+  ACTORCH_CHECK(r.done(), name_, ": a reply longer than its batch");
+  return out;
+}
+
+} // namespace actorch::actors

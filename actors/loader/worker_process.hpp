@@ -1,0 +1,80 @@
+// A dataset worker's loads in a forked child process (loader_options::multiprocessing_context =
+// "fork"), for datasets that cannot be trusted: a crash (abort, a segfault) or a hang in user code
+// kills the child, not the program. The worker actor stays in the loader's process and hands
+// each task to its child over a socket; the child loads and collates the batch as a worker thread
+// would, writes the tensors' bytes into a shared-memory file, and answers with the batch's
+// structure; the worker copies the batch out into the loader's buffer pool (pinned when
+// pin_memory). See Note [Worker processes] in worker_process.cpp.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "actors/messages.hpp"
+#include "core/data/buffer_pool.hpp"
+
+namespace actorch::actors {
+
+/// Thrown by worker_process::load when the child died or passed its deadline (and was killed).
+/// Not a std::exception, so that nothing on the way catches it as a dataset error: it ends the
+/// worker actor, whose supervisor replaces it and loads the batch again (Note [Worker death]).
+struct worker_process_died {
+  std::string message;
+};
+
+class worker_process {
+public:
+  /// What the child does for one task (load_one on its copy of the worker's state).
+  using load_fn = std::function<loaded_batch(const index_batch&)>;
+
+  /// Forks the child, which first runs `init` (pinning, worker_init_fn; a non-empty result is an
+  /// error reported with the first batch) and then answers each task with `load`. The batches
+  /// come back into `pool` (nullptr: plain memory), marked pinned when `pin_memory`. A load that
+  /// passes `timeout_s` (> 0) is killed. `name` ("DataLoader worker 1") starts every message.
+  /// @throws actorch::error when the child cannot be started.
+  worker_process(std::string name, std::function<std::string()> init, load_fn load,
+                 data::buffer_pool* pool, bool pin_memory, double timeout_s,
+                 const std::atomic<uint64_t>* active_run_id);
+  /// Kills and reaps the child.
+  ~worker_process();
+  worker_process(const worker_process&) = delete;
+  worker_process& operator=(const worker_process&) = delete;
+
+  /// Loads `task` in the child. @throws worker_process_died naming the worker, its process, the
+  /// batch and how it ended (a signal, an exit, the deadline).
+  loaded_batch load(const index_batch& task);
+
+  pid_t pid() const { return pid_; }
+
+private:
+  using clock = std::chrono::steady_clock;
+  enum class wait_result { ready, died, shutdown, expired };
+  /// Waits until the socket is ready for `events`, the child ends (its wait status in
+  /// exit_status_), the loader shuts down, or `deadline` passes.
+  wait_result wait_for(short events, clock::time_point deadline);
+  /// Sends (out) or receives n bytes; false if the loader shut down meanwhile. Throws
+  /// worker_process_died when the child ends or passes the deadline (killed then).
+  bool transfer(bool out, char* p, size_t n, clock::time_point deadline, const index_batch& task);
+  [[noreturn]] void died(const index_batch& task, const std::string& how);
+  void map_shared(uint64_t bytes);
+
+  std::string name_;
+  data::buffer_pool* pool_;
+  bool pin_memory_;
+  double timeout_s_;
+  const std::atomic<uint64_t>* active_run_id_;
+  pid_t pid_ = -1;
+  int sock_ = -1;   // our end of the socket pair
+  int shm_fd_ = -1; // the shared-memory file the child writes batches into
+  int pidfd_ = -1;  // readable once the child ends (-1 where the kernel has no pidfd_open)
+  int exit_status_ = 0;
+  void* shm_ = nullptr;
+  uint64_t shm_bytes_ = 0; // mapped here
+};
+
+} // namespace actorch::actors
