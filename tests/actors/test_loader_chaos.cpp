@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "actors/messages.hpp"
+#include "base/parse.hpp"
 #include "caf/all.hpp"
 #include "tests/actors/loader_fixtures.hpp"
 #include "tests/core/values.hpp"
@@ -140,7 +141,7 @@ chaos_dataset(const chaos_plan& p, const std::shared_ptr<std::vector<std::atomic
 
 int chaos_runs() {
   const char* env = std::getenv("ACTORCH_LOADER_CHAOS_RUNS");
-  return env ? std::max(1, std::atoi(env)) : 24;
+  return env ? int(parse_int(env, "ACTORCH_LOADER_CHAOS_RUNS", 1, 1'000'000)) : 24;
 }
 
 } // namespace

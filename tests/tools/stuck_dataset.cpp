@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <thread>
 
 #include "actors/data_loader.hpp"
@@ -32,6 +33,23 @@ public:
   }
 };
 
+/// "rss_kb=N threads=T" of this process (/proc/self/status): what abandoned workers keep.
+std::string footprint() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr)
+    return "rss_kb=? threads=?";
+  char line[256], value[256];
+  std::string rss = "?", threads = "?";
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "VmRSS: %255s", value) == 1)
+      rss = value;
+    else if (std::sscanf(line, "Threads: %255s", value) == 1)
+      threads = value;
+  }
+  std::fclose(f);
+  return "rss_kb=" + rss + " threads=" + threads;
+}
+
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
@@ -41,6 +59,7 @@ double seconds_since(clock_type::time_point t0) {
 int main() {
   auto ds = std::make_shared<stuck_dataset>();
   int failures = 0;
+  std::printf("before any loader: %s\n", footprint().c_str());
 
   auto t0 = clock_type::now();
   try {
@@ -58,6 +77,7 @@ int main() {
     }
   }
 
+  std::printf("one loader abandoned: %s\n", footprint().c_str());
   t0 = clock_type::now();
   {
     data::data_loader loader(ds, {.batch_size = 1, .num_workers = 2});
@@ -70,6 +90,7 @@ int main() {
   }
   const double left = seconds_since(t0);
   std::printf("no timeout: left the loader after %.2f s\n", left);
+  std::printf("two loaders abandoned: %s\n", footprint().c_str());
   if (left > 8.0) {
     std::printf("FAIL: leaving the loader took %.2f s, more than the 5 s grace\n", left);
     ++failures;
