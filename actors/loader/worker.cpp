@@ -285,9 +285,10 @@ loaded_batch load_one(worker_state& s, const index_batch& task);
 /// worker_init_fn) and loads with its own copy of `s`. See Note [Worker processes].
 void start_process(worker_state& s) {
   auto init = [&s]() -> std::string {
-    // In the child: its copy of the state loads into plain memory, and the parent alone knows
-    // which run is current (it cancels; the child's copy of the flag would stay stale).
-    s.cfg.pool = nullptr;
+    // In the child: its copy of the state collates into a pool of its own (the parent's lock
+    // and pinned pages are the parent's), and the parent alone knows which run is current (it
+    // cancels; the child's copy of the flag would stay stale).
+    s.cfg.pool = data::buffer_pool::make(cpu_allocator());
     s.cfg.pin_memory = false;
     s.cfg.active_run_id = nullptr;
     const char* step = "pinning to a CPU";
