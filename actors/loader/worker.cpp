@@ -277,53 +277,10 @@ using worker_pointer = source_actor::stateful_pointer<worker_state>;
 // sleep. Measured with perf sched and bench/loader_efficiency.py: docs/performance.md,
 // "Worker CPUs".
 
-/// Before the worker's first batch: pins it (Note [Worker CPUs]), then runs worker_init_fn;
-/// false (and `out` the error) if either failed.
 loaded_batch load_one(worker_state& s, const index_batch& task);
 
-/// With cfg.process: forks the worker's child, which initializes itself (pinning,
-/// worker_init_fn) and loads with its own copy of `s`. See Note [Worker processes].
-void start_process(worker_state& s) {
-  auto init = [&s]() -> std::string {
-    // In the child: its copy of the state collates into a pool of its own (the parent's lock
-    // and pinned pages are the parent's), and the parent alone knows which run is current (it
-    // cancels; the child's copy of the flag would stay stale).
-    s.cfg.pool = data::buffer_pool::make(cpu_allocator());
-    s.cfg.pin_memory = false;
-    s.cfg.active_run_id = nullptr;
-    const char* step = "pinning to a CPU";
-    try {
-      if (s.cfg.cpu >= 0)
-        data::pin_thread_to_cpu(s.cfg.cpu);
-      step = "worker_init_fn";
-      if (s.cfg.worker_init_fn)
-        s.cfg.worker_init_fn(s.cfg.id);
-    } catch (const std::exception& e) {
-      return s.name + ": " + step + " failed: " + e.what();
-    }
-    return {};
-  };
-  s.proc = std::make_unique<worker_process>(
-      s.name, init, [&s](const index_batch& task) { return load_one(s, task); }, s.cfg.pool.get(),
-      s.cfg.pin_memory, s.cfg.timeout_s, s.cfg.active_run_id.get());
-}
-
-bool initialize(worker_state& s, const index_batch& task, loaded_batch& out) {
-  if (s.initialized)
-    return true;
-  s.initialized = true;
-  if (s.cfg.process) {
-    try {
-      start_process(s);
-      return true;
-    } catch (const std::exception& e) {
-      out.run_id = task.run_id;
-      out.seq = task.seq;
-      out.worker = s.cfg.id;
-      out.error = e.what();
-      return false;
-    }
-  }
+/// Pins the calling thread (Note [Worker CPUs]), then runs worker_init_fn: what failed, or "".
+std::string run_init(worker_state& s) {
   const char* step = "pinning to a CPU";
   try {
     if (s.cfg.cpu >= 0)
@@ -331,14 +288,52 @@ bool initialize(worker_state& s, const index_batch& task, loaded_batch& out) {
     step = "worker_init_fn";
     if (s.cfg.worker_init_fn)
       s.cfg.worker_init_fn(s.cfg.id);
-    return true;
   } catch (const std::exception& e) {
-    out.run_id = task.run_id;
-    out.seq = task.seq;
-    out.worker = s.cfg.id;
-    out.error = s.name + ": " + step + " failed: " + e.what();
-    return false;
+    return s.name + ": " + step + " failed: " + e.what();
   }
+  return {};
+}
+
+/// With cfg.process: forks the worker's child, which runs run_init and loads with its own copy
+/// of `s`. See Note [Worker processes].
+void start_process(worker_state& s) {
+  auto init = [&s] {
+    // In the child: its copy of the state collates into a pool of its own (the parent's lock
+    // and pinned pages are the parent's), and the parent alone knows which run is current (it
+    // cancels; the child's copy of the flag would stay stale).
+    s.cfg.pool = data::buffer_pool::make(cpu_allocator());
+    s.cfg.pin_memory = false;
+    s.cfg.active_run_id = nullptr;
+    return run_init(s);
+  };
+  s.proc = std::make_unique<worker_process>(
+      s.name, init, [&s](const index_batch& task) { return load_one(s, task); }, s.cfg.pool.get(),
+      s.cfg.pin_memory, s.cfg.timeout_s, s.cfg.active_run_id.get());
+}
+
+/// Before the worker's first batch: run_init on this thread, or with cfg.process in the child it
+/// forks; false (and `out` the error) if that failed.
+bool initialize(worker_state& s, const index_batch& task, loaded_batch& out) {
+  if (s.initialized)
+    return true;
+  s.initialized = true;
+  std::string error;
+  if (s.cfg.process) {
+    try {
+      start_process(s);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  } else {
+    error = run_init(s);
+  }
+  if (error.empty())
+    return true;
+  out.run_id = task.run_id;
+  out.seq = task.seq;
+  out.worker = s.cfg.id;
+  out.error = std::move(error);
+  return false;
 }
 
 /// Loads `task` on this worker's thread; the reply names this worker.
