@@ -12,5 +12,7 @@ function(actorch_target_options target)
         -Wno-error=array-bounds -Wno-error=restrict -Wno-error=stringop-overflow>)
     endif()
   endif()
-  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+  # In the tree, "core/tensor.hpp" from the source root; installed, from include/actorch.
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                              $<INSTALL_INTERFACE:include/actorch>)
 endfunction()
