@@ -55,5 +55,7 @@ endif()
 if(ACTORCH_SANITIZERS)
   set(actorch_pc_deps "${actorch_pc_deps} -fsanitize=${actorch_san}")
 endif()
+# The prefix relative to the .pc file's folder (lib/pkgconfig, or lib/<multiarch>/pkgconfig).
+file(RELATIVE_PATH actorch_pc_up "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
 configure_file(cmake/actorch.pc.in ${PROJECT_BINARY_DIR}/actorch.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/actorch.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
