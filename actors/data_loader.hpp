@@ -124,7 +124,8 @@ public:
   explicit data_loader(iterable_dataset_ptr dataset, loader_options opts = {});
   /// Used by make_source_loader (actors/source_loader.hpp).
   explicit data_loader(std::unique_ptr<detail::loader_impl> impl);
-  /// Stops every actor of the loader; waits only for dataset calls already running.
+  /// Stops every actor of the loader; waits for dataset calls already running only as long as
+  /// a healthy one takes, then abandons them (Note [Stuck workers] in data_loader.cpp).
   ~data_loader();
   data_loader(data_loader&&) noexcept;
   data_loader& operator=(data_loader&&) noexcept;

@@ -38,6 +38,9 @@ add_library(actorch_concurrentqueue INTERFACE)
 target_include_directories(actorch_concurrentqueue SYSTEM INTERFACE
   ${CONCURRENTQUEUE_INCLUDE_DIR})
 
+# DLPack 0.6: header-only, zero-copy tensor exchange (core/dlpack.hpp).
+find_package(dlpack CONFIG REQUIRED)
+
 # CLI11 for the actorch command line.
 find_package(CLI11 CONFIG REQUIRED)
 

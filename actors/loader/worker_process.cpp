@@ -32,8 +32,10 @@
 // shutdown (active_run_id set to its end) interrupts the wait for a child within kPollSlice.
 // fork() copies only the calling thread: a lock another thread held at that moment stays held
 // in the child. The child therefore touches only the dataset, collate and the allocator
-// (malloc is fork-safe in glibc), never CAF or the buffer pool; a dataset that takes a lock of
-// its own that another thread may hold should use worker_init_fn to re-create it.
+// (malloc is fork-safe in glibc; GCC 12's AddressSanitizer allocator is not), never CAF or the
+// buffer pool; a dataset that takes a lock of its own that another thread may hold should use
+// worker_init_fn to re-create it. A child stuck on such a lock is a hang like any other: with
+// a timeout it is killed and replaced.
 #include "actors/loader/worker_process.hpp"
 
 #include <poll.h>

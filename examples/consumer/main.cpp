@@ -30,7 +30,8 @@ data::sample blob(int64_t i) {
 }
 
 /// The source actor: answers each task with its samples, uncollated (the loader collates).
-actors::source_actor::behavior_type blobs_source() {
+/// CAF 0.17 wants the self pointer of a typed function actor, used or not.
+actors::source_actor::behavior_type blobs_source(actors::source_actor::pointer /*self*/) {
   return {
       [](actors::load_atom, const actors::index_batch& task) {
         actors::loaded_batch out;

@@ -24,6 +24,13 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
+/// A deadline for the loaders whose test is not about deadlines. fork() copies one thread: a
+/// lock another thread held then stays held in the child (Note [Worker processes]). glibc's
+/// malloc takes care of its own, but GCC 12's AddressSanitizer allocator does not, and a child
+/// forked while another thread allocates can hang in its first allocation; with a deadline it
+/// is killed and replaced, as any hung worker process is.
+constexpr double kHeal = 20;
+
 /// True for the first caller of all processes (a file made with O_EXCL), false after: a fault
 /// that strikes once, whichever process meets it first.
 bool first_time(const std::string& name) {
@@ -87,7 +94,9 @@ TEST_CASE("worker processes deliver the batches worker threads do", "[actors][lo
   }
   SECTION("an iterable dataset's streams, round-robin") {
     auto it = std::make_shared<range_iterable>(23, true);
-    data_loader loader(it, {.batch_size = 3, .num_workers = 2, .multiprocessing_context = "fork"});
+    data_loader loader(
+        it,
+        {.batch_size = 3, .num_workers = 2, .timeout = kHeal, .multiprocessing_context = "fork"});
     CHECK(epoch_labels(loader) == round_robin(23, 2, true, 3, false));
   }
 }
@@ -98,6 +107,7 @@ TEST_CASE("each worker process loads in a process of its own, with its worker_in
   data_loader loader(ds, {.batch_size = 2,
                           .num_workers = 2,
                           .pin_memory = true,
+                          .timeout = kHeal,
                           .worker_init_fn =
                               [](int64_t id) {
                                 // In the child: the parent's environment is not touched.
@@ -133,7 +143,9 @@ TEST_CASE("a worker process that crashes is replaced and the epoch goes on",
       if (i == 9 && first_time(marker))
         std::raise(sig); // in the child: the program lives on
     };
-    data_loader loader(ds, {.batch_size = 4, .num_workers = 2, .multiprocessing_context = "fork"});
+    data_loader loader(
+        ds,
+        {.batch_size = 4, .num_workers = 2, .timeout = kHeal, .multiprocessing_context = "fork"});
     const auto got = epoch_labels(loader);
     REQUIRE(got.size() == 6);
     CHECK(flat(got) == ints_of(arange(24)));
@@ -148,7 +160,8 @@ TEST_CASE("a batch whose load always crashes fails the epoch, naming the worker,
     if (i == 9)
       std::abort();
   };
-  data_loader loader(ds, {.batch_size = 4, .num_workers = 2, .multiprocessing_context = "fork"});
+  data_loader loader(
+      ds, {.batch_size = 4, .num_workers = 2, .timeout = kHeal, .multiprocessing_context = "fork"});
   const epoch_failure f = run_until_error(loader);
   CHECK(f.batches == 2);
   CHECK_THAT(f.message, Contains("died 3 times while loading batch 2 (sample indices [8, 9, 10, "
@@ -192,7 +205,8 @@ TEST_CASE("a dataset exception in a worker process is the error a worker thread 
     if (i == 7)
       throw std::runtime_error("no such image");
   };
-  data_loader loader(ds, {.batch_size = 2, .num_workers = 2, .multiprocessing_context = "fork"});
+  data_loader loader(
+      ds, {.batch_size = 2, .num_workers = 2, .timeout = kHeal, .multiprocessing_context = "fork"});
   CHECK_THAT(run_until_error(loader).message,
              Contains("DataLoader worker ") &&
                  Contains(" failed on sample index 7 (batch 3): no such image"));
@@ -205,6 +219,7 @@ TEST_CASE("worker processes end with their loader, mid-epoch or not", "[actors][
   for (const bool persistent : {false, true}) {
     data_loader loader(ds, {.batch_size = 2,
                             .num_workers = 3,
+                            .timeout = kHeal,
                             .multiprocessing_context = "fork",
                             .persistent_workers = persistent});
     int n = 0;

@@ -1,0 +1,137 @@
+"""The Python module (python/actorch_module.cpp) against numpy and, where installed, PyTorch:
+DLPack both ways without copies (values, strides, lifetimes), the data loader's batches, a
+Python collate_fn and worker_init_fn, and a PyTorch training loop fed by actorch.DataLoader."""
+import gc
+import os
+
+import numpy as np
+import pytest
+
+import actorch
+
+try:
+    import torch
+except ImportError:  # the tests that need it skip, saying so
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed "
+                                 "(scripts/setup.sh bench installs Debian's python3-torch)")
+DIGITS = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "data", "digits.csv.gz")
+
+
+def test_numpy_takes_an_actorch_tensor_without_a_copy_and_keeps_it_alive():
+    t = actorch.from_dlpack(np.arange(12, dtype=np.float32).reshape(3, 4))
+    a = np.from_dlpack(t)
+    assert a.shape == (3, 4) and a.dtype == np.float32
+    assert a.tolist() == np.arange(12, dtype=np.float32).reshape(3, 4).tolist()
+    del t
+    gc.collect()
+    assert a.sum() == 66  # still valid: the capsule holds the memory (ASan would see a free)
+
+
+def test_actorch_takes_numpy_memory_without_a_copy_strides_included():
+    base = np.arange(12, dtype=np.int64).reshape(3, 4)
+    view = base.T[1:3]  # strides (8, 32) in bytes: a transposed, offset view
+    t = actorch.from_dlpack(view)
+    assert t.shape == (2, 3)
+    back = np.from_dlpack(t)
+    assert back.tolist() == view.tolist()
+    assert back.strides == view.strides
+    base[1, 2] = -5  # view[1, 1]: the same memory all along
+    assert back[1, 1] == -5
+    del base, view
+    gc.collect()
+    assert back[1, 1] == -5
+
+
+def test_dtypes_and_the_clear_errors():
+    for dt in (np.float32, np.float64, np.float16, np.int8, np.uint8, np.int32, np.int64):
+        a = np.arange(5).astype(dt)
+        assert np.from_dlpack(actorch.from_dlpack(a)).tolist() == a.tolist()
+    with pytest.raises(actorch.Error, match="has no actorch dtype"):
+        actorch.from_dlpack(np.zeros(3, dtype=np.complex64))
+    with pytest.raises(Exception):  # numpy 1.24 refuses it, or actorch does (DLPack 0.6: no bool)
+        actorch.from_dlpack(np.zeros(3, dtype=np.bool_))
+
+
+@needs_torch
+def test_torch_round_trips_without_a_copy():
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3).t()
+    t = actorch.from_dlpack(x)
+    y = torch.from_dlpack(t)
+    assert y.stride() == x.stride() and torch.equal(x, y)
+    x[0, 0] = 42
+    assert y[0, 0] == 42
+    del x, t
+    gc.collect()
+    assert y[0, 0] == 42
+
+
+def make_arrays(n=40):
+    return np.arange(n * 2, dtype=np.float32).reshape(n, 2), np.arange(n, dtype=np.int64)
+
+
+def test_loader_batches_in_order_and_shuffled_by_seed():
+    x, y = make_arrays()
+    ds = actorch.data.TensorDataset(x, y)
+    assert len(ds) == 40
+    loader = actorch.DataLoader(ds, batch_size=8, num_workers=2)
+    assert len(loader) == 5
+    labels = [np.from_dlpack(b[1]).tolist() for b in loader.__iter__(as_torch=False)]
+    assert labels == [list(range(k, k + 8)) for k in range(0, 40, 8)]
+    order = [np.from_dlpack(b[1]).tolist()
+             for b in actorch.DataLoader(ds, batch_size=8, shuffle=True, num_workers=2,
+                                         seed=3).__iter__(as_torch=False)]
+    again = [np.from_dlpack(b[1]).tolist()
+             for b in actorch.DataLoader(ds, batch_size=8, shuffle=True, num_workers=0,
+                                         seed=3).__iter__(as_torch=False)]
+    assert order == again and sorted(sum(order, [])) == list(range(40))
+
+
+def test_a_batch_held_past_the_next_iteration_stays_valid():
+    x, y = make_arrays(64)
+    loader = actorch.DataLoader(actorch.data.TensorDataset(x, y), batch_size=4, num_workers=2)
+    kept = [np.from_dlpack(b[0]) for b in loader.__iter__(as_torch=False)]
+    gc.collect()
+    assert np.concatenate(kept).tolist() == x.tolist()  # the pool recycled none of them
+
+
+def test_python_collate_fn_and_worker_init_fn():
+    x, y = make_arrays(12)
+    seen = []
+
+    def collate(samples):
+        return sum(int(s[1]) for s in samples)
+
+    loader = actorch.DataLoader(actorch.data.TensorDataset(x, y), batch_size=4, num_workers=2,
+                                collate_fn=collate, worker_init_fn=seen.append)
+    assert list(loader) == [0 + 1 + 2 + 3, 4 + 5 + 6 + 7, 8 + 9 + 10 + 11]
+    assert sorted(seen) == [0, 1]
+
+
+def test_dataset_errors_reach_python():
+    with pytest.raises(actorch.Error, match="No such file or directory"):
+        actorch.data.DigitsDataset("/nonexistent.csv.gz")
+
+
+@needs_torch
+def test_a_torch_training_loop_on_digits_fed_by_actorch():
+    torch.manual_seed(0)
+    digits = actorch.data.DigitsDataset(DIGITS)
+    loader = actorch.DataLoader(digits, batch_size=64, shuffle=True, num_workers=2, seed=0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 64), torch.nn.ReLU(),
+                                torch.nn.Linear(64, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for _ in range(8):
+        for images, labels in loader:  # torch tensors, zero-copy
+            assert isinstance(images, torch.Tensor)
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(images.float() / 16), labels)
+            loss.backward()
+            opt.step()
+    correct = total = 0
+    with torch.no_grad():
+        for images, labels in actorch.DataLoader(digits, batch_size=256):
+            correct += (model(images.float() / 16).argmax(1) == labels).sum().item()
+            total += len(labels)
+    assert total == 1797 and correct / total > 0.95
