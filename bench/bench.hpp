@@ -52,6 +52,9 @@ struct loader_bench_options {
   /// `loader`: the loader's multiprocessing_context ("fork": worker processes; prints
   /// context=fork).
   std::string multiprocessing_context;
+  /// `loader`: load these .npy files (npy_dataset) instead of the synthetic samples; prints
+  /// loader-npy, n being the files' length.
+  std::vector<std::string> npy;
 };
 
 /// The `loader` workload: the actor data loader over the synthetic dataset, samples per second.

@@ -22,6 +22,7 @@
 #include "actors/data_loader.hpp"
 #include "bench/bench.hpp"
 #include "core/data/collate.hpp"
+#include "core/data/npy_dataset.hpp"
 #include "core/data/transforms.hpp"
 #include "core/data/worker_info.hpp"
 #include "core/ops/factory.hpp"
@@ -111,6 +112,13 @@ void time_loader(const data::dataset_ptr& ds, const loader_bench_options& o,
 } // namespace
 
 void run_loader(const loader_bench_options& o, std::ostream& out) {
+  if (!o.npy.empty()) { // the same files bench/python_loader.py loads from Python
+    auto ds = std::make_shared<data::npy_dataset>(o.npy);
+    loader_bench_options files = o;
+    files.n = ds->size();
+    time_loader(ds, files, "loader-npy", out);
+    return;
+  }
   time_loader(std::make_shared<synthetic_dataset>(o.n, o.passes), o, "loader", out);
 }
 

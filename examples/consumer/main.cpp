@@ -30,8 +30,11 @@ data::sample blob(int64_t i) {
 }
 
 /// The source actor: answers each task with its samples, uncollated (the loader collates).
-/// CAF 0.17 wants the self pointer of a typed function actor, used or not.
-actors::source_actor::behavior_type blobs_source(actors::source_actor::pointer /*self*/) {
+/// Stateful, as actorch's own sources are: CAF 0.17's stateless typed function actors trip
+/// UndefinedBehaviorSanitizer in CAF's own headers.
+struct blobs_state {};
+actors::source_actor::behavior_type
+blobs_source(actors::source_actor::stateful_pointer<blobs_state> /*self*/) {
   return {
       [](actors::load_atom, const actors::index_batch& task) {
         actors::loaded_batch out;

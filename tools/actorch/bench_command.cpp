@@ -65,6 +65,10 @@ void add_bench(CLI::App& app) {
       cmd->add_option("--trace", ld->trace,
                       "write a Chrome trace of the epoch (its start on the loop's thread, each "
                       "worker's loads, the sampler's deliveries)");
+      cmd->add_option("--npy", ld->npy,
+                      "load these .npy files (samples along their first dimension) instead of "
+                      "the synthetic samples; prints loader-npy")
+          ->delimiter(',');
       cmd->add_option("--multiprocessing-context", ld->multiprocessing_context,
                       "fork: the workers load in forked processes (the loader's "
                       "multiprocessing_context option; prints context=fork)")
