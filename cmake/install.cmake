@@ -49,7 +49,8 @@ set(actorch_pc_libs "-lactorch_actors -lactorch_comm -lactorch_core -lactorch_ke
 set(actorch_pc_deps "-lgloo ${CAF_IO_LIB} ${CAF_CORE_LIB} ${OpenBLAS_LIBRARIES} -lz -pthread")
 set(actorch_pc_cflags "-I\${includedir}/actorch -I\${includedir} -DACTORCH_HAVE_CUDA=0")
 if(ACTORCH_HAVE_CUDA)
-  set(actorch_pc_deps "${actorch_pc_deps} ${NCCL_LIBRARY} -L${CUDAToolkit_LIBRARY_DIR} -lcublas -lcudart")
+  # With an rpath, as CMake gives its imported targets: CUDA's folder is not the loader's.
+  set(actorch_pc_deps "${actorch_pc_deps} ${NCCL_LIBRARY} -L${CUDAToolkit_LIBRARY_DIR} -lcublas -lcudart -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR}")
   set(actorch_pc_cflags "-I\${includedir}/actorch -I\${includedir} -DACTORCH_HAVE_CUDA=1 -I${CUDAToolkit_INCLUDE_DIRS}")
 endif()
 if(ACTORCH_SANITIZERS)
