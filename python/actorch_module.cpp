@@ -2,7 +2,12 @@
 //   actorch.Tensor        __dlpack__ / __dlpack_device__: numpy.from_dlpack and
 //                         torch.from_dlpack take it without a copy
 //   actorch.from_dlpack   any object with __dlpack__ (a numpy array, a torch tensor), or a capsule
-//   actorch.data          NpyDataset, DigitsDataset, TensorDataset (over arrays, zero-copy)
+//   actorch.data          NpyDataset, DigitsDataset, TensorDataset (over arrays, zero-copy),
+//                         TransformedDataset, SQLiteSource (the example source actor), and the
+//                         samplers: Sequential, Random, SubsetRandom, WeightedRandom,
+//                         Distributed, Batch
+//   actorch.transforms    Compose, Normalize, RandomCrop, CenterCrop, RandomHorizontalFlip,
+//                         Lambda (a Python function: under the GIL)
 //   actorch.DataLoader    PyTorch's arguments; yields batches whose tensors are actorch.Tensor,
 //                         or torch tensors (zero-copy) when torch is importable
 // See Note [Python module] below.
@@ -17,7 +22,6 @@
 // of them (and a DLPack consumer, like torch, releases its capsule), so a batch kept past the
 // next iteration stays valid. A capsule not consumed calls the DLPack deleter itself, as
 // PyTorch's do.
-#include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -25,10 +29,16 @@
 #include <optional>
 
 #include "actors/data_loader.hpp"
+#include "actors/source_loader.hpp"
+#include "core/data/batch_sampler.hpp"
 #include "core/data/digits_dataset.hpp"
+#include "core/data/distributed_sampler.hpp"
 #include "core/data/npy_dataset.hpp"
+#include "core/data/sampler.hpp"
+#include "core/data/transforms.hpp"
 #include "core/dlpack.hpp"
 #include "core/ops/factory.hpp"
+#include "examples/sqlite_source.hpp"
 
 namespace py = pybind11;
 using namespace actorch;
@@ -167,6 +177,30 @@ std::shared_ptr<data::data_loader> python_owned(data::data_loader loader) {
                                             });
 }
 
+/// The SQLite example's source actor in an actor system of its own, which lives as long as any
+/// loader over it.
+struct sqlite_source {
+  explicit sqlite_source(std::string p)
+      : path(std::move(p)), size(examples::sqlite_sample_count(path)), sys(cfg),
+        actor(examples::spawn_sqlite_source(sys, path)) {}
+  ~sqlite_source() { caf::anon_send_exit(actor, caf::exit_reason::user_shutdown); }
+  std::string path;
+  int64_t size;
+  caf::actor_system_config cfg;
+  caf::actor_system sys;
+  actors::source_actor actor;
+};
+
+/// A transform as Python holds it: the C++ function, which runs on the workers without the GIL
+/// (unless it is a Lambda over Python code).
+struct py_transform {
+  data::transforms::transform fn;
+};
+
+std::shared_ptr<generator> generator_of(std::optional<uint64_t> seed) {
+  return seed ? std::make_shared<generator>(*seed) : nullptr;
+}
+
 /// The Python iterator over one epoch of a loader.
 class loader_iterator {
 public:
@@ -246,19 +280,140 @@ PYBIND11_MODULE(actorch, m) {
         return std::make_shared<data::tensor_dataset>(std::move(tensors));
       }));
 
+  py::class_<data::transforms::transformed_dataset, data::dataset,
+             std::shared_ptr<data::transforms::transformed_dataset>>(data_m, "TransformedDataset")
+      .def(py::init([](std::shared_ptr<data::dataset> ds, const py_transform& t,
+                       std::optional<py_transform> target) {
+             return std::make_shared<data::transforms::transformed_dataset>(
+                 std::move(ds), t.fn, target ? target->fn : data::transforms::transform{});
+           }),
+           py::arg("dataset"), py::arg("transform"), py::arg("target_transform") = py::none());
+  py::class_<sqlite_source, std::shared_ptr<sqlite_source>>(data_m, "SQLiteSource")
+      .def(py::init<std::string>(), py::arg("path"))
+      .def("__len__", [](const sqlite_source& s) { return s.size; });
+
+  py::class_<data::sampler, data::sampler_ptr>(data_m, "Sampler")
+      .def("__len__", &data::sampler::size)
+      .def("__iter__", [](data::sampler& s) { return py::iter(py::cast(s.indices())); })
+      .def("set_epoch", &data::sampler::set_epoch);
+  py::class_<data::sequential_sampler, data::sampler, std::shared_ptr<data::sequential_sampler>>(
+      data_m, "SequentialSampler")
+      .def(py::init([](const data::dataset& d) {
+        return std::make_shared<data::sequential_sampler>(d.size());
+      }));
+  py::class_<data::random_sampler, data::sampler, std::shared_ptr<data::random_sampler>>(
+      data_m, "RandomSampler")
+      .def(py::init([](const data::dataset& d, bool replacement, std::optional<int64_t> n,
+                       std::optional<uint64_t> seed) {
+             return std::make_shared<data::random_sampler>(d.size(), replacement, n.value_or(-1),
+                                                           generator_of(seed));
+           }),
+           py::arg("data_source"), py::arg("replacement") = false,
+           py::arg("num_samples") = py::none(), py::arg("seed") = py::none());
+  py::class_<data::subset_random_sampler, data::sampler,
+             std::shared_ptr<data::subset_random_sampler>>(data_m, "SubsetRandomSampler")
+      .def(py::init([](std::vector<int64_t> indices, std::optional<uint64_t> seed) {
+             return std::make_shared<data::subset_random_sampler>(std::move(indices),
+                                                                  generator_of(seed));
+           }),
+           py::arg("indices"), py::arg("seed") = py::none());
+  py::class_<data::weighted_random_sampler, data::sampler,
+             std::shared_ptr<data::weighted_random_sampler>>(data_m, "WeightedRandomSampler")
+      .def(py::init([](std::vector<double> weights, int64_t n, bool replacement,
+                       std::optional<uint64_t> seed) {
+             return std::make_shared<data::weighted_random_sampler>(
+                 std::move(weights), n, replacement, generator_of(seed));
+           }),
+           py::arg("weights"), py::arg("num_samples"), py::arg("replacement") = true,
+           py::arg("seed") = py::none());
+  py::class_<data::distributed_sampler, data::sampler, std::shared_ptr<data::distributed_sampler>>(
+      data_m, "DistributedSampler")
+      .def(py::init([](const data::dataset& d, int64_t num_replicas, int64_t rank, bool shuffle,
+                       uint64_t seed, bool drop_last) {
+             return std::make_shared<data::distributed_sampler>(d.size(), num_replicas, rank,
+                                                                shuffle, seed, drop_last);
+           }),
+           py::arg("dataset"), py::arg("num_replicas"), py::arg("rank"), py::arg("shuffle") = true,
+           py::arg("seed") = 0, py::arg("drop_last") = false);
+  py::class_<data::batch_sampler, data::batch_sampler_ptr>(data_m, "BatchSampler")
+      .def(py::init<data::sampler_ptr, int64_t, bool>(), py::arg("sampler"), py::arg("batch_size"),
+           py::arg("drop_last"))
+      .def("__len__", &data::batch_sampler::size)
+      .def("__iter__", [](data::batch_sampler& b) { return py::iter(py::cast(b.batches())); });
+
+  namespace tf = data::transforms;
+  auto tf_m = m.def_submodule("transforms", "torchvision's per-sample transforms, in C++");
+  py::class_<py_transform>(tf_m, "Transform")
+      .def("__call__", [](const py_transform& t, const py::object& image) {
+        return t.fn(tensor_from_dlpack(image));
+      });
+  auto crop_of = [](const std::vector<int64_t>& size, const char* who) {
+    ACTORCH_CHECK(size.size() == 1 || size.size() == 2, who,
+                  ": size is one number or (height, width), got ", size.size(), " numbers");
+    return size.size() == 1 ? tf::crop_size(size[0]) : tf::crop_size(size[0], size[1]);
+  };
+  tf_m.def(
+      "Compose",
+      [](const std::vector<py_transform>& ts) {
+        std::vector<tf::transform> fns;
+        for (const auto& t : ts)
+          fns.push_back(t.fn);
+        return py_transform{tf::compose(std::move(fns))};
+      },
+      py::arg("transforms"));
+  tf_m.def(
+      "Normalize",
+      [](std::vector<double> mean, std::vector<double> std) {
+        return py_transform{tf::normalize(std::move(mean), std::move(std))};
+      },
+      py::arg("mean"), py::arg("std"));
+  tf_m.def(
+      "RandomCrop",
+      [crop_of](const std::vector<int64_t>& size, std::vector<int64_t> padding, bool pad_if_needed,
+                double fill) {
+        return py_transform{tf::random_crop(
+            crop_of(size, "RandomCrop"),
+            {.padding = std::move(padding), .pad_if_needed = pad_if_needed, .fill = fill})};
+      },
+      py::arg("size"), py::arg("padding") = std::vector<int64_t>{},
+      py::arg("pad_if_needed") = false, py::arg("fill") = 0.0);
+  tf_m.def(
+      "CenterCrop",
+      [crop_of](const std::vector<int64_t>& size) {
+        return py_transform{tf::center_crop(crop_of(size, "CenterCrop"))};
+      },
+      py::arg("size"));
+  tf_m.def(
+      "RandomHorizontalFlip", [](double p) { return py_transform{tf::random_horizontal_flip(p)}; },
+      py::arg("p") = 0.5);
+  tf_m.def(
+      "Lambda",
+      [](py::object fn) {
+        // The slow path (Note [Python module]): Python code under the GIL, on a worker's thread.
+        auto held = std::make_shared<gil_object>(std::move(fn));
+        return py_transform{tf::lambda_([held](const tensor& t) {
+          py::gil_scoped_acquire gil;
+          return tensor_from_dlpack(held->obj(py::cast(t)));
+        })};
+      },
+      py::arg("fn"));
+
   py::class_<loader_iterator>(m, "_LoaderIterator")
       .def("__iter__", [](loader_iterator& it) -> loader_iterator& { return it; })
       .def("__next__", &loader_iterator::next);
   py::class_<data::data_loader, std::shared_ptr<data::data_loader>>(m, "DataLoader")
-      .def(py::init([](std::shared_ptr<data::dataset> dataset, std::optional<int64_t> batch_size,
-                       bool shuffle, int64_t num_workers, py::object collate_fn, bool pin_memory,
-                       bool drop_last, double timeout, py::object worker_init_fn,
+      .def(py::init([](py::object dataset, std::optional<int64_t> batch_size, bool shuffle,
+                       data::sampler_ptr sampler, data::batch_sampler_ptr batch_sampler,
+                       int64_t num_workers, py::object collate_fn, bool pin_memory, bool drop_last,
+                       double timeout, py::object worker_init_fn,
                        std::string multiprocessing_context, std::optional<uint64_t> seed,
                        std::optional<int64_t> prefetch_factor, bool persistent_workers,
                        bool in_order) {
              data::loader_options o;
              o.batch_size = batch_size;
              o.shuffle = shuffle;
+             o.sampler = std::move(sampler);
+             o.batch_sampler = std::move(batch_sampler);
              o.num_workers = num_workers;
              o.pin_memory = pin_memory;
              o.drop_last = drop_last;
@@ -284,9 +439,23 @@ PYBIND11_MODULE(actorch, m) {
                  py::gil_scoped_acquire gil;
                  fn->obj(id);
                };
-             return python_owned(data::data_loader(std::move(dataset), std::move(o)));
+             if (py::isinstance<sqlite_source>(dataset)) { // a source actor instead of workers
+               // The loader goes first, then the source's system (members die in reverse).
+               struct with_source {
+                 std::shared_ptr<sqlite_source> src;
+                 std::shared_ptr<data::data_loader> loader;
+               };
+               auto src = dataset.cast<std::shared_ptr<sqlite_source>>();
+               auto both = std::make_shared<with_source>(
+                   with_source{src, python_owned(data::make_source_loader(
+                                        src->sys, src->actor, src->size, std::move(o)))});
+               return std::shared_ptr<data::data_loader>(both, both->loader.get());
+             }
+             return python_owned(
+                 data::data_loader(dataset.cast<std::shared_ptr<data::dataset>>(), std::move(o)));
            }),
            py::arg("dataset"), py::arg("batch_size") = 1, py::arg("shuffle") = false,
+           py::arg("sampler") = nullptr, py::arg("batch_sampler") = nullptr,
            py::arg("num_workers") = 0, py::arg("collate_fn") = py::none(),
            py::arg("pin_memory") = false, py::arg("drop_last") = false, py::arg("timeout") = 0.0,
            py::arg("worker_init_fn") = py::none(), py::arg("multiprocessing_context") = "",

@@ -77,6 +77,7 @@ TEST_CASE("worker processes deliver the batches worker threads do", "[actors][lo
       data_loader loader(ds, {.batch_size = 4,
                               .shuffle = true,
                               .num_workers = 2,
+                              .timeout = kHeal,
                               .multiprocessing_context = context,
                               .generator = std::make_shared<generator>(3),
                               .persistent_workers = persistent});

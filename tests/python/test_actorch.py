@@ -135,3 +135,67 @@ def test_a_torch_training_loop_on_digits_fed_by_actorch():
             correct += (model(images.float() / 16).argmax(1) == labels).sum().item()
             total += len(labels)
     assert total == 1797 and correct / total > 0.95
+
+
+def test_samplers_as_pytorch_names_them():
+    ds = actorch.data.TensorDataset(*make_arrays(10))
+    assert list(actorch.data.SequentialSampler(ds)) == list(range(10))
+    r = actorch.data.RandomSampler(ds, seed=1)
+    assert sorted(r) == list(range(10)) and len(r) == 10
+    assert list(actorch.data.RandomSampler(ds, seed=1)) == list(actorch.data.RandomSampler(ds, seed=1))
+    assert sorted(actorch.data.SubsetRandomSampler([7, 3, 5], seed=0)) == [3, 5, 7]
+    w = list(actorch.data.WeightedRandomSampler([0.0, 1.0, 0.0], 5, seed=0))
+    assert w == [1] * 5
+    shards = [list(actorch.data.DistributedSampler(ds, num_replicas=3, rank=r, shuffle=False))
+              for r in range(3)]
+    assert shards == [[0, 3, 6, 9], [1, 4, 7, 0], [2, 5, 8, 1]]  # padded as PyTorch pads
+    b = actorch.data.BatchSampler(actorch.data.SequentialSampler(ds), 4, False)
+    assert list(b) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]] and len(b) == 3
+    loader = actorch.DataLoader(ds, batch_sampler=b)
+    assert [np.from_dlpack(y).tolist() for _, y in loader.__iter__(as_torch=False)] == list(b)
+    loader = actorch.DataLoader(ds, batch_size=5,
+                                sampler=actorch.data.SubsetRandomSampler([1, 2, 3], seed=0))
+    assert sorted(np.from_dlpack(list(loader.__iter__(as_torch=False))[0][1]).tolist()) == [1, 2, 3]
+
+
+def test_transforms_run_in_the_workers_and_a_python_lambda_too():
+    images = np.arange(2 * 3 * 4 * 4, dtype=np.float32).reshape(2, 3, 4, 4)
+    norm = actorch.transforms.Normalize([1.0, 2.0, 3.0], [2.0, 2.0, 2.0])
+    out = np.from_dlpack(norm(images[0]))
+    assert np.allclose(out, (images[0] - np.array([1, 2, 3]).reshape(3, 1, 1)) / 2)
+    crop = actorch.transforms.CenterCrop([2])
+    assert np.from_dlpack(crop(images[0])).tolist() == images[0][:, 1:3, 1:3].tolist()
+    pipeline = actorch.transforms.Compose([
+        actorch.transforms.Lambda(lambda t: np.from_dlpack(t) * 2),  # Python: under the GIL
+        actorch.transforms.RandomCrop([4], padding=[1]),
+        actorch.transforms.RandomHorizontalFlip(0.0),
+    ])
+    ds = actorch.data.TransformedDataset(actorch.data.TensorDataset(images, np.arange(2)),
+                                         pipeline)
+    batches = list(actorch.DataLoader(ds, batch_size=2, num_workers=2).__iter__(as_torch=False))
+    assert np.from_dlpack(batches[0][0]).shape == (2, 3, 4, 4)
+    assert np.from_dlpack(batches[0][0]).max() <= 2 * images.max()
+
+
+def test_the_sqlite_source_actor_feeds_a_python_loader(tmp_path):
+    import sqlite3
+    path = str(tmp_path / "samples.db")
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE samples(id INTEGER PRIMARY KEY, label INTEGER, features BLOB)")
+    for i in range(10):
+        db.execute("INSERT INTO samples VALUES (?, ?, ?)",
+                   (i, i % 3, np.full(4, i, dtype=np.float32).tobytes()))
+    db.commit()
+    db.close()
+    source = actorch.data.SQLiteSource(path)
+    assert len(source) == 10
+    loader = actorch.DataLoader(source, batch_size=4, shuffle=True, seed=0)
+    del source  # the loader keeps the source's actor system alive
+    seen = []
+    for x, y in loader.__iter__(as_torch=False):
+        xs, ys = np.from_dlpack(x), np.from_dlpack(y)
+        assert xs.shape[1] == 4 and (xs[:, 0].astype(np.int64) % 3 == ys).all()
+        seen += xs[:, 0].astype(int).tolist()
+    assert sorted(seen) == list(range(10))
+    with pytest.raises(actorch.Error, match="No such file or directory"):
+        actorch.data.SQLiteSource(str(tmp_path / "missing.db"))
