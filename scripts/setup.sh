@@ -7,7 +7,7 @@
 #   test   main, plus what only the test suite uses (numpy for the independent readers and
 #          writers, iproute2 for the network-namespace tests, clang-format for the layout check)
 #   bench  main, plus what only the benchmarks use (PyTorch for the peer scripts, valgrind
-#          for bench/loader_work.py)
+#          for bench/loader_work.py, nlohmann-json for bench/json/json_compare.cpp)
 #   ci     test, plus what only .ci/run uses (debootstrap for its fresh Debian 12 root)
 set -euo pipefail
 
@@ -18,7 +18,7 @@ main=(
   gnuplot-nox
 )
 test=(python3 python3-numpy iproute2 clang-format python3-dev pybind11-dev python3-pytest)
-bench=(python3 python3-numpy python3-torch valgrind)
+bench=(python3 python3-numpy python3-torch valgrind nlohmann-json3-dev)
 ci=(debootstrap ca-certificates)
 
 packages=("${main[@]}")
