@@ -3,6 +3,7 @@
 #include "comm/distributed.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <limits>
 #include <mutex>
@@ -233,10 +234,11 @@ void init_process_group(const init_options& opts) {
       }
     }
   }
-  s.world = make_group(opts.backend, std::make_shared<prefix_store>("default_pg", st), rank,
-                       world_size, opts.timeout, hostname, {});
+  const std::string backend = Backend::canonical(opts.backend);
+  s.world = make_group(backend, std::make_shared<prefix_store>("default_pg", st), rank, world_size,
+                       opts.timeout, hostname, {});
   s.st = st;
-  s.backend = opts.backend;
+  s.backend = backend;
   s.timeout = opts.timeout;
   s.hostname = hostname;
   s.groups_made = 0;
@@ -275,7 +277,8 @@ std::string get_backend(const group& g) {
   return g ? g->backend() : world()->backend();
 }
 
-group new_group(std::vector<int> ranks, std::optional<milliseconds> timeout) {
+group new_group(std::vector<int> ranks, std::optional<milliseconds> timeout,
+                std::optional<std::string> backend_name) {
   auto& s = global();
   std::shared_ptr<store> st;
   int n = 0, me = 0, world_size = 0;
@@ -289,7 +292,7 @@ group new_group(std::vector<int> ranks, std::optional<milliseconds> timeout) {
     n = s.groups_made++;
     me = w->rank();
     world_size = w->size();
-    backend = s.backend;
+    backend = backend_name ? Backend::canonical(*backend_name) : s.backend;
     hostname = s.hostname;
     t = timeout.value_or(s.timeout);
   }
@@ -402,6 +405,15 @@ bool is_nccl_available() {
 }
 bool is_mpi_available() {
   return false;
+}
+
+std::string Backend::canonical(std::string_view name) {
+  std::string lower(name);
+  for (char& c : lower)
+    c = char(std::tolower(static_cast<unsigned char>(c)));
+  ACTORCH_CHECK(lower == GLOO || lower == NCCL || lower == MPI, "unknown backend '", name,
+                "' (expected gloo or nccl, in any case, or Backend::GLOO / Backend::NCCL)");
+  return lower;
 }
 
 std::string backend_unavailable_reason(const std::string& backend) {

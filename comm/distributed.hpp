@@ -16,9 +16,20 @@ namespace actorch::dist {
 
 using group = std::shared_ptr<process_group>;
 
+/// torch.distributed.Backend: the backend names as PyTorch spells them. A name is taken in any
+/// case ("GLOO", "Gloo"), as Backend("GLOO") is "gloo" in PyTorch.
+struct Backend {
+  static constexpr const char* GLOO = "gloo";
+  static constexpr const char* NCCL = "nccl";
+  static constexpr const char* MPI = "mpi";
+  /// `name` in lower case; throws actorch::error naming it when it is none of the three.
+  static std::string canonical(std::string_view name);
+};
+
 struct init_options {
-  /// "gloo" (CPU tensors) or "nccl" (CUDA tensors; only in CUDA builds).
-  std::string backend = "gloo";
+  /// Backend::GLOO (CPU tensors) or Backend::NCCL (CUDA tensors; only in CUDA builds), in any
+  /// case.
+  std::string backend = Backend::GLOO;
   /// "env://" (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK), "tcp://host:port" or
   /// "file:///path". Ignored when `store` is given.
   std::string init_method = "env://";
@@ -62,7 +73,9 @@ std::string get_backend(const group& g = nullptr);
 /// A group of the given global ranks (all ranks when empty), under PyTorch's rule: every rank
 /// of the default group calls new_group, with the same ranks, in the same order, even ranks
 /// that are not members (they get a group whose get_rank() is -1 and whose ops throw).
-group new_group(std::vector<int> ranks = {}, std::optional<milliseconds> timeout = {});
+/// `backend` (in any case) defaults to the default group's, as in PyTorch.
+group new_group(std::vector<int> ranks = {}, std::optional<milliseconds> timeout = {},
+                std::optional<std::string> backend = {});
 
 // Point-to-point; ranks are global. recv's src -1 means any rank; it returns the sender.
 void send(const tensor& t, int dst, const group& g = nullptr, int tag = 0);

@@ -259,3 +259,27 @@ TEST_CASE("a rank process killed mid-collective fails the others within the time
   }
   CHECK(codes == std::vector<int>{0, 0, -SIGKILL});
 }
+
+TEST_CASE("backend names are taken as PyTorch spells them, and new_group takes one",
+          "[comm][init]") {
+  CHECK(Backend::canonical("GLOO") == "gloo");
+  CHECK(Backend::canonical("Nccl") == Backend::NCCL);
+  CHECK_THAT(error_of([] { (void)Backend::canonical("glooo"); }),
+             Contains("unknown backend 'glooo' (expected gloo or nccl, in any case"));
+  init_process_group(
+      {.backend = "GLOO", .world_size = 1, .rank = 0, .store = std::make_shared<hash_store>()});
+  CHECK(get_backend() == Backend::GLOO);
+  const group same = new_group({0}, 5s, std::string("Gloo"));
+  CHECK(get_backend(same) == "gloo");
+  tensor t = full({2}, 3.0);
+  all_reduce(t, reduce_op::sum, same);
+  CHECK(actorch::test::values_of(t) == std::vector<double>{3, 3});
+  CHECK_THAT(error_of([] { (void)new_group({0}, {}, std::string("MPI")); }),
+             Contains("the mpi backend is not available"));
+  CHECK_THAT(error_of([] { (void)new_group({0}, {}, std::string("tcp")); }),
+             Contains("unknown backend 'tcp'"));
+  if (!is_nccl_available())
+    CHECK_THAT(error_of([] { (void)new_group({0}, {}, std::string(Backend::NCCL)); }),
+               Contains("the nccl backend is not available"));
+  destroy_process_group();
+}
