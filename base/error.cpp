@@ -2,6 +2,15 @@
 #include "base/error.hpp"
 
 #include <cstring>
+#include <system_error>
+
+namespace actorch {
+
+std::string errno_str(int err) {
+  return std::error_code(err, std::generic_category()).message();
+}
+
+} // namespace actorch
 
 namespace actorch::detail {
 

@@ -16,6 +16,9 @@ public:
   explicit error(const std::string& what) : std::runtime_error(what) {}
 };
 
+/// The text of an errno value, for messages: "No such file or directory".
+std::string errno_str(int err);
+
 namespace detail {
 
 template <class... Args> std::string concat(Args&&... args) {

@@ -125,7 +125,7 @@ void merge_chrome_json(const std::vector<std::string>& parts, const std::string&
   bool first = true;
   for (const std::string& part : parts) {
     std::FILE* f = std::fopen(part.c_str(), "rb");
-    ACTORCH_CHECK(f != nullptr, "trace: cannot open ", part, ": ", serialize::errno_str(errno));
+    ACTORCH_CHECK(f != nullptr, "trace: cannot open ", part, ": ", errno_str(errno));
     std::string text;
     char buf[1 << 16];
     size_t n = 0;

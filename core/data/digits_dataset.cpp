@@ -1,8 +1,6 @@
 // digits_dataset: gunzip through zlib's gzFile, parse the CSV into two tensors.
 #include "core/data/digits_dataset.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -17,18 +15,9 @@ namespace actorch::data {
 digits_dataset::digits_dataset(const std::string& path) {
   // Opened here, not by gzopen, so that every failure says the system's reason (gzopen
   // opens a directory and only its first read fails).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  ACTORCH_CHECK(fd >= 0, "digits_dataset: cannot open ", path, ": ", serialize::errno_str(errno));
-  struct stat st {};
-  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  const int stat_errno = errno;
-  if (!regular) {
-    ::close(fd);
-    ACTORCH_FAIL("digits_dataset: cannot open ", path, ": ",
-                 S_ISDIR(st.st_mode) ? "Is a directory"
-                 : stat_errno != 0   ? serialize::errno_str(stat_errno)
-                                     : "not a regular file");
-  }
+  std::string why;
+  const int fd = serialize::open_regular_file(path, nullptr, &why);
+  ACTORCH_CHECK(fd >= 0, "digits_dataset: cannot open ", path, ": ", why);
   std::unique_ptr<gzFile_s, int (*)(gzFile)> gz(gzdopen(fd, "rb"), gzclose);
   if (gz == nullptr)
     ::close(fd);

@@ -17,10 +17,6 @@
 
 namespace actorch::serialize {
 
-std::string errno_str(int err) {
-  return std::error_code(err, std::generic_category()).message();
-}
-
 // Reading. -----------------------------------------------------------------------------------
 
 void memory_source::read_at(uint64_t offset, void* dst, size_t n) {
@@ -29,21 +25,34 @@ void memory_source::read_at(uint64_t offset, void* dst, size_t n) {
     std::memcpy(dst, bytes_.data() + offset, n);
 }
 
-file_source::file_source(const where& w, read_position wording) : w_(w), wording_(wording) {
-  fd_ = ::open(w.name.c_str(), O_RDONLY | O_CLOEXEC);
-  ACTORCH_IO_CHECK(fd_ >= 0, w, "cannot open the file: ", errno_str(errno));
+int open_regular_file(const std::string& path, uint64_t* size, std::string* why) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *why = errno_str(errno);
+    return -1;
+  }
   struct stat st {};
-  if (::fstat(fd_, &st) != 0) {
-    const int err = errno;
-    ::close(fd_);
-    ACTORCH_IO_FAIL(w, "cannot stat the file: ", errno_str(err));
+  std::string problem;
+  if (::fstat(fd, &st) != 0)
+    problem = errno_str(errno);
+  else if (S_ISDIR(st.st_mode))
+    problem = "Is a directory"; // open() takes a directory: only its reads would fail
+  else if (!S_ISREG(st.st_mode))
+    problem = "not a regular file (a pipe or device cannot be loaded)";
+  if (!problem.empty()) {
+    ::close(fd);
+    *why = std::move(problem);
+    return -1;
   }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd_);
-    ACTORCH_IO_CHECK(!S_ISDIR(st.st_mode), w, "cannot open the file: Is a directory");
-    ACTORCH_IO_FAIL(w, "not a regular file (a pipe or device cannot be loaded)");
-  }
-  size_ = uint64_t(st.st_size);
+  if (size)
+    *size = uint64_t(st.st_size);
+  return fd;
+}
+
+file_source::file_source(const where& w, read_position wording) : w_(w), wording_(wording) {
+  std::string why;
+  fd_ = open_regular_file(w.name, &size_, &why);
+  ACTORCH_IO_CHECK(fd_ >= 0, w, "cannot open the file: ", why);
 }
 
 file_source::~file_source() {

@@ -27,8 +27,10 @@ struct where {
   ACTORCH_CHECK(cond, (w).op, ": ", (w).name, ": ", __VA_ARGS__)
 #define ACTORCH_IO_FAIL(w, ...) ACTORCH_FAIL((w).op, ": ", (w).name, ": ", __VA_ARGS__)
 
-/// The text of an errno value: "No such file or directory".
-std::string errno_str(int err);
+/// Opens `path` for reading; it must be a regular file. Returns its descriptor (and its size in
+/// *size when given), or -1 with *why the system's reason: "No such file or directory", "Is a
+/// directory", "not a regular file (a pipe or device cannot be loaded)".
+int open_regular_file(const std::string& path, uint64_t* size, std::string* why);
 
 // Reading. -----------------------------------------------------------------------------------
 
