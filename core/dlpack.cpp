@@ -7,10 +7,10 @@
 // its deleter frees that context, dropping the handle. DLTensor.data is the storage's base and
 // byte_offset the view's offset in bytes, as PyTorch exports them. Strides are in elements,
 // as DLPack counts them.
-// Import: the tensor's storage wraps the memory from data + byte_offset up to the furthest
-// element any index reaches (an empty tensor wraps none), with the managed tensor's deleter
-// as its deleter: the last view gone, the producer is told. A stride of 0 (broadcast) is kept;
-// a negative one is refused, as actorch's views never step backwards (nor do PyTorch's).
+// Import (through from_blob): the tensor's storage wraps the memory from data + byte_offset up to
+// the furthest element any index reaches (an empty tensor wraps none), with the managed tensor's
+// deleter as its deleter: the last view gone, the producer is told. A stride of 0 (broadcast) is
+// kept; a negative one is refused, as actorch's views never step backwards (nor do PyTorch's).
 // DLPack 0.6 has no bool type (kDLBool came in 0.8): bool tensors are refused both ways,
 // rather than passed as uint8, which a consumer would read as numbers.
 #include "core/dlpack.hpp"
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/storage.hpp"
+#include "core/ops/factory.hpp"
 
 namespace actorch {
 
@@ -113,39 +113,29 @@ tensor from_dlpack(DLManagedTensor* m) {
   }
   ACTORCH_CHECK(dl.ndim >= 0 && (dl.ndim == 0 || dl.shape != nullptr), "from_dlpack: a tensor of ",
                 dl.ndim, " dims without a shape");
-  const size_t item = element_size(*dt);
-  shape_t sizes(dl.shape, dl.shape + dl.ndim), strides(size_t(dl.ndim));
-  int64_t numel = 1, furthest = 0; // the last element's index, in elements
-  for (int64_t d = dl.ndim - 1, contiguous = 1; d >= 0; --d) {
-    const size_t k = size_t(d);
-    ACTORCH_CHECK(sizes[k] >= 0, "from_dlpack: negative size ", sizes[k], " in dim ", d);
-    strides[k] = dl.strides ? dl.strides[k] : contiguous; // null strides: compact, row-major
-    ACTORCH_CHECK(strides[k] >= 0, "from_dlpack: negative stride ", strides[k], " in dim ", d,
+  const shape_t sizes(dl.shape, dl.shape + dl.ndim);
+  shape_t strides; // empty: null strides, compact and row-major
+  if (dl.strides)
+    strides.assign(dl.strides, dl.strides + dl.ndim);
+  for (size_t d = 0; d < strides.size(); ++d)
+    ACTORCH_CHECK(strides[d] >= 0, "from_dlpack: negative stride ", strides[d], " in dim ", d,
                   " (actorch's views do not step backwards)");
-    contiguous *= std::max<int64_t>(sizes[k], 1);
-    numel *= sizes[k];
-    if (sizes[k] > 0)
-      furthest += (sizes[k] - 1) * strides[k];
-  }
-  auto* base = static_cast<char*>(dl.data);
-  ACTORCH_CHECK(base != nullptr || numel == 0, "from_dlpack: a null data pointer");
+  char* base = static_cast<char*>(dl.data);
   if (base != nullptr)
     base += dl.byte_offset;
+  const size_t item = element_size(*dt);
   ACTORCH_CHECK(reinterpret_cast<uintptr_t>(base) % item == 0, "from_dlpack: the data (at byte ",
                 dl.byte_offset, " of ", dl.data, ") is not aligned to its ", item, "-byte ",
                 dtype_name(*dt), " elements");
-  const size_t nbytes = numel == 0 ? 0 : size_t(furthest + 1) * item;
-  // Taken: from here on the storage calls the deleter (Note [DLPack]).
-  auto st = std::make_shared<storage>(base, nbytes, dev, [m](void*) {
-    if (m->deleter)
-      m->deleter(m);
-  });
-  auto impl = std::make_shared<tensor_impl>();
-  impl->storage = std::move(st);
-  impl->sizes = std::move(sizes);
-  impl->strides = std::move(strides);
-  impl->dtype = *dt;
-  return tensor(std::move(impl));
+  // Taken once from_blob returns: the storage calls the deleter (Note [DLPack]); if it throws,
+  // its copy of the deleter goes unused and `m` stays the caller's.
+  return from_blob(
+      base, sizes, *dt,
+      [m](void*) {
+        if (m->deleter)
+          m->deleter(m);
+      },
+      strides, dev);
 }
 
 } // namespace actorch

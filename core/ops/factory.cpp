@@ -85,7 +85,7 @@ tensor scalar_tensor(const scalar& value, const tensor_options& opts) {
 }
 
 tensor from_blob(void* data, const shape_t& shape, dtype dt, std::function<void(void*)> deleter,
-                 const shape_t& strides) {
+                 const shape_t& strides, const device& dev) {
   const int64_t n = checked_numel(shape, "from_blob");
   ACTORCH_CHECK(data != nullptr || n == 0, "from_blob: data is null for shape ", shape_str(shape));
   ACTORCH_CHECK(reinterpret_cast<uintptr_t>(data) % element_size(dt) == 0, "from_blob: data ", data,
@@ -100,7 +100,7 @@ tensor from_blob(void* data, const shape_t& shape, dtype dt, std::function<void(
     extent += (shape[d] - 1) * st[d];
   }
   auto impl = std::make_shared<tensor_impl>();
-  impl->storage = std::make_shared<actorch::storage>(data, size_t(extent) * element_size(dt), kCPU,
+  impl->storage = std::make_shared<actorch::storage>(data, size_t(extent) * element_size(dt), dev,
                                                      std::move(deleter));
   impl->sizes = shape;
   impl->strides = std::move(st);

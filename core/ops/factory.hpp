@@ -48,11 +48,13 @@ template <class T>
 tensor tensor_of(std::initializer_list<std::initializer_list<T>> rows,
                  const tensor_options& opts = {});
 
-/// Wraps memory owned by the caller, without a copy (torch.from_numpy's idea). `deleter`, if
-/// given, runs when the last view is gone; otherwise the memory must outlive every view.
-/// Strides default to contiguous. @pre data is aligned to the dtype's size.
+/// Wraps memory owned by the caller, without a copy (torch.from_blob). `deleter`, if given,
+/// runs when the last view is gone; otherwise the memory must outlive every view. Strides
+/// default to contiguous. `dev` says where the memory is (torch.from_blob's options.device).
+/// @pre data is aligned to the dtype's size.
 tensor from_blob(void* data, const shape_t& shape, actorch::dtype dt,
-                 std::function<void(void*)> deleter = {}, const shape_t& strides = {});
+                 std::function<void(void*)> deleter = {}, const shape_t& strides = {},
+                 const actorch::device& dev = kCPU);
 
 /// [start, end) in steps of `step`. int64 when all three are integers, float32 otherwise.
 tensor arange(const scalar& end, const tensor_options& opts = {});

@@ -31,7 +31,7 @@ tensor counted(const shape_t& shape, std::shared_ptr<std::atomic<int>> released)
 TEST_CASE("to_dlpack shares the tensor's memory with its strides and offset", "[core][dlpack]") {
   auto released = std::make_shared<std::atomic<int>>(0);
   tensor base = counted({3, 4}, released);
-  const tensor view = base.t().narrow(0, 1, 2); // [2, 3] of strides [1, 4], offset 1
+  tensor view = base.t().narrow(0, 1, 2); // [2, 3] of strides [1, 4], offset 1
   DLManagedTensor* m = to_dlpack(view);
   base = tensor();
   const DLTensor& dl = m->dl_tensor;
@@ -56,14 +56,14 @@ TEST_CASE("to_dlpack shares the tensor's memory with its strides and offset", "[
   CHECK(back.data_ptr() == view.data_ptr());
   back.fill_(-1); // writes through to the producer's memory
   CHECK(test::values_of(view) == std::vector<double>(6, -1));
-  const tensor row = back.select(0, 0); // a view of the import keeps it alive too
+  tensor row = back.select(0, 0); // a view of the import keeps it alive too
   back = tensor();
   CHECK(released->load() == 0);
-  {
-    const tensor keep = view;
-    (void)keep;
-  }
-  CHECK(released->load() == 0); // `view` and `row` still hold it
+  view = tensor(); // the producer's last view: the import still holds the memory
+  CHECK(released->load() == 0);
+  CHECK(test::values_of(row) == std::vector<double>(3, -1));
+  row = tensor(); // the last view of all: the producer is told, once
+  CHECK(released->load() == 1);
 }
 
 TEST_CASE("to_dlpack's deleter releases the tensor's memory exactly when the consumer says",
