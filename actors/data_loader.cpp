@@ -40,7 +40,8 @@ namespace detail {
 // worker's shared pointers, so its get() returns into valid memory, and its reply goes to a
 // coordinator that is gone and is dropped. The process exits without waiting for any of them. A
 // loader given a system of the caller's (set_actor_system) leaves the waiting to that system's
-// owner. Isolating the dataset in worker processes, which could be killed, is not done yet.
+// owner. A dataset in worker processes (multiprocessing_context "fork") is killed instead:
+// Note [Worker processes] in actors/loader/worker_process.cpp.
 constexpr std::chrono::seconds kShutdownGrace{5};
 
 void abandon(std::unique_ptr<caf::actor_system> sys,

@@ -11,14 +11,15 @@
 //                    dtype, shape and offset) or the error, the tensors' bytes being in a
 //                    shared-memory file (memfd) the child grows as needed and the parent maps
 // framed by a 64-bit length over a socket pair. The child loads and collates with the code the
-// worker threads use (load_one in worker.cpp) but into plain memory: the buffer pool's mutex
-// and its pinned pages are the parent's. The parent copies each batch out of the shared file
-// into the pool (pinned with pin_memory) before it sends the next task, so one file per worker,
-// reused, suffices. One copy more than a worker thread makes: see docs/performance.md.
+// worker threads use (load_one in worker.cpp) but into a buffer pool of its own: the loader's
+// pool, its mutex and its pinned pages are the parent's. The parent copies each batch out of the
+// shared file into the pool (pinned with pin_memory) before it sends the next task, so one file per
+// worker, reused, suffices. One copy more than a worker thread makes: see docs/performance.md.
 //
 // The child can die or hang without taking the program with it:
 // - it dies (abort, a segfault, an exception not derived from std::exception, _exit): the
-//   socket closes, the parent reaps it and says how it ended, on stderr and in the
+//   parent learns it from a pidfd (the socket cannot tell: a child forked later by another
+//   worker holds a copy of its end), reaps it and says how it ended, on stderr and in the
 //   worker_process_died it throws; that ends the worker actor, whose supervisor spawns a new
 //   worker (a new child) and loads the batch again, up to max_attempts (Note [Worker death]);
 // - a load passes `timeout`: the parent kills the child (SIGKILL) and goes on as for a death. The
@@ -66,10 +67,6 @@ constexpr auto kPollSlice = std::chrono::milliseconds(50);
 constexpr int kForeignException = 70; // the child's exit status for a non-std exception
 constexpr uint64_t kAlign = 64;       // tensors' offsets in the shared file
 
-std::string errno_text(int err) {
-  return std::strerror(err);
-}
-
 // Frames. ------------------------------------------------------------------------------------
 
 class writer {
@@ -110,21 +107,25 @@ private:
   size_t pos_ = 0;
 };
 
-/// Sends the whole frame (length first); false if the peer is gone.
-bool send_frame(int fd, const std::string& body) {
-  std::string frame(sizeof(uint64_t), '\0');
-  const uint64_t n = body.size();
-  std::memcpy(frame.data(), &n, sizeof n);
-  frame += body;
-  for (size_t done = 0; done < frame.size();) {
-    const ssize_t r = ::send(fd, frame.data() + done, frame.size() - done, MSG_NOSIGNAL);
+/// Writes exactly n bytes; false if the peer is gone.
+bool send_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0)
       return false;
-    done += size_t(r);
+    p += r;
+    n -= size_t(r);
   }
   return true;
+}
+
+/// Sends the frame: its length, then the body.
+bool send_frame(int fd, const std::string& body) {
+  const uint64_t n = body.size();
+  return send_all(fd, reinterpret_cast<const char*>(&n), sizeof n) &&
+         send_all(fd, body.data(), body.size());
 }
 
 /// Reads exactly n bytes; false at end of file or on an error.
@@ -208,11 +209,11 @@ private:
       return;
     const uint64_t cap = std::max<uint64_t>({bytes, 2 * cap_, uint64_t(1) << 20});
     ACTORCH_CHECK(::ftruncate(fd_, off_t(cap)) == 0, "cannot grow the shared batch file to ", cap,
-                  " bytes: ", errno_text(errno));
+                  " bytes: ", errno_str(errno));
     if (base_ != nullptr)
       ::munmap(base_, cap_);
     base_ = ::mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-    ACTORCH_CHECK(base_ != MAP_FAILED, "cannot map the shared batch file: ", errno_text(errno));
+    ACTORCH_CHECK(base_ != MAP_FAILED, "cannot map the shared batch file: ", errno_str(errno));
     cap_ = cap;
   }
 
@@ -376,6 +377,14 @@ data::sample decode_sample(reader& r, const char* base, uint64_t bytes, data::bu
   ACTORCH_FAIL("worker process: unknown sample kind ", int(k));
 }
 
+/// Blocks until `pid` has ended; its wait status.
+int reap(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
 std::string exit_text(int status) {
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
@@ -397,13 +406,13 @@ worker_process::worker_process(std::string name, std::function<std::string()> in
       active_run_id_(active_run_id) {
   int fds[2];
   ACTORCH_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0, name_,
-                ": cannot make the socket to its process: ", errno_text(errno));
+                ": cannot make the socket to its process: ", errno_str(errno));
   shm_fd_ = ::memfd_create(("actorch " + name_).c_str(), MFD_CLOEXEC);
   if (shm_fd_ < 0) {
     const int err = errno;
     ::close(fds[0]);
     ::close(fds[1]);
-    ACTORCH_FAIL(name_, ": cannot make its shared batch file: ", errno_text(err));
+    ACTORCH_FAIL(name_, ": cannot make its shared batch file: ", errno_str(err));
   }
   const pid_t parent = ::getpid();
   pid_ = ::fork();
@@ -414,7 +423,7 @@ worker_process::worker_process(std::string name, std::function<std::string()> in
   const int err = errno;
   ::close(fds[1]);
   sock_ = fds[0];
-  ACTORCH_CHECK(pid_ > 0, name_, ": cannot fork its process: ", errno_text(err));
+  ACTORCH_CHECK(pid_ > 0, name_, ": cannot fork its process: ", errno_str(err));
   // Wakes wait_for when the child ends; without it (Linux before 5.3) a slice of polling does.
   pidfd_ = int(::syscall(SYS_pidfd_open, pid_, 0));
 }
@@ -422,9 +431,7 @@ worker_process::worker_process(std::string name, std::function<std::string()> in
 worker_process::~worker_process() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
+    reap(pid_);
   }
   if (shm_ != nullptr)
     ::munmap(shm_, shm_bytes_);
@@ -452,7 +459,7 @@ void worker_process::map_shared(uint64_t bytes) {
     ::munmap(shm_, shm_bytes_);
   shm_ = nullptr;
   void* p = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, shm_fd_, 0);
-  ACTORCH_CHECK(p != MAP_FAILED, name_, ": cannot map its shared batch file: ", errno_text(errno));
+  ACTORCH_CHECK(p != MAP_FAILED, name_, ": cannot map its shared batch file: ", errno_str(errno));
   shm_ = p;
   shm_bytes_ = uint64_t(st.st_size);
 }
@@ -462,7 +469,7 @@ worker_process::wait_result worker_process::wait_for(short events, clock::time_p
     pollfd p[2] = {{sock_, events, 0}, {pidfd_, POLLIN, 0}};
     const int r = ::poll(p, pidfd_ >= 0 ? 2 : 1, int(kPollSlice.count()));
     if (r < 0 && errno != EINTR)
-      ACTORCH_FAIL(name_, ": waiting for its process failed: ", errno_text(errno));
+      ACTORCH_FAIL(name_, ": waiting for its process failed: ", errno_str(errno));
     if (r > 0 && (p[0].revents & (events | POLLHUP | POLLERR)) != 0)
       return wait_result::ready;
     // The socket alone cannot tell: a child forked since by another worker may hold a copy of
@@ -488,8 +495,7 @@ bool worker_process::transfer(bool out, char* p, size_t n, clock::time_point dea
     case wait_result::shutdown: return false;
     case wait_result::expired: {
       ::kill(pid_, SIGKILL);
-      while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-      }
+      reap(pid_);
       char secs[32];
       std::snprintf(secs, sizeof secs, "%g", timeout_s_);
       died(task,
@@ -500,12 +506,8 @@ bool worker_process::transfer(bool out, char* p, size_t n, clock::time_point dea
         out ? ::send(sock_, p, n, MSG_DONTWAIT | MSG_NOSIGNAL) : ::recv(sock_, p, n, MSG_DONTWAIT);
     if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
       continue;
-    if (r <= 0) { // the child closed its end: it is ending
-      int status = 0;
-      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-      }
-      died(task, exit_text(status));
-    }
+    if (r <= 0) // the child closed its end: it is ending
+      died(task, exit_text(reap(pid_)));
     p += r;
     n -= size_t(r);
   }
