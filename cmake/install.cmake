@@ -47,11 +47,13 @@ install(FILES ${PROJECT_BINARY_DIR}/actorchConfig.cmake
 # pkg-config: the same libraries, in link order, and their dependencies' flags.
 set(actorch_pc_libs "-lactorch_actors -lactorch_comm -lactorch_core -lactorch_kernels -lactorch_base")
 set(actorch_pc_deps "-lgloo ${CAF_IO_LIB} ${CAF_CORE_LIB} ${OpenBLAS_LIBRARIES} -lz -pthread")
-set(actorch_pc_cflags "-I\${includedir}/actorch -I\${includedir} -DACTORCH_HAVE_CUDA=0")
+set(actorch_pc_cflags "-I\${includedir}/actorch -I\${includedir}")
 if(ACTORCH_HAVE_CUDA)
   # With an rpath, as CMake gives its imported targets: CUDA's folder is not the loader's.
   set(actorch_pc_deps "${actorch_pc_deps} ${NCCL_LIBRARY} -L${CUDAToolkit_LIBRARY_DIR} -lcublas -lcudart -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR}")
-  set(actorch_pc_cflags "-I\${includedir}/actorch -I\${includedir} -DACTORCH_HAVE_CUDA=1 -I${CUDAToolkit_INCLUDE_DIRS}")
+  set(actorch_pc_cflags "${actorch_pc_cflags} -DACTORCH_HAVE_CUDA=1 -I${CUDAToolkit_INCLUDE_DIRS}")
+else()
+  set(actorch_pc_cflags "${actorch_pc_cflags} -DACTORCH_HAVE_CUDA=0")
 endif()
 if(ACTORCH_SANITIZERS)
   set(actorch_pc_deps "${actorch_pc_deps} -fsanitize=${actorch_san}")

@@ -168,12 +168,10 @@ struct gil_object {
 std::shared_ptr<data::data_loader> python_owned(data::data_loader loader) {
   return std::shared_ptr<data::data_loader>(new data::data_loader(std::move(loader)),
                                             [](data::data_loader* p) {
-                                              if (PyGILState_Check()) {
-                                                py::gil_scoped_release no_gil;
-                                                delete p;
-                                              } else {
-                                                delete p;
-                                              }
+                                              std::optional<py::gil_scoped_release> no_gil;
+                                              if (PyGILState_Check())
+                                                no_gil.emplace();
+                                              delete p;
                                             });
 }
 
@@ -422,8 +420,7 @@ PYBIND11_MODULE(actorch, m) {
              o.prefetch_factor = prefetch_factor;
              o.persistent_workers = persistent_workers;
              o.in_order = in_order;
-             if (seed)
-               o.generator = std::make_shared<generator>(*seed);
+             o.generator = generator_of(seed);
              // The slow path (Note [Python module]): Python code under the GIL.
              if (!collate_fn.is_none())
                o.collate_fn = [fn = std::make_shared<gil_object>(collate_fn)](
