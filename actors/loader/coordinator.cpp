@@ -108,6 +108,8 @@ struct coordinator::impl {
           seq, std::move(d), skip,
           [this](size_t pos) { return plan.iterable && disp.passed_over(pos); }, ready);
       for (auto& r : ready) {
+        if (failed)
+          break; // the run ended with an error the consumer has; what follows it is dropped
         push(std::move(r));
         ++delivered;
       }
@@ -194,15 +196,19 @@ struct coordinator::impl {
       return;
     for (const int64_t seq : lost) { // in the order they were sent
       const int attempt = disp.find(seq)->attempt + 1;
-      if (attempt >= cfg.max_attempts) {
-        deliver(seq, {},
-                sup.name(w) + " died " + std::to_string(attempt) + " times while loading batch " +
-                    std::to_string(seq) + " (sample indices " + indices_str(indices_of(seq)) +
-                    "); last exit reason: " + reason_text(reason),
-                true);
-        return;
+      if (attempt < cfg.max_attempts) {
+        send(seq, w, attempt);
+        continue;
       }
-      send(seq, w, attempt);
+      // In order, as a dataset's exception is: the consumer first gets every batch before this
+      // one (the others lost here are re-issued, since one of them may come before it).
+      disp.erase(seq);
+      deliver(seq, {},
+              sup.name(w) + " died " + std::to_string(attempt) + " times while loading batch " +
+                  std::to_string(seq) + " (sample indices " + indices_str(indices_of(seq)) +
+                  "); last exit reason: " + reason_text(reason));
+      if (failed)
+        return;
     }
   }
 };

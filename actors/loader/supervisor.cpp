@@ -24,10 +24,11 @@
 // and the coordinator re-issues the batches it held with attempt + 1. A reply is taken only
 // from the source that holds its batch now, of the current run (run_id); so are timeouts of
 // the current attempt; the down message of a worker replaced already is dropped. After
-// max_attempts loads of one batch, the death is an error. An iterable worker is not replaced:
-// its stream cannot be resumed, so its death is an error. The workers the loader spawned do
-// not outlive the supervisor: its destructor (the coordinator's, when the loader ends the run
-// or the coordinator actor stops) asks them to exit.
+// max_attempts loads of one batch, the death is an error, delivered in order as a dataset's
+// exception is (after every batch before it). An iterable worker is not replaced: its stream
+// cannot be resumed, so its death is an error. The workers the loader spawned do not outlive
+// the supervisor: its destructor (the coordinator's, when the loader ends the run or the
+// coordinator actor stops) asks them to exit.
 #include "actors/loader/supervisor.hpp"
 
 #include <chrono>
