@@ -20,10 +20,11 @@ enum class dtype : uint8_t {
   uint8,
   int32,
   int64,
-  bool_
+  bool_,
+  int16, // last, so that the codes of the others stay as they were
 };
 
-inline constexpr int num_dtypes = 9;
+inline constexpr int num_dtypes = 10;
 
 /// PyTorch's name without the "torch." prefix: "float32", "int64", "bool".
 std::string_view dtype_name(dtype t);
@@ -53,6 +54,9 @@ template <> constexpr dtype dtype_of<int8_t>() {
 }
 template <> constexpr dtype dtype_of<uint8_t>() {
   return dtype::uint8;
+}
+template <> constexpr dtype dtype_of<int16_t>() {
+  return dtype::int16;
 }
 template <> constexpr dtype dtype_of<int32_t>() {
   return dtype::int32;
@@ -84,6 +88,7 @@ template <class Fn> decltype(auto) dispatch(dtype t, Fn&& fn) {
   case dtype::bfloat16: return fn.template operator()<bfloat16>();
   case dtype::int8: return fn.template operator()<int8_t>();
   case dtype::uint8: return fn.template operator()<uint8_t>();
+  case dtype::int16: return fn.template operator()<int16_t>();
   case dtype::int32: return fn.template operator()<int32_t>();
   case dtype::int64: return fn.template operator()<int64_t>();
   case dtype::bool_: break;

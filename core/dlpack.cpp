@@ -37,6 +37,7 @@ constexpr dtype_code kCodes[] = {
     {dtype::float16, kDLFloat, 16}, {dtype::bfloat16, kDLBfloat, 16},
     {dtype::int8, kDLInt, 8},       {dtype::uint8, kDLUInt, 8},
     {dtype::int32, kDLInt, 32},     {dtype::int64, kDLInt, 64},
+    {dtype::int16, kDLInt, 16},
 };
 
 std::string dl_type_str(const DLDataType& t) {

@@ -2,13 +2,15 @@
 // the style from the printed nonzero finite values: integer-valued floats print as "1.", others
 // with four decimals, or in scientific notation when the magnitudes span more than 1e3 or reach
 // beyond 1e8 (or below 1e-4 for non-integers). Tensors over 1000 elements show three items at
-// each end of every dim; rows wrap at 80 columns; suffixes (device, size, dtype) follow.
+// each end of every dim; rows wrap at 80 columns; suffixes (device, size, dtype, grad_fn or
+// requires_grad) follow.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <vector>
 
+#include "core/autograd/node.hpp"
 #include "core/tensor.hpp"
 
 namespace actorch {
@@ -191,6 +193,11 @@ std::string tensor::str() const {
   }
   if (show_dtype)
     suffixes.push_back("dtype=torch." + std::string(dtype_name(dtype())));
+  // Last, as torch's: the node that made it, or that it is a leaf requiring grad.
+  if (const auto& fn = grad_fn())
+    suffixes.push_back("grad_fn=<" + fn->name() + ">");
+  else if (requires_grad())
+    suffixes.push_back("requires_grad=True");
   // As torch's _add_suffixes: a suffix that would pass column 80 starts a line of its own.
   // (torch counts the last line two characters longer than it is; so do we, to match it.)
   std::string out = "tensor(" + body;

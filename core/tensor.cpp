@@ -231,7 +231,7 @@ tensor tensor::view(const shape_t& shape) const {
                 shape_str(strides()),
                 " (at least one dim spans two contiguous subspaces); use reshape instead");
   return track_view(*this, make_view(*this, target, std::move(*st), storage_offset()),
-                    "ViewBackward",
+                    "ViewBackward0",
                     [shape = sizes()](const tensor& g) { return g.reshape(shape); });
 }
 
@@ -239,7 +239,7 @@ tensor tensor::reshape(const shape_t& shape) const {
   const shape_t target = infer_shape(shape, numel(), "reshape", sizes());
   if (auto st = view_strides(sizes(), strides(), target, numel()))
     return track_view(*this, make_view(*this, target, std::move(*st), storage_offset()),
-                      "ReshapeBackward",
+                      "ReshapeBackward0",
                       [shape = sizes()](const tensor& g) { return g.reshape(shape); });
   return clone().view(target);
 }
@@ -266,7 +266,7 @@ tensor tensor::transpose(int64_t dim0, int64_t dim1) const {
   std::swap(sz[size_t(a)], sz[size_t(b)]);
   std::swap(st[size_t(a)], st[size_t(b)]);
   return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
-                    "TransposeBackward", [a, b](const tensor& g) { return g.transpose(a, b); });
+                    "TransposeBackward0", [a, b](const tensor& g) { return g.transpose(a, b); });
 }
 
 tensor tensor::t() const {
@@ -291,7 +291,7 @@ tensor tensor::permute(const shape_t& dims) const {
   for (size_t i = 0; i < dims.size(); ++i)
     inverse[size_t(wrap_dim(dims[i], dim(), "permute"))] = int64_t(i);
   return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
-                    "PermuteBackward", [inverse](const tensor& g) { return g.permute(inverse); });
+                    "PermuteBackward0", [inverse](const tensor& g) { return g.permute(inverse); });
 }
 
 tensor tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -306,7 +306,7 @@ tensor tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   sz[size_t(w)] = length;
   return track_view(
       *this, make_view(*this, std::move(sz), strides(), storage_offset() + start * stride(w)),
-      "NarrowBackward",
+      "NarrowBackward0",
       into_zeros(sizes(), [w, start, length](tensor& z) { return z.narrow(w, start, length); }));
 }
 
@@ -322,7 +322,8 @@ tensor tensor::select(int64_t d, int64_t index) const {
   const int64_t offset = storage_offset() + index * st[size_t(w)];
   sz.erase(sz.begin() + w);
   st.erase(st.begin() + w);
-  return track_view(*this, make_view(*this, std::move(sz), std::move(st), offset), "SelectBackward",
+  return track_view(*this, make_view(*this, std::move(sz), std::move(st), offset),
+                    "SelectBackward0",
                     into_zeros(sizes(), [w, index](tensor& z) { return z.select(w, index); }));
 }
 
@@ -343,7 +344,7 @@ tensor tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   st[size_t(w)] *= step;
   return track_view(
       *this, make_view(*this, std::move(sz), std::move(st), storage_offset() + start * stride(w)),
-      "SliceBackward", into_zeros(sizes(), [w, start, end, step](tensor& z) {
+      "SliceBackward0", into_zeros(sizes(), [w, start, end, step](tensor& z) {
         return z.slice(w, start, end, step);
       }));
 }
@@ -357,7 +358,7 @@ tensor tensor::squeeze() const {
     }
   }
   return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
-                    "SqueezeBackward",
+                    "SqueezeBackward0",
                     [shape = sizes()](const tensor& g) { return g.reshape(shape); });
 }
 
@@ -369,7 +370,7 @@ tensor tensor::squeeze(int64_t d) const {
     st.erase(st.begin() + w);
   }
   return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
-                    "SqueezeBackward",
+                    "SqueezeBackward0",
                     [shape = sizes()](const tensor& g) { return g.reshape(shape); });
 }
 
@@ -381,7 +382,7 @@ tensor tensor::unsqueeze(int64_t d) const {
   sz.insert(sz.begin() + w, 1);
   st.insert(st.begin() + w, new_stride);
   return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
-                    "UnsqueezeBackward",
+                    "UnsqueezeBackward0",
                     [shape = sizes()](const tensor& g) { return g.reshape(shape); });
 }
 
@@ -407,7 +408,7 @@ tensor tensor::expand(const shape_t& shape) const {
     st[i] = have == want ? strides()[i - lead] : 0;
   }
   return track_view(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
-                    "ExpandBackward",
+                    "ExpandBackward0",
                     [shape = sizes()](const tensor& g) { return autograd::sum_to(g, shape); });
 }
 
@@ -550,7 +551,7 @@ tensor tensor::to(actorch::dtype t, bool copy) const {
     out.copy_(*this);
   }
   if (track) // the engine casts the gradient back to this tensor's dtype
-    autograd::record(out, t == dtype() ? "CloneBackward" : "ToCopyBackward", {this}, {},
+    autograd::record(out, t == dtype() ? "CloneBackward0" : "ToCopyBackward0", {this}, {},
                      [](const auto& g, const auto&) { return std::vector<tensor>{g[0]}; });
   return out;
 }

@@ -107,6 +107,14 @@ public:
   /// This tensor when the dtype already matches (unless copy), otherwise a converted copy.
   tensor to(actorch::dtype t, bool copy = false) const;
   tensor to(const actorch::device& d, bool copy = false) const;
+  /// torch's .float(), .double(), .half(), .long(), .int(), .short(): C++ keywords, so spelled
+  /// with to_ here (the Python module has torch's names).
+  tensor to_float() const { return to(dtype::float32); }
+  tensor to_double() const { return to(dtype::float64); }
+  tensor to_half() const { return to(dtype::float16); }
+  tensor to_long() const { return to(dtype::int64); }
+  tensor to_int() const { return to(dtype::int32); }
+  tensor to_short() const { return to(dtype::int16); }
 
   // Elementwise ops, with broadcasting (core/ops/elementwise.hpp). ---------------------------
   tensor add(const tensor& other, const scalar& alpha = 1) const;

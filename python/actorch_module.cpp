@@ -253,6 +253,12 @@ PYBIND11_MODULE(actorch, m) {
       .def("__index__", [](const tensor& t) { return t.item<int64_t>(); })
       .def("__float__", [](const tensor& t) { return t.item<double>(); })
       .def("__repr__", [](const tensor& t) { return t.str(); })
+      .def("float", &tensor::to_float)
+      .def("double", &tensor::to_double)
+      .def("half", &tensor::to_half)
+      .def("long", &tensor::to_long)
+      .def("int", &tensor::to_int)
+      .def("short", &tensor::to_short)
       .def("__len__", [](const tensor& t) { return t.dim() == 0 ? 0 : t.size(0); });
   m.def("from_dlpack", &tensor_from_dlpack, py::arg("obj"),
         "A tensor over the memory of `obj` (numpy array, torch tensor, capsule), without a copy");

@@ -42,7 +42,7 @@ tensor linear(const tensor& input, const tensor& weight, const tensor& bias) {
     std::vector<const tensor*> inputs{&input, &weight};
     if (bias.defined())
       inputs.push_back(&bias);
-    autograd::record(out, "LinearBackward", inputs, {input, weight},
+    autograd::record(out, "LinearBackward0", inputs, {input, weight},
                      [has_bias = bias.defined()](const auto& g, const auto& s) {
                        // input (N, in), weight (out, in), g (N, out)
                        using autograd::needs_input_grad;

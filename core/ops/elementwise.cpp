@@ -2,6 +2,7 @@
 #include "core/ops/elementwise.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "core/autograd/grad_mode.hpp"
@@ -135,27 +136,27 @@ void record_binary(kc::binary_op op, tensor& out, const tensor& a, const tensor&
   const double al = alpha.to_double();
   switch (op) {
   case kc::binary_op::add:
-    autograd::record(out, "AddBackward", {&a, &b}, {}, [sa, sb, al](const auto& g, const auto&) {
+    autograd::record(out, "AddBackward0", {&a, &b}, {}, [sa, sb, al](const auto& g, const auto&) {
       return std::vector<tensor>{sum_to(g[0], sa), sum_to(al == 1 ? g[0] : g[0] * al, sb)};
     });
     return;
   case kc::binary_op::sub:
-    autograd::record(out, "SubBackward", {&a, &b}, {}, [sa, sb, al](const auto& g, const auto&) {
+    autograd::record(out, "SubBackward0", {&a, &b}, {}, [sa, sb, al](const auto& g, const auto&) {
       return std::vector<tensor>{sum_to(g[0], sa), sum_to(g[0] * -al, sb)};
     });
     return;
   case kc::binary_op::mul:
-    autograd::record(out, "MulBackward", {&a, &b}, {a, b}, [sa, sb](const auto& g, const auto& s) {
+    autograd::record(out, "MulBackward0", {&a, &b}, {a, b}, [sa, sb](const auto& g, const auto& s) {
       return std::vector<tensor>{sum_to(g[0] * s[1], sa), sum_to(g[0] * s[0], sb)};
     });
     return;
   case kc::binary_op::div:
-    autograd::record(out, "DivBackward", {&a, &b}, {a, b}, [sa, sb](const auto& g, const auto& s) {
+    autograd::record(out, "DivBackward0", {&a, &b}, {a, b}, [sa, sb](const auto& g, const auto& s) {
       return std::vector<tensor>{sum_to(g[0] / s[1], sa), sum_to(-g[0] * s[0] / (s[1] * s[1]), sb)};
     });
     return;
   case kc::binary_op::pow:
-    autograd::record(out, "PowBackward", {&a, &b}, {a, b, out.detach()},
+    autograd::record(out, "PowBackward0", {&a, &b}, {a, b, out.detach()},
                      [sa, sb](const auto& g, const auto& s) {
                        // d/db a^b = a^b log a, taken as 0 where a == 0 (PyTorch's convention).
                        const tensor log_a = where(s[0].eq(0), scalar(0.0), log(s[0]));
@@ -167,7 +168,7 @@ void record_binary(kc::binary_op op, tensor& out, const tensor& a, const tensor&
   case kc::binary_op::minimum: {
     const bool is_max = op == kc::binary_op::maximum;
     autograd::record(
-        out, is_max ? "MaximumBackward" : "MinimumBackward", {&a, &b}, {a, b},
+        out, is_max ? "MaximumBackward0" : "MinimumBackward0", {&a, &b}, {a, b},
         [sa, sb, is_max](const auto& g, const auto& s) {
           // Ties split the gradient evenly, as torch.maximum's backward does.
           const tensor wins = (is_max ? gt(s[0], s[1]) : lt(s[0], s[1]));
@@ -185,19 +186,19 @@ void record_binary_scalar(kc::binary_op op, tensor& out, const tensor& a, const 
   switch (op) {
   case kc::binary_op::add:
   case kc::binary_op::sub:
-    autograd::record(out, op == kc::binary_op::add ? "AddBackward" : "SubBackward", {&a}, {},
+    autograd::record(out, op == kc::binary_op::add ? "AddBackward0" : "SubBackward0", {&a}, {},
                      [](const auto& g, const auto&) { return std::vector<tensor>{g[0]}; });
     return;
   case kc::binary_op::mul:
-    autograd::record(out, "MulBackward", {&a}, {},
+    autograd::record(out, "MulBackward0", {&a}, {},
                      [v](const auto& g, const auto&) { return std::vector<tensor>{g[0] * v}; });
     return;
   case kc::binary_op::div:
-    autograd::record(out, "DivBackward", {&a}, {},
+    autograd::record(out, "DivBackward0", {&a}, {},
                      [v](const auto& g, const auto&) { return std::vector<tensor>{g[0] / v}; });
     return;
   case kc::binary_op::pow:
-    autograd::record(out, "PowBackward", {&a}, {a}, [v](const auto& g, const auto& s) {
+    autograd::record(out, "PowBackward0", {&a}, {a}, [v](const auto& g, const auto& s) {
       return std::vector<tensor>{v == 0 ? zeros_like(g[0]) : g[0] * v * pow(s[0], v - 1)};
     });
     return;
@@ -277,7 +278,10 @@ void record_unary(kc::unary_op op, const char* name, tensor& out, const tensor& 
     break;
   default: return;
   }
-  autograd::record(out, name, {&t}, std::move(saved), std::move(f));
+  // torch's node name: "exp" records ExpBackward0.
+  std::string node_name = std::string(name) + "Backward0";
+  node_name[0] = char(std::toupper(static_cast<unsigned char>(node_name[0])));
+  autograd::record(out, node_name.c_str(), {&t}, std::move(saved), std::move(f));
 }
 
 tensor unary(kc::unary_op op, const char* name, const tensor& t, bool floating_result) {
@@ -430,7 +434,7 @@ tensor clamp(const tensor& t, const std::optional<scalar>& lo, const std::option
               hi ? &*hi : nullptr);
   }
   if (track)
-    autograd::record(out, "ClampBackward", {&t}, {t}, [lo, hi](const auto& g, const auto& s) {
+    autograd::record(out, "ClampBackward0", {&t}, {t}, [lo, hi](const auto& g, const auto& s) {
       // The gradient passes where the input lies within [min, max].
       tensor pass = ones_like(s[0], {.dtype = dtype::bool_});
       if (lo)
@@ -461,7 +465,7 @@ tensor where(const tensor& cond, const tensor& a, const tensor& b) {
     kc::where(t, make_loop<4>(out, {&cond, &ac, &bc}));
   }
   if (track)
-    autograd::record(out, "WhereBackward", {&a, &b}, {cond},
+    autograd::record(out, "WhereBackward0", {&a, &b}, {cond},
                      [sa = a.sizes(), sb = b.sizes()](const auto& g, const auto& s) {
                        using autograd::sum_to;
                        return std::vector<tensor>{sum_to(where(s[0], g[0], scalar(0.0)), sa),
@@ -488,7 +492,7 @@ tensor masked_fill(const tensor& t, const tensor& mask, const scalar& value) {
     out = t.clone().masked_fill_(mask, value);
   }
   if (track)
-    autograd::record(out, "MaskedFillBackward", {&t}, {mask}, [](const auto& g, const auto& s) {
+    autograd::record(out, "MaskedFillBackward0", {&t}, {mask}, [](const auto& g, const auto& s) {
       return std::vector<tensor>{g[0].masked_fill(s[0], 0)};
     });
   return out;

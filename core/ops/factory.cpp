@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 
+#include "core/autograd/grad_mode.hpp"
 #include "core/tensor_iterator.hpp"
 #include "kernels/cpu/copy.hpp"
 
@@ -26,9 +27,15 @@ tensor_options with_dtype(const tensor_options& opts, dtype t) {
   return o;
 }
 
-} // namespace
+/// What the public factories return: `t` made a leaf that requires grad when opts asks.
+tensor finish(tensor t, const tensor_options& opts) {
+  if (opts.requires_grad)
+    t.requires_grad_();
+  return t;
+}
 
-tensor empty(const shape_t& shape, const tensor_options& opts) {
+/// empty() without requires_grad: the factories fill what it returns before they finish it.
+tensor alloc(const shape_t& shape, const tensor_options& opts) {
   check_device(opts, "empty");
   const dtype t = opts.dtype.value_or(dtype::float32);
   const int64_t n = checked_numel(shape, "empty");
@@ -44,16 +51,22 @@ tensor empty(const shape_t& shape, const tensor_options& opts) {
   return tensor(std::move(impl));
 }
 
+} // namespace
+
+tensor empty(const shape_t& shape, const tensor_options& opts) {
+  return finish(alloc(shape, opts), opts);
+}
+
 tensor zeros(const shape_t& shape, const tensor_options& opts) {
-  return empty(shape, opts).zero_();
+  return finish(alloc(shape, opts).zero_(), opts);
 }
 
 tensor ones(const shape_t& shape, const tensor_options& opts) {
-  return empty(shape, opts).fill_(1);
+  return finish(alloc(shape, opts).fill_(1), opts);
 }
 
 tensor full(const shape_t& shape, const scalar& value, const tensor_options& opts) {
-  return empty(shape, with_dtype(opts, value.default_dtype())).fill_(value);
+  return finish(alloc(shape, with_dtype(opts, value.default_dtype())).fill_(value), opts);
 }
 
 namespace {
@@ -114,7 +127,7 @@ namespace {
 
 // Writes f(i) for i in [0, n) into a new 1-D tensor of dtype t.
 template <class F> tensor fill_1d(int64_t n, const tensor_options& opts, dtype t, F f) {
-  tensor out = empty({n}, with_dtype(opts, t));
+  tensor out = alloc({n}, with_dtype(opts, t));
   dispatch(out.dtype(), [&]<class T>() {
     T* p = static_cast<T*>(out.data_ptr());
     for (int64_t i = 0; i < n; ++i) {
@@ -124,7 +137,7 @@ template <class F> tensor fill_1d(int64_t n, const tensor_options& opts, dtype t
         p[i] = T(compute_t<T>(f(i)));
     }
   });
-  return out;
+  return finish(out, opts);
 }
 
 } // namespace
@@ -186,11 +199,11 @@ tensor eye(int64_t n, int64_t m, const tensor_options& opts) {
   if (m < 0)
     m = n;
   ACTORCH_CHECK(n >= 0, "eye: n must be non-negative but got ", n);
-  tensor out = zeros({n, m}, opts);
+  tensor out = alloc({n, m}, opts).zero_();
   const int64_t k = std::min(n, m);
   if (k > 0)
     out.as_strided({k}, {m + 1}).fill_(1);
-  return out;
+  return finish(out, opts);
 }
 
 // Random. -------------------------------------------------------------------------------------
@@ -239,7 +252,7 @@ void check_float_dtype(dtype t, const char* op) {
 } // namespace
 
 tensor rand(const shape_t& shape, const tensor_options& opts, generator* gen) {
-  tensor out = empty(shape, opts);
+  tensor out = alloc(shape, opts);
   check_float_dtype(out.dtype(), "rand");
   const int64_t n = out.numel();
   draws d(gen, 2 * n);
@@ -255,13 +268,13 @@ tensor rand(const shape_t& shape, const tensor_options& opts, generator* gen) {
         p[i] = T(compute_t<T>(double(d.next64() >> (64 - digits)) * scale));
     }
   });
-  return out;
+  return finish(out, opts);
 }
 
 tensor normal(double mean, double std, const shape_t& shape, const tensor_options& opts,
               generator* gen) {
   ACTORCH_CHECK(std >= 0, "normal: std must be >= 0 but got ", std);
-  tensor out = empty(shape, opts);
+  tensor out = alloc(shape, opts);
   check_float_dtype(out.dtype(), "normal");
   const int64_t n = out.numel();
   draws d(gen, 2 * (n + 1));
@@ -280,7 +293,35 @@ tensor normal(double mean, double std, const shape_t& shape, const tensor_option
       }
     }
   });
-  return out;
+  return finish(out, opts);
+}
+
+namespace {
+// torch.normal(mean, std) over tensors: standard normal draws in the broadcast shape, scaled.
+// Not differentiable: torch's gradient for mean and std here is zero, so none is recorded.
+tensor normal_of(const tensor& mean, const tensor& std, generator* gen) {
+  check_defined("normal", {&mean, &std});
+  const dtype t = promote_types(mean.dtype(), std.dtype());
+  check_float_dtype(t, "normal");
+  no_grad guard;
+  ACTORCH_CHECK(std.numel() == 0 || std.min().item<double>() >= 0,
+                "normal: expects all elements of std >= 0.0, but the smallest is ",
+                std.min().item<double>());
+  const shape_t shape = broadcast_shapes(mean.sizes(), std.sizes(), "normal");
+  return normal(0.0, 1.0, shape, {.dtype = t}, gen).mul(std).add(mean);
+}
+} // namespace
+
+tensor normal(const tensor& mean, const tensor& std, generator* gen) {
+  return normal_of(mean, std, gen);
+}
+
+tensor normal(const tensor& mean, double std, generator* gen) {
+  return normal_of(mean, scalar_tensor(std, {.dtype = mean.dtype()}), gen);
+}
+
+tensor normal(double mean, const tensor& std, generator* gen) {
+  return normal_of(scalar_tensor(mean, {.dtype = std.dtype()}), std, gen);
 }
 
 tensor randn(const shape_t& shape, const tensor_options& opts, generator* gen) {
@@ -290,7 +331,7 @@ tensor randn(const shape_t& shape, const tensor_options& opts, generator* gen) {
 tensor randint(int64_t low, int64_t high, const shape_t& shape, const tensor_options& opts,
                generator* gen) {
   ACTORCH_CHECK(low < high, "randint: expected low < high but got low=", low, ", high=", high);
-  tensor out = empty(shape, with_dtype(opts, dtype::int64));
+  tensor out = alloc(shape, with_dtype(opts, dtype::int64));
   const int64_t n = out.numel();
   const uint64_t span = uint64_t(high) - uint64_t(low);
   draws d(gen, 2 * n);
@@ -304,7 +345,24 @@ tensor randint(int64_t low, int64_t high, const shape_t& shape, const tensor_opt
         p[i] = T(compute_t<T>(v));
     }
   });
-  return out;
+  return finish(out, opts);
+}
+
+tensor rand_like(const tensor& like, const tensor_options& opts, generator* gen) {
+  return rand(like.sizes(), like_options(like, opts), gen);
+}
+
+tensor randn_like(const tensor& like, const tensor_options& opts, generator* gen) {
+  return randn(like.sizes(), like_options(like, opts), gen);
+}
+
+tensor randint_like(const tensor& like, int64_t high, const tensor_options& opts, generator* gen) {
+  return randint_like(like, 0, high, opts, gen);
+}
+
+tensor randint_like(const tensor& like, int64_t low, int64_t high, const tensor_options& opts,
+                    generator* gen) {
+  return randint(low, high, like.sizes(), like_options(like, opts), gen);
 }
 
 std::vector<int64_t> randperm_indices(int64_t n, generator* gen) {

@@ -12,13 +12,17 @@
 
 namespace actorch {
 
-/// dtype, device and memory of a new tensor. An unset dtype means the op's default (float32,
-/// or inferred from the values as torch does for full, arange and as_tensor).
+/// dtype, device and memory of a new tensor, and whether autograd records ops on it. An unset
+/// dtype means the op's default (float32, or inferred from the values as torch does for full,
+/// arange and as_tensor).
 struct tensor_options {
-  std::optional<actorch::dtype> dtype;
+  std::optional<actorch::dtype> dtype =
+      std::nullopt; // initialised, so {.device = ...} alone is no -Wextra warning
   actorch::device device = kCPU;
   /// Allocate in pinned host memory (see pinned_allocator()).
   bool pin_memory = false;
+  /// The new tensor is a leaf that requires grad (floating point dtypes only, as in torch).
+  bool requires_grad = false;
 };
 
 tensor empty(const shape_t& shape, const tensor_options& opts = {});
@@ -84,6 +88,22 @@ std::vector<int64_t> randperm_indices(int64_t n, generator* gen = nullptr);
 /// Normal with the given mean and standard deviation.
 tensor normal(double mean, double std, const shape_t& shape, const tensor_options& opts = {},
               generator* gen = nullptr);
+/// Normal with a mean and a standard deviation per element (torch.normal(mean, std)): `mean`
+/// and `std` broadcast together to the result's shape and promote to its floating dtype. A
+/// scalar on either side as torch.normal(mean, std=1.0) and torch.normal(0.0, std).
+tensor normal(const tensor& mean, const tensor& std, generator* gen = nullptr);
+tensor normal(const tensor& mean, double std = 1.0, generator* gen = nullptr);
+tensor normal(double mean, const tensor& std, generator* gen = nullptr);
+
+/// rand, randn and randint shaped like `like`, keeping its dtype and device unless opts names
+/// others (torch.rand_like, randn_like, randint_like).
+tensor rand_like(const tensor& like, const tensor_options& opts = {}, generator* gen = nullptr);
+tensor randn_like(const tensor& like, const tensor_options& opts = {}, generator* gen = nullptr);
+/// Uniform integers in [0, high) or [low, high).
+tensor randint_like(const tensor& like, int64_t high, const tensor_options& opts = {},
+                    generator* gen = nullptr);
+tensor randint_like(const tensor& like, int64_t low, int64_t high, const tensor_options& opts = {},
+                    generator* gen = nullptr);
 
 // Template definitions. ------------------------------------------------------------------------
 
@@ -104,7 +124,10 @@ tensor as_tensor(const std::vector<T>& values, const shape_t& shape, const tenso
                                                 .device = opts.device,
                                                 .pin_memory = opts.pin_memory});
   out.copy_(src);
-  return out.view(shape);
+  tensor shaped = out.view(shape);
+  if (opts.requires_grad)
+    shaped.requires_grad_();
+  return shaped;
 }
 
 namespace detail {

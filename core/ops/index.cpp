@@ -136,7 +136,7 @@ tensor index_select(const tensor& t, int64_t dim, const tensor& index) {
     out = index_select_untracked(t, dim, index);
   }
   if (track)
-    autograd::record(out, "IndexSelectBackward", {&t}, {index},
+    autograd::record(out, "IndexSelectBackward0", {&t}, {index},
                      [shape = t.sizes(), dim](const auto& g, const auto& s) {
                        if (shape.empty())
                          return std::vector<tensor>{g[0].clone()};
@@ -161,7 +161,7 @@ tensor gather(const tensor& t, int64_t dim, const tensor& index) {
     out = gather_untracked(t, dim, index);
   }
   if (track)
-    autograd::record(out, "GatherBackward", {&t}, {index},
+    autograd::record(out, "GatherBackward0", {&t}, {index},
                      [shape = t.sizes(), dim](const auto& g, const auto& s) {
                        return std::vector<tensor>{
                            scatter_add(zeros(shape, {.dtype = g[0].dtype()}), dim, s[0], g[0])};
@@ -177,7 +177,7 @@ tensor scatter_add(const tensor& t, int64_t dim, const tensor& index, const tens
     out = scatter_add_untracked(t, dim, index, src);
   }
   if (track)
-    autograd::record(out, "ScatterAddBackward", {&t, &src}, {index},
+    autograd::record(out, "ScatterAddBackward0", {&t, &src}, {index},
                      [dim](const auto& g, const auto& s) {
                        return std::vector<tensor>{g[0], gather(g[0], dim, s[0])};
                      });

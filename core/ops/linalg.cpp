@@ -247,7 +247,7 @@ tensor mm(const tensor& a, const tensor& b) {
     out = mm_untracked(a, b);
   }
   if (track)
-    autograd::record(out, "MmBackward", {&a, &b}, {a, b}, [](const auto& g, const auto& s) {
+    autograd::record(out, "MmBackward0", {&a, &b}, {a, b}, [](const auto& g, const auto& s) {
       // out = a b: da = g b^T, db = a^T g
       using autograd::needs_input_grad;
       return std::vector<tensor>{needs_input_grad(0) ? mm(g[0], s[1].t()) : tensor(),
@@ -265,7 +265,7 @@ tensor addmm(const tensor& input, const tensor& a, const tensor& b, const scalar
     out = addmm_untracked(input, a, b, beta, alpha);
   }
   if (track)
-    autograd::record(out, "AddmmBackward", {&input, &a, &b}, {a, b},
+    autograd::record(out, "AddmmBackward0", {&input, &a, &b}, {a, b},
                      [shape = input.sizes(), be = beta.to_double(),
                       al = alpha.to_double()](const auto& g, const auto& s) {
                        // out = beta input + alpha a b
@@ -288,7 +288,7 @@ tensor bmm(const tensor& a, const tensor& b) {
     out = bmm_untracked(a, b);
   }
   if (track)
-    autograd::record(out, "BmmBackward", {&a, &b}, {a, b}, [](const auto& g, const auto& s) {
+    autograd::record(out, "BmmBackward0", {&a, &b}, {a, b}, [](const auto& g, const auto& s) {
       using autograd::needs_input_grad;
       return std::vector<tensor>{needs_input_grad(0) ? bmm(g[0], s[1].transpose(1, 2)) : tensor(),
                                  needs_input_grad(1) ? bmm(s[0].transpose(1, 2), g[0]) : tensor()};
@@ -304,7 +304,7 @@ tensor matmul(const tensor& a, const tensor& b) {
     out = matmul_untracked(a, b);
   }
   if (track)
-    autograd::record(out, "MatmulBackward", {&a, &b}, {a, b}, [](const auto& g, const auto& s) {
+    autograd::record(out, "MatmulBackward0", {&a, &b}, {a, b}, [](const auto& g, const auto& s) {
       // Read vectors as matrices (a: 1 x k, b: k x 1), differentiate the batched product, and
       // sum the gradients over the batch dims each operand was broadcast along.
       const tensor a2 = s[0].dim() == 1 ? s[0].unsqueeze(0) : s[0];

@@ -192,19 +192,19 @@ tensor reduce(kc::reduce_op op, const char* name, const tensor& t, const shape_t
     n *= in_shape[size_t(d)];
   switch (op) {
   case kc::reduce_op::sum:
-    autograd::record(out, "SumBackward", {&t}, {}, [=](const auto& g, const auto&) {
+    autograd::record(out, "SumBackward0", {&t}, {}, [=](const auto& g, const auto&) {
       return std::vector<tensor>{expand_back(g[0], in_shape, red, keepdim)};
     });
     break;
   case kc::reduce_op::mean:
-    autograd::record(out, "MeanBackward", {&t}, {}, [=](const auto& g, const auto&) {
+    autograd::record(out, "MeanBackward0", {&t}, {}, [=](const auto& g, const auto&) {
       return std::vector<tensor>{expand_back(g[0], in_shape, red, keepdim) / double(n)};
     });
     break;
   case kc::reduce_op::amax:
   case kc::reduce_op::amin:
     autograd::record(
-        out, "AmaxAminBackward", {&t}, {t, out.detach()}, [=](const auto& g, const auto& s) {
+        out, "AmaxAminBackward0", {&t}, {t, out.detach()}, [=](const auto& g, const auto& s) {
           // Ties share the gradient evenly.
           const tensor hit = eq(s[0], expand_back(s[1], in_shape, red, keepdim)).to(g[0].dtype());
           const tensor count = sum(hit, red, true);
@@ -214,7 +214,7 @@ tensor reduce(kc::reduce_op op, const char* name, const tensor& t, const shape_t
   case kc::reduce_op::var:
   case kc::reduce_op::std: {
     const bool is_std = op == kc::reduce_op::std;
-    autograd::record(out, is_std ? "StdBackward" : "VarBackward", {&t}, {t, out.detach()},
+    autograd::record(out, is_std ? "StdBackward0" : "VarBackward0", {&t}, {t, out.detach()},
                      [=](const auto& g, const auto& s) {
                        const tensor centered = s[0] - mean(s[0], red, true);
                        const double denom = double(std::max<int64_t>(n - correction, 0));
@@ -244,7 +244,7 @@ values_indices arg_reduce(bool is_max, bool want_values, const char* name, const
   const shape_t in_shape = t.sizes();
   if (!dim) {
     // max()/min() over everything: ties share the gradient evenly, like amax.
-    autograd::record(out.values, is_max ? "MaxBackward" : "MinBackward", {&t},
+    autograd::record(out.values, is_max ? "MaxBackward0" : "MinBackward0", {&t},
                      {t, out.values.detach()}, [=](const auto& g, const auto& s) {
                        const tensor hit = eq(s[0], s[1]).to(g[0].dtype());
                        return std::vector<tensor>{g[0].expand(in_shape) * hit / sum(hit)};
@@ -252,7 +252,7 @@ values_indices arg_reduce(bool is_max, bool want_values, const char* name, const
     return out;
   }
   const int64_t d = wrap_dim(*dim, t.dim(), name);
-  autograd::record(out.values, is_max ? "MaxBackward" : "MinBackward", {&t}, {out.indices},
+  autograd::record(out.values, is_max ? "MaxBackward0" : "MinBackward0", {&t}, {out.indices},
                    [=](const auto& g, const auto& s) {
                      // The gradient goes to the element each value was taken from.
                      const tensor gk = keepdim || in_shape.empty() ? g[0] : g[0].unsqueeze(d);

@@ -86,7 +86,7 @@ tensor cat(const std::vector<tensor>& tensors, int64_t dim) {
     shapes.push_back(t.sizes());
   }
   const int64_t d = wrap_dim(dim, out.dim(), "cat");
-  autograd::record(out, "CatBackward", inputs, {}, [shapes, d](const auto& g, const auto&) {
+  autograd::record(out, "CatBackward0", inputs, {}, [shapes, d](const auto& g, const auto&) {
     // Each input's gradient is its slice of g; skipped legacy [0] inputs get an empty one.
     std::vector<tensor> grads;
     int64_t offset = 0;

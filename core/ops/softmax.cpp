@@ -93,11 +93,11 @@ tensor tracked(Kernel kernel, const char* op, const char* node_name, bool log, c
 } // namespace
 
 tensor softmax(const tensor& t, int64_t dim) {
-  return tracked(kc::softmax_forward, "softmax()", "SoftmaxBackward", false, t, dim);
+  return tracked(kc::softmax_forward, "softmax()", "SoftmaxBackward0", false, t, dim);
 }
 
 tensor log_softmax(const tensor& t, int64_t dim) {
-  return tracked(kc::log_softmax_forward, "log_softmax()", "LogSoftmaxBackward", true, t, dim);
+  return tracked(kc::log_softmax_forward, "log_softmax()", "LogSoftmaxBackward0", true, t, dim);
 }
 
 tensor softmax_backward(const tensor& grad_out, const tensor& out, int64_t dim) {

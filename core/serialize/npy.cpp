@@ -84,8 +84,9 @@ dtype descr_dtype(const std::string& descr, const where& w) {
     dtype dt;
   };
   static constexpr entry table[] = {
-      {"f2", dtype::float16}, {"f4", dtype::float32}, {"f8", dtype::float64}, {"i1", dtype::int8},
-      {"u1", dtype::uint8},   {"i4", dtype::int32},   {"i8", dtype::int64},   {"b1", dtype::bool_},
+      {"f2", dtype::float16}, {"f4", dtype::float32}, {"f8", dtype::float64},
+      {"i1", dtype::int8},    {"u1", dtype::uint8},   {"i4", dtype::int32},
+      {"i8", dtype::int64},   {"b1", dtype::bool_},   {"i2", dtype::int16},
   };
   for (const entry& e : table) {
     if (body != e.code)
@@ -98,7 +99,7 @@ dtype descr_dtype(const std::string& descr, const where& w) {
   }
   ACTORCH_IO_FAIL(w, "unsupported dtype descr '", escaped(descr),
                   "': actorch reads '<f2', "
-                  "'<f4', '<f8', '|i1', '|u1', '<i4', '<i8' and '|b1'");
+                  "'<f4', '<f8', '|i1', '|u1', '<i2', '<i4', '<i8' and '|b1'");
 }
 
 struct npy_header {
@@ -360,6 +361,7 @@ std::string_view npy_descr(dtype dt, const where& w) {
   case dtype::float16: return "<f2";
   case dtype::int8: return "|i1";
   case dtype::uint8: return "|u1";
+  case dtype::int16: return "<i2";
   case dtype::int32: return "<i4";
   case dtype::int64: return "<i8";
   case dtype::bool_: return "|b1";

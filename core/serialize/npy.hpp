@@ -13,7 +13,7 @@
 namespace actorch {
 
 /// np.load for one .npy file: a new contiguous CPU tensor with the file's shape and dtype
-/// ('<f4' float32, '<f8' float64, '<f2' float16, '|i1' int8, '|u1' uint8, '<i4' int32,
+/// ('<f4' float32, '<f8' float64, '<f2' float16, '|i1' int8, '|u1' uint8, '<i2' int16, '<i4' int32,
 /// '<i8' int64, '|b1' bool). Throws actorch::error naming `path` and the problem for a file
 /// that is not a valid .npy of those dtypes: bad magic or version, malformed header,
 /// big-endian or Fortran-order data, a size that does not match the shape (truncated data or

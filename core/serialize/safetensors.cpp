@@ -92,6 +92,7 @@ constexpr dtype_code kDtypeCodes[] = {
     {"F32", dtype::float32},   {"F64", dtype::float64}, {"F16", dtype::float16},
     {"BF16", dtype::bfloat16}, {"I8", dtype::int8},     {"U8", dtype::uint8},
     {"I32", dtype::int32},     {"I64", dtype::int64},   {"BOOL", dtype::bool_},
+    {"I16", dtype::int16},
 };
 
 std::string_view code_of(dtype dt) {
@@ -212,7 +213,7 @@ entry parse_entry(const std::string& name, const json_value& v, uint64_t data_si
                    ", not a string");
   const std::optional<dtype> known = dtype_of_code(dt.str);
   ACTORCH_IO_CHECK(known, w, who, "unsupported dtype ", key_str(dt.str),
-                   " (actorch reads F32, F64, F16, BF16, I8, U8, I32, I64 and BOOL)");
+                   " (actorch reads F32, F64, F16, BF16, I8, U8, I16, I32, I64 and BOOL)");
   e.dt = *known;
 
   ACTORCH_IO_CHECK(shape.k == json_value::kind::array, w, who, "shape is ", kind_name(shape.k),

@@ -6,8 +6,11 @@
 
 #include "base/dtype.hpp"
 #include "core/allocator.hpp"
+#include "core/ops/factory.hpp"
+#include "tests/core/values.hpp"
 
 using namespace actorch;
+using namespace actorch::test;
 
 TEST_CASE("dtype names and sizes", "[core][dtype]") {
   CHECK(dtype_name(dtype::bfloat16) == "bfloat16");
@@ -23,7 +26,11 @@ TEST_CASE("dtype names and sizes", "[core][dtype]") {
 TEST_CASE("promote_types follows torch's table", "[core][dtype]") {
   CHECK(promote_types(dtype::int32, dtype::float16) == dtype::float16);
   CHECK(promote_types(dtype::float16, dtype::bfloat16) == dtype::float32);
-  CHECK(promote_types(dtype::uint8, dtype::int8) == dtype::int32);
+  CHECK(promote_types(dtype::uint8, dtype::int8) == dtype::int16);
+  CHECK(promote_types(dtype::int16, dtype::uint8) == dtype::int16);
+  CHECK(promote_types(dtype::int16, dtype::int32) == dtype::int32);
+  CHECK(promote_types(dtype::bool_, dtype::int16) == dtype::int16);
+  CHECK(promote_types(dtype::int16, dtype::float16) == dtype::float16);
   CHECK(promote_types(dtype::bool_, dtype::uint8) == dtype::uint8);
   CHECK(promote_types(dtype::int64, dtype::float32) == dtype::float32);
   CHECK(promote_types(dtype::float64, dtype::float32) == dtype::float64);
@@ -70,4 +77,26 @@ TEST_CASE("allocators return aligned memory and say whether it is pinned", "[cor
   // No GPU driver on the test machines: pinned memory falls back to plain aligned memory.
   INFO("pinned memory page-locked: " << pinned_memory_is_page_locked());
   CHECK_THROWS_WITH(cpu_allocator()->allocate(size_t(-1) - 10), Catch::Contains("size overflow"));
+}
+
+TEST_CASE("int16 computes, promotes and converts as torch.short does", "[core][dtype]") {
+  const tensor s = tensor_of({-3, 100, 32767}, {.dtype = dtype::int16});
+  CHECK(element_size(dtype::int16) == 2);
+  CHECK(dtype_name(dtype::int16) == "int16");
+  CHECK(is_integral(dtype::int16));
+  CHECK((s + 1).dtype() == dtype::int16);
+  CHECK(values_of(s + 1) == std::vector<double>{-2, 101, -32768}); // wraps, as torch's does
+  CHECK((s * tensor_of({2}, {.dtype = dtype::int32})).dtype() == dtype::int32);
+  CHECK((s + 0.5).dtype() == dtype::float32);
+  CHECK(values_of(s.sum()) == std::vector<double>{32864}); // sums in int64, as torch's
+  CHECK(s.sum().dtype() == dtype::int64);
+  // The shortcuts: torch's .float(), .double(), .long(), .short(), .int(), .half().
+  CHECK(s.to_float().dtype() == dtype::float32);
+  CHECK(s.to_double().dtype() == dtype::float64);
+  CHECK(s.to_long().dtype() == dtype::int64);
+  CHECK(s.to_int().dtype() == dtype::int32);
+  CHECK(s.to_half().dtype() == dtype::float16);
+  CHECK(tensor_of({1.7, -2.7}).to_short().dtype() == dtype::int16);
+  CHECK(values_of(tensor_of({1.7, -2.7}).to_short()) == std::vector<double>{1, -2});
+  CHECK(values_of(s.to_double()) == std::vector<double>{-3, 100, 32767});
 }

@@ -104,7 +104,7 @@ TEST_CASE("type promotion follows torch.result_type", "[core][elementwise]") {
   CHECK((i32 + scalar_tensor(1.0, {.dtype = dtype::float64})).dtype() == dtype::float64);
   CHECK((f16 + scalar_tensor(1.0, {.dtype = dtype::float64})).dtype() == dtype::float16);
   CHECK((i32 + u8).dtype() == dtype::int32);
-  CHECK((u8 + tensor_of({1}, {.dtype = dtype::int8})).dtype() == dtype::int32);
+  CHECK((u8 + tensor_of({1}, {.dtype = dtype::int8})).dtype() == dtype::int16);
   CHECK((tensor_of({true}) + 1).dtype() == dtype::int64);
   CHECK((i32 / i32).dtype() == dtype::float32); // true division
   CHECK(values_of(i32 / tensor_of({2, 4}, {.dtype = dtype::int32})) ==

@@ -140,3 +140,85 @@ TEST_CASE("one generator shared by threads hands out disjoint draws", "[core][fa
     rand({1000}, {.dtype = dtype::float64}, &sequential);
   CHECK(g.get_state() == sequential.get_state());
 }
+
+TEST_CASE("factories make leaves that require grad when asked, floating dtypes only",
+          "[core][factory][autograd]") {
+  generator g(1);
+  const std::vector<tensor> leaves = {
+      empty({2}, {.requires_grad = true}),
+      zeros({2}, {.requires_grad = true}),
+      ones({2}, {.dtype = dtype::float64, .requires_grad = true}),
+      full({2}, 0.5, {.requires_grad = true}),
+      arange(0.0, 1.0, 0.5, {.requires_grad = true}),
+      linspace(0, 1, 3, {.requires_grad = true}),
+      eye(2, -1, {.requires_grad = true}),
+      rand({2}, {.requires_grad = true}, &g),
+      randn({2}, {.requires_grad = true}, &g),
+      normal(1.0, 2.0, {2}, {.requires_grad = true}, &g),
+      tensor_of({1.0, 2.0}, {.requires_grad = true}),
+      rand_like(zeros({2}), {.requires_grad = true}, &g),
+  };
+  for (const tensor& t : leaves) {
+    CHECK(t.requires_grad());
+    CHECK(t.is_leaf());
+  }
+  CHECK_FALSE(zeros({2}).requires_grad());
+  // The leaf takes part in autograd as one made with requires_grad_() does.
+  tensor x = ones({3}, {.requires_grad = true});
+  (x * 2).sum().backward();
+  CHECK(values_of(x.grad()) == std::vector<double>{2, 2, 2});
+  REQUIRE_THROWS_WITH(zeros({2}, {.dtype = dtype::int64, .requires_grad = true}),
+                      Contains("only floating point tensors can require gradients, but got int64"));
+  REQUIRE_THROWS_WITH(randint(0, 3, {2}, {.requires_grad = true}),
+                      Contains("only floating point tensors can require gradients"));
+}
+
+TEST_CASE("rand_like, randn_like and randint_like keep the shape and dtype of their model",
+          "[core][factory][random]") {
+  generator g(2);
+  const tensor like = zeros({4, 5}, {.dtype = dtype::float64});
+  const tensor r = rand_like(like, {}, &g);
+  CHECK(r.sizes() == shape_t{4, 5});
+  CHECK(r.dtype() == dtype::float64);
+  CHECK(randn_like(like, {.dtype = dtype::float16}, &g).dtype() == dtype::float16);
+  const tensor ri = randint_like(like, 3, 6, {}, &g);
+  CHECK(ri.dtype() == dtype::float64); // torch.randint_like keeps a float model's dtype
+  for (double v : values_of(ri))
+    CHECK((v == 3 || v == 4 || v == 5));
+  const tensor ints = zeros({1000}, {.dtype = dtype::int16});
+  const auto drawn = values_of(randint_like(ints, 4, {}, &g));
+  CHECK(randint_like(ints, 4, {}, &g).dtype() == dtype::int16);
+  CHECK(std::set<double>(drawn.begin(), drawn.end()) == std::set<double>{0, 1, 2, 3});
+  // The same draws as the factory with the model's shape, from the same generator state.
+  generator a(9), b(9);
+  CHECK(values_of(randn_like(like, {}, &a)) ==
+        values_of(randn({4, 5}, {.dtype = dtype::float64}, &b)));
+  REQUIRE_THROWS_WITH(rand_like(zeros({2}, {.dtype = dtype::int32})),
+                      Contains("rand: expected a floating point dtype but got int32"));
+}
+
+TEST_CASE("normal takes a mean and a std per element, broadcast together",
+          "[core][factory][random]") {
+  generator g(3);
+  // Two columns with their own mean and std; many rows to measure the moments.
+  const tensor mean = tensor_of({{-5.0, 10.0}}, {.dtype = dtype::float64});
+  const tensor std = full({10000, 1}, 0.5, {.dtype = dtype::float64});
+  const tensor x = normal(mean, std, &g);
+  CHECK(x.sizes() == shape_t{10000, 2});
+  CHECK(x.dtype() == dtype::float64);
+  const auto m = values_of(x.mean({0}));
+  CHECK(m[0] == Approx(-5.0).margin(0.02));
+  CHECK(m[1] == Approx(10.0).margin(0.02));
+  const auto s = values_of(x.std({0}));
+  CHECK(s[0] == Approx(0.5).margin(0.02));
+  CHECK(s[1] == Approx(0.5).margin(0.02));
+  // A std of zero gives the mean exactly; the scalar forms.
+  CHECK(values_of(normal(tensor_of({1.0, 2.0}), zeros({2}), &g)) == std::vector<double>{1, 2});
+  CHECK(normal(zeros({3}), 1.0, &g).sizes() == shape_t{3});
+  CHECK(normal(0.0, ones({2, 2}), &g).sizes() == shape_t{2, 2});
+  REQUIRE_THROWS_WITH(normal(zeros({2}), tensor_of({1.0, -1.0}), &g),
+                      Contains("normal: expects all elements of std >= 0.0"));
+  REQUIRE_THROWS_WITH(normal(zeros({2}, {.dtype = dtype::int64}), 1.0, &g),
+                      Contains("normal: expected a floating point dtype but got int64"));
+  REQUIRE_THROWS_WITH(normal(zeros({2}), ones({3}), &g), Contains("normal"));
+}

@@ -77,6 +77,8 @@ tensor sample(dtype dt) {
     return as_tensor(std::vector<int8_t>{-128, 127, 0, -1, 1, 2, 3, 4, 5, 6, 7, 8}, s);
   case dtype::uint8:
     return as_tensor(std::vector<uint8_t>{0, 255, 1, 128, 2, 3, 4, 5, 6, 7, 8, 9}, s);
+  case dtype::int16:
+    return as_tensor(std::vector<int16_t>{INT16_MIN, INT16_MAX, 0, -1, 1, 2, 3, 4, 5, 6, 7, 8}, s);
   case dtype::int32:
     return as_tensor(std::vector<int32_t>{INT32_MIN, INT32_MAX, 0, -1, 1, 2, 3, 4, 5, 6, 7, 8}, s);
   case dtype::int64:
@@ -91,8 +93,9 @@ tensor sample(dtype dt) {
   return {};
 }
 
-constexpr dtype kNpyDtypes[] = {dtype::float32, dtype::float64, dtype::float16, dtype::int8,
-                                dtype::uint8,   dtype::int32,   dtype::int64,   dtype::bool_};
+constexpr dtype kNpyDtypes[] = {dtype::float32, dtype::float64, dtype::float16,
+                                dtype::int8,    dtype::uint8,   dtype::int16,
+                                dtype::int32,   dtype::int64,   dtype::bool_};
 
 void check_round_trip(const tensor& t, const std::string& file) {
   const tensor from_bytes = npy_from_bytes(npy_to_bytes(t), "round trip");
@@ -221,6 +224,7 @@ np.save(os.path.join(d, 'np_f8.npy'), np.array([0.1, -1e300, 2.0**-1074], dtype=
 np.save(os.path.join(d, 'np_f2.npy'), np.array([0.5, -2.0, 65504.0, 2.0**-24], dtype='<f2'))
 np.save(os.path.join(d, 'np_i1.npy'), np.array([-128, -1, 0, 127], dtype='i1'))
 np.save(os.path.join(d, 'np_u1.npy'), np.array([0, 1, 200, 255], dtype='u1'))
+np.save(os.path.join(d, 'np_i2.npy'), np.array([-32768, 0, 32767], dtype='<i2'))
 np.save(os.path.join(d, 'np_i4.npy'), np.array([-2147483648, 0, 2147483647], dtype='<i4'))
 np.save(os.path.join(d, 'np_i8.npy'), np.array([-2**63, 1, 2**63 - 1], dtype='<i8'))
 np.save(os.path.join(d, 'np_b1.npy'), np.array([True, False, True]))
@@ -260,6 +264,11 @@ with open(os.path.join(d, 'np_v3.npy'), 'wb') as f:
     const tensor u1 = load_npy(tmp_path("np_u1.npy"));
     CHECK(u1.dtype() == dtype::uint8);
     CHECK(values_of<uint8_t>(u1) == std::vector<uint8_t>{0, 1, 200, 255});
+  }
+  SECTION("int16 at its limits") {
+    const tensor i2 = load_npy(tmp_path("np_i2.npy"));
+    CHECK(i2.dtype() == dtype::int16);
+    CHECK(values_of<int16_t>(i2) == std::vector<int16_t>{INT16_MIN, 0, INT16_MAX});
   }
   SECTION("int32 and int64 at their limits") {
     const tensor i4 = load_npy(tmp_path("np_i4.npy"));
@@ -331,6 +340,7 @@ assert np.array_equal(load('float16', '<f2', (3, 4)), np.array(f2, '<f2').reshap
 assert np.signbit(load('float32', '<f4', (3, 4))[2, 2])
 assert load('int8', 'i1', (3, 4)).ravel().tolist() == [-128, 127, 0, -1, 1, 2, 3, 4, 5, 6, 7, 8]
 assert load('uint8', 'u1', (3, 4)).ravel().tolist() == [0, 255, 1, 128, 2, 3, 4, 5, 6, 7, 8, 9]
+assert load('int16', '<i2', (3, 4)).ravel().tolist() == [-2**15, 2**15 - 1, 0, -1, 1, 2, 3, 4, 5, 6, 7, 8]
 assert load('int32', '<i4', (3, 4)).ravel().tolist() == [-2**31, 2**31 - 1, 0, -1, 1, 2, 3, 4, 5, 6, 7, 8]
 assert load('int64', '<i8', (3, 4)).ravel().tolist() == [-2**63, 2**63 - 1, 0, -1, 1, 2, 3, 4, 5, 6, 7, 8]
 assert load('bool', '?', (3, 4)).ravel().tolist() == [True, False, False, True, True, True, False, False, True, False, True, False]
@@ -483,7 +493,7 @@ TEST_CASE("load_npy reports every malformed file with its path and the problem",
       return load_bytes(
           with_header(valid, "{'descr': " + d + ", 'fortran_order': False, 'shape': (3, 4)}"));
     };
-    REQUIRE_THROWS_WITH(descr("'<i2'"), names_file && Contains("unsupported dtype descr '<i2'"));
+    REQUIRE_THROWS_WITH(descr("'<u2'"), names_file && Contains("unsupported dtype descr '<u2'"));
     REQUIRE_THROWS_WITH(descr("'<c8'"), names_file && Contains("unsupported dtype descr '<c8'"));
     REQUIRE_THROWS_WITH(descr("'|O'"), names_file && Contains("unsupported dtype descr '|O'"));
     REQUIRE_THROWS_WITH(descr("[('a', '<f4')]"),
@@ -508,7 +518,7 @@ TEST_CASE("load_npy rejects numpy's Fortran-order and big-endian files, saying s
 import os
 np.save(os.path.join(d, 'np_fortran.npy'), np.asfortranarray(np.arange(6, dtype='<f4').reshape(2, 3)))
 np.save(os.path.join(d, 'np_big_endian.npy'), np.arange(3, dtype='>i4'))
-np.save(os.path.join(d, 'np_int16.npy'), np.arange(3, dtype='<i2'))
+np.save(os.path.join(d, 'np_uint16.npy'), np.arange(3, dtype='<u2'))
 )") == 0);
   const std::string fortran = tmp_path("np_fortran.npy");
   REQUIRE_THROWS_WITH(load_npy(fortran), Contains(fortran) &&
@@ -518,8 +528,8 @@ np.save(os.path.join(d, 'np_int16.npy'), np.arange(3, dtype='<i2'))
   const std::string big = tmp_path("np_big_endian.npy");
   REQUIRE_THROWS_WITH(load_npy(big), Contains(big) && Contains("big-endian data (descr '>i4') "
                                                                "is not supported"));
-  const std::string i2 = tmp_path("np_int16.npy");
-  REQUIRE_THROWS_WITH(load_npy(i2), Contains(i2) && Contains("unsupported dtype descr '<i2'"));
+  const std::string u2 = tmp_path("np_uint16.npy");
+  REQUIRE_THROWS_WITH(load_npy(u2), Contains(u2) && Contains("unsupported dtype descr '<u2'"));
 }
 
 TEST_CASE("save_npy replaces its target atomically and reports failures with the path",

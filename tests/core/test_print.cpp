@@ -131,3 +131,20 @@ TEST_CASE("operator<< prints str()", "[core][print]") {
   os << tensor_of({1, 2});
   CHECK(os.str() == "tensor([1, 2])");
 }
+
+TEST_CASE("str shows requires_grad on a leaf and the grad_fn of an op's result",
+          "[core][print][autograd]") {
+  const tensor x = tensor_of({1.0, 2.0}, {.requires_grad = true});
+  CHECK(x.str() == "tensor([1., 2.], requires_grad=True)");
+  CHECK((x * 2).str() == "tensor([2., 4.], grad_fn=<MulBackward0>)");
+  CHECK(x.sum().str() == "tensor(3., grad_fn=<SumBackward0>)");
+  CHECK(x.exp().str() == "tensor([2.7183, 7.3891], grad_fn=<ExpBackward0>)");
+  CHECK(x.to(dtype::float64).str() ==
+        "tensor([1., 2.], dtype=torch.float64, grad_fn=<ToCopyBackward0>)");
+  CHECK(x.detach().str() == "tensor([1., 2.])");
+}
+
+TEST_CASE("str prints int16 with its dtype", "[core][print]") {
+  CHECK(tensor_of({-32768, 7}, {.dtype = dtype::int16}).str() ==
+        "tensor([-32768,      7], dtype=torch.int16)");
+}

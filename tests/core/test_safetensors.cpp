@@ -92,6 +92,7 @@ tensor sample(dtype dt) {
     return as_tensor(std::vector<bfloat16>{-1.5f, 3.0e38f, -inf, nan, 1e-40f, 0.1f}, s);
   case dtype::int8: return as_tensor(std::vector<int8_t>{-128, 127, 0, -1, 1, 2}, s);
   case dtype::uint8: return as_tensor(std::vector<uint8_t>{0, 255, 1, 128, 2, 3}, s);
+  case dtype::int16: return as_tensor(std::vector<int16_t>{INT16_MIN, INT16_MAX, 0, -1, 1, 2}, s);
   case dtype::int32: return as_tensor(std::vector<int32_t>{INT32_MIN, INT32_MAX, 0, -1, 1, 2}, s);
   case dtype::int64: return as_tensor(std::vector<int64_t>{INT64_MIN, INT64_MAX, 0, -1, 1, 2}, s);
   case dtype::bool_: return as_tensor(std::vector<bool>{true, false, false, true, true, false}, s);
@@ -100,9 +101,9 @@ tensor sample(dtype dt) {
   return {};
 }
 
-constexpr dtype kAllDtypes[] = {dtype::float32,  dtype::float64, dtype::float16,
-                                dtype::bfloat16, dtype::int8,    dtype::uint8,
-                                dtype::int32,    dtype::int64,   dtype::bool_};
+constexpr dtype kAllDtypes[] = {dtype::float32, dtype::float64, dtype::float16, dtype::bfloat16,
+                                dtype::int8,    dtype::uint8,   dtype::int32,   dtype::int64,
+                                dtype::bool_,   dtype::int16};
 
 void check_same(const safetensors_file& got, const named_tensors& sorted_expected,
                 const std::map<std::string, std::string>& metadata) {
@@ -750,9 +751,9 @@ TEST_CASE("load_safetensors rejects headers that do not describe the data", "[co
         "data_offsets must be an array of two integers");
     bad(one(R"("dtype":"F32","shape":[2],"data_offsets":[-8,0])"), eight,
         "tensor 'a': negative data_offsets [-8, 0]");
-    bad(one(R"("dtype":"I16","shape":[4],"data_offsets":[0,8])"), eight,
-        "tensor 'a': unsupported dtype 'I16' (actorch reads F32, F64, F16, BF16, I8, U8, I32, I64 "
-        "and BOOL)");
+    bad(one(R"("dtype":"U16","shape":[4],"data_offsets":[0,8])"), eight,
+        "tensor 'a': unsupported dtype 'U16' (actorch reads F32, F64, F16, BF16, I8, U8, I16, I32, "
+        "I64 and BOOL)");
     bad(one(R"("dtype":"f32","shape":[2],"data_offsets":[0,8])"), eight, "unsupported dtype 'f32'");
     bad(one(R"("dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8])"), eight,
         "tensor 'a': shape [4294967296, 4294967296] of F32 has more bytes than 64 bits count");

@@ -45,13 +45,24 @@ def test_actorch_takes_numpy_memory_without_a_copy_strides_included():
 
 
 def test_dtypes_and_the_clear_errors():
-    for dt in (np.float32, np.float64, np.float16, np.int8, np.uint8, np.int32, np.int64):
+    for dt in (np.float32, np.float64, np.float16, np.int8, np.uint8, np.int16, np.int32,
+               np.int64):
         a = np.arange(5).astype(dt)
         assert np.from_dlpack(actorch.from_dlpack(a)).tolist() == a.tolist()
     with pytest.raises(actorch.Error, match="has no actorch dtype"):
         actorch.from_dlpack(np.zeros(3, dtype=np.complex64))
     with pytest.raises(Exception):  # numpy 1.24 refuses it, or actorch does (DLPack 0.6: no bool)
         actorch.from_dlpack(np.zeros(3, dtype=np.bool_))
+
+
+def test_dtype_shortcuts_as_torch_names_them():
+    t = actorch.from_dlpack(np.array([1.7, -2.7], dtype=np.float32))
+    assert t.double().dtype == "float64" and t.float().dtype == "float32"
+    assert t.half().dtype == "float16" and t.int().dtype == "int32"
+    assert t.long().dtype == "int64"
+    s = t.short()
+    assert s.dtype == "int16"
+    assert np.from_dlpack(s).tolist() == [1, -2]  # truncated toward zero, as torch's
 
 
 @needs_torch

@@ -44,8 +44,10 @@ ncclDataType_t nccl_type(dtype t) {
   case dtype::int32: return ncclInt32;
   case dtype::int64: return ncclInt64;
   case dtype::bool_: return ncclUint8;
+  case dtype::int16: break; // NCCL has no 16-bit integer type
   }
-  return ncclUint8;
+  ACTORCH_CHECK(false, "ProcessGroupNCCL: NCCL has no type for ", dtype_name(t),
+                " tensors; convert them first (e.g. to int32)");
 }
 
 ncclRedOp_t nccl_op(const char* op, reduce_op r, dtype t) {
