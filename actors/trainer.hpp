@@ -20,6 +20,7 @@
 
 #include "actors/data_loader.hpp"
 #include "comm/ddp/distributed_data_parallel.hpp"
+#include "comm/ddp/sync_batch_norm.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/trace.hpp"
 
@@ -89,6 +90,9 @@ struct trainer_spec {
   int64_t max_steps = -1;
   uint64_t seed = 0;
   dist::ddp_options ddp;
+  /// Converts every BatchNorm of each replica's model to SyncBatchNorm over the job's replicas
+  /// (dist::convert_sync_batchnorm) before DDP wraps it.
+  bool sync_batchnorm = false;
 
   /// Evaluation after each epoch, on rank 0's model (e.g. test accuracy), reported in the
   /// epoch's summary.

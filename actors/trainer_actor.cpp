@@ -136,6 +136,8 @@ public:
     report.rank = info_.rank;
     model_ = spec_.make_model(info_);
     ACTORCH_CHECK(model_ != nullptr, "train_data_parallel: make_model returned null");
+    if (spec_.sync_batchnorm)
+      dist::convert_sync_batchnorm(*model_, group_);
     opt_ = spec_.make_optimizer(*model_);
     ACTORCH_CHECK(opt_ != nullptr, "train_data_parallel: make_optimizer returned null");
     int64_t epoch = 0, step = 0, total = 0;

@@ -4,6 +4,7 @@
 #include "core/autograd/grad_mode.hpp"
 #include "core/autograd/node.hpp"
 #include "core/core.hpp"
+#include "core/tensor_iterator.hpp"
 
 namespace actorch::nn::functional {
 
@@ -71,16 +72,31 @@ tensor dropout(const tensor& input, double p, bool training, generator* gen) {
   return input * keep.to(input.dtype()) * (1.0 / (1.0 - p));
 }
 
+namespace {
+/// The channels of an (N, C, *) input, the dims its statistics reduce (all but 1), and the
+/// shape a per-channel vector broadcasts as ({1, C, 1, ...}).
+struct channels {
+  int64_t c;
+  shape_t dims;
+  shape_t bshape;
+};
+channels channel_layout(const tensor& input, const char* op) {
+  check_defined(op, {&input});
+  ACTORCH_CHECK(input.dim() >= 2, op,
+                ": expected an input of at least 2 dims (N, C, *), but got shape ",
+                shape_str(input.sizes()));
+  channels out{input.size(1), {0}, shape_t(size_t(input.dim()), 1)};
+  for (int64_t d = 2; d < input.dim(); ++d)
+    out.dims.push_back(d);
+  out.bshape[1] = out.c;
+  return out;
+}
+} // namespace
+
 tensor batch_norm(const tensor& input, tensor running_mean, tensor running_var,
                   const tensor& weight, const tensor& bias, bool training,
                   std::optional<double> momentum, double eps, tensor num_batches_tracked) {
-  ACTORCH_CHECK(input.dim() == 2 || input.dim() == 3,
-                "batch_norm: expected 2D or 3D input (N, C) or (N, C, L), but got shape ",
-                shape_str(input.sizes()));
-  const int64_t c = input.size(1);
-  // Statistics over every dim but the channel one; (N, C, L) reduces dims 0 and 2.
-  const shape_t dims = input.dim() == 2 ? shape_t{0} : shape_t{0, 2};
-  const shape_t bshape = input.dim() == 2 ? shape_t{1, c} : shape_t{1, c, 1};
+  const auto [c, dims, bshape] = channel_layout(input, "batch_norm");
   tensor mean_, var_;
   if (training) {
     const int64_t n = input.numel() / c;
@@ -118,13 +134,8 @@ tensor sync_batch_norm(const tensor& input, tensor running_mean, tensor running_
                        const tensor& weight, const tensor& bias, std::optional<double> momentum,
                        double eps, tensor num_batches_tracked,
                        const all_reduce_sum_fn& all_reduce_sum) {
-  ACTORCH_CHECK(input.dim() == 2 || input.dim() == 3,
-                "sync_batch_norm: expected 2D or 3D input (N, C) or (N, C, L), but got shape ",
-                shape_str(input.sizes()));
+  const auto [c, dims, bshape] = channel_layout(input, "sync_batch_norm");
   ACTORCH_CHECK(all_reduce_sum != nullptr, "sync_batch_norm: no all-reduce across replicas");
-  const int64_t c = input.size(1);
-  const shape_t dims = input.dim() == 2 ? shape_t{0} : shape_t{0, 2};
-  const shape_t bshape = input.dim() == 2 ? shape_t{1, c} : shape_t{1, c, 1};
   // 1. Statistics over every replica's batch: per-channel sums and sums of squares (float64,
   //    so the one-pass variance loses nothing that matters) and the sample count.
   tensor mean, invstd;

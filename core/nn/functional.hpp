@@ -20,8 +20,9 @@ tensor linear(const tensor& input, const tensor& weight, const tensor& bias = {}
 tensor relu(const tensor& input);
 /// Zeroes elements with probability p and scales the rest by 1 / (1 - p) when training.
 tensor dropout(const tensor& input, double p = 0.5, bool training = true, generator* gen = nullptr);
-/// Batch normalisation over (N, C) or (N, C, L). In training the batch statistics normalise
-/// and update the running ones (momentum, or a cumulative average when momentum is unset).
+/// Batch normalisation over the channel dim 1 of an (N, C, *) input (torch's F.batch_norm, for
+/// BatchNorm1d/2d/3d alike). In training the batch statistics normalise and update the running
+/// ones (momentum, or a cumulative average when momentum is unset).
 tensor batch_norm(const tensor& input, tensor running_mean, tensor running_var,
                   const tensor& weight, const tensor& bias, bool training,
                   std::optional<double> momentum = 0.1, double eps = 1e-5,

@@ -1,11 +1,13 @@
 // Linear, ReLU, Dropout, Sequential and BatchNorm1d.
 #include "core/nn/layers.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/autograd/grad_mode.hpp"
 #include "core/nn/functional.hpp"
 #include "core/ops/factory.hpp"
+#include "core/tensor_iterator.hpp"
 
 namespace actorch::nn {
 
@@ -57,11 +59,13 @@ tensor sequential::forward(const tensor& input) {
   return x;
 }
 
-batch_norm1d::batch_norm1d(int64_t num_features, double eps, std::optional<double> momentum,
-                           bool affine, bool track_running_stats)
-    : num_features_(num_features), eps_(eps), momentum_(momentum) {
-  ACTORCH_CHECK(num_features > 0, "BatchNorm1d: num_features must be positive but got ",
-                num_features);
+batch_norm_base::batch_norm_base(std::string kind, std::vector<int64_t> dims, int64_t num_features,
+                                 double eps, std::optional<double> momentum, bool affine,
+                                 bool track_running_stats)
+    : kind_(std::move(kind)), dims_(std::move(dims)), num_features_(num_features), eps_(eps),
+      momentum_(momentum) {
+  ACTORCH_CHECK(num_features > 0, kind_, ": num_features must be positive but got ", num_features);
+  ACTORCH_CHECK(eps > 0, kind_, ": eps must be positive but got ", eps);
   if (affine) {
     weight = register_parameter("weight", ones({num_features}));
     bias = register_parameter("bias", zeros({num_features}));
@@ -74,12 +78,20 @@ batch_norm1d::batch_norm1d(int64_t num_features, double eps, std::optional<doubl
   }
 }
 
-tensor batch_norm1d::forward(const tensor& input) {
-  ACTORCH_CHECK(input.dim() >= 2 && input.size(1) == num_features_,
-                "BatchNorm1d: expected input "
-                "with ",
-                num_features_, " channels in dim 1 but got shape ", shape_str(input.sizes()));
-  // Without running stats, batch statistics are used in evaluation too.
+tensor batch_norm_base::forward(const tensor& input) {
+  check_defined(kind_.c_str(), {&input});
+  // torch's messages: "expected 4D input (got 3D input)".
+  if (dims_.empty()) {
+    ACTORCH_CHECK(input.dim() >= 2, name(), ": expected at least 2D input (got ", input.dim(),
+                  "D input)");
+  } else if (std::find(dims_.begin(), dims_.end(), input.dim()) == dims_.end()) {
+    std::string want;
+    for (size_t i = 0; i < dims_.size(); ++i)
+      want += (i == 0 ? "" : " or ") + std::to_string(dims_[i]) + "D";
+    ACTORCH_CHECK(false, name(), ": expected ", want, " input (got ", input.dim(), "D input)");
+  }
+  ACTORCH_CHECK(input.size(1) == num_features_, name(), ": expected input with ", num_features_,
+                " channels in dim 1 but got shape ", shape_str(input.sizes()));
   const bool use_batch_stats = is_training() || !running_mean.defined();
   if (sync_ && use_batch_stats)
     return F::sync_batch_norm(input, running_mean, running_var, weight, bias, momentum_, eps_,

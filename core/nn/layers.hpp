@@ -1,5 +1,6 @@
 // The layers of torch.nn that training an MLP needs, with PyTorch's defaults and
-// initialisation: Linear, ReLU, Dropout, Sequential, BatchNorm1d.
+// initialisation: Linear, ReLU, Dropout, Sequential, BatchNorm1d/2d/3d (SyncBatchNorm, which
+// needs a process group, is in comm/ddp/sync_batch_norm.hpp).
 #pragma once
 
 #include <functional>
@@ -54,16 +55,15 @@ private:
   std::vector<std::shared_ptr<module>> layers_;
 };
 
-/// Batch normalisation over (N, C) or (N, C, L) inputs. momentum unset means a cumulative
-/// average, as PyTorch's momentum=None.
-class batch_norm1d : public module {
+/// Batch normalisation over the channel dim 1 of (N, C, *) inputs: torch's _BatchNorm, which
+/// BatchNorm1d/2d/3d and SyncBatchNorm share. momentum unset means a cumulative average, as
+/// PyTorch's momentum=None; without running stats (track_running_stats=false) batch statistics
+/// normalise in evaluation too.
+class batch_norm_base : public module {
 public:
-  explicit batch_norm1d(int64_t num_features, double eps = 1e-5,
-                        std::optional<double> momentum = 0.1, bool affine = true,
-                        bool track_running_stats = true);
   tensor forward(const tensor& input) override;
   /// "SyncBatchNorm" once synchronised.
-  std::string name() const override { return sync_ ? "SyncBatchNorm" : "BatchNorm1d"; }
+  std::string name() const override { return sync_ ? "SyncBatchNorm" : kind_; }
   int64_t num_features() const { return num_features_; }
   /// Makes this layer a SyncBatchNorm: in training, batch statistics come from every replica's
   /// batch through `all_reduce_sum` (functional::sync_batch_norm). See
@@ -72,17 +72,56 @@ public:
   void sync_statistics(std::function<tensor(const tensor&)> all_reduce_sum) {
     sync_ = std::move(all_reduce_sum);
   }
+  bool synchronised() const { return sync_ != nullptr; }
   double eps() const { return eps_; }
   std::optional<double> momentum() const { return momentum_; }
 
   tensor weight, bias;                                   // affine parameters (or undefined)
   tensor running_mean, running_var, num_batches_tracked; // buffers (or undefined)
 
+protected:
+  /// `kind` names the layer in messages; `dims` lists the input ranks it takes (empty: any
+  /// rank of 2 or more).
+  batch_norm_base(std::string kind, std::vector<int64_t> dims, int64_t num_features, double eps,
+                  std::optional<double> momentum, bool affine, bool track_running_stats);
+
 private:
+  std::string kind_;
+  std::vector<int64_t> dims_;
   int64_t num_features_;
   double eps_;
   std::optional<double> momentum_;
   std::function<tensor(const tensor&)> sync_;
+};
+
+/// (N, C) or (N, C, L) inputs.
+class batch_norm1d : public batch_norm_base {
+public:
+  explicit batch_norm1d(int64_t num_features, double eps = 1e-5,
+                        std::optional<double> momentum = 0.1, bool affine = true,
+                        bool track_running_stats = true)
+      : batch_norm_base("BatchNorm1d", {2, 3}, num_features, eps, momentum, affine,
+                        track_running_stats) {}
+};
+
+/// (N, C, H, W) inputs: images.
+class batch_norm2d : public batch_norm_base {
+public:
+  explicit batch_norm2d(int64_t num_features, double eps = 1e-5,
+                        std::optional<double> momentum = 0.1, bool affine = true,
+                        bool track_running_stats = true)
+      : batch_norm_base("BatchNorm2d", {4}, num_features, eps, momentum, affine,
+                        track_running_stats) {}
+};
+
+/// (N, C, D, H, W) inputs: volumes and clips.
+class batch_norm3d : public batch_norm_base {
+public:
+  explicit batch_norm3d(int64_t num_features, double eps = 1e-5,
+                        std::optional<double> momentum = 0.1, bool affine = true,
+                        bool track_running_stats = true)
+      : batch_norm_base("BatchNorm3d", {5}, num_features, eps, momentum, affine,
+                        track_running_stats) {}
 };
 
 } // namespace actorch::nn

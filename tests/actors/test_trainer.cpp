@@ -110,6 +110,29 @@ TEST_CASE("trainer actors: 2 actors of batch 32 in one process end where 1 of ba
   require_close(model_of(one), model_of(two), 1e-5);
 }
 
+TEST_CASE("trainer actors: with sync_batchnorm, 2 actors of batch 32 with BatchNorm end where 1 "
+          "of batch 64 does") {
+  const auto with_bn = [](int64_t batch, const std::string& checkpoint) {
+    trainer_spec s = toy_spec(batch, checkpoint);
+    s.make_model = [](const replica_info& r) {
+      generator g(100 + uint64_t(r.rank));
+      return std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{
+          std::make_shared<nn::linear>(8, 16, true, &g), std::make_shared<nn::batch_norm1d>(16),
+          std::make_shared<nn::relu>(), std::make_shared<nn::linear>(16, 4, true, &g)});
+    };
+    s.sync_batchnorm = true;
+    return s;
+  };
+  const std::string one = scratch("bn_world1.safetensors"), two = scratch("bn_actors2.safetensors");
+  const job_report r1 = train_data_parallel(with_bn(64, one), {.num_local = 1});
+  const job_report r2 = train_data_parallel(with_bn(32, two), {.num_local = 2});
+  for (size_t e = 0; e < 2; ++e)
+    CHECK(r2.epochs[e].loss == Approx(r1.epochs[e].loss).epsilon(1e-5));
+  const auto m1 = model_of(one), m2 = model_of(two);
+  REQUIRE(m2.count("model.1.running_mean")); // the statistics of the whole batch, not a half's
+  require_close(m1, m2, 1e-5);
+}
+
 namespace {
 
 // Trains toy_spec(batch) in 2 forked processes with `num_local` trainer actors each, and

@@ -7,15 +7,19 @@
 
 #include "comm/ddp/distributed_data_parallel.hpp"
 #include "comm/ddp/sync_batch_norm.hpp"
+#include "comm/distributed.hpp"
+#include "comm/launch/launcher.hpp"
 #include "core/core.hpp"
 #include "core/nn/functional.hpp"
 #include "core/nn/layers.hpp"
+#include "tests/comm/ports.hpp"
 #include "tests/comm/ranks.hpp"
 #include "tests/core/values.hpp"
 
 using namespace actorch;
 using namespace actorch::dist;
 using namespace actorch::test;
+using Catch::Contains;
 
 namespace {
 
@@ -372,4 +376,83 @@ TEST_CASE("SyncBatchNorm over 2 ranks matches BatchNorm over the union of their 
     require_close({g.running_mean}, {values_of(ref_bn.running_mean)}, 1e-6);
     require_close({g.running_var}, {values_of(ref_bn.running_var)}, 1e-6);
   }
+}
+
+namespace {
+// Rank r's (4, 3, 2, 2) image batch, and the weight its loss sums the output with.
+std::pair<tensor, tensor> images_of(int r) {
+  generator g(300 + uint64_t(r));
+  return {randn({4, 3, 2, 2}, {.dtype = dtype::float64}, &g).mul(1.5).add(r),
+          rand({4, 3, 2, 2}, {.dtype = dtype::float64}, &g)};
+}
+} // namespace
+
+TEST_CASE("SyncBatchNorm over 2 ranks matches BatchNorm2d over the union of their image batches") {
+  struct result {
+    std::vector<double> out, x_grad, w_grad, b_grad, running_var;
+  };
+  const auto got = on_ranks<result>(2, [&](int r, process_group_gloo& pg) {
+    nn::sync_batch_norm sbn(3, 1e-5, 0.1, true, true, replicas_of(pg));
+    sbn.to(dtype::float64);
+    auto [x, w] = images_of(r);
+    x.requires_grad_();
+    const tensor out = sbn(x);
+    (out * w).sum().backward();
+    return result{values_of(out), values_of(x.grad()), values_of(sbn.weight.grad()),
+                  values_of(sbn.bias.grad()), values_of(sbn.running_var)};
+  });
+  nn::batch_norm2d ref(3);
+  ref.to(dtype::float64);
+  auto [x0, w0] = images_of(0);
+  auto [x1, w1] = images_of(1);
+  const tensor x = cat({x0, x1}, 0).requires_grad_();
+  const tensor out = ref(x);
+  (out * cat({w0, w1}, 0)).sum().backward();
+  const auto ref_out = values_of(out), ref_xg = values_of(x.grad());
+  std::vector<double> w_sum(3, 0), b_sum(3, 0);
+  for (int r = 0; r < 2; ++r) {
+    const result& g = got[size_t(r)];
+    const auto rows = [&](const std::vector<double>& v) {
+      return std::vector<double>(v.begin() + r * 48, v.begin() + (r + 1) * 48);
+    };
+    require_close({g.out}, {rows(ref_out)}, 1e-9);
+    require_close({g.x_grad}, {rows(ref_xg)}, 1e-9);
+    require_close({g.running_var}, {values_of(ref.running_var)}, 1e-9);
+    for (size_t c = 0; c < 3; ++c) {
+      w_sum[c] += g.w_grad[c];
+      b_sum[c] += g.b_grad[c];
+    }
+  }
+  // Each rank's weight and bias gradients are its own batch's share (DDP averages them).
+  require_close({w_sum, b_sum}, {values_of(ref.weight.grad()), values_of(ref.bias.grad())}, 1e-9);
+}
+
+TEST_CASE("SyncBatchNorm without a group uses the default group's world, built or converted") {
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(free_port());
+  CHECK_NOTHROW(spawn(
+      [&](int rank) {
+        init_process_group({.init_method = url + "?rank=" + std::to_string(rank) + "&world_size=2",
+                            .timeout = std::chrono::milliseconds(20000)});
+        nn::sync_batch_norm sbn(3);
+        sbn.to(dtype::float64);
+        const tensor out = sbn(images_of(rank).first);
+        nn::batch_norm2d ref(3);
+        ref.to(dtype::float64);
+        const tensor want =
+            ref(cat({images_of(0).first, images_of(1).first}, 0)).narrow(0, rank * 4, 4);
+        ACTORCH_CHECK(close(values_of(out), values_of(want), 1e-9), "rank ", rank,
+                      ": SyncBatchNorm differs from BatchNorm2d over the union");
+        nn::sequential m{std::make_shared<nn::batch_norm3d>(2)};
+        ACTORCH_CHECK(convert_sync_batchnorm(m) == 1 && m[0]->name() == "SyncBatchNorm", "rank ",
+                      rank, ": BatchNorm3d not converted");
+        destroy_process_group();
+      },
+      2));
+  nn::sync_batch_norm lone(3);
+  REQUIRE_THROWS_WITH(lone(ones({4, 3})),
+                      Contains("SyncBatchNorm: no process_group was given and the default group "
+                               "is not initialised"));
+  nn::batch_norm1d bn(3);
+  REQUIRE_THROWS_WITH(convert_sync_batchnorm(bn), Contains("convert_sync_batchnorm: no "
+                                                           "process_group was given"));
 }

@@ -151,6 +151,84 @@ TEST_CASE("BatchNorm1d normalises batches and tracks running statistics", "[core
              tensor_of({1.5, 0.5, 2.0}), tensor_of({0.1, 0.2, 0.3})});
 }
 
+TEST_CASE("BatchNorm2d and BatchNorm3d normalise each channel over the batch and the pixels",
+          "[core][nn]") {
+  generator g(7);
+  // BatchNorm2d over (N, C, H, W) is BatchNorm1d over the N*H*W pixels as rows of C channels.
+  const tensor x = randn({3, 2, 4, 5}, {.dtype = dtype::float64}, &g).mul(2).add(1);
+  const tensor rows = x.permute({0, 2, 3, 1}).reshape({-1, 2});
+  nn::batch_norm2d bn2(2);
+  nn::batch_norm1d ref(2);
+  bn2.to(dtype::float64);
+  ref.to(dtype::float64);
+  for (int step = 0; step < 2; ++step) {
+    const tensor y = bn2(x);
+    const tensor y_ref = ref(rows).reshape({3, 4, 5, 2}).permute({0, 3, 1, 2});
+    CHECK(close(values_of(y), values_of(y_ref), 1e-12));
+  }
+  CHECK(close(values_of(bn2.running_mean), values_of(ref.running_mean), 1e-12));
+  CHECK(close(values_of(bn2.running_var), values_of(ref.running_var), 1e-12));
+  CHECK(bn2.num_batches_tracked.item<int64_t>() == 2);
+  bn2.eval();
+  ref.eval();
+  CHECK(close(values_of(bn2(x)), values_of(ref(rows).reshape({3, 4, 5, 2}).permute({0, 3, 1, 2})),
+              1e-12));
+
+  // By hand: one channel, values 1..4 in a 2x2 image of 1 sample: mean 2.5, biased var 1.25.
+  nn::batch_norm2d one(1, 1e-5, 0.5);
+  const tensor img = tensor_of({1.0, 2.0, 3.0, 4.0}).view({1, 1, 2, 2});
+  const double s = std::sqrt(1.25 + 1e-5);
+  CHECK(close(values_of(one(img)), {-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s}));
+  CHECK(close(values_of(one.running_mean), {1.25}));                 // 0.5 * 0 + 0.5 * 2.5
+  CHECK(close(values_of(one.running_var), {0.5 + 0.5 * 5.0 / 3.0})); // unbiased var 5/3
+
+  // BatchNorm3d over (N, C, D, H, W) likewise; affine off, no running stats.
+  const tensor v = randn({2, 3, 2, 3, 2}, {.dtype = dtype::float64}, &g);
+  nn::batch_norm3d bn3(3, 1e-5, 0.1, false, false);
+  CHECK(bn3.parameters().empty());
+  CHECK(bn3.buffers().empty());
+  nn::batch_norm1d ref3(3, 1e-5, 0.1, false, false);
+  CHECK(close(values_of(bn3(v)),
+              values_of(ref3(v.permute({0, 2, 3, 4, 1}).reshape({-1, 3}))
+                            .reshape({2, 2, 3, 2, 3})
+                            .permute({0, 4, 1, 2, 3})),
+              1e-12));
+  bn3.eval(); // no running stats: batch statistics in evaluation too, as in torch
+  CHECK(close(values_of(bn3(v).mean({0, 2, 3, 4})), {0, 0, 0}, 1e-12));
+
+  CHECK(bn2.name() == "BatchNorm2d");
+  CHECK(bn3.name() == "BatchNorm3d");
+  REQUIRE_THROWS_WITH(bn2(ones({2, 2, 3})),
+                      Contains("BatchNorm2d: expected 4D input (got 3D input)"));
+  REQUIRE_THROWS_WITH(bn3(ones({2, 3, 2, 2})),
+                      Contains("BatchNorm3d: expected 5D input (got 4D input)"));
+  REQUIRE_THROWS_WITH(nn::batch_norm1d(2)(ones({2, 2, 2, 2})),
+                      Contains("BatchNorm1d: expected 2D or 3D input (got 4D input)"));
+  REQUIRE_THROWS_WITH(bn2(ones({2, 3, 2, 2})), Contains("expected input with 2 channels in dim 1"));
+  REQUIRE_THROWS_WITH(nn::batch_norm2d(0), Contains("BatchNorm2d: num_features must be positive"));
+  // Every state_dict key as torch's BatchNorm2d names them.
+  std::vector<std::string> keys;
+  for (const auto& [k, t] : nn::batch_norm2d(4).state_dict())
+    keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"weight", "bias", "running_mean", "running_var",
+                                         "num_batches_tracked"});
+}
+
+TEST_CASE("batch_norm's gradients over images and volumes", "[core][nn]") {
+  generator g(8);
+  const auto f = [](const auto& v) {
+    return F::batch_norm(v[0], {}, {}, v[1], v[2], true, 0.1, 1e-5);
+  };
+  gradcheck(f, {randn({2, 3, 2, 2}, {}, &g), rand({3}, {}, &g).add(0.5), randn({3}, {}, &g)});
+  gradcheck(f, {randn({2, 2, 2, 2, 3}, {}, &g), rand({2}, {}, &g).add(0.5), randn({2}, {}, &g)});
+  // Without affine parameters, and with running statistics in evaluation.
+  gradcheck([](const auto& v) { return F::batch_norm(v[0], {}, {}, {}, {}, true, 0.1, 1e-5); },
+            {randn({3, 2, 2, 2}, {}, &g)});
+  const tensor rm = randn({2}, {}, &g), rv = rand({2}, {}, &g).add(0.5);
+  gradcheck([&](const auto& v) { return F::batch_norm(v[0], rm, rv, v[1], v[2], false); },
+            {randn({2, 2, 3, 1}, {}, &g), rand({2}, {}, &g), randn({2}, {}, &g)});
+}
+
 TEST_CASE("functional linear has correct gradients in every form", "[core][nn]") {
   const tensor x = tensor_of({{0.5, -1.0, 2.0}, {1.5, 0.2, -0.3}});
   const tensor w = tensor_of({{0.1, 0.2, 0.3}, {-0.4, 0.5, -0.6}});
