@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/autograd/engine.hpp"
+#include "core/autograd/function.hpp"
 #include "core/autograd/grad_mode.hpp"
 #include "core/autograd/node.hpp"
 #include "core/ops/elementwise.hpp"

@@ -282,3 +282,122 @@ TEST_CASE("gradients match the input's dtype through promotion", "[core][autogra
   CHECK(values_of(a.grad()) == std::vector<double>{3, 4});
   CHECK(values_of(b.grad()) == std::vector<double>{1, 2});
 }
+
+namespace custom {
+
+// exp with its output saved: torch's first autograd.Function example.
+struct my_exp : autograd::function<my_exp> {
+  static tensor forward(autograd::function_context& ctx, const tensor& x) {
+    CHECK_FALSE(grad_enabled()); // forward does not record, as torch's
+    tensor y = x.exp();
+    ctx.save_for_backward({y});
+    return y;
+  }
+  static std::vector<tensor> backward(autograd::function_context& ctx,
+                                      const std::vector<tensor>& grad_outputs) {
+    return {grad_outputs[0] * ctx.get_saved_variables()[0]};
+  }
+};
+
+// alpha * x * y with a number among the arguments; counts the gradients it computed.
+struct scaled_mul : autograd::function<scaled_mul> {
+  static inline int x_grads = 0, y_grads = 0;
+  static tensor forward(autograd::function_context& ctx, const tensor& x, const tensor& y,
+                        double alpha) {
+    ctx.save_for_backward({x, y});
+    ctx.saved_data["alpha"] = alpha;
+    return x * y * alpha;
+  }
+  static std::vector<tensor> backward(autograd::function_context& ctx,
+                                      const std::vector<tensor>& g) {
+    const auto& s = ctx.get_saved_variables();
+    const double alpha = std::any_cast<double>(ctx.saved_data.at("alpha"));
+    tensor gx, gy; // only what is needed, as needs_input_grad says
+    if (ctx.needs_input_grad(0)) {
+      gx = g[0] * s[1] * alpha;
+      ++x_grads;
+    }
+    if (ctx.needs_input_grad(1)) {
+      gy = g[0] * s[0] * alpha;
+      ++y_grads;
+    }
+    return {gx, gy, tensor()};
+  }
+};
+
+struct identity : autograd::function<identity> {
+  static tensor forward(autograd::function_context&, const tensor& x) { return x; }
+  static std::vector<tensor> backward(autograd::function_context&, const std::vector<tensor>& g) {
+    return {g[0] * 3}; // not the identity's gradient: tells it was this backward that ran
+  }
+};
+
+struct one_grad_too_many : autograd::function<one_grad_too_many> {
+  static const char* name() { return "Lopsided"; }
+  static tensor forward(autograd::function_context&, const tensor& x) { return x * 2; }
+  static std::vector<tensor> backward(autograd::function_context&, const std::vector<tensor>& g) {
+    return {g[0] * 2, g[0]};
+  }
+};
+
+} // namespace custom
+
+TEST_CASE("a custom autograd function's forward and backward, saved tensors and name",
+          "[core][autograd][function]") {
+  gradcheck([](const auto& v) { return custom::my_exp::apply(v[0]); }, {r({3, 2}, 11)});
+  const tensor x = tensor_of({0.0, 1.0}, {.requires_grad = true});
+  const tensor y = custom::my_exp::apply(x);
+  REQUIRE(y.grad_fn());
+  CHECK(y.grad_fn()->name() == "my_expBackward");
+  CHECK(y.str() == "tensor([1.0000, 2.7183], grad_fn=<my_expBackward>)");
+  (y * y).sum().backward(); // d/dx e^{2x} = 2 e^{2x}
+  CHECK(close(values_of(x.grad()), {2.0, 2 * std::exp(2.0)}));
+  CHECK(x.is_leaf());
+
+  SECTION("no graph without an input that requires grad, or under no_grad") {
+    CHECK_FALSE(custom::my_exp::apply(tensor_of({1.0})).requires_grad());
+    no_grad guard;
+    CHECK_FALSE(custom::my_exp::apply(x).requires_grad());
+  }
+  SECTION("a saved tensor modified in place before backward is an error there") {
+    tensor a = tensor_of({1.0, 2.0}, {.requires_grad = true});
+    tensor out = custom::my_exp::apply(a);
+    const tensor loss = out.sum();
+    out.detach().add_(1); // the saved output's storage changes
+    REQUIRE_THROWS_WITH(loss.backward(), Contains("modified by an in-place operation"));
+  }
+}
+
+TEST_CASE("a custom function with a number argument computes only the gradients needed",
+          "[core][autograd][function]") {
+  gradcheck([](const auto& v) { return custom::scaled_mul::apply(v[0], v[1], 0.5); },
+            {r({2, 3}, 12), r({2, 3}, 13)});
+  custom::scaled_mul::x_grads = custom::scaled_mul::y_grads = 0;
+  const tensor x = tensor_of({1.0, 2.0}, {.requires_grad = true});
+  const tensor y = tensor_of({3.0, 4.0}); // needs no gradient
+  custom::scaled_mul::apply(x, y, 2.0).sum().backward();
+  CHECK(values_of(x.grad()) == std::vector<double>{6, 8});
+  CHECK(custom::scaled_mul::x_grads == 1);
+  CHECK(custom::scaled_mul::y_grads == 0);
+}
+
+TEST_CASE("a custom function that returns its input leaves the input a leaf",
+          "[core][autograd][function]") {
+  const tensor x = tensor_of({1.0, 2.0}, {.requires_grad = true});
+  const tensor y = custom::identity::apply(x);
+  CHECK(x.is_leaf());
+  CHECK_FALSE(x.grad_fn());
+  CHECK(y.grad_fn()->name() == "identityBackward");
+  y.sum().backward();
+  CHECK(values_of(x.grad()) == std::vector<double>{3, 3});
+}
+
+TEST_CASE("a custom backward that returns the wrong number of gradients is a clear error",
+          "[core][autograd][function]") {
+  const tensor x = tensor_of({1.0}, {.requires_grad = true});
+  const tensor y = custom::one_grad_too_many::apply(x);
+  CHECK(y.grad_fn()->name() == "LopsidedBackward");
+  REQUIRE_THROWS_WITH(y.sum().backward(),
+                      Contains("LopsidedBackward: backward returned 2 gradients, but forward "
+                               "took 1 arguments"));
+}
