@@ -6,7 +6,7 @@
 //                         TransformedDataset, SQLiteSource (the example source actor), and the
 //                         samplers: Sequential, Random, SubsetRandom, WeightedRandom,
 //                         Distributed, Batch
-//   actorch.transforms    Compose, Normalize, RandomCrop, CenterCrop, RandomHorizontalFlip,
+//   actorch.transforms    Compose, Normalize, RandomCrop, CenterCrop, Resize, RandomHorizontalFlip,
 //                         Lambda (a Python function: under the GIL)
 //   actorch.DataLoader    PyTorch's arguments; yields batches whose tensors are actorch.Tensor,
 //                         or torch tensors (zero-copy) when torch is importable
@@ -387,6 +387,15 @@ PYBIND11_MODULE(actorch, m) {
         return py_transform{tf::center_crop(crop_of(size, "CenterCrop"))};
       },
       py::arg("size"));
+  tf_m.def(
+      "Resize",
+      [](const py::object& size, std::optional<int64_t> max_size, bool antialias) {
+        const std::vector<int64_t> s = py::isinstance<py::int_>(size)
+                                           ? std::vector<int64_t>{size.cast<int64_t>()}
+                                           : size.cast<std::vector<int64_t>>();
+        return py_transform{tf::resize(s, {.max_size = max_size, .antialias = antialias})};
+      },
+      py::arg("size"), py::arg("max_size") = py::none(), py::arg("antialias") = true);
   tf_m.def(
       "RandomHorizontalFlip", [](double p) { return py_transform{tf::random_horizontal_flip(p)}; },
       py::arg("p") = 0.5);

@@ -4,6 +4,7 @@
 // one Philox block per draw. See Note [Batch randomness] in worker_info.hpp.
 #include "core/data/transforms.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -223,6 +224,132 @@ transform random_horizontal_flip(double p) {
     // One draw per call whatever p is, as torchvision's torch.rand(1) < p.
     return draw_unit() < p ? hflip(x) : x;
   };
+}
+
+// Resize. -------------------------------------------------------------------------------------
+
+namespace {
+
+/// The taps of one output index along a dim resized from `in` to `out`: the first input index
+/// and one weight per input index from there.
+struct taps {
+  int64_t first = 0;
+  std::vector<double> weights;
+};
+
+/// PyTorch's bilinear weights along one dim, align_corners=False: without antialias, the two
+/// neighbours of the source coordinate (i + 0.5) * in / out - 0.5 (clamped at 0), as
+/// upsample_bilinear2d; with it, the triangle filter stretched by the scale when shrinking and
+/// normalised over the taps inside the image, as _upsample_bilinear2d_aa (and PIL).
+std::vector<taps> bilinear_taps(int64_t in, int64_t out, bool antialias) {
+  const double scale = double(in) / double(out);
+  std::vector<taps> all(static_cast<size_t>(out));
+  for (int64_t i = 0; i < out; ++i) {
+    taps& t = all[size_t(i)];
+    if (!antialias) {
+      const double src = std::max(scale * (double(i) + 0.5) - 0.5, 0.0);
+      t.first = int64_t(src);
+      const double lambda = src - double(t.first);
+      // At the last index both taps are that index (torch's h1p = 0): its weight is 1.
+      t.weights =
+          t.first < in - 1 ? std::vector<double>{1.0 - lambda, lambda} : std::vector<double>{1.0};
+      continue;
+    }
+    const double support = scale >= 1.0 ? scale : 1.0;
+    const double invscale = scale >= 1.0 ? 1.0 / scale : 1.0;
+    const double center = scale * (double(i) + 0.5);
+    t.first = std::max<int64_t>(int64_t(center - support + 0.5), 0);
+    const int64_t count = std::min<int64_t>(int64_t(center + support + 0.5), in) - t.first;
+    double total = 0;
+    for (int64_t j = 0; j < count; ++j) {
+      const double x = std::abs((double(j + t.first) - center + 0.5) * invscale);
+      t.weights.push_back(x < 1.0 ? 1.0 - x : 0.0);
+      total += t.weights.back();
+    }
+    if (total != 0)
+      for (double& w : t.weights)
+        w /= total;
+  }
+  return all;
+}
+
+} // namespace
+
+std::pair<int64_t, int64_t> resized_size(int64_t h, int64_t w, const std::vector<int64_t>& size,
+                                         std::optional<int64_t> max_size) {
+  ACTORCH_CHECK(size.size() == 1 || size.size() == 2,
+                "resize: size must be {shorter edge} or {height, width} but has ", size.size(),
+                " values");
+  for (const int64_t s : size)
+    ACTORCH_CHECK(s > 0, "resize: size must be positive but got ", s);
+  if (size.size() == 2) {
+    ACTORCH_CHECK(!max_size,
+                  "resize: max_size applies only when size is the shorter edge alone, "
+                  "not to {height, width} = ",
+                  sizes_str(size[0], size[1]));
+    return {size[0], size[1]};
+  }
+  const int64_t shorter = std::min(h, w), longer = std::max(h, w);
+  int64_t new_short = size[0];
+  auto new_long = int64_t(double(new_short) * double(longer) / double(shorter));
+  if (max_size) {
+    ACTORCH_CHECK(*max_size > size[0], "resize: max_size = ", *max_size,
+                  " must be strictly greater than the requested size ", size[0]);
+    if (new_long > *max_size) {
+      new_short = int64_t(double(*max_size) * double(new_short) / double(new_long));
+      new_long = *max_size;
+    }
+  }
+  return w <= h ? std::pair{new_long, new_short} : std::pair{new_short, new_long};
+}
+
+tensor resize(const tensor& image, const std::vector<int64_t>& size, const resize_options& opts) {
+  check_image("resize", image, 2);
+  const int64_t H = image.size(-2), W = image.size(-1);
+  ACTORCH_CHECK(H > 0 && W > 0, "resize: cannot resize an empty image of shape ",
+                shape_str(image.sizes()));
+  ACTORCH_CHECK(image.dtype() != dtype::bool_, "resize: a bool image cannot be interpolated");
+  const auto [h, w] = resized_size(H, W, size, opts.max_size);
+  const auto rows = bilinear_taps(H, h, opts.antialias);
+  const auto cols = bilinear_taps(W, w, opts.antialias);
+  // In float64, planes of H x W: columns first into a (planes, H, w) buffer, then rows.
+  const tensor src = image.to(dtype::float64).contiguous();
+  const int64_t planes = image.numel() / (H * W);
+  std::vector<double> mid(size_t(planes * H * w));
+  tensor out64 = empty({planes, h, w}, {.dtype = dtype::float64});
+  const bool integral = is_integral(image.dtype()); // rounded half to even, as torch.round
+  const double* in = src.data_ptr<double>();
+  double* o = out64.data_ptr<double>();
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t y = 0; y < H; ++y) {
+      const double* row = in + (p * H + y) * W;
+      for (int64_t x = 0; x < w; ++x) {
+        const taps& t = cols[size_t(x)];
+        double acc = 0;
+        for (size_t k = 0; k < t.weights.size(); ++k)
+          acc += t.weights[k] * row[t.first + int64_t(k)];
+        mid[size_t((p * H + y) * w + x)] = acc;
+      }
+    }
+    for (int64_t y = 0; y < h; ++y) {
+      const taps& t = rows[size_t(y)];
+      for (int64_t x = 0; x < w; ++x) {
+        double acc = 0;
+        for (size_t k = 0; k < t.weights.size(); ++k)
+          acc += t.weights[k] * mid[size_t((p * H + t.first + int64_t(k)) * w + x)];
+        o[(p * h + y) * w + x] = integral ? std::nearbyint(acc) : acc;
+      }
+    }
+  }
+  shape_t shape = image.sizes();
+  shape[shape.size() - 2] = h;
+  shape[shape.size() - 1] = w;
+  return out64.view(shape).to(image.dtype());
+}
+
+transform resize(std::vector<int64_t> size, resize_options opts) {
+  (void)resized_size(1, 1, size, opts.max_size); // a bad size fails here, not in a worker
+  return [size = std::move(size), opts](const tensor& x) { return resize(x, size, opts); };
 }
 
 transform lambda_(std::function<tensor(const tensor&)> fn) {

@@ -1,11 +1,13 @@
 // Per-sample transforms, as torchvision.transforms: compose, to_tensor, normalize, random_crop,
-// center_crop, random_horizontal_flip and lambda_, and transformed_dataset, which applies them
-// in get(): inside the loader's dataset workers, in parallel, before collate. Random transforms
-// draw from batch_generator() (see Note [Batch randomness] in worker_info.hpp), so a loader
-// yields the same augmented batches whatever num_workers is.
+// center_crop, random_horizontal_flip, resize and lambda_, and transformed_dataset, which applies
+// them in get(): inside the loader's dataset workers, in parallel, before collate. Random
+// transforms draw from batch_generator() (see Note [Batch randomness] in worker_info.hpp), so a
+// loader yields the same augmented batches whatever num_workers is.
 #pragma once
 
 #include <functional>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/data/dataset.hpp"
@@ -64,6 +66,24 @@ transform random_horizontal_flip(double p = 0.5);
 /// hflip: reverses the last dim (a contiguous copy).
 tensor hflip(const tensor& image);
 
+struct resize_options {
+  /// The longer edge's bound when `size` gives the shorter edge only (torchvision's max_size):
+  /// an image whose longer edge would pass it is resized so that the longer edge is max_size.
+  std::optional<int64_t> max_size = std::nullopt;
+  /// Filter the image when shrinking it (torchvision's antialias, True by default since its
+  /// 0.17, and what PIL does); false is F.interpolate's plain bilinear sampling.
+  bool antialias = true;
+};
+/// Resize, bilinear: `size` {h, w} resizes to exactly that; {s} matches the shorter edge to s
+/// and scales the longer one to int(s * long / short) (truncated, as torchvision computes it).
+/// Acts on the last two dims of a floating or integer (..., H, W) image; an integer image is
+/// interpolated in float and rounded half to even, as torchvision rounds before casting back.
+transform resize(std::vector<int64_t> size, resize_options opts = {});
+tensor resize(const tensor& image, const std::vector<int64_t>& size,
+              const resize_options& opts = {});
+/// The (height, width) resize() gives an h x w image (torchvision's output size rule).
+std::pair<int64_t, int64_t> resized_size(int64_t h, int64_t w, const std::vector<int64_t>& size,
+                                         std::optional<int64_t> max_size = std::nullopt);
 /// Lambda: user code as a transform (named with a trailing underscore: `lambda` is a keyword).
 transform lambda_(std::function<tensor(const tensor&)> fn);
 

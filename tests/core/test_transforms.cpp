@@ -218,3 +218,60 @@ TEST_CASE("transformed_dataset applies transform and target_transform in get()",
   CHECK_THROWS_WITH(transformed_dataset(nullptr, hflip), Contains("the dataset is null"));
   CHECK_THROWS_WITH(transformed_dataset(base, {}), Contains("give a transform"));
 }
+
+TEST_CASE("resize interpolates bilinearly as torch does, values computed by hand",
+          "[core][data][transforms]") {
+  // Upsampling 2 -> 4 along each dim (source coordinates 0, 0.25, 0.75, 1 after the clamp):
+  // rows [0, 10] and [20, 30] give [0, 2.5, 7.5, 10] and [20, 22.5, 27.5, 30], then mixed
+  // 1 : 0, 0.75 : 0.25, 0.25 : 0.75 and 0 : 1 down the columns. With or without antialias,
+  // which changes nothing when growing.
+  const tensor img = tensor_of({{0.0, 10.0}, {20.0, 30.0}}).view({1, 2, 2});
+  const values up = {0, 2.5, 7.5, 10, 5, 7.5, 12.5, 15, 15, 17.5, 22.5, 25, 20, 22.5, 27.5, 30};
+  for (const bool aa : {false, true}) {
+    const tensor out = resize(img, {4, 4}, {.antialias = aa});
+    CHECK(out.sizes() == shape_t{1, 4, 4});
+    CHECK(out.dtype() == dtype::float32);
+    CHECK(close(values_of(out), up, 1e-5));
+  }
+  // Shrinking 4 -> 2: plain bilinear samples at 0.5 and 2.5; antialias averages with the
+  // triangle filter stretched to 2 pixels: (0.75 a + 0.75 b + 0.25 c) / 1.75 at each end.
+  const tensor line = tensor_of({0.0, 10.0, 20.0, 30.0}).view({1, 1, 4});
+  CHECK(close(values_of(resize(line, {1, 2}, {.antialias = false})), {5, 25}, 1e-5));
+  CHECK(close(values_of(resize(line, {1, 2})), {12.5 / 1.75, 40 / 1.75}, 1e-5));
+  // Same size: the image itself.
+  CHECK(close(values_of(resize(img, {2, 2})), {0, 10, 20, 30}));
+}
+
+TEST_CASE("resize's output size follows torchvision: the shorter edge, truncation, max_size",
+          "[core][data][transforms]") {
+  CHECK(resized_size(10, 15, {4}) == std::pair<int64_t, int64_t>{4, 6});
+  CHECK(resized_size(15, 10, {7}) == std::pair<int64_t, int64_t>{10, 7}); // int(10.5)
+  CHECK(resized_size(8, 8, {3}) == std::pair<int64_t, int64_t>{3, 3});
+  CHECK(resized_size(10, 15, {4, 5}) == std::pair<int64_t, int64_t>{4, 5});
+  // The longer edge would be 30 > 20: it becomes 20, the shorter int(20 * 10 / 30) = 6.
+  CHECK(resized_size(10, 30, {10}, 20) == std::pair<int64_t, int64_t>{6, 20});
+  const tensor img = zeros({3, 10, 15});
+  CHECK(resize({4})(img).sizes() == shape_t{3, 4, 6});
+  CHECK(resize(zeros({2, 3, 5, 5}), {2, 3}).sizes() == shape_t{2, 3, 2, 3}); // a batch too
+  REQUIRE_THROWS_WITH(resize({0}), Contains("resize: size must be positive but got 0"));
+  REQUIRE_THROWS_WITH(resize({1, 2, 3}),
+                      Contains("size must be {shorter edge} or {height, width}"));
+  REQUIRE_THROWS_WITH(
+      resize({10}, {.max_size = 10}),
+      Contains("max_size = 10 must be strictly greater than the requested size 10"));
+  REQUIRE_THROWS_WITH(resize({4, 4}, {.max_size = 10}), Contains("max_size applies only"));
+  REQUIRE_THROWS_WITH(resize(zeros({0, 4}), {2}), Contains("cannot resize an empty image"));
+}
+
+TEST_CASE("resize rounds integer images half to even, as torchvision before its cast",
+          "[core][data][transforms]") {
+  // [0, 2] grown to 4: 0, 0.5, 1.5, 2, rounded to 0, 0, 2, 2.
+  const tensor img = as_tensor(std::vector<uint8_t>{0, 2}, {1, 1, 2});
+  const tensor out = resize(img, {1, 4});
+  CHECK(out.dtype() == dtype::uint8);
+  CHECK(values_of(out) == values{0, 0, 2, 2});
+  // Within the range of the type at its ends.
+  const tensor hi = as_tensor(std::vector<uint8_t>{255, 0, 255, 0}, {1, 2, 2});
+  for (double v : values_of(resize(hi, {3, 3})))
+    CHECK((v >= 0 && v <= 255));
+}

@@ -210,3 +210,20 @@ def test_the_sqlite_source_actor_feeds_a_python_loader(tmp_path):
     assert sorted(seen) == list(range(10))
     with pytest.raises(actorch.Error, match="No such file or directory"):
         actorch.data.SQLiteSource(str(tmp_path / "missing.db"))
+
+
+@needs_torch
+def test_resize_matches_torch_interpolate():
+    import torch.nn.functional as F
+    rng = np.random.default_rng(5)
+    for shape, size in (((3, 13, 17), (5, 9)), ((1, 6, 4), (11, 7)), ((2, 9, 9), (9, 4))):
+        img = rng.normal(size=shape).astype(np.float32)
+        for aa in (True, False):
+            got = np.from_dlpack(actorch.transforms.Resize(list(size), antialias=aa)(img))
+            want = F.interpolate(torch.from_numpy(img)[None], size=size, mode="bilinear",
+                                 align_corners=False, antialias=aa)[0].numpy()
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # An int size is the shorter edge (torchvision's rule): 13 x 17 -> 5 x int(5 * 17 / 13).
+    out = actorch.transforms.Resize(5)(rng.normal(size=(3, 13, 17)).astype(np.float32))
+    assert out.shape == (3, 5, 6)
