@@ -18,6 +18,7 @@
 #include "core/nn/layers.hpp"
 #include "core/optim/sgd.hpp"
 #include "core/serialize/atomic_write.hpp"
+#include "core/serialize/safetensors.hpp"
 
 using namespace actorch;
 
@@ -270,12 +271,24 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
     return -1;
   }
   plot(dir);
+  // For PyTorch: the model alone, keyed as torch.nn.Sequential's state_dict() names it, so
+  // `model.load_state_dict(load_file("model.safetensors"))` takes it as it is; and the test
+  // split's indices into the digits file, to evaluate it on the same samples.
+  nn::named_tensors model_state;
+  for (auto& [name, t] : load_safetensors(spec.checkpoint).tensors)
+    if (name.rfind("model.", 0) == 0)
+      model_state.emplace_back(name.substr(6), std::move(t));
+  save_safetensors((dir / "model.safetensors").string(), model_state);
+  const split s = split_of(data::digits_dataset(o.data).size());
+  save_npy((dir / "test_indices.npy").string(), as_tensor(s.test, {int64_t(s.test.size())}, {}));
   const auto& last = done.back().eval;
   const double acc = last.count("test_accuracy") ? last.at("test_accuracy") : -1;
   std::printf("test accuracy %.4f after %lld epochs in %.1f s\n", acc,
               static_cast<long long>(o.epochs), display.seconds());
-  std::printf("wrote %s, %s, %s%s%s\n", spec.checkpoint.c_str(), (dir / "metrics.csv").c_str(),
-              (dir / "curves.png").c_str(), o.trace.empty() ? "" : ", ", o.trace.c_str());
+  std::printf("wrote %s, %s, %s, %s, %s%s%s\n", spec.checkpoint.c_str(),
+              (dir / "model.safetensors").c_str(), (dir / "test_indices.npy").c_str(),
+              (dir / "metrics.csv").c_str(), (dir / "curves.png").c_str(),
+              o.trace.empty() ? "" : ", ", o.trace.c_str());
   return acc;
 }
 

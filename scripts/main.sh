@@ -2,7 +2,8 @@
 # Installs what is missing, builds actorch (Release) and runs the main job: the digits MLP
 # trained data-parallel by 2 processes (started by `actorch launch`), each with a trainer actor
 # fed by the actor data pipeline, gradients exchanged in buckets by the comm actors over Gloo.
-# Writes digits-run/{digits_ddp.safetensors, metrics.csv, curves.png, trace.json}.
+# Writes digits-run/{digits_ddp.safetensors, model.safetensors, test_indices.npy, metrics.csv,
+# curves.png, trace.json}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

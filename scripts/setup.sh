@@ -4,8 +4,9 @@
 #
 # Usage: setup.sh [PROFILE...]   (default: main)
 #   main   build the library, the tools and the examples, and run the main job (its plot too)
-#   test   main, plus what only the test suite uses (numpy for the independent readers and
-#          writers, iproute2 for the network-namespace tests, clang-format for the layout check)
+#   test   main, plus what only the test suite uses (numpy and PyTorch for the independent
+#          readers and writers and the checks against torch, iproute2 for the network-namespace
+#          tests, clang-format for the layout check, pybind11 and pytest for the Python module)
 #   bench  main, plus what only the benchmarks use (PyTorch for the peer scripts, valgrind
 #          for bench/loader_work.py, nlohmann-json for bench/json/json_compare.cpp)
 #   ci     test, plus what only .ci/run uses (debootstrap for its fresh Debian 12 root)
@@ -17,7 +18,8 @@ main=(
   libcli11-dev zlib1g-dev libsqlite3-dev libdlpack-dev
   gnuplot-nox
 )
-test=(python3 python3-numpy iproute2 clang-format python3-dev pybind11-dev python3-pytest)
+test=(python3 python3-numpy python3-torch iproute2 clang-format python3-dev pybind11-dev
+  python3-pytest)
 bench=(python3 python3-numpy python3-torch valgrind nlohmann-json3-dev)
 ci=(debootstrap ca-certificates)
 

@@ -116,6 +116,18 @@ distributed_data_parallel::distributed_data_parallel(std::shared_ptr<nn::module>
                       .find_unused_parameters = opts_.find_unused_parameters});
 }
 
+nn::named_tensors distributed_data_parallel::state_dict() const {
+  nn::named_tensors out = module_->state_dict();
+  for (auto& [name, t] : out)
+    name.insert(0, "module.");
+  return out;
+}
+
+void distributed_data_parallel::load_state_dict(nn::named_tensors state, bool strict) {
+  nn::consume_ddp_prefix(state, *module_);
+  module_->load_state_dict(state, strict);
+}
+
 void distributed_data_parallel::sync_buffers() {
   const std::vector<tensor> buffers = module_->buffers();
   if (!buffers.empty())

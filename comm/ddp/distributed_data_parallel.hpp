@@ -41,6 +41,14 @@ public:
   tensor forward(const tensor& input);
   tensor operator()(const tensor& input) { return forward(input); }
 
+  /// The wrapped module's state dict with torch's "module." prefix ("module.0.weight"), as
+  /// torch's DistributedDataParallel is a module whose child "module" is the model.
+  nn::named_tensors state_dict() const;
+  /// Loads a state dict with the "module." prefix (DDP's own) or without it (the bare
+  /// model's): nn::consume_ddp_prefix, then module().load_state_dict(strict). (torch's DDP
+  /// takes prefixed keys only; its users strip or add the prefix by hand.)
+  void load_state_dict(nn::named_tensors state, bool strict = true);
+
   nn::module& module() const { return *module_; }
   const std::shared_ptr<nn::module>& module_ptr() const { return module_; }
   replica_group& group() const { return *group_; }

@@ -149,6 +149,22 @@ void module::load_state_dict(const named_tensors& state, bool strict) {
   }
 }
 
+void consume_prefix_in_state_dict_if_present(named_tensors& state, const std::string& prefix) {
+  for (auto& [name, t] : state)
+    if (name.rfind(prefix, 0) == 0)
+      name.erase(0, prefix.size());
+}
+
+void consume_ddp_prefix(named_tensors& state, const module& model) {
+  const auto prefixed = [](const named_tensors& s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](const auto& kv) {
+      return kv.first.rfind("module.", 0) == 0;
+    });
+  };
+  if (prefixed(state) && !prefixed(model.state_dict()))
+    consume_prefix_in_state_dict_if_present(state, "module.");
+}
+
 void module::zero_grad(bool set_to_none) {
   for (tensor& p : parameters()) {
     if (set_to_none) {

@@ -75,4 +75,14 @@ private:
   bool training_ = true;
 };
 
+/// torch.nn.modules.utils.consume_prefix_in_state_dict_if_present: strips `prefix` from every
+/// key that starts with it, in place (a DistributedDataParallel state dict's "module." keys
+/// become the wrapped model's own).
+void consume_prefix_in_state_dict_if_present(named_tensors& state, const std::string& prefix);
+
+/// For a state dict that may come through DistributedDataParallel: consumes "module." when
+/// every key has it and `model`'s own keys do not (so a model with a child named "module"
+/// still loads its own keys as they are). What DDP's load_state_dict and load_checkpoint do.
+void consume_ddp_prefix(named_tensors& state, const module& model);
+
 } // namespace actorch::nn

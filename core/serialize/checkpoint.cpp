@@ -45,6 +45,9 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::
     else
       meta[k] = v;
   }
+  // A model state saved from a DistributedDataParallel ("model.module.0.weight") loads into the
+  // bare model too: the prefix is consumed, as PyTorch users strip it.
+  nn::consume_ddp_prefix(model_state, model);
   // Each load checks everything before it writes; if the optimizer's fails after the model's
   // succeeded, the model gets its old state back, so a bad file changes nothing.
   nn::named_tensors backup;

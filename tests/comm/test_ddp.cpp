@@ -456,3 +456,28 @@ TEST_CASE("SyncBatchNorm without a group uses the default group's world, built o
   REQUIRE_THROWS_WITH(convert_sync_batchnorm(bn), Contains("convert_sync_batchnorm: no "
                                                            "process_group was given"));
 }
+
+TEST_CASE("DDP's state_dict carries torch's module. prefix and loading takes keys with or "
+          "without it") {
+  const auto got = on_ranks<int>(1, [](int, process_group_gloo& pg) {
+    auto m = mlp(1);
+    distributed_data_parallel ddp(m, replicas_of(pg));
+    const nn::named_tensors sd = ddp.state_dict();
+    REQUIRE(sd.size() == 4);
+    CHECK(sd[0].first == "module.0.weight");
+    CHECK(sd[3].first == "module.2.bias");
+    // Another model's values, as DDP's and as the bare model's state dict.
+    auto other = mlp(2);
+    distributed_data_parallel other_ddp(other, replicas_of(pg));
+    ddp.load_state_dict(other_ddp.state_dict());
+    CHECK(values_of(m->state_dict()[0].second) == values_of(other->state_dict()[0].second));
+    ddp.load_state_dict(mlp(3)->state_dict());
+    CHECK(values_of(m->state_dict()[0].second) == values_of(mlp(3)->state_dict()[0].second));
+    // strict: an unknown key is still an error, named with what is left after the prefix.
+    nn::named_tensors extra = other_ddp.state_dict();
+    extra.emplace_back("module.extra", zeros({1}));
+    REQUIRE_THROWS_WITH(ddp.load_state_dict(extra), Contains("unexpected key \"extra\""));
+    return 1;
+  });
+  CHECK(got.size() == 1);
+}

@@ -229,6 +229,27 @@ TEST_CASE("batch_norm's gradients over images and volumes", "[core][nn]") {
             {randn({2, 2, 3, 1}, {}, &g), rand({2}, {}, &g), randn({2}, {}, &g)});
 }
 
+TEST_CASE("consume_ddp_prefix strips DDP's module. prefix unless the model's keys have it",
+          "[core][nn]") {
+  nn::sequential model{std::make_shared<nn::linear>(2, 3)};
+  nn::named_tensors sd = model.state_dict();
+  for (auto& [k, t] : sd)
+    k = "module." + k;
+  nn::consume_ddp_prefix(sd, model);
+  CHECK(sd[0].first == "0.weight");
+  CHECK(sd[1].first == "0.bias");
+  // Keys without it are left as they are; torch's consume_prefix_in_state_dict_if_present
+  // strips every key that has the prefix.
+  nn::consume_ddp_prefix(sd, model);
+  CHECK(sd[0].first == "0.weight");
+  nn::named_tensors mixed = {{"module.a", zeros({1})}, {"b", zeros({1})}};
+  nn::consume_ddp_prefix(mixed, model); // not every key prefixed: untouched
+  CHECK(mixed[0].first == "module.a");
+  nn::consume_prefix_in_state_dict_if_present(mixed, "module.");
+  CHECK(mixed[0].first == "a");
+  CHECK(mixed[1].first == "b");
+}
+
 TEST_CASE("functional linear has correct gradients in every form", "[core][nn]") {
   const tensor x = tensor_of({{0.5, -1.0, 2.0}, {1.5, 0.2, -0.3}});
   const tensor w = tensor_of({{0.1, 0.2, 0.3}, {-0.4, 0.5, -0.6}});

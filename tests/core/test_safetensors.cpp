@@ -20,7 +20,10 @@
 #include <iterator>
 #include <limits>
 
+#include "core/nn/layers.hpp"
 #include "core/ops/factory.hpp"
+#include "core/optim/sgd.hpp"
+#include "core/serialize/checkpoint.hpp"
 #include "core/serialize/file_io.hpp"
 #include "core/serialize/safetensors.hpp"
 #include "tests/core/values.hpp"
@@ -954,4 +957,25 @@ TEST_CASE("load_into writes parameters that require grad", "[core][safetensors]"
   actorch::load_into_from_bytes(bytes, "mem", {{"w", w}});
   CHECK(w.sum().item<double>() == 2);
   CHECK(w.requires_grad());
+}
+
+TEST_CASE("load_checkpoint takes a model state saved through DDP (module. keys) into the bare "
+          "model",
+          "[core][safetensors][checkpoint]") {
+  generator g(4);
+  nn::sequential saved{std::make_shared<nn::linear>(3, 2, true, &g)};
+  optim::sgd opt(saved.parameters(), {.lr = 0.1});
+  const std::string path = tmp_path("ddp_checkpoint.st");
+  save_checkpoint(path, saved, opt, {{"epoch", "3"}});
+  // The same file with every model key as DDP's state_dict names it.
+  named_tensors renamed;
+  for (auto& [k, t] : load_safetensors(path).tensors)
+    renamed.emplace_back(k.rfind("model.", 0) == 0 ? "model.module." + k.substr(6) : k, t);
+  save_safetensors(path, renamed, load_safetensors(path).metadata);
+
+  nn::sequential fresh{std::make_shared<nn::linear>(3, 2)};
+  optim::sgd fresh_opt(fresh.parameters(), {.lr = 0.1});
+  CHECK(load_checkpoint(path, fresh, fresh_opt).at("epoch") == "3");
+  CHECK(test::values_of(fresh.state_dict()[0].second) ==
+        test::values_of(saved.state_dict()[0].second));
 }

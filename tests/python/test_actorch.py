@@ -15,7 +15,7 @@ except ImportError:  # the tests that need it skip, saying so
     torch = None
 
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed "
-                                 "(scripts/setup.sh bench installs Debian's python3-torch)")
+                                 "(scripts/setup.sh test installs Debian's python3-torch)")
 DIGITS = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "data", "digits.csv.gz")
 
 

@@ -1,7 +1,9 @@
 """The main job end to end: `actorch launch --nproc-per-node 2 digits_ddp` reaches >= 95% test
 accuracy, prints a progress line per epoch, and writes a loadable checkpoint, a metrics file
 whose rows match the printed epochs, a PNG plot, and a Chrome trace with both ranks' trainer,
-bucket and all_reduce spans and the loader's stages.
+bucket and all_reduce spans and the loader's stages. Then PyTorch (where installed) loads the
+job's model.safetensors, read here without actorch, into the equivalent torch.nn.Sequential as
+it is (strict) and gets the job's test accuracy on the job's test split.
 Usage: python3 digits_ddp.py ACTORCH_BINARY DIGITS_DDP_BINARY SCRATCH_DIR
 """
 import csv
@@ -14,6 +16,35 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 from parity_step import read_safetensors  # noqa: E402
+
+
+def torch_check(out_dir, acc):
+    try:
+        import torch
+    except ImportError:
+        print("digits_ddp: PyTorch check skipped: PyTorch is not installed "
+              "(scripts/setup.sh test installs python3-torch)")
+        return []
+    import gzip
+    import numpy as np
+    state = {k: torch.from_numpy(v.copy())
+             for k, v in read_safetensors(os.path.join(out_dir, "model.safetensors")).items()}
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    model.load_state_dict(state, strict=True)  # the keys and shapes as they are
+    data = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "data", "digits.csv.gz")
+    with gzip.open(data, "rt") as f:
+        rows = np.loadtxt(f, delimiter=",", dtype=np.float32)
+    test = np.load(os.path.join(out_dir, "test_indices.npy"))
+    # The job's per-sample transform: pixels to [0, 1], then Normalize((0.3053,), (0.3760,)).
+    x = torch.from_numpy((rows[test, :64] / 16.0 - 0.3053) / 0.3760)
+    y = torch.from_numpy(rows[test, 64].astype(np.int64))
+    with torch.no_grad():
+        torch_acc = (model(x).argmax(1) == y).double().mean().item()
+    print(f"digits_ddp: PyTorch's test accuracy on the job's model {torch_acc:.4f}, the job's {acc:.4f}")
+    # Float rounding may flip a near tie: allow one sample of the split.
+    if abs(torch_acc - acc) > 1.0 / len(test) + 1e-4:
+        return [f"PyTorch's accuracy {torch_acc} on model.safetensors differs from the job's {acc}"]
+    return []
 
 
 def main():
@@ -44,6 +75,8 @@ def main():
     ckpt = read_safetensors(os.path.join(out_dir, "digits_ddp.safetensors"))
     if "model.0.weight" not in ckpt or ckpt["model.0.weight"].shape != (128, 64):
         failures.append(f"checkpoint keys {sorted(ckpt)}")
+
+    failures += torch_check(out_dir, acc)
 
     with open(trace) as f:
         events = json.load(f)["traceEvents"]
