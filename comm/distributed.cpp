@@ -17,6 +17,7 @@
 #include "comm/store/file_store.hpp"
 #include "comm/store/prefix_store.hpp"
 #include "comm/store/tcp_store.hpp"
+#include "core/data/distributed_sampler.hpp"
 
 namespace actorch::dist {
 
@@ -242,6 +243,13 @@ void init_process_group(const init_options& opts) {
   s.timeout = opts.timeout;
   s.hostname = hostname;
   s.groups_made = 0;
+  // DistributedSampler's num_replicas and rank default to the default group's (core cannot
+  // call comm, so comm tells it how to ask).
+  data::set_default_group_query([]() -> std::optional<std::pair<int64_t, int64_t>> {
+    if (!is_initialized())
+      return std::nullopt;
+    return std::pair<int64_t, int64_t>{get_world_size(), get_rank()};
+  });
 }
 
 bool is_initialized() {

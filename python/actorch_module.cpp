@@ -332,13 +332,13 @@ PYBIND11_MODULE(actorch, m) {
            py::arg("seed") = py::none());
   py::class_<data::distributed_sampler, data::sampler, std::shared_ptr<data::distributed_sampler>>(
       data_m, "DistributedSampler")
-      .def(py::init([](const data::dataset& d, int64_t num_replicas, int64_t rank, bool shuffle,
-                       uint64_t seed, bool drop_last) {
+      .def(py::init([](const data::dataset& d, std::optional<int64_t> num_replicas,
+                       std::optional<int64_t> rank, bool shuffle, uint64_t seed, bool drop_last) {
              return std::make_shared<data::distributed_sampler>(d.size(), num_replicas, rank,
                                                                 shuffle, seed, drop_last);
            }),
-           py::arg("dataset"), py::arg("num_replicas"), py::arg("rank"), py::arg("shuffle") = true,
-           py::arg("seed") = 0, py::arg("drop_last") = false);
+           py::arg("dataset"), py::arg("num_replicas") = py::none(), py::arg("rank") = py::none(),
+           py::arg("shuffle") = true, py::arg("seed") = 0, py::arg("drop_last") = false);
   py::class_<data::batch_sampler, data::batch_sampler_ptr>(data_m, "BatchSampler")
       .def(py::init<data::sampler_ptr, int64_t, bool>(), py::arg("sampler"), py::arg("batch_size"),
            py::arg("drop_last"))

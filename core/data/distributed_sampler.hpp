@@ -5,15 +5,29 @@
 // loader does).
 #pragma once
 
+#include <functional>
+#include <optional>
+#include <utility>
+
 #include "core/data/sampler.hpp"
 
 namespace actorch::data {
 
+/// The default process group's (world size, rank), or nullopt when none is initialised. core
+/// sits below comm, so comm's init_process_group installs this query; until then it answers
+/// nullopt.
+using default_group_query = std::function<std::optional<std::pair<int64_t, int64_t>>()>;
+void set_default_group_query(default_group_query query);
+
 class distributed_sampler : public sampler {
 public:
+  /// num_replicas and rank default to the default process group's world size and rank, as
+  /// torch's None does (an error when the group is not initialised).
   /// @pre num_replicas > 0, 0 <= rank < num_replicas.
-  distributed_sampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle = true,
-                      uint64_t seed = 0, bool drop_last = false);
+  explicit distributed_sampler(int64_t dataset_size,
+                               std::optional<int64_t> num_replicas = std::nullopt,
+                               std::optional<int64_t> rank = std::nullopt, bool shuffle = true,
+                               uint64_t seed = 0, bool drop_last = false);
   /// Samples per rank (num_samples in PyTorch).
   int64_t size() const override { return num_samples_; }
   std::vector<int64_t> indices() override;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <numeric>
 
 #include "base/error.hpp"
@@ -177,22 +178,52 @@ generator* batch_sampler::rng() {
 
 // DistributedSampler. --------------------------------------------------------------------------
 
-distributed_sampler::distributed_sampler(int64_t dataset_size, int64_t num_replicas, int64_t rank,
-                                         bool shuffle, uint64_t seed, bool drop_last)
-    : n_(dataset_size), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), seed_(seed),
+namespace {
+
+std::mutex g_query_mu;
+default_group_query g_query;
+
+/// `given`, or the default group's world size (which) or rank, or an error naming `what`.
+int64_t from_default_group(std::optional<int64_t> given, bool world_size, const char* what) {
+  if (given)
+    return *given;
+  default_group_query query;
+  {
+    std::lock_guard lock(g_query_mu);
+    query = g_query;
+  }
+  const auto info = query ? query() : std::nullopt;
+  ACTORCH_CHECK(info.has_value(), "DistributedSampler: ", what,
+                " was not given and the default process group is not initialized: call "
+                "dist::init_process_group first, or pass num_replicas and rank");
+  return world_size ? info->first : info->second;
+}
+
+} // namespace
+
+void set_default_group_query(default_group_query query) {
+  std::lock_guard lock(g_query_mu);
+  g_query = std::move(query);
+}
+
+distributed_sampler::distributed_sampler(int64_t dataset_size, std::optional<int64_t> num_replicas,
+                                         std::optional<int64_t> rank, bool shuffle, uint64_t seed,
+                                         bool drop_last)
+    : n_(dataset_size), num_replicas_(from_default_group(num_replicas, true, "num_replicas")),
+      rank_(from_default_group(rank, false, "rank")), shuffle_(shuffle), seed_(seed),
       drop_last_(drop_last) {
   ACTORCH_CHECK(dataset_size >= 0, "DistributedSampler: negative dataset size ", dataset_size);
-  ACTORCH_CHECK(num_replicas > 0, "DistributedSampler: num_replicas should be positive, got ",
-                num_replicas);
-  ACTORCH_CHECK(rank >= 0 && rank < num_replicas, "DistributedSampler: Invalid rank ", rank,
-                ", rank should be in the interval [0, ", num_replicas - 1, "]");
-  if (drop_last && n_ % num_replicas != 0)
-    num_samples_ = (n_ - num_replicas + num_replicas - 1) / num_replicas; // ceil((n - r) / r)
+  ACTORCH_CHECK(num_replicas_ > 0, "DistributedSampler: num_replicas should be positive, got ",
+                num_replicas_);
+  ACTORCH_CHECK(rank_ >= 0 && rank_ < num_replicas_, "DistributedSampler: Invalid rank ", rank_,
+                ", rank should be in the interval [0, ", num_replicas_ - 1, "]");
+  if (drop_last && n_ % num_replicas_ != 0)
+    num_samples_ = (n_ - num_replicas_ + num_replicas_ - 1) / num_replicas_; // ceil((n - r) / r)
   else
-    num_samples_ = (n_ + num_replicas - 1) / num_replicas;
+    num_samples_ = (n_ + num_replicas_ - 1) / num_replicas_;
   if (num_samples_ < 0)
     num_samples_ = 0;
-  total_size_ = num_samples_ * num_replicas;
+  total_size_ = num_samples_ * num_replicas_;
 }
 
 std::vector<int64_t> distributed_sampler::indices() {

@@ -13,6 +13,7 @@
 
 #include "comm/distributed.hpp"
 #include "comm/launch/launcher.hpp"
+#include "core/data/distributed_sampler.hpp"
 #include "core/ops/factory.hpp"
 #include "tests/comm/ports.hpp"
 #include "tests/comm/ranks.hpp"
@@ -65,9 +66,18 @@ void exercise(int rank, int world) {
   } else {
     send(full({1}, rank * 10.0), 0);
   }
+  // DistributedSampler's num_replicas and rank come from the default group when not given.
+  data::distributed_sampler shard(10, std::nullopt, std::nullopt, false);
+  ACTORCH_CHECK(shard.size() == (10 + world - 1) / world && shard.indices().at(0) == rank,
+                "DistributedSampler from the default group: size ", shard.size(), ", first index ",
+                shard.indices().at(0));
   barrier();
   destroy_process_group();
   ACTORCH_CHECK(!is_initialized(), "still initialized");
+  const std::string no_group = error_of([] { data::distributed_sampler(10); });
+  ACTORCH_CHECK(no_group.find("num_replicas was not given and the default process group is not "
+                              "initialized") != std::string::npos,
+                no_group);
 }
 
 struct env_guard { // restores the variables a test sets

@@ -165,3 +165,22 @@ TEST_CASE("DistributedSampler pads so every rank gets the same count, or drops t
   }
   CHECK_THROWS_WITH(distributed_sampler(10, 2, 2), Contains("Invalid rank 2"));
 }
+
+TEST_CASE("DistributedSampler takes num_replicas and rank from the default group when not given",
+          "[core][data][sampler]") {
+  set_default_group_query({});
+  CHECK_THROWS_WITH(distributed_sampler(10),
+                    Contains("DistributedSampler: num_replicas was not given and the default "
+                             "process group is not initialized"));
+  // What comm's init_process_group installs, answered here by hand: world 3, rank 2.
+  set_default_group_query([] {
+    return std::optional<std::pair<int64_t, int64_t>>(std::pair<int64_t, int64_t>{3, 2});
+  });
+  distributed_sampler s(10, std::nullopt, std::nullopt, false);
+  CHECK(s.size() == 4);
+  CHECK(s.indices() == std::vector<int64_t>{2, 5, 8, 1}); // padded by wrapping around
+  CHECK(distributed_sampler(10, std::nullopt, 0, false).indices() ==
+        std::vector<int64_t>{0, 3, 6, 9});                                   // a given rank wins
+  CHECK_THROWS_WITH(distributed_sampler(10, 2), Contains("Invalid rank 2")); // rank 2 of 2
+  set_default_group_query({});
+}
