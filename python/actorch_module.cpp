@@ -115,6 +115,10 @@ py::object to_python(const data::sample& s, bool as_torch) {
       out[py::str(key)] = to_python(value, as_torch);
     return out;
   }
+  case kind::custom:
+    ACTORCH_FAIL("a ", s.as_custom()->type_name(),
+                 " (a C++ batch type of its own) has no Python form; make the batch of "
+                 "tensors, numbers, strings, tuples and dicts for Python");
   }
   return py::none();
 }

@@ -254,6 +254,11 @@ void encode_sample(const data::sample& s, writer& w, shared_writer& shm) {
       encode_sample(item, w, shm);
     }
     return;
+  case kind::custom:
+    ACTORCH_FAIL("a batch holding a ", s.as_custom()->type_name(),
+                 " (a type of your own) cannot leave a worker process: use worker threads "
+                 "(multiprocessing_context unset), or make the batch of tensors, numbers, "
+                 "strings, tuples and dicts");
   }
 }
 
@@ -373,6 +378,7 @@ data::sample decode_sample(reader& r, const char* base, uint64_t bytes, data::bu
     }
     return items;
   }
+  case kind::custom: break; // never sent (encode_sample refuses it)
   }
   ACTORCH_FAIL("worker process: unknown sample kind ", int(k));
 }

@@ -53,6 +53,11 @@ struct collator::node {
     case sample::kind::none:
       ACTORCH_FAIL("default_collate: ", path,
                    ": batch must contain tensors, numbers, strings, dicts or tuples; found None");
+    case sample::kind::custom:
+      ACTORCH_FAIL("default_collate: ", path,
+                   ": batch must contain tensors, numbers, strings, dicts or tuples; found a ",
+                   s.as_custom()->type_name(),
+                   " (a type of your own: give the loader a collate_fn that batches it)");
     case sample::kind::tensor: {
       const tensor& t = s.as_tensor();
       shape = t.sizes();
@@ -90,7 +95,8 @@ struct collator::node {
       ACTORCH_CHECK(s.type() == kind, "default_collate: ", path, ": sample 0 is a ",
                     kind_name(kind), " but sample ", i, " is a ", kind_name(s.type()));
     switch (kind) {
-    case sample::kind::none: break; // start() threw
+    case sample::kind::none:
+    case sample::kind::custom: break; // start() threw
     case sample::kind::tensor: add_tensor(s.as_tensor(), i); break;
     case sample::kind::integer: buffer.data_ptr<int64_t>()[i] = s.as_int(); break;
     case sample::kind::floating: buffer.data_ptr<double>()[i] = s.as_double(); break;
@@ -214,12 +220,32 @@ sample default_convert(sample s) {
   }
 }
 
+namespace {
+// Tensors replaced by pinned copies, through tuples and dicts; a custom value pins itself
+// (its pin_memory hook, as torch calls a custom batch's pin_memory()).
+void pin_in_place(sample& s, const custom_value::pin_fn& pin) {
+  switch (s.type()) {
+  case sample::kind::tensor: s = pin(s.as_tensor()); return;
+  case sample::kind::tuple:
+    for (auto& e : s.as_tuple())
+      pin_in_place(e, pin);
+    return;
+  case sample::kind::dict:
+    for (auto& kv : s.as_dict())
+      pin_in_place(kv.second, pin);
+    return;
+  case sample::kind::custom: s.as_custom()->pin_memory(pin); return;
+  default: return;
+  }
+}
+} // namespace
+
 sample pin_memory(const sample& s, buffer_pool& pool) {
   sample out = s;
-  out.for_each_tensor([&](tensor& t) {
+  pin_in_place(out, [&pool](const tensor& t) {
     tensor pinned = pool.empty(t.sizes(), t.dtype());
     pinned.copy_(t);
-    t = pinned;
+    return pinned;
   });
   return out;
 }

@@ -17,6 +17,7 @@ const char* kind_name(sample::kind k) {
   case sample::kind::string: return "str";
   case sample::kind::tuple: return "tuple";
   case sample::kind::dict: return "dict";
+  case sample::kind::custom: return "custom";
   }
   return "?";
 }
@@ -59,6 +60,21 @@ sample::tuple& sample::as_tuple() {
 sample::dict& sample::as_dict() {
   return get_checked<dict>(v_, type(), "dict");
 }
+const std::shared_ptr<custom_value>& sample::as_custom() const {
+  return get_checked<std::shared_ptr<custom_value>>(v_, type(), "custom value");
+}
+
+void custom_value::pin_memory(const pin_fn& pin) {
+  for_each_tensor([&pin](tensor& t) { t = pin(t); });
+}
+
+namespace {
+std::vector<tensor> tensors_of(custom_value& c) {
+  std::vector<tensor> out;
+  c.for_each_tensor([&out](tensor& t) { out.push_back(t); });
+  return out;
+}
+} // namespace
 
 const sample& sample::operator[](size_t i) const {
   const auto& t = as_tuple();
@@ -104,6 +120,14 @@ std::string sample::str() const {
     os << '}';
     break;
   }
+  case kind::custom: {
+    const auto ts = tensors_of(*as_custom());
+    os << as_custom()->type_name() << '(';
+    for (size_t i = 0; i < ts.size(); ++i)
+      os << (i ? ", " : "") << ts[i].str();
+    os << ')';
+    break;
+  }
   }
   return os.str();
 }
@@ -138,6 +162,17 @@ bool equal(const sample& a, const sample& b) {
       return false;
     for (size_t i = 0; i < x.size(); ++i)
       if (x[i].first != y[i].first || !equal(x[i].second, y[i].second))
+        return false;
+    return true;
+  }
+  case sample::kind::custom: {
+    if (a.as_custom()->type_name() != b.as_custom()->type_name())
+      return false;
+    const auto x = tensors_of(*a.as_custom()), y = tensors_of(*b.as_custom());
+    if (x.size() != y.size())
+      return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!equal(sample(x[i]), sample(y[i])))
         return false;
     return true;
   }

@@ -1,11 +1,14 @@
 // actorch::data::sample: one structured value flowing through the data pipeline, as Python
 // datasets return them: a tensor, a number, a string, or tuples and string-keyed maps of these,
-// nested. Datasets return samples, collate turns a list of samples into one batch sample, and
-// the loader hands batch samples to the consumer.
+// nested; or a value of the user's own type (custom_value: torch's custom batch class). Datasets
+// return samples, collate turns a list of samples into one batch sample, and the loader hands batch
+// samples to the consumer.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -17,13 +20,42 @@
 
 namespace actorch::data {
 
+/// A batch type of the user's own, as torch's custom batch classes: a struct of tensors that a
+/// collate_fn builds and the consumer reads back with sample::as_custom<T>(). Held by
+/// shared_ptr, so copies of a sample share it, as Python references do. It stays in its
+/// process: worker processes (multiprocessing_context "fork") refuse it with an error.
+class custom_value {
+public:
+  virtual ~custom_value() = default;
+  /// The type's name, for messages and str().
+  virtual std::string type_name() const = 0;
+  /// Calls f on each tensor it holds (what the default pin_memory and str() visit).
+  virtual void for_each_tensor(const std::function<void(tensor&)>& f) = 0;
+  /// Makes a pinned copy of a tensor, from the loader's pinned buffers.
+  using pin_fn = std::function<tensor(const tensor&)>;
+  /// The loader's pin_memory stage calls this, as torch calls a custom batch's pin_memory():
+  /// replace the tensors by `pin`'s copies. The default pins every tensor for_each_tensor
+  /// visits; override it to pin only some, or to do more.
+  virtual void pin_memory(const pin_fn& pin);
+};
+
 class sample {
 public:
   /// A Python tuple (or list) of samples.
   using tuple = std::vector<sample>;
   /// A Python dict with string keys; keeps insertion order, as Python's dict does.
   using dict = std::vector<std::pair<std::string, sample>>;
-  enum class kind : uint8_t { none, tensor, integer, floating, boolean, string, tuple, dict };
+  enum class kind : uint8_t {
+    none,
+    tensor,
+    integer,
+    floating,
+    boolean,
+    string,
+    tuple,
+    dict,
+    custom
+  };
 
   /// None.
   sample() = default;
@@ -38,6 +70,12 @@ public:
   sample(const char* s) : v_(std::string(s)) {}                       // NOLINT
   sample(tuple t) : v_(std::move(t)) {}                               // NOLINT
   sample(dict d) : v_(std::move(d)) {}                                // NOLINT
+  template <class T>
+  requires std::is_base_of_v<custom_value, T> sample(std::shared_ptr<T> v) // NOLINT
+      : v_(std::shared_ptr<custom_value>(std::move(v))) {
+    ACTORCH_CHECK(std::get<std::shared_ptr<custom_value>>(v_) != nullptr,
+                  "sample: a null custom value");
+  }
 
   /// (a, b, ...) and {"k": v, ...} spelled in C++.
   static sample make_tuple(std::initializer_list<sample> items) { return sample(tuple(items)); }
@@ -61,6 +99,14 @@ public:
   const dict& as_dict() const;
   tuple& as_tuple();
   dict& as_dict();
+  const std::shared_ptr<custom_value>& as_custom() const;
+  /// The custom value as the user's type T; throws naming both types when it is another.
+  template <class T> T& as_custom() const {
+    T* p = dynamic_cast<T*>(as_custom().get());
+    ACTORCH_CHECK(p != nullptr, "sample: the custom value is a ", as_custom()->type_name(),
+                  ", not the type asked for");
+    return *p;
+  }
 
   /// t[i] of a tuple and d[key] of a dict; throw actorch::error when out of range or missing.
   const sample& operator[](size_t i) const;
@@ -80,16 +126,21 @@ public:
     else if (auto* d = std::get_if<dict>(&v_))
       for (auto& kv : *d)
         kv.second.for_each_tensor(f);
+    else if (auto* c = std::get_if<std::shared_ptr<custom_value>>(&v_))
+      (*c)->for_each_tensor([&f](actorch::tensor& x) { f(x); });
   }
 
 private:
-  std::variant<std::monostate, actorch::tensor, int64_t, double, bool, std::string, tuple, dict> v_;
+  std::variant<std::monostate, actorch::tensor, int64_t, double, bool, std::string, tuple, dict,
+               std::shared_ptr<custom_value>>
+      v_;
 };
 
-/// "none", "tensor", "int", "float", "bool", "str", "tuple", "dict".
+/// "none", "tensor", "int", "float", "bool", "str", "tuple", "dict", "custom".
 const char* kind_name(sample::kind k);
 
-/// Deep equality: tensors compare by shape, dtype and values (not identity).
+/// Deep equality: tensors compare by shape, dtype and values (not identity); custom values by
+/// type name and their tensors.
 bool equal(const sample& a, const sample& b);
 
 } // namespace actorch::data

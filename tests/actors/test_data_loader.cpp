@@ -16,7 +16,10 @@
 #include <sched.h>
 
 #include "actors/messages.hpp"
+#include "core/data/buffer_pool.hpp"
+#include "core/data/collate.hpp"
 #include "core/data/distributed_sampler.hpp"
+#include "core/ops/shape_ops.hpp"
 #include "tests/actors/loader_fixtures.hpp"
 #include "tests/core/values.hpp"
 
@@ -486,4 +489,100 @@ TEST_CASE("one loader serves a range-for and a consumer actor in turn", "[actors
     CHECK(loader.epoch() == 3);
     CHECK(ds->gets.load() == 36);
   }
+}
+
+namespace {
+
+// torch's SimpleCustomBatch: the inputs and targets of a batch stacked by a collate_fn, with a
+// pin_memory() of its own. Here it pins `inp` only and counts its calls, and remembers where
+// collate put its tensors, so the test sees what the hook did.
+struct simple_custom_batch : data::custom_value {
+  tensor inp, tgt;
+  const void* collated_inp = nullptr;
+  const void* collated_tgt = nullptr;
+  int pinned = 0;
+
+  explicit simple_custom_batch(const std::vector<sample>& samples) {
+    std::vector<tensor> xs, ys;
+    for (const auto& s : samples) {
+      xs.push_back(s[0].as_tensor());
+      ys.push_back(scalar_tensor(s[1].as_int()));
+    }
+    inp = stack(xs, 0);
+    tgt = stack(ys, 0);
+    collated_inp = inp.data_ptr();
+    collated_tgt = tgt.data_ptr();
+  }
+  std::string type_name() const override { return "SimpleCustomBatch"; }
+  void for_each_tensor(const std::function<void(tensor&)>& f) override {
+    f(inp);
+    f(tgt);
+  }
+  void pin_memory(const pin_fn& pin) override {
+    inp = pin(inp);
+    ++pinned;
+  }
+};
+
+} // namespace
+
+TEST_CASE("a batch type of the user's own passes through collate_fn and pin_memory, with a "
+          "pin_memory hook of its own",
+          "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(12);
+  const auto collate = [](std::vector<sample> samples) {
+    return sample(std::make_shared<simple_custom_batch>(samples));
+  };
+  for (const int64_t workers : {int64_t(0), int64_t(2)}) {
+    INFO("num_workers " << workers);
+    data_loader loader(
+        ds, {.batch_size = 4, .num_workers = workers, .collate_fn = collate, .pin_memory = true});
+    std::vector<double> labels;
+    for (const sample& b : loader) {
+      auto& batch = b.as_custom<simple_custom_batch>();
+      CHECK(batch.pinned == 1);                          // the hook ran, once
+      CHECK(batch.inp.data_ptr() != batch.collated_inp); // inp: a pinned copy
+      CHECK(batch.tgt.data_ptr() == batch.collated_tgt); // tgt: left as the hook chose
+      CHECK(batch.inp.sizes() == shape_t{4, 2});
+      for (double v : values_of(batch.tgt))
+        labels.push_back(v);
+    }
+    CHECK(labels == values_of(arange(12)));
+    CHECK(loader.pool_stats().allocations > 0);
+  }
+  // The default hook pins every tensor the value lists; str() and equal() see them too.
+  struct plain_batch : data::custom_value {
+    tensor x = arange(3);
+    std::string type_name() const override { return "Plain"; }
+    void for_each_tensor(const std::function<void(tensor&)>& f) override { f(x); }
+  };
+  auto pool = data::buffer_pool::make(pinned_allocator());
+  auto value = std::make_shared<plain_batch>();
+  const void* before = value->x.data_ptr();
+  const sample pinned = data::pin_memory(sample(value), *pool);
+  CHECK(pinned.as_custom<plain_batch>().x.data_ptr() != before);
+  CHECK(pinned.str() == "Plain(tensor([0, 1, 2]))");
+  CHECK(equal(pinned, sample(std::make_shared<plain_batch>())));
+  REQUIRE_THROWS_WITH(pinned.as_custom<simple_custom_batch>(),
+                      Contains("the custom value is a Plain, not the type asked for"));
+  REQUIRE_THROWS_WITH(data::default_collate({sample(value), sample(value)}),
+                      Contains("default_collate: batch: batch must contain tensors, numbers, "
+                               "strings, dicts or tuples; found a Plain (a type of your own: give "
+                               "the loader a collate_fn that batches it)"));
+}
+
+TEST_CASE("a batch type of the user's own cannot leave a worker process, and says so",
+          "[actors][loader][process]") {
+  auto ds = std::make_shared<probe_dataset>(8);
+  data_loader loader(ds, {.batch_size = 4,
+                          .num_workers = 1,
+                          .collate_fn =
+                              [](std::vector<sample> samples) {
+                                return sample(std::make_shared<simple_custom_batch>(samples));
+                              },
+                          .multiprocessing_context = "fork"});
+  const epoch_failure f = run_until_error(loader);
+  CHECK(f.batches == 0);
+  CHECK_THAT(f.message, Contains("a batch holding a SimpleCustomBatch (a type of your own) cannot "
+                                 "leave a worker process"));
 }
