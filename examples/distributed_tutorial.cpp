@@ -49,7 +49,7 @@ void run_all_reduce(int rank) {
   std::cout << "Rank " << rank << " has data " << t[0] << " (all_reduce in group [0, 1])\n";
 }
 
-int main() {
+int main() try {
   dist::init_process_group({.backend = "gloo"}); // env:// from the launcher's variables
   const int rank = dist::get_rank();
   if (dist::get_world_size() < 2) {
@@ -63,4 +63,7 @@ int main() {
   dist::barrier(); // nobody closes its connections while a peer still talks
   dist::destroy_process_group();
   return 0;
+} catch (const std::exception& e) {
+  std::cerr << "distributed_tutorial: " << e.what() << "\n";
+  return 1;
 }

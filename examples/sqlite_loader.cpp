@@ -9,7 +9,7 @@
 
 using namespace actorch;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   const std::string path = argc > 1 ? argv[1] : "/tmp/actorch_samples.db";
   // 1000 samples of 16 features; sample i is all i / 1000, label i % 10.
   std::vector<std::vector<float>> features;
@@ -38,4 +38,7 @@ int main(int argc, char** argv) {
     }
   }
   caf::anon_send_exit(source, caf::exit_reason::user_shutdown); // ~actor_system waits for it
+} catch (const std::exception& e) {
+  std::cerr << "sqlite_loader: " << e.what() << "\n";
+  return 1;
 }

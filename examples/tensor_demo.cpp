@@ -8,7 +8,7 @@
 
 using namespace actorch;
 
-int main() {
+int main() try {
   generator gen(0);
 
   std::cout << "# creation and views\n";
@@ -49,4 +49,7 @@ int main() {
             << equal(load_npy(path.string()), p) << '\n';
   std::filesystem::remove(path);
   return 0;
+} catch (const std::exception& e) {
+  std::cerr << "tensor_demo: " << e.what() << "\n";
+  return 1;
 }
