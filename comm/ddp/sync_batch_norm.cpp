@@ -48,6 +48,11 @@ sync_batch_norm::sync_batch_norm(int64_t num_features, double eps, std::optional
                       track_running_stats),
       group_(std::move(process_group)) {}
 
+std::shared_ptr<module> sync_batch_norm::clone() const {
+  ACTORCH_FAIL("SyncBatchNorm cannot be cloned or replicated: its statistics come from its "
+               "process group (use DistributedDataParallel, as torch says)");
+}
+
 tensor sync_batch_norm::forward(const tensor& input) {
   if (!synchronised() && (is_training() || !running_mean.defined())) {
     if (!group_)

@@ -23,6 +23,8 @@ public:
                            bool track_running_stats = true,
                            std::shared_ptr<dist::replica_group> process_group = nullptr);
   tensor forward(const tensor& input) override;
+  /// Refused: its statistics belong to its process group (torch's DataParallel refuses it too).
+  std::shared_ptr<module> clone() const override;
 
 private:
   std::shared_ptr<dist::replica_group> group_;

@@ -30,8 +30,18 @@ tensor linear::forward(const tensor& input) {
   return F::linear(input, weight, bias);
 }
 
+std::shared_ptr<module> linear::clone() const {
+  generator scratch(0); // the initial values are overwritten: leave the default stream alone
+  return copy_state_into(
+      std::make_shared<linear>(weight.size(1), weight.size(0), bias.defined(), &scratch));
+}
+
 tensor relu::forward(const tensor& input) {
   return F::relu(input);
+}
+
+std::shared_ptr<module> relu::clone() const {
+  return copy_state_into(std::make_shared<relu>());
 }
 
 dropout::dropout(double p, generator* gen) : p_(p), gen_(gen) {
@@ -42,6 +52,10 @@ tensor dropout::forward(const tensor& input) {
   return F::dropout(input, p_, is_training(), gen_);
 }
 
+std::shared_ptr<module> dropout::clone() const {
+  return copy_state_into(std::make_shared<dropout>(p_, gen_));
+}
+
 sequential::sequential(std::initializer_list<std::shared_ptr<module>> layers) {
   for (const auto& l : layers)
     push_back(l);
@@ -50,6 +64,13 @@ sequential::sequential(std::initializer_list<std::shared_ptr<module>> layers) {
 void sequential::push_back(std::shared_ptr<module> layer) {
   register_module(std::to_string(layers_.size()), layer);
   layers_.push_back(std::move(layer));
+}
+
+std::shared_ptr<module> sequential::clone() const {
+  auto out = std::make_shared<sequential>();
+  for (const auto& l : layers_)
+    out->push_back(l->clone());
+  return copy_state_into(out);
 }
 
 tensor sequential::forward(const tensor& input) {
@@ -76,6 +97,14 @@ batch_norm_base::batch_norm_base(std::string kind, std::vector<int64_t> dims, in
     num_batches_tracked =
         register_buffer("num_batches_tracked", zeros({}, {.dtype = dtype::int64}));
   }
+}
+
+std::shared_ptr<module> batch_norm_base::clone() const {
+  ACTORCH_CHECK(!sync_, "SyncBatchNorm cannot be cloned or replicated: its statistics come from "
+                        "its process group (use DistributedDataParallel, as torch says)");
+  auto fresh = std::shared_ptr<batch_norm_base>(new batch_norm_base(
+      kind_, dims_, num_features_, eps_, momentum_, weight.defined(), running_mean.defined()));
+  return copy_state_into(fresh);
 }
 
 tensor batch_norm_base::forward(const tensor& input) {

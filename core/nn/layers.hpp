@@ -19,6 +19,7 @@ public:
   linear(int64_t in_features, int64_t out_features, bool bias = true, generator* gen = nullptr);
   tensor forward(const tensor& input) override;
   std::string name() const override { return "Linear"; }
+  std::shared_ptr<module> clone() const override;
   tensor weight;
   tensor bias;
 };
@@ -27,6 +28,7 @@ class relu : public module {
 public:
   tensor forward(const tensor& input) override;
   std::string name() const override { return "ReLU"; }
+  std::shared_ptr<module> clone() const override;
 };
 
 class dropout : public module {
@@ -34,6 +36,8 @@ public:
   explicit dropout(double p = 0.5, generator* gen = nullptr);
   tensor forward(const tensor& input) override;
   std::string name() const override { return "Dropout"; }
+  /// The clone draws from the same generator (generators are safe to share across threads).
+  std::shared_ptr<module> clone() const override;
 
 private:
   double p_;
@@ -48,6 +52,8 @@ public:
   void push_back(std::shared_ptr<module> layer);
   tensor forward(const tensor& input) override;
   std::string name() const override { return "Sequential"; }
+  /// Clones every layer.
+  std::shared_ptr<module> clone() const override;
   size_t size() const { return layers_.size(); }
   const std::shared_ptr<module>& operator[](size_t i) const { return layers_.at(i); }
 
@@ -75,6 +81,9 @@ public:
   bool synchronised() const { return sync_ != nullptr; }
   double eps() const { return eps_; }
   std::optional<double> momentum() const { return momentum_; }
+  /// The same kind of BatchNorm, its values copied. A synchronised one (SyncBatchNorm) is not
+  /// cloned: its statistics belong to its process group (torch's DataParallel refuses it too).
+  std::shared_ptr<module> clone() const override;
 
   tensor weight, bias;                                   // affine parameters (or undefined)
   tensor running_mean, running_var, num_batches_tracked; // buffers (or undefined)
@@ -87,7 +96,7 @@ protected:
 
 private:
   std::string kind_;
-  std::vector<int64_t> dims_;
+  std::vector<int64_t> dims_; // the input ranks it takes (empty: 2 or more)
   int64_t num_features_;
   double eps_;
   std::optional<double> momentum_;

@@ -149,6 +149,22 @@ void module::load_state_dict(const named_tensors& state, bool strict) {
   }
 }
 
+std::shared_ptr<module> module::clone() const {
+  ACTORCH_FAIL(name(), " has no clone(): replicating a module (data_parallel, replicate) copies it "
+                       "through clone(), as libtorch's Cloneable; override clone() in it");
+}
+
+std::shared_ptr<module> module::copy_state_into(std::shared_ptr<module> fresh) const {
+  fresh->load_state_dict(state_dict());
+  const named_tensors mine = named_parameters(), theirs = fresh->named_parameters();
+  for (size_t i = 0; i < mine.size(); ++i) {
+    tensor p = theirs[i].second;
+    p.requires_grad_(mine[i].second.requires_grad());
+  }
+  fresh->train(is_training());
+  return fresh;
+}
+
 void consume_prefix_in_state_dict_if_present(named_tensors& state, const std::string& prefix) {
   for (auto& [name, t] : state)
     if (name.rfind(prefix, 0) == 0)

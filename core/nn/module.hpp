@@ -55,7 +55,18 @@ public:
 
   virtual std::string name() const { return "Module"; }
 
+  /// A deep copy: a module of the same kind whose parameters and buffers are new tensors with
+  /// this one's values, requires_grad flags and training mode (libtorch's Cloneable::clone;
+  /// what data_parallel's replicate makes its replicas with). The built-in layers have it; a
+  /// module of your own overrides it (construct yours, then return copy_state_into(it)), or
+  /// this throws naming it.
+  virtual std::shared_ptr<module> clone() const;
+
 protected:
+  /// For clone(): gives `fresh` (built with the same shapes) this module's values, flags and
+  /// mode, and returns it.
+  std::shared_ptr<module> copy_state_into(std::shared_ptr<module> fresh) const;
+
   tensor& register_parameter(const std::string& name, tensor t, bool requires_grad = true);
   tensor& register_buffer(const std::string& name, tensor t);
   template <class M>
