@@ -47,8 +47,10 @@ namespace {
 using apply_atom = caf::atom_constant<caf::atom("dp_apply")>;
 using done_atom = caf::atom_constant<caf::atom("dp_done")>;
 
-caf::behavior replica_actor(caf::event_based_actor* self) {
-  return {[self](apply_atom, const replica_task& task, int64_t replica) {
+// Replica `replica`'s actor. (It takes its index as an argument: CAF 0.17 spawning a function
+// of no arguments dereferences a null tuple, which UBSan reports.)
+caf::behavior replica_actor(caf::event_based_actor* self, int64_t replica) {
+  return {[self, replica](apply_atom, const replica_task& task) {
     std::string error;
     try {
       task.fn();
@@ -79,7 +81,7 @@ class replica_engine {
 public:
   explicit replica_engine(std::vector<int> ids) : ids_(std::move(ids)), sys_(configured(cfg_)) {
     for (size_t i = 0; i < ids_.size(); ++i)
-      actors_.push_back(sys_.spawn<caf::detached>(replica_actor));
+      actors_.push_back(sys_.spawn<caf::detached>(replica_actor, int64_t(i)));
   }
   ~replica_engine() {
     for (auto& a : actors_)
@@ -93,7 +95,7 @@ public:
                   actors_.size(), " replicas");
     caf::scoped_actor self{sys_};
     for (size_t i = 0; i < fns.size(); ++i)
-      self->send(actors_[i], apply_atom::value, replica_task{std::move(fns[i])}, int64_t(i));
+      self->send(actors_[i], apply_atom::value, replica_task{std::move(fns[i])});
     std::vector<std::string> errors(fns.size());
     for (size_t done = 0; done < fns.size(); ++done)
       self->receive([&](done_atom, int64_t replica, std::string& error) {

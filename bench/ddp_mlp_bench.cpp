@@ -4,13 +4,16 @@
 //   modes are measured against;
 // - mode=actors: `world` trainer actors in this process (gradients summed in shared memory);
 // - mode=process: `world` processes (forked through the launcher's spawn), one trainer actor
-//   each, exchanging gradients through the comm actor over Gloo.
+//   each, exchanging gradients through the comm actor over Gloo;
+// - mode=dp: one model wrapped in nn::data_parallel with `world` replicas (torch's
+//   DataParallel), fed the `world` replicas' batches concatenated: the same samples per step.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 
 #include <unistd.h>
 
+#include "actors/data_parallel.hpp"
 #include "actors/trainer.hpp"
 #include "bench/bench.hpp"
 #include "comm/distributed.hpp"
@@ -60,6 +63,39 @@ void run_single(const ddp_mlp_options& o, std::ostream& out) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
                    double(o.steps);
   print_line(o, s, last_loss, out);
+}
+
+void run_dp(const ddp_mlp_options& o, std::ostream& out) {
+  generator gen(0);
+  auto model = mlp(gen);
+  optim::sgd opt(model->parameters(), {.lr = 0.01, .momentum = 0.9});
+  std::vector<int> ids;
+  std::vector<tensor> xs, ys;
+  for (int64_t r = 0; r < o.world; ++r) { // the other modes' per-replica batches, as one
+    ids.push_back(int(r));
+    generator g{uint64_t(r)};
+    xs.push_back(randn({o.batch, 784}, {}, &g));
+    ys.push_back(randint(0, 10, {o.batch}, {}, &g));
+  }
+  const tensor x = cat(xs, 0), y = cat(ys, 0);
+  nn::data_parallel dp(model, ids);
+  double last_loss = 0;
+  auto step = [&] {
+    opt.zero_grad();
+    const tensor loss = nn::functional::cross_entropy(dp(x), y);
+    loss.backward();
+    opt.step();
+    last_loss = loss.item<double>();
+  };
+  for (int64_t i = 0; i < o.warmup; ++i)
+    step();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < o.steps; ++i)
+    step();
+  print_line(o,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                 double(o.steps),
+             last_loss, out);
 }
 
 // The spec both data-parallel modes run: fixed inputs per replica (seeded by its rank), the
@@ -143,8 +179,10 @@ void run_ddp_mlp(const ddp_mlp_options& o, std::ostream& out) {
     run_actors(o, out);
   else if (o.mode == "process")
     run_process(o, out);
+  else if (o.mode == "dp")
+    run_dp(o, out);
   else
-    ACTORCH_FAIL("ddp-mlp: unknown mode '", o.mode, "' (single, actors or process)");
+    ACTORCH_FAIL("ddp-mlp: unknown mode '", o.mode, "' (single, actors, process or dp)");
 }
 
 } // namespace actorch::bench

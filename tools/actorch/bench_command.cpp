@@ -31,9 +31,10 @@ void add_bench(CLI::App& app) {
   auto* mlp_cmd = bench->add_subcommand("ddp-mlp", "training step time of the ddp-mlp model");
   mlp_cmd
       ->add_option("--mode", mlp->mode,
-                   "single (one replica, world 1), actors (trainer actors in one process) or "
-                   "process (one trainer actor in each of --world processes)")
-      ->check(CLI::IsMember({"single", "actors", "process"}));
+                   "single (one replica, world 1), actors (trainer actors in one process), "
+                   "process (one trainer actor in each of --world processes) or dp (one model "
+                   "in nn::data_parallel with --world replicas, fed their batches as one)")
+      ->check(CLI::IsMember({"single", "actors", "process", "dp"}));
   mlp_cmd->add_option("--world", mlp->world, "replicas")->check(CLI::Range(1, 64));
   mlp_cmd->add_option("--batch", mlp->batch, "batch per replica")->check(CLI::Range(1, 65536));
   mlp_cmd->add_option("--warmup", mlp->warmup, "untimed steps")->check(CLI::Range(0, 1000));
