@@ -17,7 +17,6 @@ if(ACTORCH_CAF_ROOT)
 endif()
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
 find_library(CAF_CORE_LIB caf_core REQUIRED)
-find_library(CAF_IO_LIB caf_io REQUIRED)
 add_library(CAF::core UNKNOWN IMPORTED)
 # INTERFACE_INCLUDE_DIRECTORIES too: the SYSTEM property alone adds no -isystem flag, which
 # went unnoticed while CAF lived in /usr/include (an ACTORCH_CAF_ROOT elsewhere needs it).
@@ -25,9 +24,9 @@ set_target_properties(CAF::core PROPERTIES IMPORTED_LOCATION ${CAF_CORE_LIB}
   INTERFACE_INCLUDE_DIRECTORIES ${CAF_INCLUDE_DIR}
   INTERFACE_SYSTEM_INCLUDE_DIRECTORIES ${CAF_INCLUDE_DIR}
   INTERFACE_LINK_LIBRARIES Threads::Threads)
-add_library(CAF::io UNKNOWN IMPORTED)
-set_target_properties(CAF::io PROPERTIES IMPORTED_LOCATION ${CAF_IO_LIB}
-  INTERFACE_LINK_LIBRARIES CAF::core)
+
+# OpenSSL's libcrypto: HMAC-SHA256 and random bytes for the store's job secret (comm/store).
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 # Gloo: CPU collectives (comm/). The target is `gloo`, without a namespace.
 find_package(Gloo CONFIG REQUIRED)

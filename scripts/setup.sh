@@ -15,7 +15,7 @@ set -euo pipefail
 main=(
   build-essential cmake ninja-build ccache git pkg-config
   libcaf-dev libgloo-dev libconcurrentqueue-dev catch2 libopenblas-dev
-  libcli11-dev zlib1g-dev libsqlite3-dev libdlpack-dev
+  libcli11-dev zlib1g-dev libsqlite3-dev libdlpack-dev libssl-dev
   gnuplot-nox
 )
 test=(python3 python3-numpy python3-torch iproute2 clang-format python3-dev pybind11-dev

@@ -1,7 +1,7 @@
 // The key-value store that ranks rendezvous through (c10d's Store): set/get/add/compare_set,
 // check, wait with a timeout, delete_key, num_keys. Implementations: hash_store (one process),
 // file_store (a shared file), prefix_store (a namespace over another store) and tcp_store
-// (hosted by rank 0 through CAF's middleman). Values are byte strings.
+// (hosted by rank 0, PyTorch's TCPStore protocol). Values are byte strings.
 #pragma once
 
 #include <chrono>

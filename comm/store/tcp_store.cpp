@@ -1,314 +1,421 @@
-// tcp_store over CAF 0.17's middleman. The master spawns `store_actor` (a map plus the
-// response promises of waiters) and publishes it; every rank, the master included, sends it
-// requests from a scoped_actor and blocks on the answer with a timeout.
-//
-// Note [Waiting in the store actor]: the actor never blocks. A wait for missing keys becomes
-// a response promise kept with its keys; every write re-checks the kept promises and delivers
-// those whose keys are all present. The client's request timeout bounds the wait; a promise
-// whose client gave up is delivered later into the void, which CAF allows.
+// tcp_store: PyTorch's TCPStore protocol over plain sockets (Note [TCPStore protocol] in
+// tcp_store_server.cpp). The master runs a tcp_store_server and talks to it as a client too;
+// a client holds one connection, every request bounded by the store's timeout (poll before
+// each read and write), so a master that accepted and then went silent (SIGSTOPped, wedged) is
+// an error on time rather than a hang. A connection that breaks (a timeout, the master closing
+// it) is dropped and the next request connects again.
 #include "comm/store/tcp_store.hpp"
 
-#include <map>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <sstream>
 #include <thread>
 
-#include "caf/all.hpp"
-#include "caf/io/all.hpp"
-
 #include "base/error.hpp"
-#include "comm/store/hash_store.hpp"
+#include "comm/store/tcp_store_server.hpp"
+#include "comm/store/tcp_wire.hpp"
 
 namespace actorch::dist {
 
 namespace {
 
-using st_set = caf::atom_constant<caf::atom("st_set")>;
-using st_get = caf::atom_constant<caf::atom("st_get")>;
-using st_add = caf::atom_constant<caf::atom("st_add")>;
-using st_cas = caf::atom_constant<caf::atom("st_cas")>;
-using st_check = caf::atom_constant<caf::atom("st_check")>;
-using st_wait = caf::atom_constant<caf::atom("st_wait")>;
-using st_del = caf::atom_constant<caf::atom("st_del")>;
-using st_num = caf::atom_constant<caf::atom("st_num")>;
+using clock_type = std::chrono::steady_clock;
+using wire::op;
 
-struct waiter {
-  std::vector<std::string> keys;
-  caf::response_promise promise;
-};
+/// The peer did not answer in time / closed the connection.
+struct timed_out {};
+struct closed {};
 
-struct store_state {
-  std::map<std::string, std::string> data;
-  std::vector<waiter> waiters;
+/// ACTORCH_JOB_TOKEN, or the first line of ACTORCH_JOB_TOKEN_FILE; empty when neither is set.
+std::string job_secret() {
+  if (const char* t = std::getenv("ACTORCH_JOB_TOKEN"); t != nullptr && *t != '\0')
+    return t;
+  const char* path = std::getenv("ACTORCH_JOB_TOKEN_FILE");
+  if (path == nullptr || *path == '\0')
+    return {};
+  std::ifstream in(path);
+  ACTORCH_CHECK(in.good(), "tcp_store: cannot read ACTORCH_JOB_TOKEN_FILE '", path, "'");
+  std::string line;
+  std::getline(in, line);
+  ACTORCH_CHECK(!line.empty(), "tcp_store: ACTORCH_JOB_TOKEN_FILE '", path,
+                "' is empty (its first line is the secret)");
+  return line;
+}
 
-  bool has_all(const std::vector<std::string>& keys) const {
-    for (const auto& k : keys)
-      if (!data.contains(k))
-        return false;
-    return true;
-  }
-  // See Note [Waiting in the store actor].
-  void wake() {
-    for (size_t i = 0; i < waiters.size();) {
-      if (has_all(waiters[i].keys)) {
-        waiters[i].promise.deliver(caf::ok_atom::value);
-        waiters.erase(waiters.begin() + std::ptrdiff_t(i));
-      } else {
-        ++i;
-      }
-    }
-  }
-};
+/// ACTORCH_TCPSTORE_PROTOCOL: "1.13" (the default: Debian's torch, torchrun's agent store) or
+/// "2" (PyTorch 2.x masters, which want VALIDATE first).
+wire::dialect client_dialect() {
+  const char* v = std::getenv("ACTORCH_TCPSTORE_PROTOCOL");
+  if (v == nullptr || *v == '\0' || std::string(v) == "1.13")
+    return wire::dialect::torch113;
+  ACTORCH_CHECK(std::string(v) == "2", "tcp_store: ACTORCH_TCPSTORE_PROTOCOL is '", v,
+                "'; expected 1.13 (torch 1.13's numbering) or 2 (PyTorch 2.x's, with VALIDATE)");
+  return wire::dialect::torch2;
+}
 
-// A class-based actor rather than a function: CAF 0.17 spawns a function actor without
-// arguments through init_fun_factory, which UBSan flags (DEPENDENCIES.md, "ASan/UBSan and CAF").
-class store_actor : public caf::event_based_actor {
-public:
-  explicit store_actor(caf::actor_config& cfg) : caf::event_based_actor(cfg) {}
-
-  caf::behavior make_behavior() override {
-    auto* self = this;
-    return {
-        [=](st_set, const std::string& key, const std::string& value) {
-          self->state_.data[key] = value;
-          self->state_.wake();
-          return caf::ok_atom::value;
-        },
-        [=](st_get, const std::string& key) -> caf::result<bool, std::string> {
-          auto it = self->state_.data.find(key);
-          if (it == self->state_.data.end())
-            return {false, std::string{}};
-          return {true, it->second};
-        },
-        [=](st_add, const std::string& key,
-            int64_t delta) -> caf::result<bool, int64_t, std::string> {
-          auto& data = self->state_.data;
-          auto it = data.find(key);
-          int64_t v = delta;
-          if (it != data.end()) {
-            try {
-              v += parse_counter(key, it->second);
-            } catch (const std::exception& e) {
-              return {false, int64_t(0), std::string(e.what())};
-            }
-          }
-          data[key] = std::to_string(v);
-          self->state_.wake();
-          return {true, v, std::string{}};
-        },
-        [=](st_cas, const std::string& key, const std::string& expected,
-            const std::string& desired) -> std::string {
-          auto& data = self->state_.data;
-          auto it = data.find(key);
-          if (it == data.end() ? expected.empty() : it->second == expected) {
-            data[key] = desired;
-            self->state_.wake();
-            return desired;
-          }
-          return it == data.end() ? expected : it->second;
-        },
-        [=](st_check, const std::vector<std::string>& keys) { return self->state_.has_all(keys); },
-        [=](st_wait, const std::vector<std::string>& keys) {
-          auto rp = self->make_response_promise();
-          if (self->state_.has_all(keys))
-            rp.deliver(caf::ok_atom::value);
-          else
-            self->state_.waiters.push_back(waiter{keys, rp});
-          return rp;
-        },
-        [=](st_del, const std::string& key) { return self->state_.data.erase(key) > 0; },
-        [=](st_num) { return int64_t(self->state_.data.size()); },
-    };
-  }
-
-  // Kept promises point back at this actor (and at their requesters): drop them on exit, or
-  // the cycle keeps the actor alive after shutdown.
-  void on_exit() override {
-    state_.waiters.clear();
-    state_.data.clear();
-  }
-
-private:
-  store_state state_;
-};
+int remaining_ms(clock_type::time_point deadline) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+  return left <= 0 ? 0 : int(std::min<int64_t>(left, 1 << 30));
+}
 
 } // namespace
 
 struct tcp_store::impl {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  caf::actor server; // the master's own store actor (invalid on clients)
-  caf::actor target; // where requests go: server on the master, the proxy on clients
+  std::string host;
+  uint16_t port = 0;
+  std::string secret;
+  wire::dialect dialect = wire::dialect::torch113;
+  std::unique_ptr<tcp_store_server> server;
+  // Idle connections. A request takes one (or opens one) and gives it back when it succeeds,
+  // so a thread blocked in wait() does not hold up another thread's set().
+  std::mutex mu;
+  std::vector<int> idle;
 
-  impl() {
-    // A store needs few threads: it answers small requests (tests run several in a process).
-    cfg.set("scheduler.max-threads", 2);
-    cfg.set("logger.verbosity", caf::atom("quiet"));
-    cfg.load<caf::io::middleman>();
-    sys = std::make_unique<caf::actor_system>(cfg);
+  ~impl() {
+    for (const int fd : idle)
+      ::close(fd);
   }
 
-  // One request-response round trip. `what` names the operation in errors.
-  template <class OnReply, class... Args>
-  void call(const std::string& what, milliseconds timeout, OnReply on_reply, Args&&... args) {
-    caf::scoped_actor self{*sys};
-    std::string failure;
-    bool timed_out = false;
-    self->request(target, caf::duration{timeout}, std::forward<Args>(args)...)
-        .receive(on_reply, [&](caf::error& err) {
-          timed_out = err == caf::sec::request_timeout;
-          failure = sys->render(err);
-        });
-    if (timed_out)
-      throw timeout_error{};
-    ACTORCH_CHECK(failure.empty(), "tcp_store: ", what, " failed: ", failure);
+  std::string where() const { return host + ":" + std::to_string(port); }
+
+  // One attempt; -1 (errno kept) when refused or not answered by the deadline.
+  int try_connect(clock_type::time_point deadline, std::string& last) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+    if (rc != 0) {
+      last = std::string("cannot resolve '") + host + "': " + ::gai_strerror(rc);
+      return -1;
+    }
+    int out = -1;
+    for (addrinfo* a = res; a != nullptr && out < 0; a = a->ai_next) {
+      const int s = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (s < 0)
+        continue;
+      if (::connect(s, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+        last = errno_str(errno);
+        ::close(s);
+        continue;
+      }
+      pollfd p{s, POLLOUT, 0};
+      const int ready = ::poll(&p, 1, remaining_ms(deadline));
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (ready <= 0) {
+        last = "no answer to the connection";
+        ::close(s);
+        continue;
+      }
+      ::getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0) {
+        last = errno_str(err);
+        ::close(s);
+        continue;
+      }
+      const int one = 1;
+      ::setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      out = s;
+    }
+    ::freeaddrinfo(res);
+    return out;
   }
 
-  struct timeout_error {};
+  // Connects (retrying while the master is not up yet: it may start after us) and says what
+  // the master needs first: the proof of the job secret, the 2.x handshake.
+  int connect(milliseconds timeout) {
+    const auto deadline = clock_type::now() + timeout;
+    std::string last = "no attempt";
+    int fd = -1;
+    for (;;) {
+      fd = try_connect(deadline, last);
+      if (fd >= 0)
+        break;
+      if (clock_type::now() >= deadline)
+        ACTORCH_FAIL("tcp_store: no master answered at ", where(), " within ", timeout.count(),
+                     " ms (last error: ", last, ")");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    try {
+      if (!secret.empty()) {
+        std::string hello;
+        wire::put_u8(hello, uint8_t(op::auth));
+        send_all(fd, hello, deadline);
+        const std::string nonce = recv_exact(fd, 32, deadline);
+        send_all(fd, hmac_sha256(secret, nonce), deadline);
+        recv_exact(fd, 1, deadline);
+      }
+      if (dialect == wire::dialect::torch2) {
+        std::string v;
+        wire::put_u8(v, wire::code_of(op::validate, dialect));
+        wire::put_int<uint32_t>(v, wire::validate_magic);
+        send_all(fd, v, deadline);
+      }
+    } catch (const timed_out&) {
+      ::close(fd);
+      ACTORCH_FAIL("tcp_store: the master at ", where(), " accepted the connection but did not ",
+                   "answer within ", timeout.count(), " ms");
+    } catch (const closed&) {
+      ::close(fd);
+      ACTORCH_FAIL("tcp_store: the master at ", where(), " closed the connection",
+                   secret.empty() ? "" : " (is its job secret, ACTORCH_JOB_TOKEN, the same?)");
+    }
+    return fd;
+  }
+
+  static void send_all(int fd, const std::string& data, clock_type::time_point deadline) {
+    size_t sent = 0;
+    while (sent < data.size()) {
+      const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        sent += size_t(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        pollfd p{fd, POLLOUT, 0};
+        if (::poll(&p, 1, remaining_ms(deadline)) <= 0)
+          throw timed_out{};
+        continue;
+      }
+      throw closed{};
+    }
+  }
+
+  static std::string recv_exact(int fd, size_t want, clock_type::time_point deadline) {
+    std::string out(want, '\0');
+    size_t got = 0;
+    while (got < want) {
+      const ssize_t n = ::recv(fd, out.data() + got, want - got, 0);
+      if (n > 0) {
+        got += size_t(n);
+        continue;
+      }
+      if (n == 0)
+        throw closed{};
+      if (errno == EINTR)
+        continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        throw closed{};
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, remaining_ms(deadline)) <= 0)
+        throw timed_out{};
+    }
+    return out;
+  }
+
+  template <class T> static T recv_int(int fd, clock_type::time_point deadline) {
+    return wire::get_int<T>(recv_exact(fd, sizeof(T), deadline).data());
+  }
+  static std::string recv_str(int fd, clock_type::time_point deadline) {
+    const auto n = recv_int<uint64_t>(fd, deadline);
+    if (n > wire::max_value_bytes)
+      throw closed{}; // not a reply of ours: the stream is out of step
+    return recv_exact(fd, size_t(n), deadline);
+  }
+
+  /// Runs `body(fd, deadline)` (which sends a request and reads its reply) within `timeout`
+  /// on an idle connection (or a new one); a failure closes that connection and throws
+  /// naming `what`, a success gives it back.
+  template <class Body> auto call(const std::string& what, milliseconds timeout, Body body) {
+    int fd = -1;
+    {
+      std::lock_guard lock(mu);
+      if (!idle.empty()) {
+        fd = idle.back();
+        idle.pop_back();
+      }
+    }
+    if (fd < 0)
+      fd = connect(timeout);
+    const auto deadline = clock_type::now() + timeout;
+    try {
+      auto out = body(fd, deadline);
+      std::lock_guard lock(mu);
+      idle.push_back(fd);
+      return out;
+    } catch (const timed_out&) {
+      ::close(fd); // a reply may still come: the stream is out of step
+      throw;
+    } catch (const closed&) {
+      ::close(fd);
+      ACTORCH_FAIL("tcp_store: the master at ", where(), " closed the connection during ", what,
+                   " (its log says why: a malformed request, an ADD on a value that is not an ",
+                   "integer, ...)");
+    }
+  }
+
+  [[noreturn]] void fail_timeout(const std::string& what, milliseconds timeout) const {
+    ACTORCH_FAIL("tcp_store: the master at ", where(), " did not answer ", what, " within ",
+                 timeout.count(), " ms (is it stopped, or gone?)");
+  }
+
+  std::string request(op o) const {
+    std::string r;
+    wire::put_u8(r, wire::code_of(o, dialect));
+    return r;
+  }
 };
+
+namespace {
+/// torch's client puts "/" before every key; so does ours, so both see the same keys.
+std::string wire_key(const std::string& key) {
+  return "/" + key;
+}
+} // namespace
 
 tcp_store::tcp_store(std::string host, uint16_t port, bool is_master, milliseconds timeout)
     : store(timeout), impl_(std::make_unique<impl>()), host_(std::move(host)), port_(port),
       is_master_(is_master) {
-  auto& mm = impl_->sys->middleman();
+  impl_->secret = job_secret();
+  impl_->dialect = client_dialect();
   if (is_master_) {
-    impl_->server = impl_->sys->spawn<store_actor>();
-    auto bound = mm.publish(impl_->server, port_, nullptr, true);
-    if (!bound) {
-      caf::anon_send_exit(impl_->server, caf::exit_reason::user_shutdown);
-      ACTORCH_FAIL("tcp_store: the master cannot listen on port ", port_, ": ",
-                   impl_->sys->render(bound.error()));
-    }
-    port_ = *bound;
-    impl_->target = impl_->server;
-    return;
+    impl_->server = std::make_unique<tcp_store_server>(host_, port_, impl_->secret);
+    port_ = impl_->server->port();
   }
-  // The master may start later than us: retry until the timeout.
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::string last;
-  for (;;) {
-    auto remote = mm.remote_actor(host_, port_);
-    if (remote) {
-      impl_->target = *remote;
-      return;
-    }
-    last = impl_->sys->render(remote.error());
-    if (std::chrono::steady_clock::now() >= deadline)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ACTORCH_FAIL("tcp_store: no master answered at ", host_, ":", port_, " within ", timeout.count(),
-               " ms (last error: ", last, ")");
+  impl_->host = host_.empty() ? "127.0.0.1" : host_;
+  impl_->port = port_;
+  impl_->idle.push_back(impl_->connect(timeout)); // fails here, naming the master, if none
 }
 
-tcp_store::~tcp_store() {
-  // A published actor that is still alive makes ~actor_system hang (DEPENDENCIES.md, CAF
-  // gotcha 1): end it first.
-  if (impl_->server)
-    caf::anon_send_exit(impl_->server, caf::exit_reason::user_shutdown);
-  impl_->target = nullptr;
-  impl_->server = nullptr;
+tcp_store::~tcp_store() = default;
+
+std::string tcp_store::listen_address() const {
+  return impl_->server ? impl_->server->listen_address() : std::string();
 }
 
 void tcp_store::set(const std::string& key, const std::string& value) {
+  const std::string what = "set('" + key + "')";
   try {
-    impl_->call(
-        "set('" + key + "')", timeout(), [](caf::ok_atom) {}, st_set::value, key, value);
-  } catch (const impl::timeout_error&) {
-    ACTORCH_FAIL("tcp_store: set('", key, "') got no answer within ", timeout().count(), " ms");
+    impl_->call(what, timeout(), [&](int fd, auto deadline) {
+      std::string r = impl_->request(op::set);
+      wire::put_str(r, wire_key(key));
+      wire::put_str(r, value);
+      impl_->send_all(fd, r, deadline);
+      return 0;
+    });
+  } catch (const timed_out&) {
+    impl_->fail_timeout(what, timeout());
   }
 }
 
 int64_t tcp_store::add(const std::string& key, int64_t delta) {
-  int64_t out = 0;
-  std::string err;
+  const std::string what = "add('" + key + "')";
   try {
-    impl_->call(
-        "add('" + key + "')", timeout(),
-        [&](bool ok, int64_t v, std::string msg) {
-          out = v;
-          if (!ok)
-            err = std::move(msg);
-        },
-        st_add::value, key, delta);
-  } catch (const impl::timeout_error&) {
-    ACTORCH_FAIL("tcp_store: add('", key, "') got no answer within ", timeout().count(), " ms");
+    return impl_->call(what, timeout(), [&](int fd, auto deadline) {
+      std::string r = impl_->request(op::add);
+      wire::put_str(r, wire_key(key));
+      wire::put_int<int64_t>(r, delta);
+      impl_->send_all(fd, r, deadline);
+      return impl_->recv_int<int64_t>(fd, deadline);
+    });
+  } catch (const timed_out&) {
+    impl_->fail_timeout(what, timeout());
   }
-  ACTORCH_CHECK(err.empty(), err);
-  return out;
 }
 
 std::string tcp_store::compare_set(const std::string& key, const std::string& expected,
                                    const std::string& desired) {
-  std::string out;
+  const std::string what = "compare_set('" + key + "')";
   try {
-    impl_->call(
-        "compare_set('" + key + "')", timeout(), [&](std::string v) { out = std::move(v); },
-        st_cas::value, key, expected, desired);
-  } catch (const impl::timeout_error&) {
-    ACTORCH_FAIL("tcp_store: compare_set('", key, "') got no answer within ", timeout().count(),
-                 " ms");
+    return impl_->call(what, timeout(), [&](int fd, auto deadline) {
+      std::string r = impl_->request(op::compare_set);
+      wire::put_str(r, wire_key(key));
+      wire::put_str(r, expected);
+      wire::put_str(r, desired);
+      impl_->send_all(fd, r, deadline);
+      return impl_->recv_str(fd, deadline);
+    });
+  } catch (const timed_out&) {
+    impl_->fail_timeout(what, timeout());
   }
-  return out;
 }
 
+namespace {
+std::string keys_request(const std::string& head, const std::vector<std::string>& keys) {
+  std::string r = head;
+  wire::put_int<uint64_t>(r, keys.size());
+  for (const auto& k : keys)
+    wire::put_str(r, wire_key(k));
+  return r;
+}
+} // namespace
+
 bool tcp_store::check(const std::vector<std::string>& keys) {
-  bool out = false;
   try {
-    impl_->call(
-        "check", timeout(), [&](bool v) { out = v; }, st_check::value, keys);
-  } catch (const impl::timeout_error&) {
-    ACTORCH_FAIL("tcp_store: check got no answer within ", timeout().count(), " ms");
+    return impl_->call("check", timeout(), [&](int fd, auto deadline) {
+      impl_->send_all(fd, keys_request(impl_->request(op::check), keys), deadline);
+      return impl_->recv_int<uint8_t>(fd, deadline) == wire::check_ready;
+    });
+  } catch (const timed_out&) {
+    impl_->fail_timeout("check", timeout());
   }
-  return out;
 }
 
 void tcp_store::wait(const std::vector<std::string>& keys, milliseconds timeout) {
   try {
-    impl_->call(
-        "wait", timeout, [](caf::ok_atom) {}, st_wait::value, keys);
-  } catch (const impl::timeout_error&) {
+    impl_->call("wait", timeout, [&](int fd, auto deadline) {
+      impl_->send_all(fd, keys_request(impl_->request(op::wait), keys), deadline);
+      const auto reply = impl_->recv_int<uint8_t>(fd, deadline);
+      if (reply != wire::wait_stop_waiting)
+        throw closed{};
+      return 0;
+    });
+  } catch (const timed_out&) {
+    // The wait stays registered at the master: the connection was dropped with it.
     throw_timeout("tcp_store", keys, timeout);
   }
 }
 
 bool tcp_store::delete_key(const std::string& key) {
-  bool out = false;
+  const std::string what = "delete_key('" + key + "')";
   try {
-    impl_->call(
-        "delete_key('" + key + "')", timeout(), [&](bool v) { out = v; }, st_del::value, key);
-  } catch (const impl::timeout_error&) {
-    ACTORCH_FAIL("tcp_store: delete_key('", key, "') got no answer within ", timeout().count(),
-                 " ms");
+    return impl_->call(what, timeout(), [&](int fd, auto deadline) {
+      std::string r = impl_->request(op::delete_key);
+      wire::put_str(r, wire_key(key));
+      impl_->send_all(fd, r, deadline);
+      return impl_->recv_int<int64_t>(fd, deadline) > 0;
+    });
+  } catch (const timed_out&) {
+    impl_->fail_timeout(what, timeout());
   }
-  return out;
 }
 
 int64_t tcp_store::num_keys() {
-  int64_t out = 0;
   try {
-    impl_->call(
-        "num_keys", timeout(), [&](int64_t v) { out = v; }, st_num::value);
-  } catch (const impl::timeout_error&) {
-    ACTORCH_FAIL("tcp_store: num_keys got no answer within ", timeout().count(), " ms");
+    return impl_->call("num_keys", timeout(), [&](int fd, auto deadline) {
+      impl_->send_all(fd, impl_->request(op::num_keys), deadline);
+      return impl_->recv_int<int64_t>(fd, deadline);
+    });
+  } catch (const timed_out&) {
+    impl_->fail_timeout("num_keys", timeout());
   }
-  return out;
 }
 
 std::string tcp_store::get_now(const std::string& key) {
-  bool found = false;
-  std::string out;
+  const std::string what = "get('" + key + "')";
   try {
-    impl_->call(
-        "get('" + key + "')", timeout(),
-        [&](bool f, std::string v) {
-          found = f;
-          out = std::move(v);
-        },
-        st_get::value, key);
-  } catch (const impl::timeout_error&) {
-    ACTORCH_FAIL("tcp_store: get('", key, "') got no answer within ", timeout().count(), " ms");
+    return impl_->call(what, timeout(), [&](int fd, auto deadline) {
+      std::string r = impl_->request(op::get);
+      wire::put_str(r, wire_key(key));
+      impl_->send_all(fd, r, deadline);
+      return impl_->recv_str(fd, deadline);
+    });
+  } catch (const timed_out&) {
+    impl_->fail_timeout(what, timeout());
   }
-  ACTORCH_CHECK(found, "tcp_store: key '", key, "' was deleted while being read");
-  return out;
 }
 
 } // namespace actorch::dist

@@ -1,11 +1,15 @@
 // The store behind env:// and tcp:// (c10d's TCPStore): rank 0 hosts it on MASTER_PORT, the
-// other ranks connect to MASTER_ADDR:MASTER_PORT. Built on CAF's middleman: the master
-// publishes a store actor, clients talk to it through remote_actor. CAF stays inside
-// tcp_store.cpp; this header costs nothing to include.
+// other ranks connect to MASTER_ADDR:MASTER_PORT. It speaks PyTorch's TCPStore protocol, so
+// actorch ranks join a store that torchrun's agent or a PyTorch program hosts, and PyTorch
+// clients read an actorch job's store (Note [TCPStore protocol] in tcp_store_server.cpp).
+// Environment: ACTORCH_JOB_TOKEN / ACTORCH_JOB_TOKEN_FILE (a job secret every connection must
+// prove it knows, Note [Job secret]); ACTORCH_TCPSTORE_PROTOCOL=2 for a PyTorch 2.x master
+// (the client's default is torch 1.13's numbering; the master understands both).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "comm/store/store.hpp"
 
@@ -13,9 +17,11 @@ namespace actorch::dist {
 
 class tcp_store final : public store {
 public:
-  /// The master listens on `port` (0: a free port, see port()) on every interface; a client
-  /// connects to host:port, retrying until `timeout` and then throwing actorch::error that
-  /// names the address.
+  /// The master listens on `host`'s address (every interface when `host` is empty or not an
+  /// address of this machine) at `port` (0: a free port, see port()); every rank, the master
+  /// included, connects to host:port, retrying until `timeout` and then throwing
+  /// actorch::error that names the address. Every request is answered within `timeout` or
+  /// fails naming the master.
   tcp_store(std::string host, uint16_t port, bool is_master,
             milliseconds timeout = default_timeout);
   ~tcp_store() override;
@@ -33,6 +39,8 @@ public:
   /// The port the master listens on (the chosen one when constructed with 0).
   uint16_t port() const { return port_; }
   bool is_master() const { return is_master_; }
+  /// The master's listening address ("127.0.0.1", "::"); empty on a client.
+  std::string listen_address() const;
 
 protected:
   std::string get_now(const std::string& key) override;

@@ -1,0 +1,639 @@
+// tcp_store_server (tcp_store_server.hpp).
+//
+// Note [TCPStore protocol]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// The store speaks PyTorch's TCPStore protocol (tcp_wire.hpp), so actorch ranks join a store
+// that torchrun's agent or a PyTorch program hosts, and PyTorch tools read an actorch job's
+// store. A connection's first bytes tell its numbering: 2.x clients open with VALIDATE (code 0)
+// and the magic 0x3C85F7CE; anything else is torch 1.13's numbering (a 1.13 SET also starts
+// with byte 0, but its next bytes are a key length far below the magic). Replies follow torch:
+// SET, APPEND and MULTI_SET get none; WAIT's STOP_WAITING comes when the last missing key is
+// written; a GET of a missing key, an ADD on a value that is not an integer, an unknown code or
+// WATCH_KEY (not implemented) end the connection, as torch's server ends it, with a log line.
+// Keys are stored as they arrive: torch's client prefixes "/" to every key, and so does ours.
+//
+// Note [Strangers at the port]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Anyone who reaches the port can connect, so nothing a connection sends may cost the master
+// more than it bounds: the loop never blocks on one connection (non-blocking sockets, input
+// parsed as it arrives, a partial request simply waits); every length is checked against
+// tcp_wire.hpp's limits before anything is allocated for it, and the bytes all connections
+// hold unparsed are bounded too; connections are capped (a quarter of the file-descriptor
+// limit, which is raised to its hard maximum first), so idle ones cannot exhaust the
+// descriptors the job needs for its checkpoints. What breaks a rule is dropped with a line
+// on stderr naming the peer and the rule (at most 20 such lines a second, then a count).
+//
+// Note [Job secret]
+// ~~~~~~~~~~~~~~~~~
+// With ACTORCH_JOB_TOKEN (or ACTORCH_JOB_TOKEN_FILE) set, a connection's first request must
+// be AUTH (code 0xA7, outside torch's numbering): the master answers 32 random bytes, the
+// client answers HMAC-SHA256(secret, those bytes), and only a correct proof lets it read or
+// write a key. The secret never crosses the wire, and a recorded proof is useless for another
+// connection. It keeps out whoever does not know the secret; it does not encrypt the traffic,
+// authenticate the master to the clients, or protect Gloo's own connections (README).
+#include "comm/store/tcp_store_server.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/error.hpp"
+#include "comm/store/tcp_wire.hpp"
+
+namespace actorch::dist {
+
+std::string hmac_sha256(const std::string& key, const std::string& message) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  ACTORCH_CHECK(HMAC(EVP_sha256(), key.data(), int(key.size()),
+                     reinterpret_cast<const unsigned char*>(message.data()), message.size(), out,
+                     &len) != nullptr,
+                "tcp_store: HMAC-SHA256 failed");
+  return std::string(reinterpret_cast<const char*>(out), len);
+}
+
+namespace {
+
+using wire::op;
+
+/// A request that breaks the protocol or a bound: the connection is dropped with `what`.
+struct violation {
+  std::string what;
+};
+
+/// Parses one request from the front of a buffer; need() says whether the bytes are there yet.
+class cursor {
+public:
+  explicit cursor(const std::string& in) : in_(in) {}
+  bool need(size_t n) const { return in_.size() - pos_ >= n; }
+  size_t pos() const { return pos_; }
+  uint8_t u8() { return uint8_t(in_[pos_++]); }
+  void skip(size_t n) { pos_ += n; }
+  template <class T> T integer() {
+    const T v = wire::get_int<T>(in_.data() + pos_);
+    pos_ += sizeof(T);
+    return v;
+  }
+  /// A length-prefixed string of at most `limit` bytes; false when not all there yet.
+  bool str(std::string& out, uint64_t limit, const char* what) {
+    if (!need(8))
+      return false;
+    const auto n = wire::get_int<uint64_t>(in_.data() + pos_);
+    if (n > limit)
+      throw violation{std::string("a ") + what + " of " + std::to_string(n) +
+                      " bytes (the limit is " + std::to_string(limit) + ")"};
+    if (!need(8 + n))
+      return false;
+    out.assign(in_.data() + pos_ + 8, size_t(n));
+    pos_ += 8 + n;
+    return true;
+  }
+  /// A u64 count of at most `limit`; false when not all there yet.
+  bool count(uint64_t& out, uint64_t limit, const char* what) {
+    if (!need(8))
+      return false;
+    out = integer<uint64_t>();
+    if (out > limit)
+      throw violation{std::to_string(out) + " " + what + " in one request (the limit is " +
+                      std::to_string(limit) + ")"};
+    return true;
+  }
+
+private:
+  const std::string& in_;
+  size_t pos_ = 0;
+};
+
+struct connection {
+  int fd = -1;
+  std::string peer;
+  std::string in, out;
+  bool dialect_known = false;
+  wire::dialect dialect = wire::dialect::torch113;
+  bool authed = false;
+  std::string nonce; // sent, awaiting the proof
+  std::vector<std::vector<std::string>> waits;
+};
+
+std::string peer_of(const sockaddr_storage& a) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (a.ss_family == AF_INET) {
+    const auto* s = reinterpret_cast<const sockaddr_in*>(&a);
+    ::inet_ntop(AF_INET, &s->sin_addr, host, sizeof host);
+    port = ntohs(s->sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    const auto* s = reinterpret_cast<const sockaddr_in6*>(&a);
+    ::inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof host);
+    port = ntohs(s->sin6_port);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+int64_t parse_integer(const std::string& key, const std::string& value) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size())
+    throw violation{"ADD on key '" + key + "', whose value is not an integer"};
+  return v;
+}
+
+/// Raises the soft descriptor limit to the hard one; a quarter of it is the connection cap.
+size_t connection_cap() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &r);
+    ::getrlimit(RLIMIT_NOFILE, &r);
+  }
+  const rlim_t soft = r.rlim_cur == RLIM_INFINITY ? 65536 : r.rlim_cur;
+  return std::clamp<size_t>(size_t(soft / 4), 64, 16384);
+}
+
+/// All connections' unparsed bytes together stay below this.
+constexpr size_t kMaxBufferedBytes = 512ull << 20;
+
+} // namespace
+
+struct tcp_store_server::impl {
+  int listen_fd = -1;
+  int wake_pipe[2] = {-1, -1};
+  uint16_t port = 0;
+  std::string address;
+  std::string secret;
+  size_t cap = 0;
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> accepted{0}, dropped{0};
+  std::thread loop_thread;
+
+  std::map<std::string, std::string> data;
+  std::vector<std::unique_ptr<connection>> conns;
+  size_t buffered = 0;
+
+  // Note [Strangers at the port]: rate-limited log lines.
+  std::chrono::steady_clock::time_point log_window{};
+  int logged_in_window = 0, suppressed = 0;
+
+  void log(const std::string& line) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - log_window > std::chrono::seconds(1)) {
+      if (suppressed > 0)
+        std::fprintf(stderr, "tcp_store: (%d more such lines suppressed)\n", suppressed);
+      log_window = now;
+      logged_in_window = suppressed = 0;
+    }
+    if (++logged_in_window > 20) {
+      ++suppressed;
+      return;
+    }
+    std::fprintf(stderr, "tcp_store: %s\n", line.c_str());
+  }
+
+  void listen_on(const std::string& host, uint16_t want_port) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    hints.ai_family = AF_UNSPEC;
+    addrinfo* res = nullptr;
+    const std::string port_s = std::to_string(want_port);
+    const int rc =
+        ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port_s.c_str(), &hints, &res);
+    ACTORCH_CHECK(rc == 0, "tcp_store: cannot resolve the master address '", host,
+                  "': ", ::gai_strerror(rc));
+    std::string last_error;
+    bool not_local = false;
+    for (addrinfo* a = res; a != nullptr && listen_fd < 0; a = a->ai_next) {
+      const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (fd < 0)
+        continue;
+      const int one = 1;
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      if (a->ai_family == AF_INET6) {
+        const int zero = 0; // dual-stack when listening on "::"
+        ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+      }
+      if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
+        not_local = not_local || errno == EADDRNOTAVAIL;
+        last_error = errno == EADDRINUSE ? "address already in use (another process holds the "
+                                           "port: choose another MASTER_PORT)"
+                                         : errno_str(errno);
+        ::close(fd);
+        continue;
+      }
+      if (::listen(fd, 2048) != 0) {
+        last_error = errno_str(errno);
+        ::close(fd);
+        continue;
+      }
+      listen_fd = fd;
+    }
+    ::freeaddrinfo(res);
+    if (listen_fd < 0 && not_local && !host.empty()) {
+      // MASTER_ADDR names no address of this machine (a NAT, a DNS alias): every interface.
+      log("'" + host + "' is not an address of this machine; listening on every interface");
+      listen_on("", want_port);
+      return;
+    }
+    ACTORCH_CHECK(listen_fd >= 0, "tcp_store: the master cannot listen on ",
+                  host.empty() ? "*" : host, ":", want_port, ": ", last_error);
+    sockaddr_storage bound{};
+    socklen_t len = sizeof bound;
+    ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&bound), &len);
+    const std::string p = peer_of(bound);
+    address = p.substr(0, p.rfind(':'));
+    port = uint16_t(std::stoi(p.substr(p.rfind(':') + 1)));
+  }
+
+  void drop(size_t i, const std::string& why) {
+    connection& c = *conns[i];
+    log("dropped the connection from " + c.peer + ": " + why);
+    ++dropped;
+    buffered -= c.in.size();
+    ::close(c.fd);
+    conns.erase(conns.begin() + std::ptrdiff_t(i));
+  }
+
+  void accept_all() {
+    for (;;) {
+      sockaddr_storage a{};
+      socklen_t len = sizeof a;
+      const int fd =
+          ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&a), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0)
+        return; // EAGAIN, or a connection that went away before we took it
+      if (conns.size() >= cap) {
+        log("refused a connection from " + peer_of(a) + ": " + std::to_string(conns.size()) +
+            " connections are open, the cap");
+        ++dropped;
+        ::close(fd);
+        continue;
+      }
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      auto c = std::make_unique<connection>();
+      c->fd = fd;
+      c->peer = peer_of(a);
+      c->authed = secret.empty();
+      conns.push_back(std::move(c));
+      ++accepted;
+    }
+  }
+
+  bool has_all(const std::vector<std::string>& keys) const {
+    return std::all_of(keys.begin(), keys.end(),
+                       [&](const std::string& k) { return data.contains(k); });
+  }
+
+  // See Note [TCPStore protocol]: a write delivers the waits it completes.
+  void wake() {
+    for (auto& c : conns)
+      for (size_t w = 0; w < c->waits.size();) {
+        if (has_all(c->waits[w])) {
+          wire::put_u8(c->out, wire::wait_stop_waiting);
+          c->waits.erase(c->waits.begin() + std::ptrdiff_t(w));
+        } else {
+          ++w;
+        }
+      }
+  }
+
+  bool read_keys(cursor& in, std::vector<std::string>& keys) {
+    uint64_t n = 0;
+    if (!in.count(n, wire::max_keys_per_request, "keys"))
+      return false;
+    keys.resize(size_t(n));
+    for (auto& k : keys)
+      if (!in.str(k, wire::max_key_bytes, "key"))
+        return false;
+    return true;
+  }
+
+  /// Handles one request from the front of c.in; false when it is not all there yet.
+  bool handle_one(connection& c) {
+    cursor in(c.in);
+    if (!in.need(1))
+      return false;
+    // Note [Job secret]: nothing but the proof until it is given.
+    if (!c.authed) {
+      if (c.nonce.empty()) {
+        if (in.u8() != uint8_t(op::auth))
+          throw violation{"it sent a request without proving it knows the job secret "
+                          "(ACTORCH_JOB_TOKEN)"};
+        c.nonce.resize(32);
+        ACTORCH_CHECK(RAND_bytes(reinterpret_cast<unsigned char*>(c.nonce.data()), 32) == 1,
+                      "tcp_store: no random bytes for the challenge");
+        c.out += c.nonce;
+      } else {
+        if (!in.need(32))
+          return false;
+        const std::string proof = c.in.substr(0, 32);
+        in.skip(32);
+        const std::string want = hmac_sha256(secret, c.nonce);
+        if (CRYPTO_memcmp(proof.data(), want.data(), 32) != 0)
+          throw violation{"a wrong proof of the job secret"};
+        c.authed = true;
+        wire::put_u8(c.out, 1);
+      }
+      consume(c, in.pos());
+      return true;
+    }
+    if (!c.dialect_known) {
+      if (uint8_t(c.in[0]) == 0) { // 2.x's VALIDATE, or 1.13's SET
+        if (!in.need(5))
+          return false;
+        if (wire::get_int<uint32_t>(c.in.data() + 1) == wire::validate_magic) {
+          c.dialect = wire::dialect::torch2;
+          c.dialect_known = true;
+          consume(c, 5);
+          return true;
+        }
+      }
+      c.dialect_known = true; // 1.13's numbering
+    }
+    op o{};
+    const uint8_t code = in.u8();
+    if (!wire::op_of(code, c.dialect, o))
+      throw violation{"unknown request code " + std::to_string(code)};
+    std::string key, a, b;
+    std::vector<std::string> keys;
+    switch (o) {
+    case op::validate: throw violation{"VALIDATE after the first request"};
+    case op::auth: throw violation{"AUTH, but this store has no job secret"};
+    case op::watch_key: throw violation{"WATCH_KEY, which actorch's store does not implement"};
+    case op::set:
+    case op::append:
+      if (!in.str(key, wire::max_key_bytes, "key") || !in.str(a, wire::max_value_bytes, "value"))
+        return false;
+      if (o == op::set)
+        data[key] = std::move(a);
+      else
+        data[key] += a;
+      consume(c, in.pos());
+      wake();
+      return true;
+    case op::compare_set: {
+      if (!in.str(key, wire::max_key_bytes, "key") || !in.str(a, wire::max_value_bytes, "value") ||
+          !in.str(b, wire::max_value_bytes, "value"))
+        return false;
+      consume(c, in.pos());
+      auto it = data.find(key);
+      if (it == data.end()) {
+        if (a.empty()) {
+          data[key] = b;
+          wire::put_str(c.out, b);
+          wake();
+        } else {
+          wire::put_str(c.out, a);
+        }
+      } else {
+        if (it->second == a) {
+          it->second = b;
+          wake();
+        }
+        wire::put_str(c.out, it->second);
+      }
+      return true;
+    }
+    case op::get: {
+      if (!in.str(key, wire::max_key_bytes, "key"))
+        return false;
+      auto it = data.find(key);
+      if (it == data.end())
+        throw violation{"GET of key '" + key + "', which is not set (clients WAIT first)"};
+      consume(c, in.pos());
+      wire::put_str(c.out, it->second);
+      return true;
+    }
+    case op::add: {
+      if (!in.str(key, wire::max_key_bytes, "key") || !in.need(8))
+        return false;
+      const auto delta = in.integer<int64_t>();
+      auto it = data.find(key);
+      const int64_t v = (it == data.end() ? 0 : parse_integer(key, it->second)) + delta;
+      data[key] = std::to_string(v);
+      consume(c, in.pos());
+      wire::put_int<int64_t>(c.out, v);
+      wake();
+      return true;
+    }
+    case op::check:
+    case op::wait:
+      if (!read_keys(in, keys))
+        return false;
+      consume(c, in.pos());
+      if (o == op::check)
+        wire::put_u8(c.out, has_all(keys) ? wire::check_ready : wire::check_not_ready);
+      else if (has_all(keys))
+        wire::put_u8(c.out, wire::wait_stop_waiting);
+      else
+        c.waits.push_back(std::move(keys));
+      return true;
+    case op::num_keys:
+      consume(c, in.pos());
+      wire::put_int<int64_t>(c.out, int64_t(data.size()));
+      return true;
+    case op::delete_key:
+      if (!in.str(key, wire::max_key_bytes, "key"))
+        return false;
+      consume(c, in.pos());
+      wire::put_int<int64_t>(c.out, int64_t(data.erase(key)));
+      return true;
+    case op::multi_get:
+      if (!read_keys(in, keys))
+        return false;
+      for (const auto& k : keys)
+        if (!data.contains(k))
+          throw violation{"MULTI_GET of key '" + k + "', which is not set"};
+      consume(c, in.pos());
+      for (const auto& k : keys)
+        wire::put_str(c.out, data.at(k));
+      return true;
+    case op::multi_set: {
+      uint64_t n = 0;
+      if (!in.count(n, wire::max_keys_per_request, "keys"))
+        return false;
+      std::vector<std::pair<std::string, std::string>> kvs{size_t(n)};
+      for (auto& [k, v] : kvs)
+        if (!in.str(k, wire::max_key_bytes, "key") || !in.str(v, wire::max_value_bytes, "value"))
+          return false;
+      consume(c, in.pos());
+      for (auto& [k, v] : kvs)
+        data[k] = std::move(v);
+      wake();
+      return true;
+    }
+    case op::cancel_wait:
+      consume(c, in.pos());
+      c.waits.clear();
+      wire::put_u8(c.out, wire::wait_canceled);
+      return true;
+    case op::ping: {
+      if (!in.need(4))
+        return false;
+      const auto nonce = in.integer<uint32_t>();
+      consume(c, in.pos());
+      wire::put_int<uint32_t>(c.out, nonce);
+      return true;
+    }
+    }
+    throw violation{"unknown request code " + std::to_string(code)};
+  }
+
+  void consume(connection& c, size_t n) {
+    c.in.erase(0, n);
+    buffered -= n;
+  }
+
+  // Reads what `c` sent and handles every complete request; false when it must be dropped
+  // (`why` says why), or when it closed.
+  bool serve(connection& c, std::string& why) {
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+      if (n == 0) {
+        why.clear(); // it closed: nothing to log
+        return false;
+      }
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+          break;
+        if (errno == EINTR)
+          continue;
+        why = errno_str(errno);
+        return false;
+      }
+      if (buffered + size_t(n) > kMaxBufferedBytes) {
+        why = "the master holds " + std::to_string(buffered) +
+              " bytes of unparsed requests already (the bound for all connections)";
+        return false;
+      }
+      c.in.append(buf, size_t(n));
+      buffered += size_t(n);
+      try {
+        while (handle_one(c)) {
+        }
+      } catch (const violation& v) {
+        why = v.what;
+        return false;
+      } catch (const std::exception& e) {
+        why = e.what();
+        return false;
+      }
+      if (size_t(n) < sizeof buf)
+        break;
+    }
+    return true;
+  }
+
+  bool flush(connection& c) {
+    while (!c.out.empty()) {
+      const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+      if (n < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      c.out.erase(0, size_t(n));
+    }
+    return true;
+  }
+
+  void loop() {
+    std::vector<pollfd> fds;
+    while (!stop.load()) {
+      fds.clear();
+      fds.push_back({wake_pipe[0], POLLIN, 0});
+      fds.push_back({listen_fd, POLLIN, 0});
+      for (const auto& c : conns)
+        fds.push_back({c->fd, short(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
+      if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR)
+        break;
+      if (fds[0].revents != 0)
+        break; // stop
+      // Connections first (their indices match fds from 2 on), newest last; then accept.
+      for (size_t i = fds.size() - 1; i >= 2; --i) {
+        const size_t ci = i - 2;
+        connection& c = *conns[ci];
+        std::string why = "it hung up";
+        bool keep = true;
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
+          keep = serve(c, why);
+        if (keep && !flush(c)) {
+          keep = false;
+          why = "it stopped reading its replies";
+        }
+        if (!keep) {
+          if (why.empty()) { // a clean close
+            buffered -= c.in.size();
+            ::close(c.fd);
+            conns.erase(conns.begin() + std::ptrdiff_t(ci));
+          } else {
+            drop(ci, why);
+          }
+        }
+      }
+      // A write by one connection may complete another's wait: flush them all.
+      for (auto& c : conns)
+        flush(*c);
+      if (fds[1].revents & POLLIN)
+        accept_all();
+    }
+  }
+};
+
+tcp_store_server::tcp_store_server(const std::string& host, uint16_t port, std::string secret)
+    : impl_(std::make_unique<impl>()) {
+  impl_->secret = std::move(secret);
+  impl_->cap = connection_cap();
+  impl_->listen_on(host, port);
+  ACTORCH_CHECK(::pipe2(impl_->wake_pipe, O_CLOEXEC) == 0, "tcp_store: pipe: ", errno_str(errno));
+  impl_->loop_thread = std::thread([this] { impl_->loop(); });
+}
+
+tcp_store_server::~tcp_store_server() {
+  impl_->stop = true;
+  const char b = 1;
+  if (::write(impl_->wake_pipe[1], &b, 1) < 0) {
+    // The loop also ends on its next wake-up; nothing else to do here.
+  }
+  if (impl_->loop_thread.joinable())
+    impl_->loop_thread.join();
+  for (auto& c : impl_->conns)
+    ::close(c->fd);
+  ::close(impl_->listen_fd);
+  ::close(impl_->wake_pipe[0]);
+  ::close(impl_->wake_pipe[1]);
+}
+
+uint16_t tcp_store_server::port() const {
+  return impl_->port;
+}
+std::string tcp_store_server::listen_address() const {
+  return impl_->address;
+}
+int64_t tcp_store_server::accepted() const {
+  return impl_->accepted.load();
+}
+int64_t tcp_store_server::dropped() const {
+  return impl_->dropped.load();
+}
+
+} // namespace actorch::dist
