@@ -15,9 +15,13 @@ std::string store::get(const std::string& key) {
 void store::throw_timeout(const char* store_name, const std::vector<std::string>& keys,
                           milliseconds timeout) {
   std::vector<std::string> missing;
-  for (const auto& k : keys)
-    if (!check({k}))
-      missing.push_back(k);
+  try {
+    for (const auto& k : keys)
+      if (!check({k}))
+        missing.push_back(k);
+  } catch (const std::exception&) {
+    missing.clear(); // the store does not answer at all (a silent master): name every key
+  }
   ACTORCH_FAIL(store_name, ": timed out after ", timeout.count(), " ms waiting for keys ",
                join_keys(missing.empty() ? keys : missing));
 }

@@ -20,7 +20,9 @@
 // tcp_wire.hpp's limits before anything is allocated for it, and the bytes all connections
 // hold unparsed are bounded too; connections are capped (a quarter of the file-descriptor
 // limit, which is raised to its hard maximum first), so idle ones cannot exhaust the
-// descriptors the job needs for its checkpoints. What breaks a rule is dropped with a line
+// descriptors the job needs for its checkpoints; at the cap, a new connection evicts the
+// oldest one that never made a request, so strangers' idle connections cannot lock the
+// ranks out either. What breaks a rule is dropped with a line
 // on stderr naming the peer and the rule (at most 20 such lines a second, then a count).
 //
 // Note [Job secret]
@@ -132,7 +134,8 @@ struct connection {
   bool dialect_known = false;
   wire::dialect dialect = wire::dialect::torch113;
   bool authed = false;
-  std::string nonce; // sent, awaiting the proof
+  std::string nonce;  // sent, awaiting the proof
+  bool spoke = false; // it has made a complete request (after the proof, with a job secret)
   std::vector<std::vector<std::string>> waits;
 };
 
@@ -274,6 +277,17 @@ struct tcp_store_server::impl {
     conns.erase(conns.begin() + std::ptrdiff_t(i));
   }
 
+  // At the cap, the oldest connection that never made a request makes room (a stranger's idle
+  // connection, or torch 1.13's unused second one); false when every one has spoken.
+  bool evict_silent() {
+    for (size_t i = 0; i < conns.size(); ++i)
+      if (!conns[i]->spoke) {
+        drop(i, "it never made a request, and the connection cap is reached");
+        return true;
+      }
+    return false;
+  }
+
   void accept_all() {
     for (;;) {
       sockaddr_storage a{};
@@ -282,9 +296,9 @@ struct tcp_store_server::impl {
           ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&a), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0)
         return; // EAGAIN, or a connection that went away before we took it
-      if (conns.size() >= cap) {
+      if (conns.size() >= cap && !evict_silent()) {
         log("refused a connection from " + peer_of(a) + ": " + std::to_string(conns.size()) +
-            " connections are open, the cap");
+            " connections are open, the cap, and each has made a request");
         ++dropped;
         ::close(fd);
         continue;
@@ -531,8 +545,8 @@ struct tcp_store_server::impl {
       c.in.append(buf, size_t(n));
       buffered += size_t(n);
       try {
-        while (handle_one(c)) {
-        }
+        while (handle_one(c))
+          c.spoke = c.authed; // the challenge alone does not count
       } catch (const violation& v) {
         why = v.what;
         return false;
