@@ -105,7 +105,8 @@ TEST_CASE("prefix_store keeps the semantics and isolates its keys", "[comm][stor
   }
 }
 
-TEST_CASE("tcp_store keeps c10d's store semantics over PyTorch's TCPStore protocol", "[comm][store]") {
+TEST_CASE("tcp_store keeps c10d's store semantics over PyTorch's TCPStore protocol",
+          "[comm][store]") {
   tcp_store master("127.0.0.1", 0, true, 2s);
   REQUIRE(master.port() != 0);
   SECTION("on the master") {
