@@ -226,6 +226,15 @@ void init_process_group(const init_options& opts) {
       ACTORCH_FAIL("init_process_group: unsupported init_method '", opts.init_method,
                    "' (expected env://, tcp://host:port or file:///path)");
     }
+    // torchrun's agent hosts the store on MASTER_PORT and says so: every rank joins it as a
+    // client, under the attempt's prefix, as torch's _create_c10d_store does.
+    const auto agent_store = env("TORCHELASTIC_USE_AGENT_STORE");
+    if (!st && url == "env://" && agent_store && *agent_store == "True") {
+      const std::string attempt = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
+      st = std::make_shared<prefix_store>(
+          "/worker/attempt_" + attempt,
+          std::make_shared<tcp_store>(host, port, false, opts.timeout));
+    }
     if (!st) {
       st = std::make_shared<tcp_store>(host, port, rank == 0, opts.timeout);
       if (host != "127.0.0.1" && host != "localhost") {

@@ -6,7 +6,8 @@
 #   main   build the library, the tools and the examples, and run the main job (its plot too)
 #   test   main, plus what only the test suite uses (numpy and PyTorch for the independent
 #          readers and writers and the checks against torch, iproute2 for the network-namespace
-#          tests, clang-format for the layout check, pybind11 and pytest for the Python module)
+#          tests, clang-format for the layout check, pybind11 and pytest for the Python module,
+#          OpenMPI's mpirun and PyTorch's torchrun for the launcher tests)
 #   bench  main, plus what only the benchmarks use (PyTorch for the peer scripts, valgrind
 #          for bench/loader_work.py, nlohmann-json for bench/json/json_compare.cpp)
 #   ci     test, plus what only .ci/run uses (debootstrap for its fresh Debian 12 root)
@@ -19,7 +20,7 @@ main=(
   gnuplot-nox
 )
 test=(python3 python3-numpy python3-torch iproute2 clang-format python3-dev pybind11-dev
-  python3-pytest)
+  python3-pytest openmpi-bin)
 bench=(python3 python3-numpy python3-torch valgrind nlohmann-json3-dev)
 ci=(debootstrap ca-certificates)
 
