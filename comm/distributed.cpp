@@ -8,6 +8,10 @@
 #include <limits>
 #include <mutex>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/error.hpp"
@@ -68,6 +72,43 @@ struct state {
 state& global() {
   static state s;
   return s;
+}
+
+/// The address of this host that the route to `host` leaves from: what the other ranks can
+/// reach us at (peers of a multi-host job connect to the address Gloo advertises). A host name
+/// could resolve to 127.0.0.1 on its own machine, so the route decides, not gethostname().
+std::string address_toward(const std::string& host, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  ACTORCH_CHECK(rc == 0, "init_process_group: cannot resolve MASTER_ADDR '", host,
+                "': ", ::gai_strerror(rc));
+  std::string out;
+  for (addrinfo* a = res; a != nullptr && out.empty(); a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+      continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    // A UDP connect sends nothing: it only picks the route and the source address.
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      char buf[INET6_ADDRSTRLEN] = {};
+      const void* addr =
+          local.ss_family == AF_INET
+              ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&local)->sin_addr)
+              : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&local)->sin6_addr);
+      if (::inet_ntop(local.ss_family, addr, buf, sizeof buf) != nullptr)
+        out = buf;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  ACTORCH_CHECK(!out.empty(), "init_process_group: no route from this host to MASTER_ADDR '", host,
+                "', so no address to give the other ranks: set GLOO_SOCKET_IFNAME to the ",
+                "interface they reach this host through");
+  return out;
 }
 
 std::optional<std::string> env(const char* name) {
@@ -235,14 +276,10 @@ void init_process_group(const init_options& opts) {
           "/worker/attempt_" + attempt,
           std::make_shared<tcp_store>(host, port, false, opts.timeout));
     }
-    if (!st) {
+    if (!st)
       st = std::make_shared<tcp_store>(host, port, rank == 0, opts.timeout);
-      if (host != "127.0.0.1" && host != "localhost") {
-        char name[256] = {};
-        if (::gethostname(name, sizeof name - 1) == 0)
-          hostname = name; // peers on other nodes reach us under our host name
-      }
-    }
+    if (!host.empty())
+      hostname = address_toward(host, port);
   }
   const std::string backend = Backend::canonical(opts.backend);
   s.world = make_group(backend, std::make_shared<prefix_store>("default_pg", st), rank, world_size,

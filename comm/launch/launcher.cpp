@@ -146,26 +146,12 @@ void set_env(const char* name, const std::string& value) {
 
 } // namespace
 
-int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
-  ACTORCH_CHECK(o.nproc_per_node >= 1, "launch: --nproc-per-node must be >= 1 but got ",
-                o.nproc_per_node);
-  ACTORCH_CHECK(o.nnodes >= 1, "launch: --nnodes must be >= 1 but got ", o.nnodes);
-  ACTORCH_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, "launch: --node-rank ", o.node_rank,
-                " is outside [0, ", o.nnodes, ")");
-  ACTORCH_CHECK(o.master_port >= 1 && o.master_port <= 65535, "launch: --master-port ",
-                o.master_port, " is outside [1, 65535]");
-  ACTORCH_CHECK(!o.command.empty(), "launch: no program to run");
+namespace {
+
+// One attempt of the job: starts this node's ranks (restart `restart` of the job) and waits
+// for them; "" when all exited 0, else which rank failed and how.
+std::string run_attempt(const launch_options& o, int restart, std::ostream& out) {
   const int world = o.nproc_per_node * o.nnodes;
-
-  g_forward_signal = 0; // before the handler: a signal from now on is forwarded, not lost
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
-  ::sigaction(SIGINT, &sa, &old_int);
-  ::sigaction(SIGTERM, &sa, &old_term);
-
   std::vector<child> kids;
   std::string failure;
   for (int local = 0; local < o.nproc_per_node; ++local) {
@@ -173,7 +159,6 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
     int fds[2];
     ACTORCH_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "launch: pipe failed: ", std::strerror(errno));
     out.flush();
-    err.flush();
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::dup2(fds[1], STDOUT_FILENO);
@@ -187,6 +172,9 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
       set_env("GROUP_RANK", std::to_string(o.node_rank));
       set_env("MASTER_ADDR", o.master_addr);
       set_env("MASTER_PORT", std::to_string(o.master_port));
+      // torchrun's names: a program sees which restart this is as it would under torchrun.
+      set_env("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
+      set_env("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
       // torch.distributed.launch puts --local_rank=N right after the script, before its
       // arguments.
       std::vector<std::string> args = o.command;
@@ -213,13 +201,54 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
     for (auto& c : kids)
       ::kill(c.pid, SIGTERM);
   const std::string f = supervise(kids, out, o.grace, true);
-  if (failure.empty())
-    failure = f;
+  return failure.empty() ? f : failure;
+}
+
+} // namespace
+
+int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
+  ACTORCH_CHECK(o.nproc_per_node >= 1, "launch: --nproc-per-node must be >= 1 but got ",
+                o.nproc_per_node);
+  ACTORCH_CHECK(o.nnodes >= 1, "launch: --nnodes must be >= 1 but got ", o.nnodes);
+  ACTORCH_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, "launch: --node-rank ", o.node_rank,
+                " is outside [0, ", o.nnodes, ")");
+  ACTORCH_CHECK(o.master_port >= 0 && o.master_port <= 65535, "launch: --master-port ",
+                o.master_port, " is outside [0, 65535]");
+  ACTORCH_CHECK(o.max_restarts >= 0, "launch: --max-restarts must be >= 0 but got ",
+                o.max_restarts);
+  ACTORCH_CHECK(!o.command.empty(), "launch: no program to run");
+
+  g_forward_signal = 0; // before the handler: a signal from now on is forwarded, not lost
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {
+  }, old_term{};
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+
+  launch_options chosen = o;
+  if (chosen.master_port == 0)
+    chosen.master_port = o.nnodes == 1 ? free_port() : 29500;
+  std::string failure;
+  for (int restart = 0;; ++restart) {
+    failure = run_attempt(chosen, restart, out);
+    // A job that ended well, one the user interrupted, or the last allowed attempt: done.
+    if (failure.empty() || g_forward_signal != 0 || restart >= o.max_restarts)
+      break;
+    err << "actorch launch: " << failure << "; stopped the other ranks; restarting the job "
+        << "(restart " << restart + 1 << " of " << o.max_restarts << ")\n";
+    err.flush();
+  }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
   if (failure.empty())
     return 0;
-  err << "actorch launch: " << failure << "; stopped the other ranks\n";
+  err << "actorch launch: " << failure << "; stopped the other ranks"
+      << (o.max_restarts > 0
+              ? "; no restarts left (--max-restarts " + std::to_string(o.max_restarts) + ")"
+              : std::string())
+      << "\n";
   err.flush();
   return 1;
 }

@@ -18,7 +18,9 @@ struct launch_options {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+  /// 0: a free port when the job is this node alone (torchrun --standalone's choice, so that
+  /// jobs started side by side do not collide on one port), 29500 across nodes.
+  int master_port = 0;
   /// The program and its arguments.
   std::vector<std::string> command;
   /// torch.distributed.launch's convention (its default before --use-env): each rank also
@@ -27,11 +29,15 @@ struct launch_options {
   bool use_local_rank_arg = false;
   /// How long the others get to exit after SIGTERM (when one failed) before SIGKILL.
   std::chrono::milliseconds grace{3000};
+  /// torchrun's --max-restarts: when a rank fails, the others are stopped and the whole job
+  /// starts again, up to this many times; each rank sees TORCHELASTIC_RESTART_COUNT.
+  int max_restarts = 0;
 };
 
 /// Runs the ranks of this node and waits for them. Returns 0 when all exited 0; otherwise
 /// writes to `err` which rank failed and how ("rank 1 exited with status 3", "rank 0 was
-/// killed by signal 9 (Killed)") and returns non-zero. SIGINT and SIGTERM sent to the launcher
+/// killed by signal 9 (Killed)"), restarts the job while max_restarts allows (saying which
+/// restart it is), and returns non-zero when none is left. SIGINT and SIGTERM sent to the launcher
 /// are forwarded to every rank. Throws actorch::error for bad options.
 int launch(const launch_options& opts, std::ostream& out, std::ostream& err);
 

@@ -6,15 +6,20 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "comm/ddp/distributed_data_parallel.hpp"
 #include "comm/distributed.hpp"
 #include "comm/launch/launcher.hpp"
 #include "core/data/distributed_sampler.hpp"
+#include "core/nn/functional.hpp"
+#include "core/nn/layers.hpp"
 #include "core/ops/factory.hpp"
+#include "core/optim/sgd.hpp"
 #include "tests/comm/ports.hpp"
 #include "tests/comm/ranks.hpp"
 #include "tests/core/values.hpp"
@@ -292,4 +297,106 @@ TEST_CASE("backend names are taken as PyTorch spells them, and new_group takes o
     CHECK_THAT(error_of([] { (void)new_group({0}, {}, std::string(Backend::NCCL)); }),
                Contains("the nccl backend is not available"));
   destroy_process_group();
+}
+
+namespace {
+
+// Every collective at this world size, checked, then a short DDP training whose replicas must
+// agree; rank 0 prints the wall time per collective (a line for the notes: how cost grows).
+void every_collective(int rank, int world, const char* path) {
+  using ms = std::chrono::duration<double, std::milli>;
+  const auto time_it = [](const std::function<void()>& f, int reps) {
+    f(); // warm
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i)
+      f();
+    return ms(std::chrono::steady_clock::now() - t0).count() / reps;
+  };
+  const int64_t n = 1 << 18; // 1 MiB of float32
+  tensor t = full({n}, double(rank));
+  const double ar = time_it([&] { t.fill_(double(rank)), all_reduce(t); }, 5);
+  ACTORCH_CHECK(t[0].item<double>() == world * (world - 1) / 2.0, "all_reduce sum ", t[0]);
+  tensor b = full({n}, double(rank));
+  const double bc = time_it([&] { b.fill_(double(rank)), broadcast(b, world - 1); }, 5);
+  ACTORCH_CHECK(b[n - 1].item<double>() == world - 1, "broadcast ", b[n - 1]);
+  tensor r = full({4}, 1.0);
+  reduce(r, 0);
+  ACTORCH_CHECK(rank != 0 || r[0].item<double>() == world, "reduce ", r[0]);
+  std::vector<tensor> gathered;
+  for (int i = 0; i < world; ++i)
+    gathered.push_back(zeros({2}));
+  const double ag = time_it([&] { all_gather(gathered, full({2}, double(rank))); }, 5);
+  for (int i = 0; i < world; ++i)
+    ACTORCH_CHECK(gathered[size_t(i)][1].item<double>() == i, "all_gather from ", i);
+  std::vector<tensor> to_each, from_each;
+  for (int i = 0; i < world; ++i) {
+    to_each.push_back(full({1}, double(rank * 100 + i)));
+    from_each.push_back(zeros({1}));
+  }
+  all_to_all(from_each, to_each);
+  for (int i = 0; i < world; ++i)
+    ACTORCH_CHECK(from_each[size_t(i)].item<double>() == i * 100 + rank, "all_to_all from ", i);
+  tensor part = zeros({1});
+  reduce_scatter(part, to_each);
+  ACTORCH_CHECK(part.item<double>() == 100.0 * world * (world - 1) / 2 + double(world) * rank,
+                "reduce_scatter ", part);
+  std::vector<tensor> scattered;
+  if (rank == 0)
+    for (int i = 0; i < world; ++i)
+      scattered.push_back(full({1}, double(i)));
+  tensor mine = zeros({1});
+  scatter(mine, scattered, 0);
+  ACTORCH_CHECK(mine.item<double>() == rank, "scatter ", mine);
+  std::vector<tensor> at_root;
+  if (rank == 0)
+    for (int i = 0; i < world; ++i)
+      at_root.push_back(zeros({1}));
+  gather(full({1}, double(rank)), at_root, 0);
+  ACTORCH_CHECK(rank != 0 || at_root.back().item<double>() == world - 1, "gather");
+  const double br = time_it([] { barrier(); }, 5);
+  // A short DDP training: every replica must end with the same parameters.
+  generator g(uint64_t(rank) + 1); // different starting values: DDP broadcasts rank 0's
+  auto model = std::make_shared<nn::linear>(8, 4, true, &g);
+  distributed_data_parallel ddp(model, process_replicas(dist::world()));
+  optim::sgd opt(model->parameters(), {.lr = 0.1});
+  const double step = time_it(
+      [&] {
+        opt.zero_grad();
+        nn::functional::mse_loss(ddp(randn({4, 8}, {}, &g)), zeros({4, 4})).backward();
+        opt.step();
+      },
+      3);
+  tensor hi = model->weight.detach().clone(), lo = model->weight.detach().clone();
+  all_reduce(hi, reduce_op::max);
+  all_reduce(lo, reduce_op::min);
+  ACTORCH_CHECK(hi.sub(lo).abs().max().item<double>() == 0, "DDP replicas disagree");
+  if (rank == 0)
+    std::printf("scale world=%d path=%s all_reduce_1MiB_ms=%.3f broadcast_1MiB_ms=%.3f "
+                "all_gather_8B_ms=%.3f barrier_ms=%.3f ddp_step_ms=%.3f\n",
+                world, path, ar, bc, ag, br, step);
+  std::fflush(stdout);
+}
+
+} // namespace
+
+TEST_CASE("worlds of 8, 16 and 32 processes run every collective over loopback, TCP and "
+          "shared memory",
+          "[comm][init][scale]") {
+  for (const int world : {8, 16, 32}) {
+    for (const char* shm : {"1", "0"}) {
+      INFO("world " << world << ", ACTORCH_GLOO_SHM=" << shm);
+      const std::string url = "tcp://127.0.0.1:" + std::to_string(free_port());
+      ::setenv("ACTORCH_GLOO_SHM", shm, 1);
+      CHECK_NOTHROW(spawn(
+          [&](int rank) {
+            init_process_group({.init_method = url + "?rank=" + std::to_string(rank) +
+                                               "&world_size=" + std::to_string(world),
+                                .timeout = 60000ms});
+            every_collective(rank, world, std::string(shm) == "1" ? "shm" : "tcp");
+            destroy_process_group();
+          },
+          world));
+      ::unsetenv("ACTORCH_GLOO_SHM");
+    }
+  }
 }

@@ -1,9 +1,12 @@
 // `actorch launch --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]
-// [--use-local-rank-arg] PROGRAM ARGS...`: torchrun's launcher (comm/launch/launcher.hpp).
+// [--rdzv-endpoint HOST:PORT] [--max-restarts R] [--use-local-rank-arg] PROGRAM ARGS...`:
+// torchrun's launcher (comm/launch/launcher.hpp).
 // torchrun's underscore spellings (--nproc_per_node, ...) are accepted too; --use-local-rank-arg is
 // torch.distributed.launch's older convention of passing --local_rank=N to each rank.
 #include <iostream>
 
+#include "base/error.hpp"
+#include "base/parse.hpp"
 #include "comm/launch/launcher.hpp"
 #include "tools/actorch/commands.hpp"
 
@@ -18,14 +21,35 @@ void add_launch(CLI::App& app) {
   cmd->add_option("--nnodes", opts->nnodes, "number of nodes")->check(CLI::Range(1, 65536));
   cmd->add_option("--node-rank,--node_rank", opts->node_rank, "this node's index");
   cmd->add_option("--master-addr,--master_addr", opts->master_addr, "rank 0's host");
-  cmd->add_option("--master-port,--master_port", opts->master_port, "rank 0's store port")
+  cmd->add_option("--master-port,--master_port", opts->master_port,
+                  "rank 0's store port (default: a free one on a single node, 29500 across nodes)")
       ->check(CLI::Range(1, 65535));
+  cmd->add_option("--max-restarts,--max_restarts", opts->max_restarts,
+                  "restart the whole job this many times when a rank fails (torchrun's)")
+      ->check(CLI::Range(0, 1000));
+  auto endpoint = std::make_shared<std::string>();
+  cmd->add_option("--rdzv-endpoint,--rdzv_endpoint", *endpoint,
+                  "HOST:PORT of the rendezvous (torchrun's; here: the master's address and port)");
   cmd->add_flag("--use-local-rank-arg,--use_local_rank_arg", opts->use_local_rank_arg,
                 "also pass --local_rank=N to each rank, after PROGRAM (torch.distributed.launch)");
   // PROGRAM and everything after it belong to the program, dashes included.
   cmd->prefix_command();
   cmd->footer("PROGRAM ARGS...: the program each rank runs, with its arguments");
-  cmd->callback([opts, cmd] {
+  cmd->callback([opts, cmd, endpoint] {
+    if (!endpoint->empty()) { // HOST:PORT, [v6]:PORT, or HOST alone (torchrun's port 29400)
+      const size_t colon = endpoint->rfind(':');
+      const bool has_port =
+          colon != std::string::npos && endpoint->find(']', colon) == std::string::npos;
+      std::string host = has_port ? endpoint->substr(0, colon) : *endpoint;
+      if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+        host = host.substr(1, host.size() - 2);
+      ACTORCH_CHECK(!host.empty(), "launch: --rdzv-endpoint '", *endpoint, "' has no host");
+      opts->master_addr = host;
+      opts->master_port =
+          has_port
+              ? int(parse_int(endpoint->substr(colon + 1), "the port of --rdzv-endpoint", 1, 65535))
+              : 29400;
+    }
     opts->command = cmd->remaining();
     const int rc = dist::launch(*opts, std::cout, std::cerr);
     if (rc != 0)

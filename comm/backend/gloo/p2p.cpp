@@ -15,7 +15,7 @@ struct process_group_gloo::impl::p2p_op {
 
 // Called with mu held, so the waiter sees the ops in the order they were posted to Gloo.
 void process_group_gloo::impl::wait_p2p(std::shared_ptr<p2p_op> op, work w) {
-  p2p_waiter.post([this, op = std::move(op), w] {
+  p2p_waiter.post([this, op = std::move(op), w, began = std::chrono::steady_clock::now()] {
     try {
       int src = -1;
       const bool ok =
@@ -27,10 +27,12 @@ void process_group_gloo::impl::wait_p2p(std::shared_ptr<p2p_op> op, work w) {
     } catch (const actorch::error&) {
       w.mark_failed(std::current_exception());
     } catch (const std::exception& e) {
-      w.mark_failed(fail_group(op->what, std::string(e.what()) +
-                                             " (a send and its recv must agree on tag, dtype "
-                                             "and number of elements; see Note "
-                                             "[Point-to-point slots])"));
+      w.mark_failed(fail_group(op->what,
+                               std::string(e.what()) +
+                                   " (a send and its recv must agree on tag, dtype "
+                                   "and number of elements; see Note "
+                                   "[Point-to-point slots])",
+                               began));
     }
   });
 }

@@ -59,10 +59,15 @@ std::string process_group_gloo::impl::where() const {
          ranks_str(pg.global_ranks());
 }
 
-std::exception_ptr process_group_gloo::impl::fail_group(const std::string& op,
-                                                        const std::string& what) {
-  std::string msg = op + " failed on " + where() + " within the group's timeout of " +
-                    std::to_string(opts.timeout.count()) + " ms (peers " + peers() + "): " + what +
+std::exception_ptr
+process_group_gloo::impl::fail_group(const std::string& op, const std::string& what,
+                                     std::chrono::steady_clock::time_point began) {
+  const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - began)
+                       .count();
+  std::string msg = op + " failed on " + where() + " after " + std::to_string(ran) +
+                    " ms (the group's timeout is " + std::to_string(opts.timeout.count()) +
+                    " ms; peers " + peers() + "): " + what +
                     ". The group's Gloo context is unusable now: destroy it and create a new "
                     "group";
   {
@@ -95,12 +100,13 @@ work process_group_gloo::impl::enqueue(std::string op,
     }
     std::vector<tensor> result;
     std::exception_ptr err;
+    const auto began = std::chrono::steady_clock::now();
     try {
       result = run(seq);
     } catch (const actorch::error&) {
       err = std::current_exception(); // ranks disagreed, or a caller mistake: group usable
     } catch (const std::exception& e) {
-      err = fail_group(op, e.what()); // Gloo's own failure
+      err = fail_group(op, e.what(), began); // Gloo's own failure
     }
     if (err)
       w.mark_failed(err);

@@ -3,6 +3,7 @@
 // all_to_all.cpp, barrier.cpp, p2p.cpp. Included by those files only.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -56,7 +57,10 @@ struct process_group_gloo::impl {
   std::string where() const;
 
   /// Called with the Gloo exception of a failed op: poisons the group, returns the op's error.
-  std::exception_ptr fail_group(const std::string& op, const std::string& what);
+  /// The group is broken: `op`, which began at `began`, failed with `what` (the message says
+  /// how long it ran, and the group's timeout).
+  std::exception_ptr fail_group(const std::string& op, const std::string& what,
+                                std::chrono::steady_clock::time_point began);
   /// The error of an op issued after the group failed. Called with mu held.
   std::exception_ptr refused(const std::string& op) const;
 
