@@ -2,8 +2,12 @@
 //   op (1 byte: 's' set, 'd' delete), key length (u32), key, value length (u32), value.
 #include "comm/store/file_store.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <fcntl.h>
@@ -15,9 +19,63 @@
 
 namespace actorch::dist {
 
+// Note [Stale store files]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// The last user removes the file, but a job that crashed leaves it behind, with the Gloo
+// addresses of processes that are gone: the next job on that path would read them and fail
+// with "Connection refused". So each user also records who it is (host, boot id, pid and the
+// pid's start time) and deletes the record when it closes. A job's store (world_size given)
+// that finds a file whose every recorded user is a process of this host that no longer runs,
+// or a file with no user left at all, starts it afresh and says so on stderr. Users on other
+// hosts (a shared file system) cannot be checked: their records keep the file as it is.
+
 namespace {
 constexpr const char* kRefKey = "__file_store_users__";
+constexpr const char* kUserPrefix = "__file_store_user__ ";
+
+std::string first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
 }
+
+/// The start time of process `pid` (field 22 of /proc/pid/stat), or "" when it is gone.
+std::string start_time(pid_t pid) {
+  const std::string stat = first_line(("/proc/" + std::to_string(pid) + "/stat").c_str());
+  const size_t paren = stat.rfind(')'); // the command name may hold spaces
+  if (paren == std::string::npos)
+    return {};
+  std::istringstream fields(stat.substr(paren + 2));
+  std::string f;
+  for (int i = 3; i <= 22 && fields >> f; ++i) {
+  }
+  return f;
+}
+
+/// "host boot-id": whose pids this host's records can be checked against.
+std::string this_machine() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return std::string(name) + " " + first_line("/proc/sys/kernel/random/boot_id");
+}
+
+std::string user_record() {
+  return kUserPrefix + this_machine() + " " + std::to_string(::getpid()) + " " +
+         start_time(::getpid());
+}
+
+/// Whether the user a record names may still run: on another machine, we cannot tell.
+bool may_be_alive(const std::string& record) {
+  std::istringstream in(record.substr(std::strlen(kUserPrefix)));
+  std::string host, boot, start;
+  pid_t pid = 0;
+  in >> host >> boot >> pid >> start;
+  if (host + " " + boot != this_machine())
+    return true;
+  return start_time(pid) == start;
+}
+} // namespace
 
 class file_store::locked_file {
 public:
@@ -50,7 +108,26 @@ file_store::file_store(std::string path, int world_size, milliseconds timeout)
                 " but got ", world_size_);
   std::lock_guard lock(mu_);
   locked_file f(path_, true);
+  replay(f);
+  if (world_size_ != -1 && pos_ > 0) { // See Note [Stale store files].
+    std::vector<std::string> users;
+    for (const auto& [k, v] : data_)
+      if (k.rfind(kUserPrefix, 0) == 0)
+        users.push_back(k);
+    if (std::none_of(users.begin(), users.end(), may_be_alive)) {
+      std::fprintf(stderr,
+                   "file_store: '%s' was left by a job whose processes are gone (%zu recorded, "
+                   "none running): starting it afresh\n",
+                   path_.c_str(), users.size());
+      ACTORCH_CHECK(::ftruncate(f.fd(), 0) == 0, "file_store: cannot truncate '", path_,
+                    "': ", std::strerror(errno));
+      pos_ = 0;
+      data_.clear();
+    }
+  }
   add_locked(f, kRefKey, 1);
+  record_ = user_record();
+  append(f, 's', record_, {});
 }
 
 file_store::~file_store() {
@@ -58,6 +135,7 @@ file_store::~file_store() {
     std::lock_guard lock(mu_);
     locked_file f(path_, true);
     const int64_t users = add_locked(f, kRefKey, -1);
+    append(f, 'd', record_, {});
     // The last user removes the file while still holding the lock, so nobody reads a half log.
     if (world_size_ != -1 && users == 0)
       ::unlink(path_.c_str());
@@ -201,7 +279,10 @@ int64_t file_store::num_keys() {
   std::lock_guard lock(mu_);
   locked_file f(path_, false);
   replay(f);
-  return int64_t(data_.size()) - (data_.contains(kRefKey) ? 1 : 0);
+  int64_t own = data_.contains(kRefKey) ? 1 : 0; // the store's bookkeeping is not a key
+  for (const auto& [k, v] : data_)
+    own += k.rfind(kUserPrefix, 0) == 0 ? 1 : 0;
+  return int64_t(data_.size()) - own;
 }
 
 std::string file_store::get_now(const std::string& key) {

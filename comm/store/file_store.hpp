@@ -1,7 +1,8 @@
 // A store in one file shared by processes that see the same file system (c10d's FileStore, the
 // file:// init method). The file is an append-only log of set/delete records; every operation
 // takes an flock, replays what other processes appended since its last look, then appends.
-// The last of `world_size` users to close it removes the file, so a path can be reused.
+// The last of `world_size` users to close it removes the file, so a path can be reused; a file
+// a crashed job left behind is started afresh (Note [Stale store files]).
 #pragma once
 
 #include <mutex>
@@ -41,8 +42,9 @@ private:
 
   std::string path_;
   int world_size_;
-  std::mutex mu_;   // threads of this process; flock orders processes
-  int64_t pos_ = 0; // bytes of the log already replayed into data_
+  std::string record_; // this user's record (Note [Stale store files] in file_store.cpp)
+  std::mutex mu_;      // threads of this process; flock orders processes
+  int64_t pos_ = 0;    // bytes of the log already replayed into data_
   std::unordered_map<std::string, std::string> data_;
 };
 

@@ -4,9 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <csignal>
 #include <filesystem>
 #include <functional>
 #include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/error.hpp"
 #include "comm/store/file_store.hpp"
@@ -158,4 +162,28 @@ TEST_CASE("file_store is shared by every handle on one path", "[comm][store]") {
   }
   // The last of the two users removed the file, so the path can serve a new run.
   CHECK_FALSE(std::filesystem::exists(path));
+}
+
+TEST_CASE("a file_store a crashed job left behind is started afresh, a live one is not",
+          "[comm][store]") {
+  const std::string path = fresh_path("crashed.store");
+  const pid_t pid = ::fork();
+  if (pid == 0) { // a job's rank that dies without closing its store
+    auto* s = new file_store(path, 2, 2s);
+    s->set("gloo/address", "stale");
+    ::kill(::getpid(), SIGKILL);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(std::filesystem::exists(path));
+  {
+    file_store next(path, 2, 2s);
+    CHECK_FALSE(next.check({"gloo/address"})); // the dead job's address is gone
+    next.set("mine", "1");
+    file_store peer(path, 2, 2s); // its user is alive: nothing is reset
+    CHECK(peer.get("mine") == "1");
+    CHECK(peer.num_keys() == 1);
+  }
+  CHECK_FALSE(std::filesystem::exists(path)); // the last of the 2 users removed it
 }

@@ -181,6 +181,7 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
     attr.hostname = impl_->opts.hostname;
     attrs.push_back(attr);
   }
+  const auto began = std::chrono::steady_clock::now();
   try {
     for (size_t i = 0; i < attrs.size(); ++i) {
       impl_->devices.push_back(gloo::transport::tcp::CreateDevice(attrs[i]));
@@ -198,9 +199,14 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
     if (impl_->opts.shared_memory && !(shm_env && std::string(shm_env) == "0"))
       impl_->shm = shm_allreduce::connect(*impl_->st, rank, size, impl_->opts.timeout);
   } catch (const std::exception& e) {
+    // Gloo retries a peer that does not answer on its own, so this can take longer than the
+    // timeout: say how long it took.
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - began)
+                          .count();
     ACTORCH_FAIL("process_group_gloo: rank ", global_ranks_[size_t(rank)], " of group ",
-                 ranks_str(global_ranks_), " could not connect to its peers within ",
-                 impl_->opts.timeout.count(), " ms: ", e.what());
+                 ranks_str(global_ranks_), " could not connect to its peers after ", took,
+                 " ms (the group's timeout is ", impl_->opts.timeout.count(), " ms): ", e.what());
   }
 }
 
