@@ -155,7 +155,8 @@ assert s.num_keys() == 5, s.num_keys()  # from_torch, from_actorch, counter, cas
 print('torch master: ok')
 )");
   const std::string cmd = std::string("'") + ACTORCH_PYTHON + "' '" + script + "'";
-  std::thread master([&] { CHECK(std::system(cmd.c_str()) == 0); });
+  int master_status = -1; // checked on this thread: Catch's assertions are not thread-safe
+  std::thread master([&] { master_status = std::system(cmd.c_str()); });
   const auto deadline = clock_type::now() + 20s;
   while (!std::filesystem::exists(port_file) && clock_type::now() < deadline)
     std::this_thread::sleep_for(20ms);
@@ -176,6 +177,7 @@ print('torch master: ok')
     client.set("done", "1");
   }
   master.join();
+  CHECK(master_status == 0);
 }
 
 TEST_CASE("the master speaks 2.x's numbering to a client that opens with VALIDATE",
