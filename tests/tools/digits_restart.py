@@ -1,18 +1,25 @@
-"""A lost rank: `actorch launch --max-restarts 2 digits_ddp` with rank 1 killed by SIGKILL in the
-middle of training restarts the job, which resumes from its last checkpoint on its own, and ends
-with the test accuracy of an undisturbed run; the launcher says which rank died, how, and which
-restart this is.
+"""A lost rank: `actorch launch --max-restarts 2 digits_ddp` (and PyTorch's torchrun
+--max_restarts 2) with rank 1 killed by SIGKILL in the middle of training restarts the job,
+which resumes from its last checkpoint on its own, and ends with the test accuracy of an
+undisturbed run; actorch's launcher says which rank died, how, and which restart this is.
 Usage: python3 digits_restart.py ACTORCH_BINARY DIGITS_DDP_BINARY SCRATCH_DIR
 """
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 EPOCHS = "40"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def accuracy(text):
@@ -35,25 +42,9 @@ def rank_pid(launcher_pid, rank):
     return None
 
 
-def main():
-    actorch, digits, scratch = sys.argv[1], sys.argv[2], sys.argv[3]
-    shutil.rmtree(scratch, ignore_errors=True)
-    os.makedirs(scratch)
-    calm, hit = os.path.join(scratch, "calm"), os.path.join(scratch, "hit")
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-
-    r = subprocess.run([actorch, "launch", "--nproc-per-node", "2", digits, "--epochs", EPOCHS,
-                        "--out", calm], capture_output=True, text=True, timeout=600, env=env)
-    if r.returncode != 0:
-        sys.exit(f"undisturbed run failed:\n{r.stdout}\n{r.stderr}")
-    want = accuracy(r.stdout)
-
-    p = subprocess.Popen([actorch, "launch", "--nproc-per-node", "2", "--max-restarts", "2",
-                          digits, "--epochs", EPOCHS, "--out", hit],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    metrics = os.path.join(hit, "metrics.csv")
+def kill_rank1_midway(p, metrics):
+    """Waits for 3 epochs in `metrics`, then kills rank 1 (a child of process p); its pid."""
     deadline = time.time() + 300
-    killed = None
     while time.time() < deadline and p.poll() is None:
         try:
             with open(metrics) as f:
@@ -61,28 +52,61 @@ def main():
         except OSError:
             rows = 0
         if rows >= 3:  # past a few epoch-end checkpoints, far from the end
-            killed = rank_pid(p.pid, 1)
-            if killed:
-                os.kill(killed, signal.SIGKILL)
-                break
+            pid = rank_pid(p.pid, 1)
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+                return pid
         time.sleep(0.002)
-    out, err = p.communicate(timeout=600)
+    return None
+
+
+def main():
+    actorch, digits, scratch = sys.argv[1], sys.argv[2], sys.argv[3]
+    shutil.rmtree(scratch, ignore_errors=True)
+    os.makedirs(scratch)
+    calm = os.path.join(scratch, "calm")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+
+    r = subprocess.run([actorch, "launch", "--nproc-per-node", "2", digits, "--epochs", EPOCHS,
+                        "--out", calm], capture_output=True, text=True, timeout=600, env=env)
+    if r.returncode != 0:
+        sys.exit(f"undisturbed run failed:\n{r.stdout}\n{r.stderr}")
+    want = accuracy(r.stdout)
     failures = []
-    if killed is None:
-        failures.append("never found rank 1 mid-training to kill (the job ended first?)")
-    if p.returncode != 0:
-        failures.append(f"the restarted job failed ({p.returncode})")
-    if not re.search(r"rank 1 was killed by signal 9 \(Killed\).*restarting the job "
-                     r"\(restart 1 of 2\)", err):
-        failures.append("the launcher did not say which rank died, how, and which restart")
-    if "resuming from" not in out:
-        failures.append("the restarted job did not resume from its checkpoint")
-    got = accuracy(out)
-    if got != want:
-        failures.append(f"test accuracy {got} after the restart, {want} undisturbed")
+    torchrun = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchrun.py")
+    launchers = {
+        "actorch launch": [actorch, "launch", "--nproc-per-node", "2", "--max-restarts", "2"],
+        "torchrun": [sys.executable, torchrun, "--nproc_per_node", "2", "--max_restarts", "2",
+                     "--master_port", str(free_port()), "--no_python"],
+    }
+    for name, cmd in launchers.items():
+        out_dir = os.path.join(scratch, name.replace(" ", "_"))
+        p = subprocess.Popen(cmd + [digits, "--epochs", EPOCHS, "--out", out_dir],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        killed = kill_rank1_midway(p, os.path.join(out_dir, "metrics.csv"))
+        out, err = p.communicate(timeout=600)
+        mine = []
+        if killed is None:
+            mine.append("never found rank 1 mid-training to kill (the job ended first?)")
+        if p.returncode != 0:
+            mine.append(f"the restarted job failed ({p.returncode})")
+        if name == "actorch launch" and not re.search(
+                r"rank 1 was killed by signal 9 \(Killed\).*restarting the job "
+                r"\(restart 1 of 2\)", err):
+            mine.append("the launcher did not say which rank died, how, and which restart")
+        if "resuming from" not in out:
+            mine.append("the restarted job did not resume from its checkpoint")
+        got = accuracy(out)
+        if got != want:
+            mine.append(f"test accuracy {got} after the restart, {want} undisturbed")
+        if mine:
+            failures.append(f"{name}: " + "; ".join(mine) +
+                            f"\nstdout:\n{out[-2000:]}\nstderr:\n{err[-2000:]}")
+        else:
+            print(f"digits_restart: {name}: rank 1 killed, job restarted and resumed; "
+                  f"accuracy {got} == {want}")
     if failures:
-        sys.exit("\n".join(failures) + f"\nstdout:\n{out[-3000:]}\nstderr:\n{err[-3000:]}")
-    print(f"digits_restart: rank 1 killed, job restarted and resumed; accuracy {got} == {want}")
+        sys.exit("\n".join(failures))
 
 
 if __name__ == "__main__":
