@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 
 #include <unistd.h>
 
@@ -41,16 +42,16 @@ void print_line(const ddp_mlp_options& o, double seconds_per_step, double loss, 
       << std::endl;
 }
 
-void run_single(const ddp_mlp_options& o, std::ostream& out) {
-  generator gen(0);
-  auto model = mlp(gen);
-  optim::sgd opt(model->parameters(), {.lr = 0.01, .momentum = 0.9});
-  const tensor x = randn({o.batch, 784}, {}, &gen);
-  const tensor y = randint(0, 10, {o.batch}, {}, &gen);
+// The step of one model on the calling thread (`forward` gives its output for x), timed after
+// the warm-up steps; prints the line.
+void run_on_this_thread(const ddp_mlp_options& o, nn::module& model,
+                        const std::function<tensor(const tensor&)>& forward, const tensor& x,
+                        const tensor& y, std::ostream& out) {
+  optim::sgd opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
   double last_loss = 0;
   auto step = [&] {
     opt.zero_grad();
-    const tensor loss = nn::functional::cross_entropy((*model)(x), y);
+    const tensor loss = nn::functional::cross_entropy(forward(x), y);
     loss.backward();
     opt.step();
     last_loss = loss.item<double>();
@@ -65,10 +66,18 @@ void run_single(const ddp_mlp_options& o, std::ostream& out) {
   print_line(o, s, last_loss, out);
 }
 
+void run_single(const ddp_mlp_options& o, std::ostream& out) {
+  generator gen(0);
+  auto model = mlp(gen);
+  const tensor x = randn({o.batch, 784}, {}, &gen);
+  const tensor y = randint(0, 10, {o.batch}, {}, &gen);
+  run_on_this_thread(
+      o, *model, [&](const tensor& in) { return (*model)(in); }, x, y, out);
+}
+
 void run_dp(const ddp_mlp_options& o, std::ostream& out) {
   generator gen(0);
   auto model = mlp(gen);
-  optim::sgd opt(model->parameters(), {.lr = 0.01, .momentum = 0.9});
   std::vector<int> ids;
   std::vector<tensor> xs, ys;
   for (int64_t r = 0; r < o.world; ++r) { // the other modes' per-replica batches, as one
@@ -79,23 +88,8 @@ void run_dp(const ddp_mlp_options& o, std::ostream& out) {
   }
   const tensor x = cat(xs, 0), y = cat(ys, 0);
   nn::data_parallel dp(model, ids);
-  double last_loss = 0;
-  auto step = [&] {
-    opt.zero_grad();
-    const tensor loss = nn::functional::cross_entropy(dp(x), y);
-    loss.backward();
-    opt.step();
-    last_loss = loss.item<double>();
-  };
-  for (int64_t i = 0; i < o.warmup; ++i)
-    step();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < o.steps; ++i)
-    step();
-  print_line(o,
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-                 double(o.steps),
-             last_loss, out);
+  run_on_this_thread(
+      o, *model, [&](const tensor& in) { return dp(in); }, x, y, out);
 }
 
 // The spec both data-parallel modes run: fixed inputs per replica (seeded by its rank), the
