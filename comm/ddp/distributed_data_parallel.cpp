@@ -123,9 +123,10 @@ nn::named_tensors distributed_data_parallel::state_dict() const {
   return out;
 }
 
-void distributed_data_parallel::load_state_dict(nn::named_tensors state, bool strict) {
+nn::incompatible_keys distributed_data_parallel::load_state_dict(nn::named_tensors state,
+                                                                 bool strict) {
   nn::consume_ddp_prefix(state, *module_);
-  module_->load_state_dict(state, strict);
+  return module_->load_state_dict(state, strict);
 }
 
 void distributed_data_parallel::sync_buffers() {

@@ -47,7 +47,7 @@ public:
   /// Loads a state dict with the "module." prefix (DDP's own) or without it (the bare
   /// model's): nn::consume_ddp_prefix, then module().load_state_dict(strict). (torch's DDP
   /// takes prefixed keys only; its users strip or add the prefix by hand.)
-  void load_state_dict(nn::named_tensors state, bool strict = true);
+  nn::incompatible_keys load_state_dict(nn::named_tensors state, bool strict = true);
 
   nn::module& module() const { return *module_; }
   const std::shared_ptr<nn::module>& module_ptr() const { return module_; }

@@ -111,7 +111,7 @@ named_tensors module::state_dict() const {
   return out;
 }
 
-void module::load_state_dict(const named_tensors& state, bool strict) {
+incompatible_keys module::load_state_dict(const named_tensors& state, bool strict) {
   const named_tensors own = state_dict();
   std::map<std::string, const tensor*> given;
   for (const auto& [n, t] : state) {
@@ -137,16 +137,27 @@ void module::load_state_dict(const named_tensors& state, bool strict) {
                   "\": the checkpoint has ", dtype_name(src.dtype()), ", the model ",
                   dtype_name(t.dtype()));
   }
-  ACTORCH_CHECK(missing.empty(), "load_state_dict: missing key \"", missing.front(), "\"",
-                missing.size() > 1 ? " (and " + std::to_string(missing.size() - 1) + " more)" : "");
-  if (strict)
-    for (const auto& [n, _] : state)
-      ACTORCH_CHECK(known.count(n), "load_state_dict: unexpected key \"", n, "\"");
+  incompatible_keys out;
+  out.missing_keys = missing;
+  for (const auto& [n, _] : state)
+    if (!known.count(n))
+      out.unexpected_keys.push_back(n);
+  if (strict) {
+    ACTORCH_CHECK(missing.empty(), "load_state_dict: missing key \"", missing.front(), "\"",
+                  missing.size() > 1 ? " (and " + std::to_string(missing.size() - 1) + " more)"
+                                     : "");
+    ACTORCH_CHECK(out.unexpected_keys.empty(), "load_state_dict: unexpected key \"",
+                  out.unexpected_keys.front(), "\"");
+  }
   no_grad guard;
   for (auto& [n, t] : own) {
+    const auto it = given.find(n);
+    if (it == given.end())
+      continue; // missing, and not strict
     tensor target = t;
-    target.copy_(*given.at(n));
+    target.copy_(*it->second);
   }
+  return out;
 }
 
 std::shared_ptr<module> module::clone() const {

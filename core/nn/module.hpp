@@ -14,6 +14,12 @@ namespace actorch::nn {
 
 using named_tensors = std::vector<std::pair<std::string, tensor>>;
 
+/// What load_state_dict did not match (torch's _IncompatibleKeys).
+struct incompatible_keys {
+  std::vector<std::string> missing_keys;    // the module's keys the state did not have
+  std::vector<std::string> unexpected_keys; // the state's keys the module does not have
+};
+
 class module {
 public:
   virtual ~module() = default;
@@ -43,10 +49,11 @@ public:
   /// Parameters then buffers of each module, depth first, as torch's state_dict orders them.
   /// The tensors are detached views of the module's own (no copy).
   named_tensors state_dict() const;
-  /// Copies `state` into the module's parameters and buffers. Every check (missing and, when
-  /// strict, unexpected keys; shapes; dtypes) happens before anything is written, so a failed
-  /// load leaves the module untouched. Errors name the key.
-  void load_state_dict(const named_tensors& state, bool strict = true);
+  /// Copies `state` into the module's parameters and buffers. When strict, a missing or an
+  /// unexpected key is an error; otherwise they are skipped and returned, as torch's
+  /// strict=False does. Every check (keys, shapes, dtypes) happens before anything is
+  /// written, so a failed load leaves the module untouched. Errors name the key.
+  incompatible_keys load_state_dict(const named_tensors& state, bool strict = true);
 
   /// Clears (set_to_none) or zeroes every parameter's gradient.
   void zero_grad(bool set_to_none = true);

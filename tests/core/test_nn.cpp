@@ -96,7 +96,18 @@ TEST_CASE("load_state_dict checks every key before writing any", "[core][nn]") {
   state = a->state_dict();
   state.emplace_back("3.weight", zeros({1}));
   REQUIRE_THROWS_WITH(c->load_state_dict(state), Contains("unexpected key \"3.weight\""));
-  c->load_state_dict(state, false);
+  const nn::incompatible_keys extra = c->load_state_dict(state, false);
+  CHECK(extra.unexpected_keys == std::vector<std::string>{"3.weight"});
+  CHECK(extra.missing_keys.empty());
+  // strict=false also skips what is missing, and says so, as torch's _IncompatibleKeys.
+  auto d = mlp(&g2);
+  const tensor d_bias = d->parameters()[3].detach().clone();
+  state = a->state_dict();
+  state.pop_back(); // "2.bias" missing
+  const nn::incompatible_keys lacking = d->load_state_dict(state, false);
+  CHECK(lacking.missing_keys == std::vector<std::string>{"2.bias"});
+  CHECK(equal(d->parameters()[0], a->parameters()[0])); // the rest loaded
+  CHECK(equal(d->parameters()[3], d_bias));             // the missing one untouched
 
   state = a->state_dict();
   state[1].second = zeros({5});
