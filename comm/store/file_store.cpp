@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -15,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/error.hpp"
+#include "comm/host_identity.hpp"
 #include "comm/store/hash_store.hpp"
 
 namespace actorch::dist {
@@ -33,47 +33,18 @@ namespace {
 constexpr const char* kRefKey = "__file_store_users__";
 constexpr const char* kUserPrefix = "__file_store_user__ ";
 
-std::string first_line(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-/// The start time of process `pid` (field 22 of /proc/pid/stat), or "" when it is gone.
-std::string start_time(pid_t pid) {
-  const std::string stat = first_line(("/proc/" + std::to_string(pid) + "/stat").c_str());
-  const size_t paren = stat.rfind(')'); // the command name may hold spaces
-  if (paren == std::string::npos)
-    return {};
-  std::istringstream fields(stat.substr(paren + 2));
-  std::string f;
-  for (int i = 3; i <= 22 && fields >> f; ++i) {
-  }
-  return f;
-}
-
-/// "host boot-id": whose pids this host's records can be checked against.
-std::string this_machine() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return std::string(name) + " " + first_line("/proc/sys/kernel/random/boot_id");
-}
-
 std::string user_record() {
-  return kUserPrefix + this_machine() + " " + std::to_string(::getpid()) + " " +
-         start_time(::getpid());
+  return kUserPrefix + host_id() + " " + std::to_string(::getpid()) + " " +
+         process_start_time(::getpid());
 }
 
 /// Whether the user a record names may still run: on another machine, we cannot tell.
 bool may_be_alive(const std::string& record) {
   std::istringstream in(record.substr(std::strlen(kUserPrefix)));
-  std::string host, boot, start;
+  std::string host, start;
   pid_t pid = 0;
-  in >> host >> boot >> pid >> start;
-  if (host + " " + boot != this_machine())
-    return true;
-  return start_time(pid) == start;
+  in >> host >> pid >> start;
+  return host != host_id() || process_start_time(pid) == start;
 }
 } // namespace
 

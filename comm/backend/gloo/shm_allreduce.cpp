@@ -24,7 +24,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <sched.h>
 #include <stdexcept>
@@ -36,6 +35,7 @@
 #include <unistd.h>
 
 #include "base/error.hpp"
+#include "comm/host_identity.hpp"
 
 namespace actorch::dist {
 
@@ -74,15 +74,6 @@ char* slot(void* base, int size, int r) {
 
 char* result_area(void* base, int size) {
   return slot(base, size, size);
-}
-
-// This host's identity: ranks with the same one can share memory.
-std::string host_id() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  return std::string(name) + "/" + boot;
 }
 
 // memcpy that accepts empty ranges with null pointers (a header-only exchange has no data).

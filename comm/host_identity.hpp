@@ -1,0 +1,21 @@
+// Who this machine and a process are, for deciding what can be shared or cleaned up: ranks on
+// the same host (and boot) share memory (shm_allreduce), and a store file's recorded users are
+// checked against the processes running here (file_store, Note [Stale store files]).
+#pragma once
+
+#include <string>
+
+#include <sys/types.h>
+
+namespace actorch::dist {
+
+/// "<host name>/<boot id>": equal for two processes only when they run on the same machine
+/// since the same boot (namespaces with their own host name count as machines of their own).
+std::string host_id();
+
+/// When process `pid` started (field 22 of /proc/<pid>/stat, in clock ticks since boot), or
+/// "" when no such process runs: with host_id() and the pid, it names a process even after
+/// its pid is reused.
+std::string process_start_time(pid_t pid);
+
+} // namespace actorch::dist
