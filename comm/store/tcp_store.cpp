@@ -16,6 +16,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -228,8 +229,11 @@ struct tcp_store::impl {
 
   /// Runs `body(fd, deadline)` (which sends a request and reads its reply) within `timeout`
   /// on an idle connection (or a new one); a failure closes that connection and throws
-  /// naming `what`, a success gives it back.
-  template <class Body> auto call(const std::string& what, milliseconds timeout, Body body) {
+  /// naming `what` (on a timeout, `on_timeout` throws instead when given), a success gives
+  /// it back.
+  template <class Body>
+  auto call(const std::string& what, milliseconds timeout, Body body,
+            const std::function<void()>& on_timeout = {}) {
     int fd = -1;
     {
       std::lock_guard lock(mu);
@@ -248,18 +252,16 @@ struct tcp_store::impl {
       return out;
     } catch (const timed_out&) {
       ::close(fd); // a reply may still come: the stream is out of step
-      throw;
+      if (on_timeout)
+        on_timeout();
+      ACTORCH_FAIL("tcp_store: the master at ", where(), " did not answer ", what, " within ",
+                   timeout.count(), " ms (is it stopped, or gone?)");
     } catch (const closed&) {
       ::close(fd);
       ACTORCH_FAIL("tcp_store: the master at ", where(), " closed the connection during ", what,
                    " (its log says why: a malformed request, an ADD on a value that is not an ",
                    "integer, ...)");
     }
-  }
-
-  [[noreturn]] void fail_timeout(const std::string& what, milliseconds timeout) const {
-    ACTORCH_FAIL("tcp_store: the master at ", where(), " did not answer ", what, " within ",
-                 timeout.count(), " ms (is it stopped, or gone?)");
   }
 
   std::string request(op o) const {
@@ -297,50 +299,35 @@ std::string tcp_store::listen_address() const {
 }
 
 void tcp_store::set(const std::string& key, const std::string& value) {
-  const std::string what = "set('" + key + "')";
-  try {
-    impl_->call(what, timeout(), [&](int fd, auto deadline) {
-      std::string r = impl_->request(op::set);
-      wire::put_str(r, wire_key(key));
-      wire::put_str(r, value);
-      impl_->send_all(fd, r, deadline);
-      return 0;
-    });
-  } catch (const timed_out&) {
-    impl_->fail_timeout(what, timeout());
-  }
+  impl_->call("set('" + key + "')", timeout(), [&](int fd, auto deadline) {
+    std::string r = impl_->request(op::set);
+    wire::put_str(r, wire_key(key));
+    wire::put_str(r, value);
+    impl_->send_all(fd, r, deadline);
+    return 0;
+  });
 }
 
 int64_t tcp_store::add(const std::string& key, int64_t delta) {
-  const std::string what = "add('" + key + "')";
-  try {
-    return impl_->call(what, timeout(), [&](int fd, auto deadline) {
-      std::string r = impl_->request(op::add);
-      wire::put_str(r, wire_key(key));
-      wire::put_int<int64_t>(r, delta);
-      impl_->send_all(fd, r, deadline);
-      return impl_->recv_int<int64_t>(fd, deadline);
-    });
-  } catch (const timed_out&) {
-    impl_->fail_timeout(what, timeout());
-  }
+  return impl_->call("add('" + key + "')", timeout(), [&](int fd, auto deadline) {
+    std::string r = impl_->request(op::add);
+    wire::put_str(r, wire_key(key));
+    wire::put_int<int64_t>(r, delta);
+    impl_->send_all(fd, r, deadline);
+    return impl_->recv_int<int64_t>(fd, deadline);
+  });
 }
 
 std::string tcp_store::compare_set(const std::string& key, const std::string& expected,
                                    const std::string& desired) {
-  const std::string what = "compare_set('" + key + "')";
-  try {
-    return impl_->call(what, timeout(), [&](int fd, auto deadline) {
-      std::string r = impl_->request(op::compare_set);
-      wire::put_str(r, wire_key(key));
-      wire::put_str(r, expected);
-      wire::put_str(r, desired);
-      impl_->send_all(fd, r, deadline);
-      return impl_->recv_str(fd, deadline);
-    });
-  } catch (const timed_out&) {
-    impl_->fail_timeout(what, timeout());
-  }
+  return impl_->call("compare_set('" + key + "')", timeout(), [&](int fd, auto deadline) {
+    std::string r = impl_->request(op::compare_set);
+    wire::put_str(r, wire_key(key));
+    wire::put_str(r, expected);
+    wire::put_str(r, desired);
+    impl_->send_all(fd, r, deadline);
+    return impl_->recv_str(fd, deadline);
+  });
 }
 
 namespace {
@@ -354,68 +341,48 @@ std::string keys_request(const std::string& head, const std::vector<std::string>
 } // namespace
 
 bool tcp_store::check(const std::vector<std::string>& keys) {
-  try {
-    return impl_->call("check", timeout(), [&](int fd, auto deadline) {
-      impl_->send_all(fd, keys_request(impl_->request(op::check), keys), deadline);
-      return impl_->recv_int<uint8_t>(fd, deadline) == wire::check_ready;
-    });
-  } catch (const timed_out&) {
-    impl_->fail_timeout("check", timeout());
-  }
+  return impl_->call("check", timeout(), [&](int fd, auto deadline) {
+    impl_->send_all(fd, keys_request(impl_->request(op::check), keys), deadline);
+    return impl_->recv_int<uint8_t>(fd, deadline) == wire::check_ready;
+  });
 }
 
 void tcp_store::wait(const std::vector<std::string>& keys, milliseconds timeout) {
-  try {
-    impl_->call("wait", timeout, [&](int fd, auto deadline) {
-      impl_->send_all(fd, keys_request(impl_->request(op::wait), keys), deadline);
-      const auto reply = impl_->recv_int<uint8_t>(fd, deadline);
-      if (reply != wire::wait_stop_waiting)
-        throw closed{};
-      return 0;
-    });
-  } catch (const timed_out&) {
-    // The wait stays registered at the master: the connection was dropped with it.
-    throw_timeout("tcp_store", keys, timeout);
-  }
+  impl_->call(
+      "wait", timeout,
+      [&](int fd, auto deadline) {
+        impl_->send_all(fd, keys_request(impl_->request(op::wait), keys), deadline);
+        if (impl_->recv_int<uint8_t>(fd, deadline) != wire::wait_stop_waiting)
+          throw closed{};
+        return 0;
+      },
+      // The wait stays registered at the master: the connection was dropped with it.
+      [&] { throw_timeout("tcp_store", keys, timeout); });
 }
 
 bool tcp_store::delete_key(const std::string& key) {
-  const std::string what = "delete_key('" + key + "')";
-  try {
-    return impl_->call(what, timeout(), [&](int fd, auto deadline) {
-      std::string r = impl_->request(op::delete_key);
-      wire::put_str(r, wire_key(key));
-      impl_->send_all(fd, r, deadline);
-      return impl_->recv_int<int64_t>(fd, deadline) > 0;
-    });
-  } catch (const timed_out&) {
-    impl_->fail_timeout(what, timeout());
-  }
+  return impl_->call("delete_key('" + key + "')", timeout(), [&](int fd, auto deadline) {
+    std::string r = impl_->request(op::delete_key);
+    wire::put_str(r, wire_key(key));
+    impl_->send_all(fd, r, deadline);
+    return impl_->recv_int<int64_t>(fd, deadline) > 0;
+  });
 }
 
 int64_t tcp_store::num_keys() {
-  try {
-    return impl_->call("num_keys", timeout(), [&](int fd, auto deadline) {
-      impl_->send_all(fd, impl_->request(op::num_keys), deadline);
-      return impl_->recv_int<int64_t>(fd, deadline);
-    });
-  } catch (const timed_out&) {
-    impl_->fail_timeout("num_keys", timeout());
-  }
+  return impl_->call("num_keys", timeout(), [&](int fd, auto deadline) {
+    impl_->send_all(fd, impl_->request(op::num_keys), deadline);
+    return impl_->recv_int<int64_t>(fd, deadline);
+  });
 }
 
 std::string tcp_store::get_now(const std::string& key) {
-  const std::string what = "get('" + key + "')";
-  try {
-    return impl_->call(what, timeout(), [&](int fd, auto deadline) {
-      std::string r = impl_->request(op::get);
-      wire::put_str(r, wire_key(key));
-      impl_->send_all(fd, r, deadline);
-      return impl_->recv_str(fd, deadline);
-    });
-  } catch (const timed_out&) {
-    impl_->fail_timeout(what, timeout());
-  }
+  return impl_->call("get('" + key + "')", timeout(), [&](int fd, auto deadline) {
+    std::string r = impl_->request(op::get);
+    wire::put_str(r, wire_key(key));
+    impl_->send_all(fd, r, deadline);
+    return impl_->recv_str(fd, deadline);
+  });
 }
 
 } // namespace actorch::dist

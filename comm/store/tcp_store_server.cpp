@@ -52,7 +52,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -61,6 +60,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "comm/store/hash_store.hpp"
 #include "comm/store/tcp_wire.hpp"
 
 namespace actorch::dist {
@@ -154,14 +154,6 @@ std::string peer_of(const sockaddr_storage& a) {
   return std::string(host) + ":" + std::to_string(port);
 }
 
-int64_t parse_integer(const std::string& key, const std::string& value) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-  if (ec != std::errc() || end != value.data() + value.size())
-    throw violation{"ADD on key '" + key + "', whose value is not an integer"};
-  return v;
-}
-
 /// Raises the soft descriptor limit to the hard one; a quarter of it is the connection cap.
 size_t connection_cap() {
   rlimit r{};
@@ -210,7 +202,8 @@ struct tcp_store_server::impl {
       ++suppressed;
       return;
     }
-    std::fprintf(stderr, "tcp_store: %s\n", line.c_str());
+    // A line quotes what a peer sent (a key, a value): at most 300 bytes of it.
+    std::fprintf(stderr, "tcp_store: %.300s%s\n", line.c_str(), line.size() > 300 ? "..." : "");
   }
 
   void listen_on(const std::string& host, uint16_t want_port) {
@@ -268,10 +261,13 @@ struct tcp_store_server::impl {
     port = uint16_t(std::stoi(p.substr(p.rfind(':') + 1)));
   }
 
+  /// Closes connection i; `why` (empty for a peer that closed it) goes to the log.
   void drop(size_t i, const std::string& why) {
     connection& c = *conns[i];
-    log("dropped the connection from " + c.peer + ": " + why);
-    ++dropped;
+    if (!why.empty()) {
+      log("dropped the connection from " + c.peer + ": " + why);
+      ++dropped;
+    }
     buffered -= c.in.size();
     ::close(c.fd);
     conns.erase(conns.begin() + std::ptrdiff_t(i));
@@ -444,7 +440,8 @@ struct tcp_store_server::impl {
         return false;
       const auto delta = in.integer<int64_t>();
       auto it = data.find(key);
-      const int64_t v = (it == data.end() ? 0 : parse_integer(key, it->second)) + delta;
+      // A value that is not an integer throws: serve() drops the connection with the message.
+      const int64_t v = (it == data.end() ? 0 : parse_counter(key, it->second)) + delta;
       data[key] = std::to_string(v);
       consume(c, in.pos());
       wire::put_int<int64_t>(c.out, v);
@@ -594,15 +591,8 @@ struct tcp_store_server::impl {
           keep = false;
           why = "it stopped reading its replies";
         }
-        if (!keep) {
-          if (why.empty()) { // a clean close
-            buffered -= c.in.size();
-            ::close(c.fd);
-            conns.erase(conns.begin() + std::ptrdiff_t(ci));
-          } else {
-            drop(ci, why);
-          }
-        }
+        if (!keep)
+          drop(ci, why);
       }
       // A write by one connection may complete another's wait: flush them all.
       for (auto& c : conns)
