@@ -88,9 +88,11 @@ data::transforms::transform pixel_transform() {
 
 } // namespace
 
-actors::trainer_spec make_spec(const options& o) {
+actors::trainer_spec make_spec(const options& o, std::vector<int64_t>* test_indices) {
   auto digits = std::make_shared<data::digits_dataset>(o.data);
   const split s = split_of(digits->size());
+  if (test_indices)
+    *test_indices = s.test;
   const auto transform = pixel_transform();
   auto train = std::make_shared<data::transforms::transformed_dataset>(
       std::make_shared<data::subset>(digits, s.train), transform);
@@ -242,7 +244,8 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
   const int rank = pg ? pg->rank() : 0;
   const int nproc = pg ? pg->size() : 1;
   std::filesystem::create_directories(o.out);
-  actors::trainer_spec spec = make_spec(o);
+  std::vector<int64_t> test_indices;
+  actors::trainer_spec spec = make_spec(o, &test_indices);
   // A restarted job (actorch launch or torchrun --max-restarts) resumes from its own last
   // checkpoint, with no flag from the user: PyTorch restarts the processes and leaves that to
   // the script.
@@ -291,8 +294,8 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
     if (name.rfind("model.", 0) == 0)
       model_state.emplace_back(name.substr(6), std::move(t));
   save_safetensors((dir / "model.safetensors").string(), model_state);
-  const split s = split_of(data::digits_dataset(o.data).size());
-  save_npy((dir / "test_indices.npy").string(), as_tensor(s.test, {int64_t(s.test.size())}, {}));
+  save_npy((dir / "test_indices.npy").string(),
+           as_tensor(test_indices, {int64_t(test_indices.size())}, {}));
   const auto& last = done.back().eval;
   const double acc = last.count("test_accuracy") ? last.at("test_accuracy") : -1;
   std::printf("test accuracy %.4f after %lld epochs in %.1f s\n", acc,

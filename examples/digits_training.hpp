@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "actors/trainer.hpp"
 
@@ -27,8 +28,10 @@ struct options {
 options parse(int argc, char** argv, const char* program);
 
 /// The trainer spec of the job: the train split (80%, a fixed permutation) through the loader
-/// with the per-sample transform, evaluation on the test split.
-actorch::actors::trainer_spec make_spec(const options& o);
+/// with the per-sample transform, evaluation on the test split (whose indices into the digits
+/// file go to `test_indices` when given).
+actorch::actors::trainer_spec make_spec(const options& o,
+                                        std::vector<int64_t>* test_indices = nullptr);
 
 /// Runs the job's part in this process (`pg` null: one process) and, on the process holding
 /// rank 0, prints progress and writes the outputs. Returns the final test accuracy (rank 0).
