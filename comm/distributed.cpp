@@ -8,9 +8,7 @@
 #include <limits>
 #include <mutex>
 
-#include <arpa/inet.h>
 #include <netdb.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +16,7 @@
 #include "base/parse.hpp"
 #include "comm/backend/gloo/process_group_gloo.hpp"
 #include "comm/backend/nccl/process_group_nccl.hpp"
+#include "comm/host_identity.hpp"
 #include "comm/store/file_store.hpp"
 #include "comm/store/prefix_store.hpp"
 #include "comm/store/tcp_store.hpp"
@@ -93,15 +92,8 @@ std::string address_toward(const std::string& host, uint16_t port) {
     socklen_t len = sizeof local;
     // A UDP connect sends nothing: it only picks the route and the source address.
     if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-      char buf[INET6_ADDRSTRLEN] = {};
-      const void* addr =
-          local.ss_family == AF_INET
-              ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&local)->sin_addr)
-              : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&local)->sin6_addr);
-      if (::inet_ntop(local.ss_family, addr, buf, sizeof buf) != nullptr)
-        out = buf;
-    }
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0)
+      out = numeric_endpoint(local).first;
     ::close(fd);
   }
   ::freeaddrinfo(res);

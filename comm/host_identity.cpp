@@ -1,6 +1,8 @@
 // host_identity.hpp.
 #include "comm/host_identity.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -28,6 +30,21 @@ std::string process_start_time(pid_t pid) {
   for (int i = 3; i <= 22 && fields >> f; ++i) {
   }
   return f;
+}
+
+std::pair<std::string, uint16_t> numeric_endpoint(const sockaddr_storage& a) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (a.ss_family == AF_INET) {
+    const auto* s = reinterpret_cast<const sockaddr_in*>(&a);
+    ::inet_ntop(AF_INET, &s->sin_addr, host, sizeof host);
+    port = ntohs(s->sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    const auto* s = reinterpret_cast<const sockaddr_in6*>(&a);
+    ::inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof host);
+    port = ntohs(s->sin6_port);
+  }
+  return {host, port};
 }
 
 } // namespace actorch::dist

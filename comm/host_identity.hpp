@@ -1,10 +1,14 @@
 // Who this machine and a process are, for deciding what can be shared or cleaned up: ranks on
 // the same host (and boot) share memory (shm_allreduce), and a store file's recorded users are
-// checked against the processes running here (file_store, Note [Stale store files]).
+// checked against the processes running here (file_store, Note [Stale store files]); and a
+// socket address as numbers, for the addresses comm gives out and logs.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 namespace actorch::dist {
@@ -17,5 +21,9 @@ std::string host_id();
 /// "" when no such process runs: with host_id() and the pid, it names a process even after
 /// its pid is reused.
 std::string process_start_time(pid_t pid);
+
+/// A socket address as numbers: {"127.0.0.1", 29500}, {"::1", 80}; {"?", 0} for a family
+/// other than IPv4 and IPv6.
+std::pair<std::string, uint16_t> numeric_endpoint(const sockaddr_storage& a);
 
 } // namespace actorch::dist

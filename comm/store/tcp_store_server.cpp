@@ -35,7 +35,6 @@
 // authenticate the master to the clients, or protect Gloo's own connections (README).
 #include "comm/store/tcp_store_server.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -57,9 +56,11 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "base/error.hpp"
+#include "comm/host_identity.hpp"
 #include "comm/store/hash_store.hpp"
 #include "comm/store/tcp_wire.hpp"
 
@@ -140,18 +141,8 @@ struct connection {
 };
 
 std::string peer_of(const sockaddr_storage& a) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
-  if (a.ss_family == AF_INET) {
-    const auto* s = reinterpret_cast<const sockaddr_in*>(&a);
-    ::inet_ntop(AF_INET, &s->sin_addr, host, sizeof host);
-    port = ntohs(s->sin_port);
-  } else if (a.ss_family == AF_INET6) {
-    const auto* s = reinterpret_cast<const sockaddr_in6*>(&a);
-    ::inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof host);
-    port = ntohs(s->sin6_port);
-  }
-  return std::string(host) + ":" + std::to_string(port);
+  const auto [host, port] = numeric_endpoint(a);
+  return host + ":" + std::to_string(port);
 }
 
 /// Raises the soft descriptor limit to the hard one; a quarter of it is the connection cap.
@@ -256,9 +247,7 @@ struct tcp_store_server::impl {
     sockaddr_storage bound{};
     socklen_t len = sizeof bound;
     ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&bound), &len);
-    const std::string p = peer_of(bound);
-    address = p.substr(0, p.rfind(':'));
-    port = uint16_t(std::stoi(p.substr(p.rfind(':') + 1)));
+    std::tie(address, port) = numeric_endpoint(bound);
   }
 
   /// Closes connection i; `why` (empty for a peer that closed it) goes to the log.
