@@ -260,7 +260,7 @@ tensor data_parallel::forward(const tensor& input) {
   const bool any_grad =
       input_grad ||
       std::any_of(params.begin(), params.end(), [](const tensor& t) { return t.requires_grad(); });
-  if (!tracked || !grad || !any_grad)
+  if (!tracked || !any_grad) // untracked: grad mode was off, or nothing needs a gradient
     return out;
   const int64_t d = dim_ < 0 ? dim_ + out.dim() : dim_;
   autograd::record(out, "DataParallelBackward", inputs, {},
