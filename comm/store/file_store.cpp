@@ -38,13 +38,14 @@ std::string user_record() {
          process_start_time(::getpid());
 }
 
-/// Whether the user a record names may still run: on another machine, we cannot tell.
-bool may_be_alive(const std::string& record) {
+/// Whether the user a record names may still run (`here`: host_id()); on another machine, we
+/// cannot tell.
+bool may_be_alive(const std::string& record, const std::string& here) {
   std::istringstream in(record.substr(std::strlen(kUserPrefix)));
   std::string host, start;
   pid_t pid = 0;
   in >> host >> pid >> start;
-  return host != host_id() || process_start_time(pid) == start;
+  return host != here || process_start_time(pid) == start;
 }
 } // namespace
 
@@ -85,7 +86,9 @@ file_store::file_store(std::string path, int world_size, milliseconds timeout)
     for (const auto& [k, v] : data_)
       if (k.rfind(kUserPrefix, 0) == 0)
         users.push_back(k);
-    if (std::none_of(users.begin(), users.end(), may_be_alive)) {
+    const std::string here = host_id();
+    if (std::none_of(users.begin(), users.end(),
+                     [&](const std::string& u) { return may_be_alive(u, here); })) {
       std::fprintf(stderr,
                    "file_store: '%s' was left by a job whose processes are gone (%zu recorded, "
                    "none running): starting it afresh\n",
