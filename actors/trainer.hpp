@@ -103,7 +103,9 @@ struct trainer_spec {
   std::string checkpoint;
   int64_t checkpoint_every = 0;
   /// Every replica loads this checkpoint before training and continues where it stopped,
-  /// loader position included.
+  /// loader position included. A job that a launcher restarted (TORCHELASTIC_RESTART_COUNT
+  /// above 0: actorch launch or torchrun --max-restarts) resumes from `checkpoint` when this is
+  /// empty and the file exists, with no flag from the user (PyTorch leaves that to the script).
   std::string resume;
 };
 

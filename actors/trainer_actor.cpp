@@ -3,6 +3,8 @@
 // compute thread. The job's monitor is a scoped actor on the caller's thread.
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include "actors/comm_actor.hpp"
@@ -341,8 +343,14 @@ caf::behavior trainer_actor(caf::event_based_actor* self, const trainer_spec* sp
 
 } // namespace
 
-job_report train_data_parallel(const trainer_spec& spec, const job_options& opts) {
-  check_spec(spec, opts);
+job_report train_data_parallel(const trainer_spec& given, const job_options& opts) {
+  check_spec(given, opts);
+  trainer_spec spec = given;
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const bool restarted = restart != nullptr && std::string(restart) != "0";
+  if (restarted && spec.resume.empty() && !spec.checkpoint.empty() &&
+      std::filesystem::exists(spec.checkpoint))
+    spec.resume = spec.checkpoint; // see trainer_spec::resume
   if (!opts.trace.empty()) {
     trace::clear();
     trace::enable();
@@ -356,6 +364,9 @@ job_report train_data_parallel(const trainer_spec& spec, const job_options& opts
   cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system sys{cfg};
   auto exchange = spawn_comm_actor(sys, opts.process_group);
+  if (spec.resume != given.resume && exchange->process_rank() == 0)
+    std::printf("train_data_parallel: restart %s of the job: resuming from %s\n", restart,
+                spec.resume.c_str());
   auto locals = std::make_shared<dist::local_replicas>(opts.num_local, exchange);
   caf::scoped_actor monitor{sys};
   std::vector<caf::actor> trainers;

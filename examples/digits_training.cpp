@@ -245,18 +245,7 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
   const int nproc = pg ? pg->size() : 1;
   std::filesystem::create_directories(o.out);
   std::vector<int64_t> test_indices;
-  actors::trainer_spec spec = make_spec(o, &test_indices);
-  // A restarted job (actorch launch or torchrun --max-restarts) resumes from its own last
-  // checkpoint, with no flag from the user: PyTorch restarts the processes and leaves that to
-  // the script.
-  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  if (spec.resume.empty() && restart != nullptr && std::string(restart) != "0" &&
-      std::filesystem::exists(spec.checkpoint)) {
-    spec.resume = spec.checkpoint;
-    if (rank == 0)
-      std::printf("digits: restart %s of the job: resuming from %s\n", restart,
-                  spec.checkpoint.c_str());
-  }
+  const actors::trainer_spec spec = make_spec(o, &test_indices);
   if (rank == 0)
     std::printf("digits: %lld train samples, %d process(es) x %d trainer actor(s), batch %lld "
                 "per replica, %lld epochs\n",

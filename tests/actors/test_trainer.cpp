@@ -212,6 +212,24 @@ TEST_CASE("trainer actors: a run resumed from an epoch-end checkpoint ends the s
   require_close(model_of(full), model_of(part), 0);
 }
 
+TEST_CASE("trainer actors: a job a launcher restarted resumes from its checkpoint on its own") {
+  const std::string full = scratch("full_r.safetensors"), part = scratch("part_r.safetensors");
+  auto spec = toy_spec(32, full);
+  spec.epochs = 3;
+  train_data_parallel(spec, {.num_local = 2});
+  auto first = toy_spec(32, part);
+  first.epochs = 3;
+  first.max_steps = 4; // epoch 0 and its checkpoint, then "the job dies"
+  train_data_parallel(first, {.num_local = 2});
+  auto again = toy_spec(32, part); // the same spec, no resume given: the restarted program
+  again.epochs = 3;
+  ::setenv("TORCHELASTIC_RESTART_COUNT", "1", 1);
+  const job_report r = train_data_parallel(again, {.num_local = 2});
+  ::unsetenv("TORCHELASTIC_RESTART_COUNT");
+  REQUIRE(r.epochs.size() == 2); // epochs 1 and 2 only
+  require_close(model_of(full), model_of(part), 0);
+}
+
 TEST_CASE("trainer actors: a checkpoint whose numbers are not whole numbers is refused") {
   const std::string part = scratch("part_strict.safetensors");
   auto first = toy_spec(32, part);
