@@ -89,7 +89,10 @@ struct trainer_spec {
   /// limit.
   int64_t max_steps = -1;
   uint64_t seed = 0;
-  dist::ddp_options ddp;
+  /// DDP's options; unlike torch's default, the trainer's gradients are views into the
+  /// buckets (gradient_as_bucket_view): the trainer owns the step, and nothing in it detaches
+  /// or replaces a gradient, so the copy of every gradient out of its bucket is saved.
+  dist::ddp_options ddp{.gradient_as_bucket_view = true};
   /// Converts every BatchNorm of each replica's model to SyncBatchNorm over the job's replicas
   /// (dist::convert_sync_batchnorm) before DDP wraps it.
   bool sync_batchnorm = false;

@@ -33,11 +33,18 @@ struct ddp_mlp_options {
   int64_t batch = 64;
   int64_t warmup = 5;
   int64_t steps = 50;
-  std::string trace{}; // actors and process modes: a Chrome trace of the run
+  std::string trace{};   // actors and process modes: a Chrome trace of the run
+  int64_t hidden = 1024; // width of the hidden layers
+  int64_t depth = 1;     // hidden-to-hidden Linear layers
+  // actors and process modes: DDP's bucket_cap_mb and adaptive_buckets.
+  double bucket_cap_mb = 25;
+  bool adaptive_buckets = true;
 };
 
-/// The ddp-mlp workload: Linear(784,1024) ReLU Linear(1024,1024) ReLU Linear(1024,10),
-/// cross-entropy, SGD(lr 0.01, momentum 0.9) on fixed random inputs; ms per step.
+/// The ddp-mlp workload: Linear(784,H) ReLU [Linear(H,H) ReLU] x depth Linear(H,10), H = 1024
+/// and depth 1 by default, cross-entropy, SGD(lr 0.01, momentum 0.9) on fixed random inputs;
+/// ms per step. The line names hidden, depth and the bucket options when they differ from
+/// the defaults.
 void run_ddp_mlp(const ddp_mlp_options& opts, std::ostream& out);
 
 struct loader_bench_options {

@@ -28,16 +28,24 @@ namespace actorch::bench {
 
 namespace {
 
-std::shared_ptr<nn::sequential> mlp(generator& gen) {
-  return std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{
-      std::make_shared<nn::linear>(784, 1024, true, &gen), std::make_shared<nn::relu>(),
-      std::make_shared<nn::linear>(1024, 1024, true, &gen), std::make_shared<nn::relu>(),
-      std::make_shared<nn::linear>(1024, 10, true, &gen)});
+std::shared_ptr<nn::sequential> mlp(const ddp_mlp_options& o, generator& gen) {
+  auto m = std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{
+      std::make_shared<nn::linear>(784, o.hidden, true, &gen), std::make_shared<nn::relu>()});
+  for (int64_t l = 0; l < o.depth; ++l) {
+    m->push_back(std::make_shared<nn::linear>(o.hidden, o.hidden, true, &gen));
+    m->push_back(std::make_shared<nn::relu>());
+  }
+  m->push_back(std::make_shared<nn::linear>(o.hidden, 10, true, &gen));
+  return m;
 }
 
 void print_line(const ddp_mlp_options& o, double seconds_per_step, double loss, std::ostream& out) {
-  out << "ddp-mlp mode=" << o.mode << " world=" << o.world << " batch=" << o.batch
-      << " ms_per_step=" << seconds_per_step * 1e3
+  out << "ddp-mlp mode=" << o.mode << " world=" << o.world << " batch=" << o.batch;
+  if (o.hidden != 1024 || o.depth != 1)
+    out << " hidden=" << o.hidden << " depth=" << o.depth;
+  if (o.bucket_cap_mb != 25 || !o.adaptive_buckets)
+    out << " bucket_cap_mb=" << o.bucket_cap_mb << " adaptive_buckets=" << o.adaptive_buckets;
+  out << " ms_per_step=" << seconds_per_step * 1e3
       << " samples_per_s=" << double(o.batch * o.world) / seconds_per_step << " loss=" << loss
       << std::endl;
 }
@@ -68,7 +76,7 @@ void run_on_this_thread(const ddp_mlp_options& o, nn::module& model,
 
 void run_single(const ddp_mlp_options& o, std::ostream& out) {
   generator gen(0);
-  auto model = mlp(gen);
+  auto model = mlp(o, gen);
   const tensor x = randn({o.batch, 784}, {}, &gen);
   const tensor y = randint(0, 10, {o.batch}, {}, &gen);
   run_on_this_thread(
@@ -77,7 +85,7 @@ void run_single(const ddp_mlp_options& o, std::ostream& out) {
 
 void run_dp(const ddp_mlp_options& o, std::ostream& out) {
   generator gen(0);
-  auto model = mlp(gen);
+  auto model = mlp(o, gen);
   std::vector<int> ids;
   std::vector<tensor> xs, ys;
   for (int64_t r = 0; r < o.world; ++r) { // the other modes' per-replica batches, as one
@@ -96,10 +104,12 @@ void run_dp(const ddp_mlp_options& o, std::ostream& out) {
 // timed steps following the warm-up ones in one epoch.
 actors::trainer_spec spec_of(const ddp_mlp_options& o, double* last_loss) {
   actors::trainer_spec s;
-  s.make_model = [](const actors::replica_info&) {
+  s.make_model = [o](const actors::replica_info&) {
     generator gen(0);
-    return mlp(gen);
+    return mlp(o, gen);
   };
+  s.ddp.bucket_cap_mb = o.bucket_cap_mb;
+  s.ddp.adaptive_buckets = o.adaptive_buckets;
   s.make_optimizer = [](nn::module& m) {
     return std::make_unique<optim::sgd>(m.parameters(),
                                         optim::sgd_options{.lr = 0.01, .momentum = 0.9});

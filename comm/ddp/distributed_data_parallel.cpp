@@ -113,7 +113,9 @@ distributed_data_parallel::distributed_data_parallel(std::shared_ptr<nn::module>
   reducer_ = std::make_unique<dist::reducer>(
       std::move(params), std::move(names), group_,
       reducer_options{.bucket_cap_mb = opts_.bucket_cap_mb,
-                      .find_unused_parameters = opts_.find_unused_parameters});
+                      .find_unused_parameters = opts_.find_unused_parameters,
+                      .gradient_as_bucket_view = opts_.gradient_as_bucket_view,
+                      .adaptive_buckets = opts_.adaptive_buckets});
 }
 
 nn::named_tensors distributed_data_parallel::state_dict() const {

@@ -21,6 +21,14 @@ struct ddp_options {
   double bucket_cap_mb = 25;
   /// Parameters a forward pass does not use count as ready instead of leaving backward waiting.
   bool find_unused_parameters = false;
+  /// The gradients become views into the communication buckets (torch's option of the same
+  /// name and default): saves a copy of every gradient out of its bucket per step, and the
+  /// copy in when the gradient was not set to None in between. Such a gradient must not be
+  /// detached in place or replaced by a tensor of another layout.
+  bool gradient_as_bucket_view = false;
+  /// Bucket boundaries chosen from measured timings after a few iterations (an actorch
+  /// addition; reducer_options::adaptive_buckets). False: torch's static buckets.
+  bool adaptive_buckets = true;
   /// Rank 0's buffers (BatchNorm's running statistics) overwrite the others' before each
   /// training-mode forward.
   bool broadcast_buffers = true;

@@ -2,6 +2,8 @@
 #include "comm/ddp/reducer.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <unordered_set>
@@ -11,6 +13,7 @@
 #include "core/autograd/grad_mode.hpp"
 #include "core/autograd/node.hpp"
 #include "core/ops/factory.hpp"
+#include "core/trace.hpp"
 
 namespace actorch::dist {
 
@@ -45,6 +48,76 @@ std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<ten
       result.push_back(std::move(b.indices));
   return result;
 }
+
+std::vector<int64_t> choose_bucket_boundaries(const std::vector<double>& ready,
+                                              const std::vector<size_t>& bytes,
+                                              const std::vector<int>& kinds, size_t cap_bytes,
+                                              double latency, double seconds_per_byte) {
+  const size_t n = bytes.size();
+  ACTORCH_CHECK(ready.size() == n && kinds.size() == n,
+                "choose_bucket_boundaries: ready, bytes and kinds differ in length (", ready.size(),
+                ", ", n, ", ", kinds.size(), ")");
+  // best[j]: the earliest end of the all-reduce of a bucket ending at position j (exclusive),
+  // over every split of positions [0, j); from[j]: where that last bucket starts.
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> best(n + 1, inf);
+  std::vector<size_t> from(n + 1, 0);
+  best[0] = 0;
+  double ready_max = 0; // a bucket launches only after every earlier bucket did
+  for (size_t j = 1; j <= n; ++j) {
+    ready_max = std::max(ready_max, ready[j - 1]);
+    size_t sum = 0;
+    for (size_t i = j; i-- > 0;) {
+      if (kinds[i] != kinds[j - 1])
+        break;
+      sum += bytes[i];
+      if (sum > cap_bytes && i + 1 < j)
+        break;
+      const double end = std::max(best[i], ready_max) + latency + double(sum) * seconds_per_byte;
+      if (end < best[j]) {
+        best[j] = end;
+        from[j] = i;
+      }
+    }
+  }
+  std::vector<size_t> starts;
+  for (size_t j = n; j > 0; j = from[j])
+    starts.push_back(from[j]);
+  std::vector<int64_t> bucket_of(n, 0);
+  int64_t b = 0;
+  for (auto it = starts.rbegin(); it != starts.rend(); ++it, ++b) {
+    const size_t end = it + 1 == starts.rend() ? n : *(it + 1);
+    for (size_t k = *it; k < end; ++k)
+      bucket_of[k] = b;
+  }
+  return bucket_of;
+}
+
+double predicted_bucket_end(const std::vector<double>& ready, const std::vector<size_t>& bytes,
+                            const std::vector<int64_t>& bucket_of, double latency,
+                            double seconds_per_byte) {
+  double end = 0, ready_max = 0;
+  size_t sum = 0;
+  for (size_t k = 0; k < bytes.size(); ++k) {
+    ready_max = std::max(ready_max, ready[k]);
+    sum += bytes[k];
+    if (k + 1 == bytes.size() || bucket_of[k + 1] != bucket_of[k]) {
+      end = std::max(end, ready_max) + latency + double(sum) * seconds_per_byte;
+      sum = 0;
+    }
+  }
+  return end;
+}
+
+namespace {
+
+// Whether `g` is exactly the bucket slot `slot` (gradient_as_bucket_view's gradients).
+bool is_view_of(const tensor& g, const tensor& slot) {
+  return g.data_ptr() == slot.data_ptr() && g.sizes() == slot.sizes() &&
+         g.strides() == slot.strides() && g.dtype() == slot.dtype();
+}
+
+} // namespace
 
 // Note [Bucket order]
 // Every replica must issue its collectives in the same order, or they pair the wrong buckets.
@@ -85,6 +158,26 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
   std::vector<char> locally_used;
   std::vector<size_t> unused;      // find_unused_parameters: not reached by the graph
   std::vector<size_t> ready_order; // first iteration, for the rebuild
+  std::vector<size_t> agreed;      // the rebuilt buckets' parameter order
+
+  // Adaptive buckets (Note [Adaptive buckets]): the measured iterations' timings.
+  using clock = std::chrono::steady_clock;
+  struct timing {
+    clock::time_point begin, end;           // prepare, and the end of finalize
+    std::vector<clock::time_point> ready;   // per parameter
+    std::vector<clock::time_point> launch;  // per bucket
+    std::vector<clock::time_point> reduced; // per bucket, written by the completing thread
+  };
+  enum class phase { baseline, trial, settled };
+  static constexpr int64_t kMeasureFrom = 2; // iteration 1 rebuilds, 2.. are measured
+  static constexpr int64_t kMeasured = 3;    // iterations per phase
+  phase adapt_phase = phase::baseline;
+  int64_t phase_start = kMeasureFrom;
+  std::vector<int64_t> baseline_choice; // the rebuilt buckets, by position in `agreed`
+  double baseline_time = 0;             // rank 0's median iteration with them
+  std::vector<std::shared_ptr<timing>> timings;
+  std::shared_ptr<timing> measuring; // this iteration's, or null
+  double measured_latency = 0;       // seconds
 
   std::mutex observer_mu;
   std::function<void(const bucket_event&)> observer;
@@ -137,11 +230,160 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
       p[k] = int64_t(order[k]);
     broadcast_from_rank0(*group, {t});
     const auto* q = t.data_ptr<int64_t>();
-    std::vector<size_t> agreed(order.size());
+    agreed.assign(order.size(), 0);
     for (size_t k = 0; k < agreed.size(); ++k)
       agreed[k] = size_t(q[k]);
     build_buckets(compute_bucket_assignment(params, agreed, first_cap(), cap()));
     rebuilt = true;
+  }
+
+  // Note [Adaptive buckets]
+  // The static assignment (a 1 MiB first bucket, then 25 MiB ones) knows neither when each
+  // gradient gets ready nor what an all-reduce costs, so the last bucket, whose exchange
+  // cannot start before backward ends, is often large. After the rebuild, iterations
+  // kMeasureFrom .. kMeasureFrom + kMeasured - 1 record when each gradient got ready and when
+  // each bucket was launched and reduced. Then rank 0 fits the all-reduce cost as
+  // latency + bytes * seconds_per_byte (least squares over the buckets' service times: from
+  // the later of its launch and the previous bucket's end, to its end, since the group runs
+  // them one at a time; the latency at least that of a one-element all-reduce, timed once),
+  // takes each parameter's median ready time, and chooses the boundaries that end the last
+  // all-reduce earliest (choose_bucket_boundaries), unless the model predicts a tail after
+  // the last gradient shorter by less than a tenth or than one latency. The model ignores
+  // that an all-reduce takes CPU time from backward: where cores are few (two replicas on two
+  // cores), an exchange that overlaps backward slows it down as much as it hides. So the
+  // choice is a trial: its buckets run kMeasured iterations, and rank 0 keeps them only if
+  // its median iteration (forward to the end of the reduction) beats the baseline's by 2%;
+  // otherwise the baseline buckets come back. Each decision is broadcast (every replica must
+  // pair the same buckets) and applied in the forward of the same iteration on every
+  // replica. The buckets change which elements travel together, never the arithmetic: every
+  // element is still summed in rank order.
+  // The fixed cost of one all-reduce, from a few one-element ones (a collective: every
+  // replica runs it in the same forward); the median of rank 0's is what adapt() uses.
+  void measure_latency() {
+    std::vector<double> seen;
+    tensor one = zeros({1});
+    for (int k = 0; k < 5; ++k) {
+      const auto t0 = clock::now();
+      group->all_reduce(one, reduce_op::sum).wait();
+      seen.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+    }
+    std::nth_element(seen.begin(), seen.begin() + 2, seen.end());
+    measured_latency = seen[2];
+  }
+
+  static double median(std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  }
+
+  double median_iteration() const {
+    std::vector<double> v;
+    for (const auto& t : timings)
+      v.push_back(std::chrono::duration<double>(t->end - t->begin).count());
+    return median(v);
+  }
+
+  std::vector<int64_t> current_choice() const {
+    std::vector<int64_t> c(agreed.size(), 0);
+    for (size_t b = 0, k = 0; b < buckets.size(); ++b)
+      for (size_t slot = 0; slot < buckets[b].params.size(); ++slot)
+        c[k++] = int64_t(b);
+    return c;
+  }
+
+  void build_from_choice(const int64_t* c) {
+    std::vector<std::vector<size_t>> a;
+    for (size_t k = 0; k < agreed.size(); ++k) {
+      if (k == 0 || c[k] != c[k - 1])
+        a.emplace_back();
+      a.back().push_back(agreed[k]);
+    }
+    build_buckets(std::move(a));
+  }
+
+  // Rank 0's candidate buckets from the baseline's timings, or the current ones when the
+  // model promises too little (by position in `agreed`).
+  std::vector<int64_t> propose() const {
+    const size_t n = agreed.size();
+    std::vector<size_t> bytes(n);
+    std::vector<int> kinds(n);
+    for (size_t k = 0; k < n; ++k) {
+      bytes[k] = size_t(params[agreed[k]].nbytes());
+      kinds[k] = int(params[agreed[k]].dtype());
+    }
+    std::vector<double> ready(n, 0);
+    for (size_t k = 0; k < n; ++k) {
+      std::vector<double> seen;
+      for (const auto& t : timings) {
+        const auto first = *std::min_element(t->ready.begin(), t->ready.end());
+        seen.push_back(std::chrono::duration<double>(t->ready[agreed[k]] - first).count());
+      }
+      ready[k] = median(seen);
+    }
+    // Least squares of service = latency + bytes * per_byte over every measured bucket.
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, m = 0;
+    for (const auto& t : timings)
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        const auto start = b == 0 ? t->launch[b] : std::max(t->launch[b], t->reduced[b - 1]);
+        const double y = std::chrono::duration<double>(t->reduced[b] - start).count();
+        const double x = double(buckets[b].flat.nbytes());
+        sx += x, sy += y, sxx += x * x, sxy += x * y, m += 1;
+      }
+    const double var = m * sxx - sx * sx;
+    double per_byte = var > 0 ? (m * sxy - sx * sy) / var : 0;
+    double latency = m > 0 ? (sy - per_byte * sx) / m : 0;
+    if (!(per_byte > 0)) { // too few or too noisy points: all of it per byte
+      per_byte = sx > 0 ? sy / sx : 1e-9;
+      latency = 0;
+    }
+    latency = std::max({latency, measured_latency, 0.0});
+    const std::vector<int64_t> current = current_choice();
+    const auto candidate = choose_bucket_boundaries(ready, bytes, kinds, cap(), latency, per_byte);
+    const double last = *std::max_element(ready.begin(), ready.end());
+    const double now_tail = predicted_bucket_end(ready, bytes, current, latency, per_byte) - last;
+    const double new_tail = predicted_bucket_end(ready, bytes, candidate, latency, per_byte) - last;
+    return new_tail < 0.9 * now_tail && now_tail - new_tail > latency ? candidate : current;
+  }
+
+  // At the forward of a phase's end: rank 0 decides, everyone applies (Note [Adaptive
+  // buckets]). A decision travels as [flag, bucket per position...].
+  void end_phase() {
+    const size_t n = agreed.size();
+    tensor decision = zeros({int64_t(n + 1)}, {.dtype = dtype::int64});
+    auto* d = decision.data_ptr<int64_t>();
+    if (group->rank() == 0) {
+      if (adapt_phase == phase::baseline) {
+        baseline_time = median_iteration();
+        const auto candidate = propose();
+        d[0] = candidate != current_choice() ? 1 : 0; // 1: try it
+        std::copy(candidate.begin(), candidate.end(), d + 1);
+      } else {
+        d[0] = median_iteration() < 0.98 * baseline_time ? 1 : 0; // 1: keep the trial
+      }
+    }
+    broadcast_from_rank0(*group, {decision});
+    d = decision.data_ptr<int64_t>();
+    if (group->rank() == 0 && trace::enabled()) {
+      const bool trial = adapt_phase == phase::trial;
+      const double ms = median_iteration() * 1e3;
+      trace::record("buckets", trial ? (d[0] ? "trial kept" : "trial reverted") : "baseline",
+                    timings.front()->begin, timings.back()->end,
+                    "\"buckets\": " + std::to_string(buckets.size()) +
+                        ", \"median_iteration_ms\": " + std::to_string(ms) +
+                        (trial ? ", \"baseline_ms\": " + std::to_string(baseline_time * 1e3)
+                               : ", \"trial\": " + std::to_string(d[0])));
+    }
+    if (adapt_phase == phase::baseline && d[0] == 1) {
+      baseline_choice = current_choice();
+      build_from_choice(d + 1);
+      adapt_phase = phase::trial;
+      phase_start = iteration;
+    } else {
+      if (adapt_phase == phase::trial && d[0] == 0)
+        build_from_choice(baseline_choice.data());
+      adapt_phase = phase::settled;
+    }
+    timings.clear();
   }
 
   size_t cap() const { return size_t(opts.bucket_cap_mb * 1024 * 1024); }
@@ -153,6 +395,20 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
                   "(a backward pass failed or is still running)");
     if (iteration == 1 && !rebuilt)
       rebuild_from_rank0();
+    measuring.reset();
+    const bool adaptive = opts.adaptive_buckets && rebuilt && adapt_phase != phase::settled;
+    if (adaptive && iteration == phase_start + kMeasured)
+      end_phase();
+    if (adaptive && iteration == kMeasureFrom)
+      measure_latency();
+    if (adaptive && adapt_phase != phase::settled && iteration >= phase_start) {
+      measuring = std::make_shared<timing>();
+      measuring->begin = clock::now();
+      measuring->ready.resize(params.size());
+      measuring->launch.resize(buckets.size());
+      measuring->reduced.resize(buckets.size());
+      timings.push_back(measuring);
+    }
     armed = true;
     next_launch = 0;
     marked.assign(params.size(), 0);
@@ -206,15 +462,17 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
     locally_used[i] = used ? 1 : 0;
     if (iteration == 0)
       ready_order.push_back(i);
+    if (measuring)
+      measuring->ready[i] = clock::now();
     const auto [b, slot] = where[i];
     {
       no_grad guard;
       tensor dst = slot_view(b, slot, buckets[b].flat);
       const tensor g = params[i].grad();
-      if (used && g.defined())
-        dst.copy_(g);
-      else
+      if (!used || !g.defined())
         dst.zero_();
+      else if (!is_view_of(g, dst)) // gradient_as_bucket_view: already in place
+        dst.copy_(g);
     }
     if (--buckets[b].pending == 0)
       launch_ready();
@@ -227,10 +485,15 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
       notify(bucket_event::ready, iteration, b, bytes);
       // AVG: the division happens once per bucket where the sum completes (for trainer
       // threads, once per process), so copying the result back is a plain copy.
+      if (measuring)
+        measuring->launch[b] = clock::now();
       work w = group->all_reduce(buckets[b].flat, reduce_op::avg);
       std::weak_ptr<impl> weak = weak_from_this();
       const int64_t it = iteration;
-      buckets[b].reduced = w.then([weak, b, it, bytes](const work& done) {
+      // The timing slot is written here and read after finalize waited for this work.
+      buckets[b].reduced = w.then([weak, b, it, bytes, t = measuring](const work& done) {
+        if (t)
+          t->reduced[b] = clock::now();
         if (auto self = weak.lock(); self && !done.exception())
           self->notify(bucket_event::reduced, it, b, bytes);
       });
@@ -268,21 +531,24 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
     no_grad guard;
     for (size_t b = 0; b < buckets.size(); ++b) {
       bucket& bk = buckets[b];
-      bk.reduced.wait();
-      const tensor sum = bk.reduced.result().at(0);
+      bk.reduced.wait(); // the average is now in bk.flat (an in-place all-reduce)
       for (size_t slot = 0; slot < bk.params.size(); ++slot) {
         const size_t i = bk.params[slot];
         if (used_anywhere.defined() && used_anywhere.data_ptr<int32_t>()[i] == 0)
           continue; // no replica used it: its gradient stays as it was, as in torch
-        const tensor avg = slot_view(b, slot, sum);
+        const tensor avg = slot_view(b, slot, bk.flat);
         tensor g = params[i].grad();
-        if (g.defined())
+        if (opts.gradient_as_bucket_view)
+          params[i].set_grad(avg);
+        else if (g.defined())
           g.copy_(avg);
         else
           params[i].set_grad(avg.clone());
       }
       bk.reduced = work();
     }
+    if (measuring)
+      measuring->end = clock::now();
   }
 };
 
@@ -334,6 +600,10 @@ const std::vector<std::vector<size_t>>& reducer::buckets() const {
 
 bool reducer::buckets_rebuilt() const {
   return impl_->rebuilt;
+}
+
+bool reducer::buckets_adapted() const {
+  return impl_->opts.adaptive_buckets && impl_->adapt_phase == impl::phase::settled;
 }
 
 void reducer::set_observer(std::function<void(const bucket_event&)> fn) {

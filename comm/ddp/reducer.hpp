@@ -25,7 +25,33 @@ struct reducer_options {
   /// Parameters the forward pass did not reach count as ready (their slot holds zeros) instead
   /// of leaving the buckets waiting; gradients of parameters no replica used stay untouched.
   bool find_unused_parameters = false;
+  /// After each reduction the gradients are views into the buckets instead of copies of
+  /// them (DistributedDataParallel's gradient_as_bucket_view): no copy out of the buckets,
+  /// and a gradient accumulated into such a view goes into its bucket without a copy in.
+  bool gradient_as_bucket_view = false;
+  /// Once the buckets follow the ready order, time a few iterations (when each gradient gets
+  /// ready, what an all-reduce costs by size) and choose the bucket boundaries that end the
+  /// last exchange earliest after backward, within bucket_cap_mb (Note [Adaptive buckets]).
+  /// Rank 0's choice is broadcast, so every replica uses the same buckets. Off: torch's
+  /// static assignment (a first bucket of first_bucket_cap_mb, then bucket_cap_mb each).
+  bool adaptive_buckets = true;
 };
+
+/// Bucket boundaries over `bytes` (parameters in ready order, with `ready` times and dtypes
+/// `kinds`), minimising when the last all-reduce ends if all-reduces run one at a time and an
+/// all-reduce of n bytes takes latency + n * seconds_per_byte: a dynamic program over the
+/// prefix ends. A bucket holds parameters of one kind only and at most `cap_bytes` (a lone
+/// parameter may exceed it). Returns each position's bucket index (0, 1, ... in order).
+std::vector<int64_t> choose_bucket_boundaries(const std::vector<double>& ready,
+                                              const std::vector<size_t>& bytes,
+                                              const std::vector<int>& kinds, size_t cap_bytes,
+                                              double latency, double seconds_per_byte);
+
+/// When the last all-reduce ends under that model with the buckets `bucket_of` (as
+/// choose_bucket_boundaries returns them).
+double predicted_bucket_end(const std::vector<double>& ready, const std::vector<size_t>& bytes,
+                            const std::vector<int64_t>& bucket_of, double latency,
+                            double seconds_per_byte);
 
 /// Parameter indices per bucket, in launch order: parameters taken in `order` (their indices
 /// into `params`), one open bucket per dtype, a bucket closed once it holds `first_cap_bytes`
@@ -66,6 +92,8 @@ public:
   const std::vector<std::vector<size_t>>& buckets() const;
   /// Whether the buckets were rebuilt from the observed ready order yet.
   bool buckets_rebuilt() const;
+  /// Whether the buckets were chosen from measured timings yet (adaptive_buckets).
+  bool buckets_adapted() const;
   /// Called for each bucket_event. Must be thread-safe: `reduced` arrives on the thread that
   /// completes the collective.
   void set_observer(std::function<void(const bucket_event&)> fn);

@@ -2,6 +2,7 @@
 // process (see Note [Local reduction]).
 #include "comm/ddp/replica_group.hpp"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -103,26 +104,25 @@ tensor all_gather_rows(replica_group& g, const tensor& row, int64_t pad) {
 
 // Note [Local reduction]
 // The replicas of one process are trainer threads sharing memory. Their n-th collectives
-// meet in one entry: the first arrival copies its tensor into a sum buffer, each later arrival
-// adds its tensor into that buffer on its own thread under the entry's lock, and the last
-// hands the sum to the process exchange. So the local level costs one pass per replica over
-// its tensor, spread over the replicas' threads, and never copies through a socket. The
-// exchange reduces across processes (in seq order, which keeps the collectives matched) and
-// completes the entry's work, which every local replica waits on; they then read the shared
-// result.
-// The sum buffer is not any replica's own tensor: a replica that woke first could otherwise
-// start its next iteration and overwrite its tensor while a slower one still reads the result.
-// Buffers come from a pool and are reused only once nobody holds the result any more (the
-// pool holds the only reference to the tensor and its storage).
+// meet in one entry, which keeps each replica's tensor (no copy on arrival). The last to
+// arrive reduces them in place, in local-index order (so the bits do not depend on who came
+// first): with one process it folds every replica's tensor and writes the result straight
+// back into each (reduce_into_all: per cache-sized chunk, one read and one write of each
+// tensor, the AVG division fused); with several processes it folds them into replica 0's
+// tensor, hands that to the process exchange, and when the exchange completes, divides (AVG)
+// and copies the result into the other replicas' tensors. Each replica then finds the
+// reduction in its own tensor. A replica does not touch its tensor until its work completes
+// (every caller waits), so nobody reads a tensor its owner is rewriting.
 struct local_replicas::state {
   struct entry {
     std::mutex mu;
-    tensor sum;
+    std::vector<tensor> parts; // by local index
+    std::vector<work> done;    // by local index
     reduce_op op = reduce_op::sum;
     int arrived = 0;
-    bool submitted = false; // handed to the exchange, which completes `done`
+    int first = -1;         // the local index that arrived first (its tensor shapes the check)
+    bool submitted = false; // the last replica arrived; the reduction is under way
     bool failed = false;
-    work done;
   };
 
   std::mutex mu;
@@ -131,17 +131,6 @@ struct local_replicas::state {
   std::vector<uint64_t> next_seq;
   std::map<uint64_t, std::shared_ptr<entry>> pending;
   std::exception_ptr aborted;
-  std::vector<tensor> pool; // sum buffers; see Note [Local reduction]
-
-  // A buffer shaped like t, unused by anyone (under mu).
-  tensor acquire(const tensor& t) {
-    for (const tensor& b : pool)
-      if (b.dtype() == t.dtype() && b.numel() == t.numel() && b.impl_ptr().use_count() == 1 &&
-          b.storage().use_count() == 1)
-        return b.view(t.sizes());
-    pool.push_back(empty({t.numel()}, {.dtype = t.dtype()}));
-    return pool.back().view(t.sizes());
-  }
 
   int world() const { return num_local * exchange->num_processes(); }
 
@@ -169,6 +158,56 @@ void combine(tensor& sum, const tensor& t, reduce_op op) {
   }
 }
 
+// parts[0] <- parts[0] (op) parts[1] (op) ... in index order; AVG is left a sum here.
+void fold_into_first(std::vector<tensor>& parts, reduce_op op) {
+  for (size_t k = 1; k < parts.size(); ++k)
+    combine(parts[0], parts[k], op);
+}
+
+template <class T>
+void sum_into_all_contiguous(const std::vector<tensor>& parts, bool average, T divisor) {
+  constexpr int64_t kChunk = 8192; // elements: a chunk of every part stays in cache
+  std::vector<T*> p;
+  for (const tensor& t : parts)
+    p.push_back(t.data_ptr<T>());
+  const int64_t n = parts[0].numel();
+  T* out = p[0];
+  for (int64_t b = 0; b < n; b += kChunk) {
+    const int64_t e = std::min(n, b + kChunk);
+    for (size_t k = 1; k < p.size(); ++k) {
+      const T* in = p[k];
+      for (int64_t i = b; i < e; ++i)
+        out[i] += in[i];
+    }
+    if (average)
+      for (int64_t i = b; i < e; ++i)
+        out[i] /= divisor;
+    for (size_t k = 1; k < p.size(); ++k)
+      std::copy(out + b, out + e, p[k] + b);
+  }
+}
+
+// Every part <- the reduction of all parts (in index order; AVG divides by `divisor`).
+void reduce_into_all(std::vector<tensor>& parts, reduce_op op, int64_t divisor) {
+  no_grad guard;
+  const bool plain_sum = op == reduce_op::sum || op == reduce_op::avg;
+  const bool contiguous =
+      std::all_of(parts.begin(), parts.end(), [](const tensor& t) { return t.is_contiguous(); });
+  if (plain_sum && contiguous && parts[0].dtype() == dtype::float32) {
+    sum_into_all_contiguous<float>(parts, op == reduce_op::avg, float(divisor));
+    return;
+  }
+  if (plain_sum && contiguous && parts[0].dtype() == dtype::float64) {
+    sum_into_all_contiguous<double>(parts, op == reduce_op::avg, double(divisor));
+    return;
+  }
+  fold_into_first(parts, op);
+  if (op == reduce_op::avg)
+    parts[0].div_(divisor);
+  for (size_t k = 1; k < parts.size(); ++k)
+    parts[k].copy_(parts[0]);
+}
+
 } // namespace
 
 work local_replicas::state::all_reduce(int local, const tensor& t, reduce_op op) {
@@ -185,7 +224,8 @@ work local_replicas::state::all_reduce(int local, const tensor& t, reduce_op op)
     auto& slot = pending[seq];
     if (!slot) {
       slot = std::make_shared<entry>();
-      slot->sum = acquire(t);
+      slot->parts.resize(size_t(num_local));
+      slot->done.resize(size_t(num_local));
     }
     e = slot;
   }
@@ -193,52 +233,73 @@ work local_replicas::state::all_reduce(int local, const tensor& t, reduce_op op)
   {
     std::lock_guard lock(e->mu);
     if (e->failed)
-      return e->done;
-    // The buffer was shaped by whichever replica created the entry.
-    if (e->sum.sizes() != t.sizes() || e->sum.dtype() != t.dtype() ||
-        (e->arrived > 0 && e->op != op)) {
-      auto err = std::make_exception_ptr(error(detail::concat(
-          "all_reduce across replicas: collective ", seq,
-          " does not match: the other replicas "
-          "passed ",
-          e->arrived > 0 ? reduce_op_name(e->op) : "it", " over ", dtype_name(e->sum.dtype()), " ",
-          shape_str(e->sum.sizes()), " but replica ", local, " passed ", reduce_op_name(op),
-          " over ", dtype_name(t.dtype()), " ", shape_str(t.sizes()),
-          " (every replica must issue the same collectives in the same order)")));
+      return e->done[size_t(local)];
+    if (e->arrived == 0) {
+      e->first = local;
+      e->op = op;
+    }
+    const tensor& shape = e->arrived > 0 ? e->parts[size_t(e->first)] : t;
+    if (shape.sizes() != t.sizes() || shape.dtype() != t.dtype() || e->op != op) {
+      auto err = std::make_exception_ptr(error(
+          detail::concat("all_reduce across replicas: collective ", seq,
+                         " does not match: the other replicas passed ", reduce_op_name(e->op),
+                         " over ", dtype_name(shape.dtype()), " ", shape_str(shape.sizes()),
+                         " but replica ", local, " passed ", reduce_op_name(op), " over ",
+                         dtype_name(t.dtype()), " ", shape_str(t.sizes()),
+                         " (every replica must issue the same collectives in the same order)")));
       e->failed = true;
-      e->done.mark_failed(err);
+      for (const work& w : e->done)
+        w.mark_failed(err);
       std::rethrow_exception(err);
     }
-    if (e->arrived == 0) {
-      no_grad guard;
-      e->sum.copy_(t);
-      e->op = op;
-    } else {
-      combine(e->sum, t, op);
-    }
+    e->parts[size_t(local)] = t;
     last = ++e->arrived == num_local;
     e->submitted = last;
   }
   if (!last)
-    return e->done;
+    return e->done[size_t(local)];
   {
     std::lock_guard lock(mu);
     pending.erase(seq);
   }
   const int n = world();
+  auto complete = [e] {
+    for (size_t k = 0; k < e->done.size(); ++k)
+      e->done[k].mark_completed({e->parts[k]});
+  };
+  if (exchange->num_processes() == 1) {
+    try {
+      reduce_into_all(e->parts, op, n);
+    } catch (...) {
+      for (const work& w : e->done)
+        w.mark_failed(std::current_exception());
+      return e->done[size_t(local)];
+    }
+    complete();
+    return e->done[size_t(local)];
+  }
+  fold_into_first(e->parts, op);
   const reduce_op cross = op == reduce_op::avg ? reduce_op::sum : op;
-  exchange->submit(seq, e->sum, cross, [e, n](std::exception_ptr err) {
+  exchange->submit(seq, e->parts[0], cross, [e, n, complete](std::exception_ptr err) {
     if (err) {
-      e->done.mark_failed(err);
+      for (const work& w : e->done)
+        w.mark_failed(err);
       return;
     }
-    if (e->op == reduce_op::avg) {
+    try {
       no_grad guard;
-      e->sum.div_(n);
+      if (e->op == reduce_op::avg)
+        e->parts[0].div_(n);
+      for (size_t k = 1; k < e->parts.size(); ++k)
+        e->parts[k].copy_(e->parts[0]);
+    } catch (...) {
+      for (const work& w : e->done)
+        w.mark_failed(std::current_exception());
+      return;
     }
-    e->done.mark_completed({e->sum});
+    complete();
   });
-  return e->done;
+  return e->done[size_t(local)];
 }
 
 namespace {
@@ -293,7 +354,8 @@ void local_replicas::abort(std::exception_ptr e) {
     if (entry->submitted || entry->failed)
       continue;
     entry->failed = true;
-    entry->done.mark_failed(state_->aborted);
+    for (const work& w : entry->done)
+      w.mark_failed(state_->aborted);
   }
   state_->pending.clear();
 }

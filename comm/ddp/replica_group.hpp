@@ -21,10 +21,10 @@ public:
   /// This replica's global rank: process rank x replicas per process + local index.
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /// Reduces `t` over every replica (sum, avg, min or max). Every replica issues its
-  /// collectives in the same order. Once the work completes, result()[0] holds the reduction:
-  /// it may be `t` itself or a tensor the replicas of this process share, so read it and never
-  /// write it; `t`'s own contents are unspecified afterwards.
+  /// Reduces `t` in place over every replica (sum, avg, min or max). Every replica issues
+  /// its collectives in the same order, each with a tensor of its own. Until the work
+  /// completes, the caller leaves `t` alone (neither reads nor writes it); then `t`, which is
+  /// also result()[0], holds the reduction.
   virtual work all_reduce(const tensor& t, reduce_op op) = 0;
 };
 
@@ -55,9 +55,9 @@ public:
 };
 
 /// N replicas in this process, one per trainer thread, over a process_exchange. Each replica's
-/// n-th collective meets the others' n-th: the first to arrive copies its tensor into a pooled
-/// sum buffer, the others add theirs into it on their own threads (no copies through sockets),
-/// and the last hands the sum to the exchange (Note [Local reduction]).
+/// n-th collective meets the others' n-th: the last to arrive reduces every replica's tensor
+/// in place through shared memory (no copies through sockets), handing the local sum to the
+/// exchange when there are other processes (Note [Local reduction]).
 class local_replicas {
 public:
   /// @pre every process of the job has the same `num_local`.

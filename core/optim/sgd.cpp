@@ -17,6 +17,41 @@ sgd::sgd(std::vector<tensor> params, const sgd_options& opts)
                 "SGD: nesterov momentum requires a momentum and zero dampening");
 }
 
+namespace {
+
+// One pass over p, g and the momentum buffer, with the arithmetic of the unfused ops below
+// (the same roundings, in the same order): 5 memory streams instead of 8 for a momentum step,
+// which is what the step costs when two replicas share the memory bus.
+template <class T>
+void fused_sgd_step(T* p, const T* g, T* buf, bool first, int64_t n, const sgd_options& o,
+                    double lr) {
+  const T wd = T(o.weight_decay), m = T(o.momentum), keep = T(1 - o.dampening), step = T(-lr);
+  const bool one = keep == T(1);
+  for (int64_t i = 0; i < n; ++i) {
+    T d = g[i];
+    if (o.weight_decay != 0)
+      d = d + wd * p[i];
+    if (o.momentum != 0) {
+      T b = first ? d : buf[i] * m;
+      if (!first)
+        b = one ? b + d : b + keep * d;
+      buf[i] = b;
+      d = o.nesterov ? d + m * b : b;
+    }
+    p[i] = p[i] + step * d;
+  }
+}
+
+// `buf` undefined: no momentum buffer yet (the fused step makes a contiguous one).
+bool fusable(const tensor& p, const tensor& g, const tensor& buf) {
+  const bool floating = p.dtype() == dtype::float32 || p.dtype() == dtype::float64;
+  return floating && p.device().is_cpu() && g.dtype() == p.dtype() && p.is_contiguous() &&
+         g.is_contiguous() && g.sizes() == p.sizes() &&
+         (!buf.defined() || (buf.is_contiguous() && buf.dtype() == p.dtype()));
+}
+
+} // namespace
+
 void sgd::step() {
   no_grad guard;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -24,11 +59,30 @@ void sgd::step() {
     tensor g = p.grad();
     if (!g.defined())
       continue;
+    auto& state = state_of(i);
+    auto it = state.find("momentum_buffer");
+    if (fusable(p, g, it == state.end() ? tensor() : it->second)) {
+      tensor buf;
+      bool first = false;
+      if (opts_.momentum != 0) {
+        first = it == state.end();
+        if (first)
+          it = state.emplace("momentum_buffer", empty_like(p)).first;
+        buf = it->second;
+      }
+      if (p.dtype() == dtype::float32)
+        fused_sgd_step<float>(p.data_ptr<float>(), g.data_ptr<float>(),
+                              buf.defined() ? buf.data_ptr<float>() : nullptr, first, p.numel(),
+                              opts_, lr_);
+      else
+        fused_sgd_step<double>(p.data_ptr<double>(), g.data_ptr<double>(),
+                               buf.defined() ? buf.data_ptr<double>() : nullptr, first, p.numel(),
+                               opts_, lr_);
+      continue;
+    }
     if (opts_.weight_decay != 0)
       g = g.add(p, opts_.weight_decay);
     if (opts_.momentum != 0) {
-      auto& state = state_of(i);
-      auto it = state.find("momentum_buffer");
       if (it == state.end()) {
         it = state.emplace("momentum_buffer", g.clone()).first;
       } else {

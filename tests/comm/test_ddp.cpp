@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <mutex>
+#include <thread>
 
 #include "comm/ddp/distributed_data_parallel.hpp"
 #include "comm/ddp/sync_batch_norm.hpp"
@@ -480,4 +481,189 @@ TEST_CASE("DDP's state_dict carries torch's module. prefix and loading takes key
     return 1;
   });
   CHECK(got.size() == 1);
+}
+
+TEST_CASE("adaptive buckets: the boundaries end the last all-reduce earliest under the model") {
+  const size_t mib = 1 << 20;
+  const std::vector<size_t> bytes(4, mib);
+  const std::vector<double> ready{0, 1e-3, 2e-3, 3e-3};
+  const std::vector<int> one_kind(4, 0);
+  const double per_byte = 1e-3 / double(mib); // 1 ms per MiB
+  // Cheap collectives: one bucket per gradient, each exchanged while the next is computed.
+  auto b = choose_bucket_boundaries(ready, bytes, one_kind, 100 * mib, 1e-5, per_byte);
+  REQUIRE(b == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(predicted_bucket_end(ready, bytes, b, 1e-5, per_byte) == Approx(4.01e-3 + 3e-5));
+  // Costly collectives: one bucket.
+  b = choose_bucket_boundaries(ready, bytes, one_kind, 100 * mib, 10e-3, per_byte);
+  REQUIRE(b == std::vector<int64_t>{0, 0, 0, 0});
+  // The cap splits it; a lone gradient above the cap still gets a bucket.
+  b = choose_bucket_boundaries(ready, bytes, one_kind, 2 * mib, 10e-3, per_byte);
+  REQUIRE(b == std::vector<int64_t>{0, 0, 1, 1});
+  b = choose_bucket_boundaries(ready, bytes, one_kind, mib / 2, 10e-3, per_byte);
+  REQUIRE(b == std::vector<int64_t>{0, 1, 2, 3});
+  // A bucket holds one dtype.
+  b = choose_bucket_boundaries(ready, bytes, {0, 0, 1, 1}, 100 * mib, 10e-3, per_byte);
+  REQUIRE(b == std::vector<int64_t>{0, 0, 1, 1});
+  REQUIRE(error_of([&] {
+            choose_bucket_boundaries(ready, bytes, {0}, mib, 0, per_byte);
+          }).find("differ in length") != std::string::npos);
+}
+
+TEST_CASE("adaptive buckets settle on the same buckets on every rank, and the gradients stay "
+          "the average") {
+  struct seen {
+    bool adapted_early = true, adapted = false;
+    std::vector<std::vector<size_t>> buckets;
+    std::vector<std::vector<double>> grads;
+  };
+  for (const bool adaptive : {true, false}) {
+    const auto want = expected_average(2);
+    const auto got = on_ranks<seen>(2, [&](int r, process_group_gloo& pg) {
+      distributed_data_parallel ddp(mlp(0), replicas_of(pg),
+                                    {.bucket_cap_mb = 1e-4, .adaptive_buckets = adaptive});
+      auto [x, y] = batch_of(r);
+      seen s;
+      for (int it = 0; it < 12; ++it) {
+        ddp.module().zero_grad();
+        nn::functional::cross_entropy(ddp(x), y).backward();
+        if (it == 2)
+          s.adapted_early = ddp.reducer().buckets_adapted();
+      }
+      s.adapted = ddp.reducer().buckets_adapted();
+      s.buckets = ddp.reducer().buckets();
+      s.grads = grads_of(ddp.module());
+      return s;
+    });
+    REQUIRE_FALSE(got[0].adapted_early);
+    REQUIRE(got[0].adapted == adaptive);
+    REQUIRE(got[1].adapted == adaptive);
+    REQUIRE(got[0].buckets == got[1].buckets);
+    for (const seen& s : got)
+      require_close(s.grads, want);
+  }
+}
+
+TEST_CASE("gradient_as_bucket_view: gradients are views into the buckets and accumulate there") {
+  const auto want = expected_average(2);
+  struct seen {
+    bool views = false;
+    std::vector<std::vector<double>> once, twice;
+  };
+  const auto got = on_ranks<seen>(2, [](int r, process_group_gloo& pg) {
+    distributed_data_parallel ddp(mlp(0), replicas_of(pg), {.gradient_as_bucket_view = true});
+    auto [x, y] = batch_of(r);
+    seen s;
+    nn::functional::cross_entropy(ddp(x), y).backward();
+    s.once = grads_of(ddp.module());
+    // One bucket (the default cap): every gradient lies in one storage.
+    const auto params = ddp.module().parameters();
+    s.views = ddp.reducer().buckets().size() == 1;
+    for (const tensor& p : params)
+      s.views = s.views && p.grad().storage().get() == params[0].grad().storage().get();
+    // No zero_grad: the second backward accumulates into the views, which DDP then averages.
+    nn::functional::cross_entropy(ddp(x), y).backward();
+    s.twice = grads_of(ddp.module());
+    return s;
+  });
+  auto doubled = want;
+  for (auto& g : doubled)
+    for (double& v : g)
+      v *= 2;
+  for (const seen& s : got) {
+    REQUIRE(s.views);
+    require_close(s.once, want);
+    require_close(s.twice, doubled);
+  }
+}
+
+namespace {
+
+// A process exchange for local_replicas tests: `processes` processes whose others all hold
+// the same local sum as this one (so the cross-process sum is that sum times `processes`).
+class mirror_exchange final : public process_exchange {
+public:
+  explicit mirror_exchange(int processes) : processes_(processes) {}
+  int process_rank() const override { return 0; }
+  int num_processes() const override { return processes_; }
+  void submit(uint64_t, tensor sum, reduce_op op,
+              std::function<void(std::exception_ptr)> done) override {
+    if (op == reduce_op::sum)
+      sum.mul_(processes_);
+    done(nullptr);
+  }
+
+private:
+  int processes_;
+};
+
+} // namespace
+
+TEST_CASE("local replicas reduce in place into every replica's own tensor, in index order") {
+  for (const int processes : {1, 2}) {
+    local_replicas locals(3, std::make_shared<mirror_exchange>(processes));
+    const int world = 3 * processes;
+    // Float sums whose value depends on the order: 1e8 + 1 - 1e8 is 0 in float32 when added
+    // left to right (the 1 is lost), 1 in another order.
+    const std::vector<float> part_value{1e8f, 1.0f, -1e8f};
+    std::vector<tensor> parts;
+    for (float v : part_value)
+      parts.push_back(full({1000}, double(v)));
+    std::vector<tensor> maxes{full({2}, 1.0), full({2}, 5.0), full({2}, 3.0)};
+    std::vector<work> sums(3), avgs(3), max_works(3);
+    std::vector<std::thread> threads;
+    std::vector<std::exception_ptr> errors(3);
+    for (int i = 2; i >= 0; --i) // the last index arrives first, likely
+      threads.emplace_back([&, i] {
+        try {
+          auto g = locals.replica(i);
+          sums[size_t(i)] = g->all_reduce(parts[size_t(i)], reduce_op::sum);
+          sums[size_t(i)].wait();
+          max_works[size_t(i)] = g->all_reduce(maxes[size_t(i)], reduce_op::max);
+          max_works[size_t(i)].wait();
+        } catch (...) {
+          errors[size_t(i)] = std::current_exception();
+        }
+      });
+    for (auto& t : threads)
+      t.join();
+    for (const auto& e : errors)
+      REQUIRE(e == nullptr);
+    const float in_order = (1e8f + 1.0f) + -1e8f; // 0
+    for (int i = 0; i < 3; ++i) {
+      REQUIRE(sums[size_t(i)].result().at(0).data_ptr() == parts[size_t(i)].data_ptr());
+      REQUIRE(values_of(parts[size_t(i)]) ==
+              std::vector<double>(1000, double(in_order * float(processes))));
+      REQUIRE(values_of(maxes[size_t(i)]) == std::vector<double>{5.0, 5.0});
+    }
+    // AVG divides by every replica of every process.
+    std::vector<tensor> xs{full({4}, 1.0), full({4}, 2.0), full({4}, 6.0)};
+    threads.clear();
+    for (int i = 0; i < 3; ++i)
+      threads.emplace_back([&, i] {
+        try {
+          locals.replica(i)->all_reduce(xs[size_t(i)], reduce_op::avg).wait();
+        } catch (...) {
+          errors[size_t(i)] = std::current_exception();
+        }
+      });
+    for (auto& t : threads)
+      t.join();
+    for (const auto& e : errors)
+      REQUIRE(e == nullptr);
+    for (int i = 0; i < 3; ++i)
+      REQUIRE(values_of(xs[size_t(i)]) == std::vector<double>(4, 9.0 * processes / world));
+  }
+  local_replicas pair(2, std::make_shared<mirror_exchange>(1));
+  std::vector<tensor> odd{zeros({4}), zeros({5})};
+  std::vector<std::string> messages(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      messages[size_t(i)] =
+          error_of([&] { pair.replica(i)->all_reduce(odd[size_t(i)], reduce_op::sum).wait(); });
+    });
+  for (auto& t : threads)
+    t.join();
+  for (const std::string& m : messages)
+    REQUIRE_THAT(m, Contains("collective 0 does not match") && Contains("[4]") && Contains("[5]"));
 }

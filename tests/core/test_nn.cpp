@@ -382,3 +382,33 @@ TEST_CASE("an optimizer's state round-trips through state_dict", "[core][optim]"
   REQUIRE_THROWS_WITH(s.load_state_dict(state),
                       Contains("the state is of a Adam optimizer, this one is SGD"));
 }
+
+TEST_CASE("SGD's fused step gives the unfused ops' bits, momentum, dampening, nesterov and "
+          "weight decay included",
+          "[core][optim]") {
+  // A transposed (non-contiguous) parameter takes the unfused path; its contiguous twin the
+  // fused one. Both see the same gradients.
+  for (const optim::sgd_options o :
+       {optim::sgd_options{.lr = 0.1},
+        optim::sgd_options{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01},
+        optim::sgd_options{.lr = 0.3, .momentum = 0.7, .weight_decay = 0.02, .nesterov = true}}) {
+    for (const dtype dt : {dtype::float32, dtype::float64}) {
+      generator g(7);
+      const tensor init = randn({5, 3}, {.dtype = dt}, &g);
+      tensor fused_p = init.clone().requires_grad_();
+      tensor plain_p = init.t().contiguous().t().detach().requires_grad_();
+      REQUIRE_FALSE(plain_p.is_contiguous());
+      optim::sgd fused({fused_p}, o), plain({plain_p}, o);
+      for (int step = 0; step < 4; ++step) {
+        const tensor w = randn({5, 3}, {.dtype = dt}, &g);
+        for (tensor* p : {&fused_p, &plain_p}) {
+          p->set_grad({});
+          (*p * w).sum().backward();
+        }
+        fused.step();
+        plain.step();
+        REQUIRE(values_of(fused_p) == values_of(plain_p));
+      }
+    }
+  }
+}

@@ -41,6 +41,16 @@ void add_bench(CLI::App& app) {
   mlp_cmd->add_option("--steps", mlp->steps, "timed steps")->check(CLI::Range(1, 100000));
   mlp_cmd->add_option("--trace", mlp->trace,
                       "write a Chrome trace of the run (data-parallel modes)");
+  mlp_cmd->add_option("--hidden", mlp->hidden, "width of the hidden layers")
+      ->check(CLI::Range(1, 16384));
+  mlp_cmd->add_option("--depth", mlp->depth, "hidden-to-hidden layers")->check(CLI::Range(0, 64));
+  mlp_cmd->add_option("--bucket-cap-mb", mlp->bucket_cap_mb, "DDP's bucket_cap_mb")
+      ->check(CLI::Range(0.001, 4096.0));
+  mlp_cmd
+      ->add_option("--adaptive-buckets", mlp->adaptive_buckets,
+                   "1: buckets chosen from measured timings after a few steps (DDP's "
+                   "adaptive_buckets); 0: torch's static buckets")
+      ->check(CLI::Range(0, 1));
   mlp_cmd->callback([mlp] { bench::run_ddp_mlp(*mlp, std::cout); });
 
   auto ld = std::make_shared<bench::loader_bench_options>();

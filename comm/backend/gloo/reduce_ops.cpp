@@ -8,6 +8,28 @@
 
 namespace actorch::dist {
 
+namespace {
+
+template <class T> void divide(void* data, size_t count, int64_t divisor) {
+  T* p = static_cast<T*>(data);
+  const T d = T(divisor);
+  for (size_t i = 0; i < count; ++i)
+    p[i] /= d;
+}
+
+// AVG's division inside the shared-memory all-reduce, for the dtypes it has one for (the
+// others divide the whole result afterwards). The same arithmetic as local_replicas' AVG,
+// so that threads and processes give the same bits.
+shm_allreduce::finish_fn divide_in_place(dtype dt) {
+  switch (dt) {
+  case dtype::float32: return divide<float>;
+  case dtype::float64: return divide<double>;
+  default: return nullptr;
+  }
+}
+
+} // namespace
+
 void process_group_gloo::impl::allreduce_checked(tensor& flat, reduce_op op, uint32_t seq) {
   const op_header h = make_header(op_kind::all_reduce, &flat, -1, int(op));
   if (!shm) {
@@ -16,13 +38,15 @@ void process_group_gloo::impl::allreduce_checked(tensor& flat, reduce_op op, uin
     return;
   }
   std::vector<int64_t> all;
+  const shm_allreduce::finish_fn finish =
+      op == reduce_op::avg ? divide_in_place(flat.dtype()) : nullptr;
   const bool same = dispatch(flat.dtype(), [&]<class T>() {
     return shm->run(flat.data_ptr(), size_t(flat.numel()), sizeof(T),
-                    reduce_function(op, dtype_of<T>()), h.v, all);
+                    reduce_function(op, dtype_of<T>()), h.v, all, finish, pg.size());
   });
   if (!same)
     throw_mismatch("all_reduce", all);
-  if (op == reduce_op::avg)
+  if (op == reduce_op::avg && finish == nullptr)
     flat.div_(double(pg.size()));
 }
 
@@ -93,11 +117,13 @@ work process_group_gloo::reduce_scatter(tensor& output, const std::vector<tensor
     impl_->check_headers("reduce_scatter", seq, h);
     if (impl_->shm) { // the headers agreed above, so the segment's own check passes
       std::vector<int64_t> ignored;
+      const shm_allreduce::finish_fn finish =
+          op == reduce_op::avg ? divide_in_place(all.dtype()) : nullptr;
       dispatch(all.dtype(), [&]<class T>() {
         impl_->shm->run(all.data_ptr(), size_t(all.numel()), sizeof(T),
-                        reduce_function(op, dtype_of<T>()), h.v, ignored);
+                        reduce_function(op, dtype_of<T>()), h.v, ignored, finish, size());
       });
-      if (op == reduce_op::avg)
+      if (op == reduce_op::avg && finish == nullptr)
         all.div_(double(size()));
     } else {
       impl_->allreduce_flat(all, op, seq);

@@ -1,10 +1,9 @@
 // Note [Shared-memory all-reduce]
 // Segment: one 512-byte block per rank (arrive counter, done counter, pid, two op headers used
-// by alternate ops), two small-op buffers per rank (see Note [Small all-reduce]), then a slot
-// of kChunk bytes per rank and a result area of kChunk bytes. A tensor larger than kSmall is
-// processed in chunks of at most kChunk bytes; within a chunk, rank q owns elements
-// [q*n/N, (q+1)*n/N).
-// For each chunk:
+// by alternate ops, the counts of ranks asleep on its counters), two small-op buffers per rank (see
+// Note [Small all-reduce]), then a slot of kChunk bytes per rank and a result area of kChunk bytes.
+// A tensor larger than kSmall is processed in chunks of at most kChunk bytes; within a chunk, rank
+// q owns elements [q*n/N, (q+1)*n/N). For each chunk:
 //  1. Copy in: rank r copies the parts of its chunk that the *other* ranks own into its slot
 //     (its own part stays in its tensor). On the first chunk it also writes its op header.
 //  2. Arrive barrier. Every slot is now full for this chunk; on the first chunk every rank
@@ -16,11 +15,16 @@
 // Reusing the buffers for the next chunk is safe: a rank writes its slot again only after the
 // done barrier (everybody finished reading slots), and writes the result area only after the
 // next arrive barrier (everybody finished copying the previous result out).
-// Barriers spin on per-rank counters, yielding the CPU (ranks often outnumber cores), checking
-// the deadline and whether the peers' processes still exist.
+// AVG's division runs in step 3 on the reducing rank's part only (`finish`), so each element
+// is divided once, not once per rank after the copy out.
+// Barriers spin briefly on per-rank counters, then sleep on the counter's futex (ranks and
+// their compute threads often outnumber cores, and a waiter that spins or yields takes the
+// CPU from them); a rank that passes a counter wakes its sleepers. While asleep, a waiter
+// wakes every kSleepSlice to check the deadline and whether the peers' processes still exist.
 #include "comm/backend/gloo/shm_allreduce.hpp"
 
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -29,9 +33,12 @@
 #include <stdexcept>
 #include <string>
 
+#include <climits>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/error.hpp"
@@ -47,17 +54,50 @@ constexpr size_t kChunk = 4u << 20;   // bytes of each rank's slot
 using counter = std::atomic<uint64_t>;
 static_assert(counter::is_always_lock_free, "shared-memory counters must be lock-free");
 
+using sleep_count = std::atomic<uint32_t>;
+static_assert(sleep_count::is_always_lock_free);
+constexpr auto kSleepSlice = std::chrono::milliseconds(50);
+constexpr uint32_t kSpins = 256;
+
 struct block_view {
   counter* arrive;
   counter* done;
   int32_t* pid;
-  int64_t* headers; // two, alternating by op parity
+  int64_t* headers;      // two, alternating by op parity
+  sleep_count* sleepers; // two: ranks asleep on `arrive`, on `done`
 };
 
 block_view block(void* base, int r) {
   auto* b = static_cast<char*>(base) + kBlock * size_t(r);
   return {reinterpret_cast<counter*>(b), reinterpret_cast<counter*>(b + 64),
-          reinterpret_cast<int32_t*>(b + 128), reinterpret_cast<int64_t*>(b + 192)};
+          reinterpret_cast<int32_t*>(b + 128), reinterpret_cast<int64_t*>(b + 192),
+          reinterpret_cast<sleep_count*>(b + 448)};
+}
+
+// The futex word of a counter: its low 32 bits (x86-64 and aarch64 are little-endian), which
+// change whenever the counter does, short of 2^32 barriers between two looks.
+uint32_t* futex_word(counter* c) {
+  static_assert(std::endian::native == std::endian::little);
+  return reinterpret_cast<uint32_t*>(c);
+}
+
+// Sleeps while *word == expected, at most `slice`; shared (not PRIVATE): the word lives in a
+// segment other processes map.
+void futex_wait(uint32_t* word, uint32_t expected, std::chrono::nanoseconds slice) {
+  timespec ts{time_t(slice.count() / 1000000000), long(slice.count() % 1000000000)};
+  ::syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake_all(uint32_t* word) {
+  ::syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
 }
 
 int64_t* header_of(void* base, int r, uint64_t parity) {
@@ -150,18 +190,29 @@ shm_allreduce::~shm_allreduce() {
 
 void shm_allreduce::barrier(size_t which, uint64_t epoch) {
   auto mine = block(base_, rank_);
-  (which == 0 ? mine.arrive : mine.done)->store(epoch, std::memory_order_release);
+  counter* own = which == 0 ? mine.arrive : mine.done;
+  // seq_cst on both sides (this store and the sleepers load; a sleeper's increment and its
+  // counter load): either this rank sees the sleeper, or the sleeper sees the new epoch.
+  own->store(epoch, std::memory_order_seq_cst);
+  if (mine.sleepers[which].load(std::memory_order_seq_cst) != 0)
+    futex_wake_all(futex_word(own));
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   const int32_t self = int32_t(::getpid());
   for (int q = 0; q < size_; ++q) {
     auto b = block(base_, q);
     counter* c = which == 0 ? b.arrive : b.done;
     for (uint32_t spins = 0; c->load(std::memory_order_acquire) < epoch; ++spins) {
-      if (spins < 64)
+      if (spins < kSpins) {
+        cpu_relax();
         continue;
-      ::sched_yield();
-      if (spins % 1024 != 0)
-        continue;
+      }
+      b.sleepers[which].fetch_add(1, std::memory_order_seq_cst);
+      const uint64_t seen = c->load(std::memory_order_seq_cst);
+      if (seen < epoch)
+        futex_wait(futex_word(c), uint32_t(seen), kSleepSlice);
+      b.sleepers[which].fetch_sub(1, std::memory_order_seq_cst);
+      if (c->load(std::memory_order_acquire) >= epoch)
+        break;
       const int32_t pid = *b.pid;
       if (pid != self && ::kill(pid, 0) != 0 && errno == ESRCH)
         throw std::runtime_error("rank " + std::to_string(q) + " (pid " + std::to_string(pid) +
@@ -175,10 +226,11 @@ void shm_allreduce::barrier(size_t which, uint64_t epoch) {
 }
 
 bool shm_allreduce::run(void* data, size_t count, size_t elem_size, reduce_fn fn,
-                        const int64_t* header, std::vector<int64_t>& all_headers) {
+                        const int64_t* header, std::vector<int64_t>& all_headers, finish_fn finish,
+                        int64_t divisor) {
   const uint64_t parity = ops_++ & 1;
   if (count * elem_size <= kSmall)
-    return run_small(data, count, elem_size, fn, header, all_headers, parity);
+    return run_small(data, count, elem_size, fn, header, all_headers, parity, finish, divisor);
   const size_t n_size = size_t(size_);
   const size_t per_chunk = kChunk / elem_size;
   auto* bytes = static_cast<char*>(data);
@@ -215,6 +267,8 @@ bool shm_allreduce::run(void* data, size_t count, size_t elem_size, reduce_fn fn
     for (int q = 0; q < size_ && e > b; ++q)
       if (q != rank_)
         fn(out, out, slot(base_, size_, q) + b * elem_size, e - b);
+    if (finish != nullptr && e > b)
+      finish(out, e - b, divisor);
     copy(result_area(base_, size_) + b * elem_size, out, (e - b) * elem_size);
     // 4. Every part of the result is final.
     barrier(1, epoch);
@@ -252,7 +306,7 @@ bool shm_allreduce::same_headers(uint64_t parity, std::vector<int64_t>& all_head
 // before finishing its reads of this op: no second barrier is needed.
 bool shm_allreduce::run_small(void* data, size_t count, size_t elem_size, reduce_fn fn,
                               const int64_t* header, std::vector<int64_t>& all_headers,
-                              uint64_t parity) {
+                              uint64_t parity, finish_fn finish, int64_t divisor) {
   const size_t nbytes = count * elem_size;
   copy(small_buffer(base_, size_, rank_, parity), data, nbytes);
   std::memcpy(header_of(base_, rank_, parity), header, header_len * sizeof(int64_t));
@@ -264,6 +318,8 @@ bool shm_allreduce::run_small(void* data, size_t count, size_t elem_size, reduce
   copy(data, small_buffer(base_, size_, 0, parity), nbytes);
   for (int q = 1; q < size_; ++q)
     fn(data, data, small_buffer(base_, size_, q, parity), count);
+  if (finish != nullptr)
+    finish(data, count, divisor);
   return true;
 }
 

@@ -16,6 +16,9 @@ namespace actorch::dist {
 class shm_allreduce {
 public:
   using reduce_fn = void (*)(void*, const void*, const void*, size_t);
+  /// Applied to each reduced element range before it is published: AVG's division by
+  /// `divisor`, done once per element on one rank instead of on the whole tensor everywhere.
+  using finish_fn = void (*)(void* data, size_t count, int64_t divisor);
   static constexpr size_t header_len = 16;
 
   /// Collective over the group's store: every rank calls it. Returns nullptr on every rank
@@ -32,15 +35,17 @@ public:
   /// in `all_headers` (rank-major) and leaves `data` as it was. Throws std::runtime_error when
   /// a peer does not arrive within the timeout or its process is gone. With count 0 it only
   /// exchanges and compares the headers (every collective's check, see process_group_gloo).
+  /// `finish` (may be null) is applied, with `divisor`, to every reduced element.
   bool run(void* data, size_t count, size_t elem_size, reduce_fn fn, const int64_t* header,
-           std::vector<int64_t>& all_headers);
+           std::vector<int64_t>& all_headers, finish_fn finish = nullptr, int64_t divisor = 1);
 
 private:
   shm_allreduce(int rank, int size, milliseconds timeout, void* base, size_t bytes);
   void barrier(size_t which, uint64_t epoch);
   bool same_headers(uint64_t parity, std::vector<int64_t>& all_headers) const;
   bool run_small(void* data, size_t count, size_t elem_size, reduce_fn fn, const int64_t* header,
-                 std::vector<int64_t>& all_headers, uint64_t parity);
+                 std::vector<int64_t>& all_headers, uint64_t parity, finish_fn finish,
+                 int64_t divisor);
 
   int rank_;
   int size_;
