@@ -69,12 +69,15 @@ caf::behavior comm_actor(caf::stateful_actor<comm_state>* self,
 class comm_exchange final : public dist::process_exchange {
 public:
   comm_exchange(caf::actor_system& sys, std::shared_ptr<dist::process_group> pg)
-      : rank_(pg ? pg->rank() : 0), size_(pg ? pg->size() : 1),
+      : rank_(pg ? pg->rank() : 0), size_(pg ? pg->size() : 1), pg_(pg),
         actor_(sys.spawn(comm_actor, std::move(pg))) {}
   ~comm_exchange() override { caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown); }
 
   int process_rank() const override { return rank_; }
   int num_processes() const override { return size_; }
+  tensor empty_shared(int64_t numel, dtype dt) override {
+    return pg_ ? pg_->empty_shared(numel, dt) : tensor();
+  }
   void submit(uint64_t seq, tensor sum, dist::reduce_op op,
               std::function<void(std::exception_ptr)> done) override {
     caf::anon_send(actor_, reduce_atom::value,
@@ -84,6 +87,7 @@ public:
 private:
   int rank_;
   int size_;
+  std::shared_ptr<dist::process_group> pg_; // for empty_shared; the actor runs the collectives
   caf::actor actor_;
 };
 

@@ -37,6 +37,14 @@ public:
   int group_rank(int global_rank) const;
   virtual std::string backend() const = 0;
 
+  /// Zeroed CPU memory for `numel` elements of `dt` that this group's all_reduce reduces in
+  /// place without copying it in or out (after torch's symmetric memory; DDP's gradient
+  /// buckets use it): a collective, called by every rank with the same arguments in the same
+  /// order. An undefined tensor when the group has no such memory (its ranks are on several
+  /// hosts, the tensor is too small to gain from it, or the backend has none): callers then
+  /// use ordinary memory. Only an all_reduce of the whole tensor takes the copy-free path.
+  virtual tensor empty_shared(int64_t numel, dtype dt);
+
   // Collectives. Each must be called by every rank of the group, in the same order.
   virtual work broadcast(tensor& t, int root) = 0;
   virtual work all_reduce(tensor& t, reduce_op op) = 0;

@@ -3,6 +3,9 @@
 
 #include <cstdlib>
 #include <new>
+#include <string_view>
+
+#include <malloc.h>
 
 #include "base/error.hpp"
 
@@ -22,9 +25,37 @@ void* aligned_allocate(size_t nbytes, std::string_view who) {
   return p;
 }
 
+// Note [Large CPU blocks]
+// A training step frees and allocates the same few-MiB tensors (activations, gradients) again
+// and again. With glibc's defaults, blocks above the dynamic mmap threshold are mmapped fresh
+// each time, and the main heap's top is trimmed once 2x that threshold is free: either way
+// the pages go back to the kernel and the next step faults them in again, a zero-filled page
+// at a time. Measured on the ddp-mlp step on one thread: 950 page faults per step, 25% of
+// its time. So, on the first CPU allocation, actorch keeps blocks up to 32 MiB in the heap
+// (M_MMAP_THRESHOLD) and lets up to 256 MiB of free heap top stay mapped (M_TRIM_THRESHOLD),
+// as a caching allocator would. Not when the environment sets glibc's malloc tunables
+// itself (GLIBC_TUNABLES) or ACTORCH_MALLOC_TUNING=0.
+bool tune_malloc() {
+#ifdef __GLIBC__
+  const char* opt = std::getenv("ACTORCH_MALLOC_TUNING");
+  if (opt != nullptr && std::string_view(opt) == "0")
+    return false;
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables != nullptr &&
+      std::string_view(tunables).find("glibc.malloc.") != std::string_view::npos)
+    return false;
+  return ::mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && ::mallopt(M_TRIM_THRESHOLD, 256 << 20) == 1;
+#else
+  return false;
+#endif
+}
+
 class cpu_allocator_impl final : public allocator {
 public:
-  void* allocate(size_t nbytes) override { return aligned_allocate(nbytes, "cpu allocator"); }
+  void* allocate(size_t nbytes) override {
+    static const bool tuned [[maybe_unused]] = tune_malloc();
+    return aligned_allocate(nbytes, "cpu allocator");
+  }
   void deallocate(void* ptr, size_t) noexcept override { std::free(ptr); }
   actorch::device device() const override { return kCPU; }
   std::string_view name() const override { return "cpu"; }

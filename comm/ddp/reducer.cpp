@@ -203,7 +203,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
         numel += params[i].numel();
         where[i] = {b, slot};
       }
-      bk.flat = zeros({numel}, {.dtype = params[assignment[b].front()].dtype()});
+      bk.flat = group->new_buffer(numel, params[assignment[b].front()].dtype());
       buckets.push_back(std::move(bk));
     }
   }

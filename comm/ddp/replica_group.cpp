@@ -13,6 +13,14 @@
 
 namespace actorch::dist {
 
+tensor replica_group::new_buffer(int64_t numel, dtype dt) {
+  return zeros({numel}, {.dtype = dt});
+}
+
+tensor process_exchange::empty_shared(int64_t, dtype) {
+  return {};
+}
+
 namespace {
 
 class process_group_replicas final : public replica_group {
@@ -33,6 +41,10 @@ public:
         out.mark_completed({x});
     });
     return out;
+  }
+  tensor new_buffer(int64_t numel, dtype dt) override {
+    tensor t = pg_->empty_shared(numel, dt);
+    return t.defined() ? t : replica_group::new_buffer(numel, dt);
   }
 
 private:
@@ -269,7 +281,8 @@ work local_replicas::state::all_reduce(int local, const tensor& t, reduce_op op)
   };
   if (exchange->num_processes() == 1) {
     try {
-      reduce_into_all(e->parts, op, n);
+      if (n > 1) // one replica in all: its tensor is the reduction already
+        reduce_into_all(e->parts, op, n);
     } catch (...) {
       for (const work& w : e->done)
         w.mark_failed(std::current_exception());
@@ -279,8 +292,11 @@ work local_replicas::state::all_reduce(int local, const tensor& t, reduce_op op)
     return e->done[size_t(local)];
   }
   fold_into_first(e->parts, op);
-  const reduce_op cross = op == reduce_op::avg ? reduce_op::sum : op;
-  exchange->submit(seq, e->parts[0], cross, [e, n, complete](std::exception_ptr err) {
+  // With one replica per process the exchange's own AVG divides by the world (inside its
+  // reduction, Note [Shared-memory all-reduce]); with more, the division waits for the sum.
+  const bool divide_after = op == reduce_op::avg && num_local > 1;
+  const reduce_op cross = divide_after ? reduce_op::sum : op;
+  exchange->submit(seq, e->parts[0], cross, [e, n, divide_after, complete](std::exception_ptr err) {
     if (err) {
       for (const work& w : e->done)
         w.mark_failed(err);
@@ -288,7 +304,7 @@ work local_replicas::state::all_reduce(int local, const tensor& t, reduce_op op)
     }
     try {
       no_grad guard;
-      if (e->op == reduce_op::avg)
+      if (divide_after)
         e->parts[0].div_(n);
       for (size_t k = 1; k < e->parts.size(); ++k)
         e->parts[k].copy_(e->parts[0]);
@@ -314,6 +330,14 @@ public:
   int size() const override { return state_->world(); }
   work all_reduce(const tensor& t, reduce_op op) override {
     return state_->all_reduce(local_, t, op);
+  }
+  // Replica 0's tensor is the one the exchange reduces across processes (Note [Local
+  // reduction]), so only its buffers come from the process group.
+  tensor new_buffer(int64_t numel, dtype dt) override {
+    if (local_ == 0 && state_->exchange->num_processes() > 1)
+      if (tensor t = state_->exchange->empty_shared(numel, dt); t.defined())
+        return t;
+    return replica_group::new_buffer(numel, dt);
   }
 
 private:

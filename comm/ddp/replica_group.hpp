@@ -26,6 +26,11 @@ public:
   /// completes, the caller leaves `t` alone (neither reads nor writes it); then `t`, which is
   /// also result()[0], holds the reduction.
   virtual work all_reduce(const tensor& t, reduce_op op) = 0;
+  /// A zeroed 1-D buffer of `numel` elements of `dt` that all_reduce is handed again and
+  /// again (DDP's buckets): memory the processes reduce without copies where the process
+  /// group has it (process_group::empty_shared), ordinary memory otherwise. A collective:
+  /// every replica calls it alike, in the same order.
+  virtual tensor new_buffer(int64_t numel, dtype dt);
 };
 
 /// One replica per process: the collectives of `pg` (DistributedDataParallel as torch runs it).
@@ -52,6 +57,9 @@ public:
   /// from the replicas' threads, seqs possibly out of order.
   virtual void submit(uint64_t seq, tensor sum, reduce_op op,
                       std::function<void(std::exception_ptr)> done) = 0;
+  /// process_group::empty_shared of the processes' group (undefined: none), called by one
+  /// replica per process, alike on every process.
+  virtual tensor empty_shared(int64_t numel, dtype dt);
 };
 
 /// N replicas in this process, one per trainer thread, over a process_exchange. Each replica's

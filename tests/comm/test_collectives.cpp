@@ -16,6 +16,7 @@ using namespace actorch::dist;
 using namespace actorch::test;
 using V = std::vector<double>;
 using I = std::vector<int64_t>;
+using Catch::Contains;
 
 namespace {
 
@@ -334,4 +335,71 @@ TEST_CASE("all_to_all with a different size for each pair of ranks", "[comm][glo
   for (int r = 0; r < 3; ++r)
     for (int i = 0; i < 3; ++i)
       CHECK(got[size_t(r)][size_t(i)] == V(size_t(r + i + 1), 100.0 * i + r));
+}
+
+TEST_CASE("all_reduce of shared memory (empty_shared) reduces in place on every rank without "
+          "copies",
+          "[comm][gloo]") {
+  const int world = GENERATE(2, 3);
+  const auto op = GENERATE(reduce_op::sum, reduce_op::avg, reduce_op::max);
+  INFO("world " << world << " op " << reduce_op_name(op));
+  const int64_t n = 300000; // 1.2 MB of float32: above the small-op path, several chunks
+  struct seen {
+    bool shared = false, small_refused = false, tcp_refused = false;
+    V values;
+  };
+  auto got = on_ranks<seen>(world, [&](int r, process_group_gloo& pg) {
+    seen s;
+    s.small_refused = !pg.empty_shared(16, dtype::float32).defined();
+    tensor t = pg.empty_shared(n, dtype::float32);
+    s.shared = t.defined() && t.numel() == n && values_of(t.narrow(0, 0, 4)) == V(4, 0.0);
+    auto fill = [&] { // rank r holds r + 1 + i % 7 at element i
+      float* p = t.data_ptr<float>();
+      for (int64_t i = 0; i < n; ++i)
+        p[i] = float(r + 1 + i % 7);
+    };
+    for (int k = 0; k < 2; ++k) { // the block serves op after op
+      fill();
+      pg.all_reduce(t, op).wait();
+    }
+    s.values = values_of(t.narrow(0, n - 8, 8));
+    return s;
+  });
+  for (int r = 0; r < world; ++r) {
+    const seen& s = got[size_t(r)];
+    REQUIRE(s.small_refused);
+    REQUIRE(s.shared);
+    V want;
+    for (int64_t i = n - 8; i < n; ++i) {
+      const double base = double(i % 7);
+      double sum = 0, max = 0;
+      for (int q = 0; q < world; ++q) {
+        sum += base + q + 1;
+        max = std::max(max, base + q + 1);
+      }
+      want.push_back(op == reduce_op::sum ? sum : op == reduce_op::avg ? sum / world : max);
+    }
+    CHECK(actorch::test::close(s.values, want));
+  }
+}
+
+TEST_CASE("shared memory needs every rank on one host; a rank passing ordinary memory where the "
+          "others pass a shared block is a mismatch on every rank",
+          "[comm][gloo]") {
+  auto opts = actorch::test::short_timeout();
+  opts.shared_memory = false; // as if the ranks were on several hosts
+  auto none = on_ranks<bool>(
+      2,
+      [](int, process_group_gloo& pg) {
+        return pg.empty_shared(1 << 20, dtype::float32).defined();
+      },
+      opts);
+  REQUIRE(none == std::vector<bool>{false, false});
+  auto errors = on_ranks<std::string>(2, [](int r, process_group_gloo& pg) {
+    tensor shared = pg.empty_shared(1 << 18, dtype::float32);
+    tensor t = r == 0 ? shared : zeros({1 << 18});
+    return error_of([&] { pg.all_reduce(t, reduce_op::sum).wait(); });
+  });
+  for (const std::string& e : errors)
+    REQUIRE_THAT(e, Contains("on shared block 0"));
 }

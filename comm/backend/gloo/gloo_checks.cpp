@@ -53,6 +53,8 @@ std::string describe(const int64_t* h) {
     s.append(" root ").append(std::to_string(h[3]));
   if (h[4] >= 0)
     s.append(" ").append(reduce_op_name(reduce_op(h[4])));
+  if (h[kSharedSlot] > 0)
+    s.append(" on shared block ").append(std::to_string(h[kSharedSlot] - 1));
   return s;
 }
 

@@ -28,6 +28,9 @@ enum class op_kind : int64_t {
 // process_group_gloo.cpp.
 constexpr size_t kHeaderLen = 16;
 constexpr size_t kMaxHeaderDims = 9;
+/// The last slot: 0, or 1 + the id of the shared block an all_reduce runs on (empty_shared).
+constexpr size_t kSharedSlot = kHeaderLen - 1;
+static_assert(6 + kMaxHeaderDims <= kSharedSlot);
 struct op_header {
   int64_t v[kHeaderLen] = {};
 };

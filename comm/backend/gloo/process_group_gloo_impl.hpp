@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,6 +36,12 @@ struct process_group_gloo::impl {
   std::vector<std::shared_ptr<gloo::transport::Device>> devices;
   std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;
   std::unique_ptr<shm_allreduce> shm; // all_reduce's path when every rank is on this host
+  // The shared blocks empty_shared handed out, by this rank's address of each; a block goes
+  // when its last tensor does.
+  std::mutex shared_mu;
+  std::map<const void*, std::weak_ptr<shm_allreduce::shared_block>> shared;
+  /// The block `flat` is the whole of, or null.
+  std::shared_ptr<shm_allreduce::shared_block> shared_block_of(const tensor& flat);
 
   mutable std::mutex mu; // guards broken and next_seq; held while posting, so posts keep order
   std::string broken;    // see Note [Gloo group threads]

@@ -4,6 +4,7 @@
 #include <gloo/reduce.h>
 
 #include "comm/backend/gloo/process_group_gloo_impl.hpp"
+#include "core/ops/factory.hpp"
 #include "core/ops/shape_ops.hpp"
 
 namespace actorch::dist {
@@ -30,8 +31,40 @@ shm_allreduce::finish_fn divide_in_place(dtype dt) {
 
 } // namespace
 
+std::shared_ptr<shm_allreduce::shared_block>
+process_group_gloo::impl::shared_block_of(const tensor& flat) {
+  std::lock_guard lock(shared_mu);
+  auto it = shared.find(flat.data_ptr());
+  if (it == shared.end())
+    return nullptr;
+  auto block = it->second.lock();
+  if (!block) {
+    shared.erase(it);
+    return nullptr;
+  }
+  return size_t(flat.nbytes()) == block->bytes ? block : nullptr;
+}
+
+tensor process_group_gloo::empty_shared(int64_t numel, dtype dt) {
+  ACTORCH_CHECK(numel >= 0, "empty_shared: numel must not be negative but got ", numel);
+  const size_t bytes = size_t(numel) * element_size(dt);
+  // Every rank decides alike: the segment exists on all ranks or on none, and sizes agree.
+  if (!impl_->shm || bytes <= shm_allreduce::small_bytes())
+    return {};
+  auto block = impl_->shm->allocate(*impl_->st, bytes);
+  if (!block)
+    return {};
+  char* mine = block->base[size_t(rank())];
+  {
+    std::lock_guard lock(impl_->shared_mu);
+    std::erase_if(impl_->shared, [](const auto& kv) { return kv.second.expired(); });
+    impl_->shared[mine] = block;
+  }
+  return from_blob(mine, {numel}, dt, [block](void*) mutable { block.reset(); });
+}
+
 void process_group_gloo::impl::allreduce_checked(tensor& flat, reduce_op op, uint32_t seq) {
-  const op_header h = make_header(op_kind::all_reduce, &flat, -1, int(op));
+  op_header h = make_header(op_kind::all_reduce, &flat, -1, int(op));
   if (!shm) {
     check_headers("all_reduce", seq, h);
     allreduce_flat(flat, op, seq);
@@ -40,7 +73,13 @@ void process_group_gloo::impl::allreduce_checked(tensor& flat, reduce_op op, uin
   std::vector<int64_t> all;
   const shm_allreduce::finish_fn finish =
       op == reduce_op::avg ? divide_in_place(flat.dtype()) : nullptr;
+  const auto block = shared_block_of(flat);
+  if (block)
+    h.v[kSharedSlot] = int64_t(block->id) + 1; // the ranks must all pass the same block
   const bool same = dispatch(flat.dtype(), [&]<class T>() {
+    if (block)
+      return shm->run_shared(*block, size_t(flat.numel()), sizeof(T),
+                             reduce_function(op, dtype_of<T>()), h.v, all, finish, pg.size());
     return shm->run(flat.data_ptr(), size_t(flat.numel()), sizeof(T),
                     reduce_function(op, dtype_of<T>()), h.v, all, finish, pg.size());
   });

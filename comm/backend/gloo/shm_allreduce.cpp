@@ -23,17 +23,17 @@
 // wakes every kSleepSlice to check the deadline and whether the peers' processes still exist.
 #include "comm/backend/gloo/shm_allreduce.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <random>
-#include <sched.h>
 #include <stdexcept>
 #include <string>
 
-#include <climits>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
@@ -320,6 +320,116 @@ bool shm_allreduce::run_small(void* data, size_t count, size_t elem_size, reduce
     fn(data, data, small_buffer(base_, size_, q, parity), count);
   if (finish != nullptr)
     finish(data, count, divisor);
+  return true;
+}
+
+} // namespace actorch::dist
+
+namespace actorch::dist {
+
+// Note [Shared buffers]
+// A gradient bucket all-reduced through the segment above is copied in (the parts others own),
+// reduced, published and copied out: per rank about four passes over the bucket besides the
+// reduction. When the bucket itself lives in memory every rank maps (allocate: each rank
+// creates a POSIX shared-memory object of its own, publishes its name through the store, maps
+// every rank's, and unlinks its own once all have mapped it), run_shared needs none of it:
+//  1. Every rank writes its op header and arrives (its block holds its input).
+//  2. Rank r reduces its part [r*n/N, (r+1)*n/N) of every block in rank order, chunk by
+//     chunk: block 0's part accumulates block 1's, block 2's..., is finished (AVG), and is
+//     copied into the same part of the other blocks. Nobody else touches part r meanwhile.
+//  3. Done barrier: every part of every block holds the result.
+// Per rank that is one read and one write of the bucket in all, and every element is summed
+// in rank order. A block is unmapped when the last tensor using it dies.
+size_t shm_allreduce::small_bytes() {
+  return kSmall;
+}
+
+shm_allreduce::shared_block::~shared_block() {
+  for (char* b : base)
+    if (b != nullptr)
+      ::munmap(b, bytes);
+}
+
+std::shared_ptr<shm_allreduce::shared_block> shm_allreduce::allocate(store& st, size_t bytes) {
+  std::lock_guard lock(alloc_mu_);
+  auto block = std::make_shared<shared_block>();
+  block->id = allocations_++;
+  block->bytes = bytes;
+  block->base.assign(size_t(size_), nullptr);
+  const std::string prefix = "shm/block/" + std::to_string(block->id) + "/";
+  std::random_device rd;
+  const std::string name = "/actorch_" + std::to_string(::getpid()) + "_" + std::to_string(rd()) +
+                           "_" + std::to_string(block->id);
+  bool mine = false;
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd >= 0) {
+    void* p = MAP_FAILED;
+    if (::ftruncate(fd, off_t(bytes)) == 0 && ::posix_fallocate(fd, 0, off_t(bytes)) == 0)
+      p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p != MAP_FAILED) {
+      block->base[size_t(rank_)] = static_cast<char*>(p);
+      mine = true;
+    }
+  }
+  st.set(prefix + "name/" + std::to_string(rank_), mine ? name : "");
+  bool all = mine;
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_)
+      continue;
+    const std::string key = prefix + "name/" + std::to_string(q);
+    st.wait({key}, timeout_);
+    const std::string peer = st.get(key);
+    const int pfd = peer.empty() ? -1 : ::shm_open(peer.c_str(), O_RDWR, 0600);
+    if (pfd < 0) {
+      all = false;
+      continue;
+    }
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
+    ::close(pfd);
+    if (p == MAP_FAILED)
+      all = false;
+    else
+      block->base[size_t(q)] = static_cast<char*>(p);
+  }
+  st.set(prefix + "ok/" + std::to_string(rank_), all ? "1" : "0");
+  for (int q = 0; q < size_; ++q) {
+    const std::string key = prefix + "ok/" + std::to_string(q);
+    st.wait({key}, timeout_);
+    all = all && st.get(key) == "1";
+  }
+  if (mine)
+    ::shm_unlink(name.c_str()); // mapped everywhere (or given up): nothing left behind
+  return all ? block : nullptr;
+}
+
+bool shm_allreduce::run_shared(const shared_block& block, size_t count, size_t elem_size,
+                               reduce_fn fn, const int64_t* header,
+                               std::vector<int64_t>& all_headers, finish_fn finish,
+                               int64_t divisor) {
+  const uint64_t parity = ops_++ & 1;
+  std::memcpy(header_of(base_, rank_, parity), header, header_len * sizeof(int64_t));
+  const uint64_t epoch = ++epoch_;
+  barrier(0, epoch);
+  if (!same_headers(parity, all_headers)) {
+    barrier(1, epoch);
+    return false;
+  }
+  constexpr size_t kStep = 64u << 10; // bytes per chunk: N of them stay in cache
+  const size_t n_size = size_t(size_);
+  const size_t begin = size_t(rank_) * count / n_size, end = size_t(rank_ + 1) * count / n_size;
+  const size_t step = std::max<size_t>(1, kStep / elem_size);
+  for (size_t c = begin; c < end; c += step) {
+    const size_t n = std::min(step, end - c);
+    char* acc = block.base[0] + c * elem_size;
+    for (size_t q = 1; q < n_size; ++q)
+      fn(acc, acc, block.base[q] + c * elem_size, n);
+    if (finish != nullptr)
+      finish(acc, n, divisor);
+    for (size_t q = 1; q < n_size; ++q)
+      std::memcpy(block.base[q] + c * elem_size, acc, n * elem_size);
+  }
+  barrier(1, epoch);
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "comm/store/store.hpp"
@@ -39,6 +40,27 @@ public:
   bool run(void* data, size_t count, size_t elem_size, reduce_fn fn, const int64_t* header,
            std::vector<int64_t>& all_headers, finish_fn finish = nullptr, int64_t divisor = 1);
 
+  /// Memory every rank maps: each rank's own block of `bytes` and its peers' (torch's
+  /// symmetric memory). An all-reduce over such blocks reads the inputs where the ranks wrote
+  /// them and writes the result straight into every block: no copies in or out (Note
+  /// [Shared buffers]).
+  struct shared_block {
+    std::vector<char*> base; // by rank
+    size_t bytes = 0;
+    uint64_t id = 0; // the same on every rank
+    ~shared_block();
+  };
+  /// A collective over the group's store: every rank calls it with the same `bytes`, in the
+  /// same order as the others. Null on every rank when any rank cannot make or map its block.
+  std::shared_ptr<shared_block> allocate(store& st, size_t bytes);
+  /// In-place all-reduce of the `count` elements of `block` (every rank passes its handle of
+  /// the same block), as run() otherwise: `header` first, false on a mismatch.
+  bool run_shared(const shared_block& block, size_t count, size_t elem_size, reduce_fn fn,
+                  const int64_t* header, std::vector<int64_t>& all_headers, finish_fn finish,
+                  int64_t divisor);
+  /// Below this many bytes run() (one barrier, copies of a few KiB) beats run_shared.
+  static size_t small_bytes();
+
 private:
   shm_allreduce(int rank, int size, milliseconds timeout, void* base, size_t bytes);
   void barrier(size_t which, uint64_t epoch);
@@ -54,6 +76,8 @@ private:
   size_t bytes_;
   uint64_t epoch_ = 0; // barriers passed
   uint64_t ops_ = 0;   // ops run; its parity picks the header and small buffer
+  std::mutex alloc_mu_;
+  uint64_t allocations_ = 0; // shared blocks asked for (numbers them alike on every rank)
 };
 
 } // namespace actorch::dist
