@@ -73,4 +73,20 @@ void run_loader_raw(const loader_bench_options& opts, std::ostream& out);
 /// RandomHorizontalFlip per sample in the workers (`actorch bench loader --transforms 1`).
 void run_loader_transforms(const loader_bench_options& opts, std::ostream& out);
 
+struct report_options {
+  int rounds = 3;
+  std::string out_dir = "bench-report";
+  /// The PyTorch peer scripts (torch_loader.py, torch_allreduce.py, torch_ddp_mlp.py); empty:
+  /// $ACTORCH_PEER_DIR, else ../shared/bench/peer. Missing: the report has no peer columns.
+  std::string peer_dir;
+  std::string tensor_peer; // empty: bench/peer_tensor.py of the source tree
+  std::string python = "/usr/bin/python3";
+  bool quick = false; // small sizes and few steps (the test suite's run)
+};
+
+/// `actorch bench report`: every standard workload and its peer, alternately, for `rounds`
+/// rounds; writes report.md (medians and ratios), report.png (gnuplot) and raw.txt into
+/// out_dir. Progress goes to `log`.
+void run_report(const report_options& opts, std::ostream& log);
+
 } // namespace actorch::bench

@@ -2,10 +2,13 @@
 #include "core/allocator.hpp"
 
 #include <cstdlib>
+#include <mutex>
 #include <new>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
-#include <malloc.h>
+#include <pthread.h>
 
 #include "base/error.hpp"
 
@@ -26,40 +29,121 @@ void* aligned_allocate(size_t nbytes, std::string_view who) {
 }
 
 // Note [Large CPU blocks]
-// A training step frees and allocates the same few-MiB tensors (activations, gradients) again
-// and again. With glibc's defaults, blocks above the dynamic mmap threshold are mmapped fresh
-// each time, and the main heap's top is trimmed once 2x that threshold is free: either way
-// the pages go back to the kernel and the next step faults them in again, a zero-filled page
-// at a time. Measured on the ddp-mlp step on one thread: 950 page faults per step, 25% of
-// its time. So, on the first CPU allocation, actorch keeps blocks up to 32 MiB in the heap
-// (M_MMAP_THRESHOLD) and lets up to 256 MiB of free heap top stay mapped (M_TRIM_THRESHOLD),
-// as a caching allocator would. Not when the environment sets glibc's malloc tunables
-// itself (GLIBC_TUNABLES) or ACTORCH_MALLOC_TUNING=0.
-bool tune_malloc() {
-#ifdef __GLIBC__
-  const char* opt = std::getenv("ACTORCH_MALLOC_TUNING");
-  if (opt != nullptr && std::string_view(opt) == "0")
-    return false;
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (tunables != nullptr &&
-      std::string_view(tunables).find("glibc.malloc.") != std::string_view::npos)
-    return false;
-  return ::mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && ::mallopt(M_TRIM_THRESHOLD, 256 << 20) == 1;
-#else
-  return false;
-#endif
-}
-
+// A training step frees and allocates the same few-MiB tensors (activations, gradients) step
+// after step. glibc gives such blocks back to the kernel between steps: blocks above its
+// mmap threshold are unmapped on free, the main heap's top is trimmed, and a thread's arena
+// heap (64 MiB) that becomes empty is unmapped whole. Each step then faults the pages in
+// again, zero-filled one at a time: measured on the ddp-mlp step, 950 page faults per step
+// (25% of its time) on one thread, and 4,800 per step in each process of a 2-process job of
+// width 2048, whose trainer thread's arena emptied every step once its gradient buckets had
+// moved to shared memory. So the CPU allocator keeps freed blocks of 1 MiB or more, by size
+// (rounded up to whole pages), up to a limit (ACTORCH_CPU_CACHE_MB, 1024 by default; 0
+// turns it off), and hands them out again for the same size, as the CUDA caching allocator
+// does for device memory. cpu_empty_cache() gives them back. The lock is taken around fork
+// so that a forked loader worker finds it free.
 class cpu_allocator_impl final : public allocator {
 public:
-  void* allocate(size_t nbytes) override {
-    static const bool tuned [[maybe_unused]] = tune_malloc();
-    return aligned_allocate(nbytes, "cpu allocator");
+  static constexpr size_t kLarge = 128u << 10;
+  static constexpr size_t kPage = 4096;
+
+  cpu_allocator_impl() {
+    const char* env = std::getenv("ACTORCH_CPU_CACHE_MB");
+    limit_ = size_t(1024) << 20;
+    if (env != nullptr && *env != '\0') {
+      char* end = nullptr;
+      const unsigned long long mb = std::strtoull(env, &end, 10);
+      ACTORCH_CHECK(*end == '\0' && mb <= (1ull << 30),
+                    "ACTORCH_CPU_CACHE_MB must be a whole "
+                    "number of MiB but is \"",
+                    env, "\"");
+      limit_ = size_t(mb) << 20;
+    }
   }
-  void deallocate(void* ptr, size_t) noexcept override { std::free(ptr); }
+
+  void* allocate(size_t nbytes) override {
+    if (nbytes < kLarge)
+      return aligned_allocate(nbytes, "cpu allocator");
+    const size_t key = round_up_bytes(nbytes, kPage, "cpu allocator");
+    {
+      std::lock_guard lock(mu_);
+      auto it = free_.find(key);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= key;
+        return p;
+      }
+    }
+    return aligned_allocate(key, "cpu allocator");
+  }
+
+  void deallocate(void* ptr, size_t nbytes) noexcept override {
+    if (nbytes >= kLarge) {
+      const size_t key = (nbytes + kPage - 1) / kPage * kPage;
+      std::lock_guard lock(mu_);
+      if (cached_ + key <= limit_) {
+        try {
+          free_[key].push_back(ptr);
+          cached_ += key;
+          return;
+        } catch (...) { // no memory for the list: free the block instead
+        }
+      }
+    }
+    std::free(ptr);
+  }
+
   actorch::device device() const override { return kCPU; }
   std::string_view name() const override { return "cpu"; }
+
+  size_t cached() {
+    std::lock_guard lock(mu_);
+    return cached_;
+  }
+  void set_limit(size_t bytes) {
+    std::lock_guard lock(mu_);
+    limit_ = bytes;
+    trim_locked();
+  }
+  void empty() {
+    std::lock_guard lock(mu_);
+    const size_t keep = limit_;
+    limit_ = 0;
+    trim_locked();
+    limit_ = keep;
+  }
+
+  std::mutex mu_; // public for the fork handlers
+
+private:
+  void trim_locked() {
+    for (auto it = free_.begin(); it != free_.end() && cached_ > limit_;) {
+      while (!it->second.empty() && cached_ > limit_) {
+        std::free(it->second.back());
+        it->second.pop_back();
+        cached_ -= it->first;
+      }
+      it = it->second.empty() ? free_.erase(it) : std::next(it);
+    }
+  }
+
+  std::unordered_map<size_t, std::vector<void*>> free_; // by rounded size
+  size_t cached_ = 0;
+  size_t limit_ = 0;
 };
+
+cpu_allocator_impl& the_cpu_allocator() {
+  // Never destroyed: tensors of static lifetime may free into it during exit, and the cached
+  // blocks stay reachable from here (not leaks).
+  static cpu_allocator_impl* a = [] {
+    auto* impl = new cpu_allocator_impl;
+    ::pthread_atfork([] { the_cpu_allocator().mu_.lock(); },
+                     [] { the_cpu_allocator().mu_.unlock(); },
+                     [] { the_cpu_allocator().mu_.unlock(); });
+    return impl;
+  }();
+  return *a;
+}
 
 #if ACTORCH_HAVE_CUDA
 bool cuda_driver_present() {
@@ -116,8 +200,19 @@ size_t round_up_bytes(size_t nbytes, size_t multiple, std::string_view who) {
 }
 
 allocator* cpu_allocator() {
-  static cpu_allocator_impl a;
-  return &a;
+  return &the_cpu_allocator();
+}
+
+size_t cpu_cached_bytes() {
+  return the_cpu_allocator().cached();
+}
+
+void cpu_empty_cache() {
+  the_cpu_allocator().empty();
+}
+
+void set_cpu_cache_limit(size_t bytes) {
+  the_cpu_allocator().set_limit(bytes);
 }
 
 allocator* pinned_allocator() {

@@ -30,8 +30,16 @@ public:
 /// allocate N bytes (size overflow)") when that does not fit in a size_t.
 size_t round_up_bytes(size_t nbytes, size_t multiple, std::string_view who);
 
-/// The default allocator of CPU tensors.
+/// The default allocator of CPU tensors. It keeps freed blocks of 1 MiB or more for reuse by
+/// allocations of the same size, up to ACTORCH_CPU_CACHE_MB (1024 by default, 0: off); see
+/// Note [Large CPU blocks] in allocator.cpp.
 allocator* cpu_allocator();
+/// Bytes the CPU allocator holds for reuse (torch.cuda.memory_reserved's idea, on the host).
+size_t cpu_cached_bytes();
+/// Frees every block the CPU allocator holds for reuse (torch.cuda.empty_cache's idea).
+void cpu_empty_cache();
+/// Changes how many bytes the CPU allocator may hold for reuse, freeing the excess now.
+void set_cpu_cache_limit(size_t bytes);
 
 /// Page-locked host memory through cudaHostAlloc where actorch was built with CUDA and a driver
 /// is present; plain aligned memory otherwise (pinned_memory_is_page_locked() tells which).

@@ -79,6 +79,36 @@ TEST_CASE("allocators return aligned memory and say whether it is pinned", "[cor
   CHECK_THROWS_WITH(cpu_allocator()->allocate(size_t(-1) - 10), Catch::Contains("size overflow"));
 }
 
+TEST_CASE("the CPU allocator reuses freed large blocks by size, within its limit",
+          "[core][allocator]") {
+  cpu_empty_cache();
+  allocator* a = cpu_allocator();
+  const size_t big = (4u << 20) + 100; // held as 4 MiB + one page
+  void* p = a->allocate(big);
+  static_cast<char*>(p)[big - 1] = 1;
+  a->deallocate(p, big);
+  CHECK(cpu_cached_bytes() == (4u << 20) + 4096);
+  void* q = a->allocate(big - 50); // the same page count: the same block
+  CHECK(q == p);
+  CHECK(cpu_cached_bytes() == 0);
+  void* other = a->allocate(8u << 20); // another size: a fresh block
+  CHECK(other != q);
+  a->deallocate(q, big - 50);
+  a->deallocate(other, 8u << 20);
+  CHECK(cpu_cached_bytes() == (12u << 20) + 4096);
+  set_cpu_cache_limit(9u << 20); // frees blocks until what is held fits
+  CHECK(cpu_cached_bytes() <= (9u << 20));
+  void* small = a->allocate(1000); // small blocks are never held
+  a->deallocate(small, 1000);
+  CHECK(cpu_cached_bytes() <= (9u << 20));
+  set_cpu_cache_limit(0);
+  CHECK(cpu_cached_bytes() == 0);
+  void* r = a->allocate(big);
+  a->deallocate(r, big); // limit 0: freed at once
+  CHECK(cpu_cached_bytes() == 0);
+  set_cpu_cache_limit(size_t(1024) << 20);
+}
+
 TEST_CASE("int16 computes, promotes and converts as torch.short does", "[core][dtype]") {
   const tensor s = tensor_of({-3, 100, 32767}, {.dtype = dtype::int16});
   CHECK(element_size(dtype::int16) == 2);

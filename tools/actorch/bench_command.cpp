@@ -53,6 +53,19 @@ void add_bench(CLI::App& app) {
       ->check(CLI::Range(0, 1));
   mlp_cmd->callback([mlp] { bench::run_ddp_mlp(*mlp, std::cout); });
 
+  auto rep = std::make_shared<bench::report_options>();
+  auto* rep_cmd = bench->add_subcommand(
+      "report", "every workload and its PyTorch peer, alternately for several rounds: a "
+                "Markdown table of medians and ratios and a PNG plot");
+  rep_cmd->add_option("--rounds", rep->rounds, "interleaved rounds")->check(CLI::Range(1, 50));
+  rep_cmd->add_option("--out", rep->out_dir, "directory for report.md, report.png, raw.txt");
+  rep_cmd->add_option("--peer-dir", rep->peer_dir,
+                      "the PyTorch peer scripts (default $ACTORCH_PEER_DIR, else "
+                      "../shared/bench/peer)");
+  rep_cmd->add_option("--python", rep->python, "the Python that runs the peers (with torch)");
+  rep_cmd->add_flag("--quick", rep->quick, "small sizes and few steps (a check, not figures)");
+  rep_cmd->callback([rep] { bench::run_report(*rep, std::cerr); });
+
   auto ld = std::make_shared<bench::loader_bench_options>();
   auto ld_transforms = std::make_shared<int>(0); // `loader --transforms 1`: loader-transforms
   for (const char* name : {"loader", "loader-raw"}) {

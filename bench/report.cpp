@@ -1,0 +1,412 @@
+// `actorch bench report`: the standard workloads and their PyTorch peers, run alternately for
+// several rounds in one session, summarised as medians and ratios in a Markdown table and drawn
+// (gnuplot) as how each cost grows with size. See Note [Benchmark report].
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/error.hpp"
+#include "bench/bench.hpp"
+
+namespace actorch::bench {
+
+// Note [Benchmark report]
+// These machines are shared and noisy, so a figure means something only next to its peer's
+// from the same minutes. Each round runs every workload once, ours and the peer back to back
+// (which goes first alternates by round), and the report takes per-key medians over the rounds.
+// Every benchmark prints `name key=value ...` lines (WORKLOADS.md); a line's key is its name
+// and the keys that say what was measured (mode, world, workers, bytes, ...), never the
+// measured values, so that one key collects the same measurement across rounds. The table
+// puts each of our medians next to the peer's and divides them so that a ratio above 1 always
+// means actorch is faster; the data-parallel rows also divide by actorch's own world-1 step,
+// the limit the issue holds them to.
+namespace {
+
+struct line {
+  std::string name;
+  std::map<std::string, std::string> kv;
+};
+
+// The keys that identify a measurement (the rest are its values).
+const std::array<const char*, 10> kIdentity = {"op",      "mode",   "world",   "hidden", "depth",
+                                               "workers", "passes", "threads", "bytes",  "n"};
+
+std::string key_of(const line& l) {
+  std::string k = l.name;
+  for (const char* id : kIdentity)
+    if (auto it = l.kv.find(id); it != l.kv.end())
+      k += " " + it->first + "=" + it->second;
+  return k;
+}
+
+std::vector<line> parse(const std::string& text) {
+  std::vector<line> out;
+  std::istringstream in(text);
+  std::string row;
+  while (std::getline(in, row)) {
+    std::istringstream words(row);
+    line l;
+    words >> l.name;
+    std::string w;
+    bool ok = !l.name.empty();
+    while (ok && words >> w) {
+      const auto eq = w.find('=');
+      ok = eq != std::string::npos && eq > 0;
+      if (ok)
+        l.kv[w.substr(0, eq)] = w.substr(eq + 1);
+    }
+    if (ok && !l.kv.empty())
+      out.push_back(std::move(l));
+  }
+  return out;
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s)
+    q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs `cmd` through the shell; its output (stdout and stderr), or an error naming the command
+// and the end of what it printed.
+std::string run(const std::string& cmd) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  ACTORCH_CHECK(p != nullptr, "bench report: cannot run ", cmd);
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
+    out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  ACTORCH_CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "bench report: `",
+                cmd, "` failed (status ", status,
+                "); it printed: ", out.substr(out.size() > 2000 ? out.size() - 2000 : 0));
+  return out;
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  ACTORCH_CHECK(!ec, "bench report: cannot find its own executable: ", ec.message());
+  return p.string();
+}
+
+// One workload of a round: our command and, where there is one, the peer's.
+struct job {
+  std::string ours;
+  std::string peer; // empty: no peer
+};
+
+struct medians {
+  std::map<std::string, std::vector<double>> seen; // key/metric -> one value per round
+
+  void add(const std::vector<line>& lines) {
+    for (const line& l : lines)
+      for (const char* metric :
+           {"ms_per_step", "samples_per_s", "time_us", "gflops", "gbps", "busbw_GBps"})
+        if (auto it = l.kv.find(metric); it != l.kv.end())
+          seen[key_of(l) + " " + metric].push_back(std::strtod(it->second.c_str(), nullptr));
+  }
+  // The median of `key`'s `metric`, or a negative number when it was never measured.
+  double get(const std::string& key, const std::string& metric) const {
+    auto it = seen.find(key + " " + metric);
+    if (it == seen.end() || it->second.empty())
+      return -1;
+    std::vector<double> v = it->second;
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size() / 2;
+    return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+  }
+  size_t count(const std::string& key, const std::string& metric) const {
+    auto it = seen.find(key + " " + metric);
+    return it == seen.end() ? 0 : it->second.size();
+  }
+};
+
+std::string fixed(double v, int digits) {
+  if (v < 0)
+    return "n/a";
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(digits);
+  os << v;
+  return os.str();
+}
+
+struct row {
+  std::string what;
+  double ours;
+  double peer;       // < 0: none
+  bool lower_better; // times: the ratio is peer / ours; rates: ours / peer
+  std::string unit;
+  std::string note;
+};
+
+std::string ratio_text(const row& r) {
+  if (r.ours <= 0 || r.peer <= 0)
+    return "n/a";
+  return fixed(r.lower_better ? r.peer / r.ours : r.ours / r.peer, 2) + "x";
+}
+
+} // namespace
+
+void run_report(const report_options& o, std::ostream& log) {
+  ACTORCH_CHECK(o.rounds >= 1, "bench report: rounds must be at least 1 but got ", o.rounds);
+  namespace fs = std::filesystem;
+  fs::create_directories(o.out_dir);
+  const std::string exe = quote(self_exe());
+  std::string peer_dir = o.peer_dir;
+  if (peer_dir.empty()) {
+    const char* env = std::getenv("ACTORCH_PEER_DIR");
+    peer_dir = env != nullptr ? env : "../shared/bench/peer";
+  }
+  const bool have_peers = fs::exists(fs::path(peer_dir) / "torch_ddp_mlp.py");
+  const std::string py = quote(o.python);
+  auto peer = [&](const std::string& script, const std::string& args) -> std::string {
+    const fs::path p = fs::path(peer_dir) / script;
+    return have_peers && fs::exists(p) ? py + " " + quote(p.string()) + " " + args : "";
+  };
+  // One compute thread per replica and worker, as WORKLOADS.md says, for both sides.
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+
+  const int n_loader = o.quick ? 2000 : 20000, n_heavy = o.quick ? 1000 : 10000;
+  const std::string ddp_steps = o.quick ? " --warmup 1 --steps 3" : "";
+  const std::vector<int> loader_workers =
+      o.quick ? std::vector<int>{0, 2} : std::vector<int>{0, 1, 2, 4};
+  const std::vector<int> widths =
+      o.quick ? std::vector<int>{1024} : std::vector<int>{1024, 2048, 4096};
+  std::vector<job> jobs;
+  // The tensor workload's peer is ours (bench/peer_tensor.py, next to this file).
+  const std::string tensor_peer = o.tensor_peer.empty()
+                                      ? std::string(ACTORCH_SOURCE_DIR) + "/bench/peer_tensor.py"
+                                      : o.tensor_peer;
+  jobs.push_back({exe + " bench tensor --min-seconds " + (o.quick ? "0.05" : "0.3"),
+                  have_peers && fs::exists(tensor_peer) ? py + " " + quote(tensor_peer) : ""});
+  for (int w : loader_workers)
+    jobs.push_back({exe + " bench loader --workers " + std::to_string(w) + " --passes 1 --n " +
+                        std::to_string(n_loader),
+                    peer("torch_loader.py", std::to_string(w) + " 1 " + std::to_string(n_loader))});
+  jobs.push_back({exe + " bench loader --workers 2 --passes 20 --n " + std::to_string(n_heavy),
+                  peer("torch_loader.py", "2 20 " + std::to_string(n_heavy))});
+  for (const char* threads : {"1", "2"}) {
+    jobs.push_back({exe + " bench loader-raw --threads " + threads + " --passes 1 --n " +
+                        std::to_string(n_loader),
+                    ""});
+    jobs.push_back({exe + " bench loader-raw --threads " + threads + " --passes 20 --n " +
+                        std::to_string(n_heavy),
+                    ""});
+  }
+  jobs.push_back({exe + " bench allreduce --world 2" +
+                      (o.quick ? std::string(" --bytes 4096 --bytes 262144") : std::string()),
+                  o.quick ? "" : peer("torch_allreduce.py", "2")});
+  jobs.push_back({exe + " bench ddp-mlp --mode single --world 1" + ddp_steps,
+                  peer("torch_ddp_mlp.py", o.quick ? "1 3" : "1")});
+  for (const char* mode : {"actors", "process", "dp"})
+    jobs.push_back(
+        {exe + " bench ddp-mlp --mode " + mode + " --world 2" + ddp_steps,
+         std::string(mode) == "actors" ? peer("torch_ddp_mlp.py", o.quick ? "2 3" : "2") : ""});
+  for (int h : widths) {
+    if (h == 1024)
+      continue;
+    const std::string wide = " --hidden " + std::to_string(h) + " --warmup 2 --steps 15";
+    jobs.push_back({exe + " bench ddp-mlp --mode single --world 1" + wide, ""});
+    jobs.push_back({exe + " bench ddp-mlp --mode actors --world 2" + wide, ""});
+    jobs.push_back({exe + " bench ddp-mlp --mode process --world 2" + wide, ""});
+  }
+
+  medians m;
+  std::ofstream raw(fs::path(o.out_dir) / "raw.txt");
+  for (int r = 0; r < o.rounds; ++r) {
+    log << "bench report: round " << r + 1 << " of " << o.rounds << std::endl;
+    for (const job& j : jobs) {
+      std::vector<std::string> cmds{j.ours};
+      if (!j.peer.empty())
+        cmds.insert(r % 2 == 0 ? cmds.end() : cmds.begin(), j.peer);
+      for (const std::string& c : cmds) {
+        const std::string out = run(c);
+        raw << "# round " << r + 1 << ": " << c << "\n" << out;
+        m.add(parse(out));
+      }
+    }
+  }
+  raw.close();
+
+  // The table.
+  auto loader_key = [](const char* name, int w, int passes, int n) {
+    return std::string(name) + " workers=" + std::to_string(w) +
+           " passes=" + std::to_string(passes) + " n=" + std::to_string(n);
+  };
+  auto raw_key = [](const char* threads, int passes, int n) { // threads=1 is not printed
+    return std::string("loader-raw passes=") + std::to_string(passes) +
+           (std::string(threads) == "1" ? std::string() : std::string(" threads=") + threads) +
+           " n=" + std::to_string(n);
+  };
+  auto ddp_key = [](const char* mode, int world, int hidden) {
+    std::string k = std::string("ddp-mlp mode=") + mode + " world=" + std::to_string(world);
+    if (hidden != 1024)
+      k += " hidden=" + std::to_string(hidden) + " depth=1";
+    return k;
+  };
+  std::vector<row> rows;
+  rows.push_back({"GEMM 1024, float32, 1 thread", m.get("tensor op=gemm n=1024", "gflops"),
+                  m.get("torch-tensor op=gemm n=1024", "gflops"), false, "GFLOP/s", ""});
+  rows.push_back({"add_ 64 MiB", m.get("tensor op=add_", "gbps"),
+                  m.get("torch-tensor op=add_", "gbps"), false, "GB/s", ""});
+  double torch_best = -1;
+  for (int w : loader_workers)
+    torch_best =
+        std::max(torch_best, m.get(loader_key("torch-loader", w, 1, n_loader), "samples_per_s"));
+  for (int w : loader_workers)
+    rows.push_back({"loader W=" + std::to_string(w) + " P=1",
+                    m.get(loader_key("loader", w, 1, n_loader), "samples_per_s"),
+                    m.get(loader_key("torch-loader", w, 1, n_loader), "samples_per_s"), false,
+                    "samples/s", ""});
+  const double p1 = m.get(loader_key("loader", 2, 1, n_loader), "samples_per_s");
+  rows.push_back({"loader W=2 P=1 vs PyTorch's best worker count", p1, torch_best, false,
+                  "samples/s", "target >= 15x"});
+  const double p20 = m.get(loader_key("loader", 2, 20, n_heavy), "samples_per_s");
+  rows.push_back({"loader W=2 P=20", p20,
+                  m.get(loader_key("torch-loader", 2, 20, n_heavy), "samples_per_s"), false,
+                  "samples/s", ""});
+  const double raw2 = m.get(raw_key("2", 20, n_heavy), "samples_per_s");
+  rows.push_back({"loader W=2 P=20 vs loader-raw --threads 2", p20, raw2, false, "samples/s",
+                  "efficiency; target >= 0.93"});
+  for (const int64_t bytes :
+       {int64_t(4) << 10, int64_t(256) << 10, int64_t(4) << 20, int64_t(64) << 20}) {
+    const std::string b = std::to_string(bytes);
+    const double ours = m.get("allreduce world=2 bytes=" + b, "time_us");
+    if (ours < 0)
+      continue;
+    rows.push_back({"allreduce " + b + " B, 2 ranks", ours,
+                    m.get("torch-gloo-allreduce world=2 bytes=" + b, "time_us"), true, "us",
+                    bytes == 4096 ? "target: time <= 0.1x torch" : ""});
+    if (bytes == (int64_t(64) << 20))
+      rows.push_back({"allreduce 64 MiB bus bandwidth",
+                      m.get("allreduce world=2 bytes=" + b, "busbw_GBps"),
+                      m.get("torch-gloo-allreduce world=2 bytes=" + b, "busbw_GBps"), false, "GB/s",
+                      "target >= 2.5x"});
+  }
+  const double single = m.get(ddp_key("single", 1, 1024), "ms_per_step");
+  const double torch2 = m.get("torch-ddp-mlp world=2", "ms_per_step");
+  rows.push_back({"ddp-mlp world 1 (single)", single, m.get("torch-ddp-mlp world=1", "ms_per_step"),
+                  true, "ms/step", ""});
+  for (const char* mode : {"actors", "process", "dp"}) {
+    const double t = m.get(ddp_key(mode, 2, 1024), "ms_per_step");
+    rows.push_back({std::string("ddp-mlp world 2, ") + mode, t, torch2, true, "ms/step",
+                    std::string(mode) == "dp" ? "" : "target >= 1.5x torch; world-1 limit below"});
+    rows.push_back({std::string("ddp-mlp world 2, ") + mode + " vs actorch world 1", single, t,
+                    false, "ms/step", "world-2 step / world-1 step; target <= 1.1"});
+  }
+  for (int h : widths) {
+    if (h == 1024)
+      continue;
+    const double s = m.get(ddp_key("single", 1, h), "ms_per_step");
+    for (const char* mode : {"actors", "process"})
+      rows.push_back(
+          {"ddp-mlp hidden " + std::to_string(h) + " world 2, " + mode + " vs actorch world 1", s,
+           m.get(ddp_key(mode, 2, h), "ms_per_step"), false, "ms/step",
+           "world-2 step / world-1 step; target <= 1.1"});
+  }
+
+  std::ofstream md(fs::path(o.out_dir) / "report.md");
+  md << "# actorch benchmark report\n\n"
+     << "Medians of " << o.rounds << " interleaved round(s) on this machine, each workload next "
+     << "to its peer in the same round"
+     << (have_peers ? "" : " (no peer scripts found at " + peer_dir + ")")
+     << ". A ratio above 1 means actorch is faster, except in the \"vs actorch world 1\" rows, "
+        "which give world-2 step / world-1 step (1.0 is the limit). Raw lines: raw.txt; plot: "
+        "report.png.\n\n"
+     << "| workload | actorch | peer | ratio | unit | note |\n|---|---|---|---|---|---|\n";
+  for (const row& r : rows) {
+    const bool world1 = r.what.find("vs actorch world 1") != std::string::npos;
+    const std::string ratio =
+        world1 ? (r.ours > 0 && r.peer > 0 ? fixed(r.peer / r.ours, 2) : "n/a") : ratio_text(r);
+    md << "| " << r.what << " | " << fixed(world1 ? r.peer : r.ours, 2) << " | "
+       << (world1 ? fixed(r.ours, 2) + " (world 1)" : fixed(r.peer, 2)) << " | " << ratio << " | "
+       << r.unit << " | " << r.note << " |\n";
+  }
+  md.close();
+
+  // The plot: four panels, one data file each.
+  auto data = [&](const std::string& name) { return std::ofstream(fs::path(o.out_dir) / name); };
+  {
+    auto f = data("allreduce.dat");
+    f << "# bytes actorch_us torch_us\n";
+    for (const int64_t bytes :
+         {int64_t(4) << 10, int64_t(256) << 10, int64_t(4) << 20, int64_t(64) << 20}) {
+      const std::string b = std::to_string(bytes);
+      const double ours = m.get("allreduce world=2 bytes=" + b, "time_us");
+      const double theirs = m.get("torch-gloo-allreduce world=2 bytes=" + b, "time_us");
+      if (ours > 0)
+        f << bytes << " " << ours << " " << (theirs > 0 ? fixed(theirs, 2) : "NaN") << "\n";
+    }
+  }
+  {
+    auto f = data("loader.dat");
+    const double raw1 = m.get(raw_key("1", 1, n_loader), "samples_per_s");
+    f << "# workers actorch torch ideal(min(W,cores) x loader-raw)\n";
+    for (int w : loader_workers) {
+      const double ours = m.get(loader_key("loader", w, 1, n_loader), "samples_per_s");
+      const double theirs = m.get(loader_key("torch-loader", w, 1, n_loader), "samples_per_s");
+      const double cores = double(std::max(1u, std::min(2u, unsigned(std::max(w, 1)))));
+      f << w << " " << ours << " " << (theirs > 0 ? fixed(theirs, 0) : "NaN") << " "
+        << (raw1 > 0 ? fixed(raw1 * cores, 0) : "NaN") << "\n";
+    }
+  }
+  {
+    auto f = data("ddp_world.dat");
+    f << "# world actors process torch\n";
+    f << "1 " << single << " " << single << " "
+      << fixed(m.get("torch-ddp-mlp world=1", "ms_per_step"), 3) << "\n";
+    f << "2 " << m.get(ddp_key("actors", 2, 1024), "ms_per_step") << " "
+      << m.get(ddp_key("process", 2, 1024), "ms_per_step") << " " << fixed(torch2, 3) << "\n";
+  }
+  {
+    auto f = data("ddp_width.dat");
+    f << "# hidden single actors process\n";
+    for (int h : widths)
+      f << h << " " << m.get(ddp_key("single", 1, h), "ms_per_step") << " "
+        << m.get(ddp_key("actors", 2, h), "ms_per_step") << " "
+        << m.get(ddp_key("process", 2, h), "ms_per_step") << "\n";
+  }
+  const fs::path gp = fs::path(o.out_dir) / "report.gp";
+  {
+    std::ofstream f(gp);
+    f << "set terminal png size 1400,1000 noenhanced\nset output 'report.png'\n"
+      << "set multiplot layout 2,2\n"
+      << "set key top left\nset grid\n"
+      << "set title 'all_reduce, 2 ranks: time against size'\nset logscale xy\n"
+      << "set xlabel 'bytes'\nset ylabel 'microseconds'\n"
+      << "plot 'allreduce.dat' using 1:2 with linespoints title 'actorch', '' using 1:3 with "
+         "linespoints title 'PyTorch (gloo)'\n"
+      << "unset logscale\nset title 'data loader, P=1: samples/s against workers'\n"
+      << "set xlabel 'workers'\nset ylabel 'samples/s'\nset logscale y\nset xtics 1\n"
+      << "plot 'loader.dat' using 1:2 with linespoints title 'actorch', '' using 1:3 with "
+         "linespoints title 'PyTorch DataLoader', '' using 1:4 with lines dashtype 2 title "
+         "'plain loop x min(W, 2 cores)'\n"
+      << "unset logscale\nset title 'ddp-mlp step against world size'\nset xlabel 'world'\n"
+      << "set ylabel 'ms per step'\nset xtics 1\nset yrange [0:*]\n"
+      << "plot 'ddp_world.dat' using 1:2 with linespoints title 'actorch actors', '' using 1:3 "
+         "with linespoints title 'actorch processes', '' using 1:4 with linespoints title "
+         "'PyTorch DDP'\n"
+      << "set title 'ddp-mlp step against hidden width'\nset xlabel 'hidden width'\n"
+      << "set xtics (1024, 2048, 4096)\nset logscale x 2\nset logscale y\nset yrange [*:*]\n"
+      << "plot 'ddp_width.dat' using 1:2 with linespoints title 'world 1', '' using 1:3 with "
+         "linespoints title 'world 2, actors', '' using 1:4 with linespoints title 'world 2, "
+         "processes'\n"
+      << "unset multiplot\n";
+  }
+  run("cd " + quote(o.out_dir) + " && gnuplot report.gp");
+  log << "bench report: wrote " << (fs::path(o.out_dir) / "report.md").string() << " and "
+      << (fs::path(o.out_dir) / "report.png").string() << std::endl;
+}
+
+} // namespace actorch::bench

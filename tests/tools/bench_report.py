@@ -1,0 +1,71 @@
+"""`actorch bench report --quick` against stand-in peers whose figures are fixed, so that the
+table's medians and ratios can be checked exactly; then with no peers at all.
+
+Usage: bench_report.py ACTORCH WORKDIR
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+actorch, work = sys.argv[1], sys.argv[2]
+shutil.rmtree(work, ignore_errors=True)
+peers = os.path.join(work, "peers")
+os.makedirs(peers)
+# Stand-ins printing what the real peer scripts print, with fixed figures.
+with open(os.path.join(peers, "torch_ddp_mlp.py"), "w") as f:
+    f.write("import sys\nw = int(sys.argv[1])\n"
+            "print(f'torch-ddp-mlp world={w} batch=64 ms_per_step={10.0 * w:.2f} "
+            "samples_per_s=1 loss=0.1')\n")
+with open(os.path.join(peers, "torch_loader.py"), "w") as f:
+    f.write("import sys\nw, p, n = sys.argv[1:4]\n"
+            "print(f'torch-loader workers={w} passes={p} n={n} samples={n} time_s=1 "
+            "samples_per_s={1000 * (int(w) + 1)}')\n")
+
+
+def report(out, peer_dir, rounds):
+    r = subprocess.run([actorch, "bench", "report", "--quick", "--rounds", str(rounds), "--out",
+                        out, "--peer-dir", peer_dir, "--python", sys.executable],
+                       capture_output=True, text=True, timeout=600)
+    print(r.stdout, r.stderr)
+    assert r.returncode == 0, r.returncode
+    with open(os.path.join(out, "report.md")) as f:
+        md = f.read()
+    with open(os.path.join(out, "report.png"), "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n", "report.png is not a PNG"
+    with open(os.path.join(out, "raw.txt")) as f:
+        raw = f.read()
+    return md, raw
+
+
+def row(md, what):
+    for line in md.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells and cells[0] == what:
+            return cells
+    raise AssertionError(f"no row {what!r} in:\n{md}")
+
+
+md, raw = report(os.path.join(work, "with-peers"), peers, 2)
+# ddp-mlp world 2, actors: the peer's 20 ms against our median; the ratio is theirs / ours.
+ours, theirs, ratio = row(md, "ddp-mlp world 2, actors")[1:4]
+assert theirs == "20.00", theirs
+assert abs(float(ratio.rstrip("x")) - round(20.0 / float(ours), 2)) <= 0.011, (ours, ratio)
+# Our world-1 step against our world-2 step: world 2 / world 1.
+w2, w1, r = row(md, "ddp-mlp world 2, actors vs actorch world 1")[1:4]
+assert w1.endswith("(world 1)") and abs(float(r) - float(w2) / float(w1.split()[0])) <= 0.011
+# Loader rates: ours / theirs; PyTorch's best worker count is its highest rate (W=2: 3000).
+ours, theirs, ratio = row(md, "loader W=2 P=1")[1:4]
+assert theirs == "3000.00" and abs(float(ratio.rstrip("x")) - round(float(ours) / 3000, 2)) <= 0.011
+assert row(md, "loader W=2 P=1 vs PyTorch's best worker count")[2] == "3000.00"
+# Two rounds, ours and the peer alternating which goes first.
+runs = re.findall(r"^# round (\d): (.*)$", raw, re.M)
+ddp = [(rnd, "peers" in cmd) for rnd, cmd in runs
+       if "--mode actors" in cmd or "torch_ddp_mlp.py' 2" in cmd]
+assert ddp == [("1", False), ("1", True), ("2", True), ("2", False)], ddp
+
+md, _ = report(os.path.join(work, "no-peers"), os.path.join(work, "nowhere"), 1)
+assert "no peer scripts found" in md
+assert row(md, "ddp-mlp world 2, actors")[2] == "n/a"
+print("bench report: medians, ratios, alternation and the plot check out")
