@@ -28,7 +28,7 @@ struct allreduce_options {
 void run_allreduce(const allreduce_options& opts, std::ostream& out);
 
 struct ddp_mlp_options {
-  std::string mode = "single"; // single (world 1), actors (one process), process or dp
+  std::string mode = "single"; // single (world 1), independent, actors, process or dp
   int64_t world = 1;
   int64_t batch = 64;
   int64_t warmup = 5;

@@ -6,11 +6,14 @@
 // - mode=process: `world` processes (forked through the launcher's spawn), one trainer actor
 //   each, exchanging gradients through the comm actor over Gloo;
 // - mode=dp: one model wrapped in nn::data_parallel with `world` replicas (torch's
-//   DataParallel), fed the `world` replicas' batches concatenated: the same samples per step.
+//   DataParallel), fed the `world` replicas' batches concatenated: the same samples per step;
+// - mode=independent: `world` processes each running mode=single, no communication: the
+//   floor that sharing the machine's caches and memory bus puts under the modes above.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -81,6 +84,21 @@ void run_single(const ddp_mlp_options& o, std::ostream& out) {
   const tensor y = randint(0, 10, {o.batch}, {}, &gen);
   run_on_this_thread(
       o, *model, [&](const tensor& in) { return (*model)(in); }, x, y, out);
+}
+
+// `world` processes, each the single mode's step on its own with no communication at all:
+// what running that many replicas at once costs on this machine (caches, memory bandwidth),
+// the floor under every data-parallel mode's step. Rank 0 prints.
+void run_independent(const ddp_mlp_options& o, std::ostream& out) {
+  out.flush();
+  dist::spawn(
+      [&](int rank) {
+        std::ostringstream mine;
+        run_single(o, mine);
+        if (rank == 0)
+          out << mine.str() << std::flush;
+      },
+      int(o.world));
 }
 
 void run_dp(const ddp_mlp_options& o, std::ostream& out) {
@@ -179,6 +197,8 @@ void run_ddp_mlp(const ddp_mlp_options& o, std::ostream& out) {
                 o.world);
   if (o.mode == "single")
     run_single(o, out);
+  else if (o.mode == "independent")
+    run_independent(o, out);
   else if (o.mode == "actors")
     run_actors(o, out);
   else if (o.mode == "process")
@@ -186,7 +206,8 @@ void run_ddp_mlp(const ddp_mlp_options& o, std::ostream& out) {
   else if (o.mode == "dp")
     run_dp(o, out);
   else
-    ACTORCH_FAIL("ddp-mlp: unknown mode '", o.mode, "' (single, actors, process or dp)");
+    ACTORCH_FAIL("ddp-mlp: unknown mode '", o.mode,
+                 "' (single, independent, actors, process or dp)");
 }
 
 } // namespace actorch::bench

@@ -209,7 +209,7 @@ void run_report(const report_options& o, std::ostream& log) {
                   o.quick ? "" : peer("torch_allreduce.py", "2")});
   jobs.push_back({exe + " bench ddp-mlp --mode single --world 1" + ddp_steps,
                   peer("torch_ddp_mlp.py", o.quick ? "1 3" : "1")});
-  for (const char* mode : {"actors", "process", "dp"})
+  for (const char* mode : {"independent", "actors", "process", "dp"})
     jobs.push_back(
         {exe + " bench ddp-mlp --mode " + mode + " --world 2" + ddp_steps,
          std::string(mode) == "actors" ? peer("torch_ddp_mlp.py", o.quick ? "2 3" : "2") : ""});
@@ -218,6 +218,7 @@ void run_report(const report_options& o, std::ostream& log) {
       continue;
     const std::string wide = " --hidden " + std::to_string(h) + " --warmup 2 --steps 15";
     jobs.push_back({exe + " bench ddp-mlp --mode single --world 1" + wide, ""});
+    jobs.push_back({exe + " bench ddp-mlp --mode independent --world 2" + wide, ""});
     jobs.push_back({exe + " bench ddp-mlp --mode actors --world 2" + wide, ""});
     jobs.push_back({exe + " bench ddp-mlp --mode process --world 2" + wide, ""});
   }
@@ -298,6 +299,9 @@ void run_report(const report_options& o, std::ostream& log) {
   const double torch2 = m.get("torch-ddp-mlp world=2", "ms_per_step");
   rows.push_back({"ddp-mlp world 1 (single)", single, m.get("torch-ddp-mlp world=1", "ms_per_step"),
                   true, "ms/step", ""});
+  rows.push_back({"ddp-mlp 2 independent world-1 runs at once vs actorch world 1", single,
+                  m.get(ddp_key("independent", 2, 1024), "ms_per_step"), false, "ms/step",
+                  "no communication: the floor sharing 2 cores sets"});
   for (const char* mode : {"actors", "process", "dp"}) {
     const double t = m.get(ddp_key(mode, 2, 1024), "ms_per_step");
     rows.push_back({std::string("ddp-mlp world 2, ") + mode, t, torch2, true, "ms/step",
@@ -309,7 +313,7 @@ void run_report(const report_options& o, std::ostream& log) {
     if (h == 1024)
       continue;
     const double s = m.get(ddp_key("single", 1, h), "ms_per_step");
-    for (const char* mode : {"actors", "process"})
+    for (const char* mode : {"independent", "actors", "process"})
       rows.push_back(
           {"ddp-mlp hidden " + std::to_string(h) + " world 2, " + mode + " vs actorch world 1", s,
            m.get(ddp_key(mode, 2, h), "ms_per_step"), false, "ms/step",

@@ -36,7 +36,7 @@ void* aligned_allocate(size_t nbytes, std::string_view who) {
 // again, zero-filled one at a time: measured on the ddp-mlp step, 950 page faults per step
 // (25% of its time) on one thread, and 4,800 per step in each process of a 2-process job of
 // width 2048, whose trainer thread's arena emptied every step once its gradient buckets had
-// moved to shared memory. So the CPU allocator keeps freed blocks of 1 MiB or more, by size
+// moved to shared memory. So the CPU allocator keeps freed blocks of 128 KiB or more, by size
 // (rounded up to whole pages), up to a limit (ACTORCH_CPU_CACHE_MB, 1024 by default; 0
 // turns it off), and hands them out again for the same size, as the CUDA caching allocator
 // does for device memory. cpu_empty_cache() gives them back. The lock is taken around fork

@@ -30,7 +30,7 @@ public:
 /// allocate N bytes (size overflow)") when that does not fit in a size_t.
 size_t round_up_bytes(size_t nbytes, size_t multiple, std::string_view who);
 
-/// The default allocator of CPU tensors. It keeps freed blocks of 1 MiB or more for reuse by
+/// The default allocator of CPU tensors. It keeps freed blocks of 128 KiB or more for reuse by
 /// allocations of the same size, up to ACTORCH_CPU_CACHE_MB (1024 by default, 0: off); see
 /// Note [Large CPU blocks] in allocator.cpp.
 allocator* cpu_allocator();

@@ -119,6 +119,15 @@ bool is_view_of(const tensor& g, const tensor& slot) {
 
 } // namespace
 
+// Note [In-place gradients]
+// Where the replicas share memory and nothing crosses processes (trainer actors of one
+// process: replica_group::reduces_in_place), a bucket is only a group of parameters launched
+// together: all_reduce_coalesced reduces each parameter's .grad where backward left it, and the
+// average lands in every replica's .grad. No copy into a bucket, none out of it. A parameter
+// without a gradient contributes a zeros tensor, which becomes its gradient if some replica
+// used it. Elsewhere a bucket is a flat buffer the gradients are copied into (or are views of,
+// with gradient_as_bucket_view), since a process group reduces one contiguous tensor.
+
 // Note [Bucket order]
 // Every replica must issue its collectives in the same order, or they pair the wrong buckets.
 // Gradients become ready in an order that can differ between replicas (and between
@@ -134,8 +143,10 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
   struct bucket {
     std::vector<size_t> params;
     std::vector<int64_t> offsets; // element offset of each parameter in `flat`
-    tensor flat;
-    size_t pending = 0; // parameters not yet ready this iteration
+    tensor flat;                  // undefined when the group reduces in place
+    size_t bytes = 0;
+    std::vector<tensor> reduced_in_place; // in place: this iteration's tensor per slot
+    size_t pending = 0;                   // parameters not yet ready this iteration
     work reduced;
   };
 
@@ -143,6 +154,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
   std::vector<std::string> names;
   std::shared_ptr<replica_group> group;
   reducer_options opts;
+  bool in_place = false; // group->reduces_in_place(): no flat buckets
 
   std::vector<bucket> buckets;
   std::vector<std::pair<size_t, size_t>> where; // parameter -> (bucket, slot)
@@ -203,7 +215,12 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
         numel += params[i].numel();
         where[i] = {b, slot};
       }
-      bk.flat = group->new_buffer(numel, params[assignment[b].front()].dtype());
+      const dtype dt = params[assignment[b].front()].dtype();
+      bk.bytes = size_t(numel) * element_size(dt);
+      if (in_place)
+        bk.reduced_in_place.resize(bk.params.size());
+      else
+        bk.flat = group->new_buffer(numel, dt);
       buckets.push_back(std::move(bk));
     }
   }
@@ -326,7 +343,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
       for (size_t b = 0; b < buckets.size(); ++b) {
         const auto start = b == 0 ? t->launch[b] : std::max(t->launch[b], t->reduced[b - 1]);
         const double y = std::chrono::duration<double>(t->reduced[b] - start).count();
-        const double x = double(buckets[b].flat.nbytes());
+        const double x = double(buckets[b].bytes);
         sx += x, sy += y, sxx += x * x, sxy += x * y, m += 1;
       }
     const double var = m * sxx - sx * sx;
@@ -465,7 +482,13 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
     if (measuring)
       measuring->ready[i] = clock::now();
     const auto [b, slot] = where[i];
-    {
+    if (in_place) {
+      // The gradient itself takes part (Note [In-place gradients]); a parameter without one
+      // contributes zeros, which become its gradient if another replica used it.
+      no_grad guard;
+      const tensor g = params[i].grad();
+      buckets[b].reduced_in_place[slot] = used && g.defined() ? g : zeros_like(params[i]);
+    } else {
       no_grad guard;
       tensor dst = slot_view(b, slot, buckets[b].flat);
       const tensor g = params[i].grad();
@@ -481,13 +504,14 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
   void launch_ready() {
     while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
       const size_t b = next_launch++;
-      const size_t bytes = buckets[b].flat.nbytes();
+      const size_t bytes = buckets[b].bytes;
       notify(bucket_event::ready, iteration, b, bytes);
       // AVG: the division happens once per bucket where the sum completes (for trainer
       // threads, once per process), so copying the result back is a plain copy.
       if (measuring)
         measuring->launch[b] = clock::now();
-      work w = group->all_reduce(buckets[b].flat, reduce_op::avg);
+      work w = in_place ? group->all_reduce_coalesced(buckets[b].reduced_in_place, reduce_op::avg)
+                        : group->all_reduce(buckets[b].flat, reduce_op::avg);
       std::weak_ptr<impl> weak = weak_from_this();
       const int64_t it = iteration;
       // The timing slot is written here and read after finalize waited for this work.
@@ -536,6 +560,12 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
         const size_t i = bk.params[slot];
         if (used_anywhere.defined() && used_anywhere.data_ptr<int32_t>()[i] == 0)
           continue; // no replica used it: its gradient stays as it was, as in torch
+        if (in_place) {
+          const tensor& avg = bk.reduced_in_place[slot];
+          if (!params[i].grad().defined() || !params[i].grad().is_same(avg))
+            params[i].set_grad(avg);
+          continue;
+        }
         const tensor avg = slot_view(b, slot, bk.flat);
         tensor g = params[i].grad();
         if (opts.gradient_as_bucket_view)
@@ -546,6 +576,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
           params[i].set_grad(avg.clone());
       }
       bk.reduced = work();
+      std::fill(bk.reduced_in_place.begin(), bk.reduced_in_place.end(), tensor());
     }
     if (measuring)
       measuring->end = clock::now();
@@ -574,6 +605,7 @@ reducer::reducer(std::vector<tensor> params, std::vector<std::string> names,
   impl_->names = std::move(names);
   impl_->group = std::move(replicas);
   impl_->opts = opts;
+  impl_->in_place = impl_->group->reduces_in_place();
   std::vector<size_t> reverse(impl_->params.size());
   for (size_t k = 0; k < reverse.size(); ++k)
     reverse[k] = reverse.size() - 1 - k;

@@ -13,6 +13,48 @@
 
 namespace actorch::dist {
 
+work replica_group::all_reduce_coalesced(std::vector<tensor> ts, reduce_op op) {
+  // One flat buffer: each tensor copied in, reduced once, copied back out.
+  int64_t numel = 0;
+  for (const tensor& t : ts) {
+    ACTORCH_CHECK(t.defined() && t.dtype() == ts.front().dtype(),
+                  "all_reduce_coalesced: the tensors must be defined and of one dtype");
+    numel += t.numel();
+  }
+  if (ts.empty())
+    return work::completed();
+  tensor flat = empty({numel}, {.dtype = ts.front().dtype()});
+  {
+    no_grad guard;
+    int64_t offset = 0;
+    for (const tensor& t : ts) {
+      flat.narrow(0, offset, t.numel()).view(t.sizes()).copy_(t);
+      offset += t.numel();
+    }
+  }
+  work out;
+  all_reduce(flat, op).then([out, flat, ts](const work& w) {
+    if (auto e = w.exception()) {
+      out.mark_failed(e);
+      return;
+    }
+    try {
+      no_grad guard;
+      int64_t offset = 0;
+      for (const tensor& t : ts) {
+        tensor dst = t;
+        dst.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+        offset += t.numel();
+      }
+    } catch (...) {
+      out.mark_failed(std::current_exception());
+      return;
+    }
+    out.mark_completed(ts);
+  });
+  return out;
+}
+
 tensor replica_group::new_buffer(int64_t numel, dtype dt) {
   return zeros({numel}, {.dtype = dt});
 }
@@ -128,8 +170,8 @@ tensor all_gather_rows(replica_group& g, const tensor& row, int64_t pad) {
 struct local_replicas::state {
   struct entry {
     std::mutex mu;
-    std::vector<tensor> parts; // by local index
-    std::vector<work> done;    // by local index
+    std::vector<std::vector<tensor>> parts; // by local index: each replica's tensors
+    std::vector<work> done;                 // by local index
     reduce_op op = reduce_op::sum;
     int arrived = 0;
     int first = -1;         // the local index that arrived first (its tensor shapes the check)
@@ -146,7 +188,7 @@ struct local_replicas::state {
 
   int world() const { return num_local * exchange->num_processes(); }
 
-  work all_reduce(int local, const tensor& t, reduce_op op);
+  work all_reduce(int local, std::vector<tensor> ts, reduce_op op);
 };
 
 namespace {
@@ -222,10 +264,35 @@ void reduce_into_all(std::vector<tensor>& parts, reduce_op op, int64_t divisor) 
 
 } // namespace
 
-work local_replicas::state::all_reduce(int local, const tensor& t, reduce_op op) {
-  ACTORCH_CHECK(t.defined(), "all_reduce across replicas: replica ", local,
-                " passed an undefined tensor");
+namespace {
+
+std::string describe_list(reduce_op op, const std::vector<tensor>& ts) {
+  std::string d = std::string(reduce_op_name(op)) + " over ";
+  for (size_t j = 0; j < ts.size(); ++j)
+    d += (j > 0 ? ", " : "") + std::string(dtype_name(ts[j].dtype())) + " " +
+         shape_str(ts[j].sizes());
+  return ts.empty() ? d + "no tensors" : d;
+}
+
+bool same_layout(const std::vector<tensor>& a, const std::vector<tensor>& b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t j = 0; j < a.size(); ++j)
+    if (a[j].sizes() != b[j].sizes() || a[j].dtype() != b[j].dtype())
+      return false;
+  return true;
+}
+
+} // namespace
+
+work local_replicas::state::all_reduce(int local, std::vector<tensor> ts, reduce_op op) {
+  for (const tensor& t : ts)
+    ACTORCH_CHECK(t.defined(), "all_reduce across replicas: replica ", local,
+                  " passed an undefined tensor");
   check_local_op(op);
+  ACTORCH_CHECK(ts.size() == 1 || exchange->num_processes() == 1,
+                "all_reduce across replicas: several tensors at once cross processes as one "
+                "flat tensor (replica_group::all_reduce_coalesced)");
   std::shared_ptr<entry> e;
   uint64_t seq = 0;
   {
@@ -250,21 +317,19 @@ work local_replicas::state::all_reduce(int local, const tensor& t, reduce_op op)
       e->first = local;
       e->op = op;
     }
-    const tensor& shape = e->arrived > 0 ? e->parts[size_t(e->first)] : t;
-    if (shape.sizes() != t.sizes() || shape.dtype() != t.dtype() || e->op != op) {
+    const std::vector<tensor>& shape = e->arrived > 0 ? e->parts[size_t(e->first)] : ts;
+    if (!same_layout(shape, ts) || e->op != op) {
       auto err = std::make_exception_ptr(error(
           detail::concat("all_reduce across replicas: collective ", seq,
-                         " does not match: the other replicas passed ", reduce_op_name(e->op),
-                         " over ", dtype_name(shape.dtype()), " ", shape_str(shape.sizes()),
-                         " but replica ", local, " passed ", reduce_op_name(op), " over ",
-                         dtype_name(t.dtype()), " ", shape_str(t.sizes()),
+                         " does not match: the other replicas passed ", describe_list(e->op, shape),
+                         " but replica ", local, " passed ", describe_list(op, ts),
                          " (every replica must issue the same collectives in the same order)")));
       e->failed = true;
       for (const work& w : e->done)
         w.mark_failed(err);
       std::rethrow_exception(err);
     }
-    e->parts[size_t(local)] = t;
+    e->parts[size_t(local)] = std::move(ts);
     last = ++e->arrived == num_local;
     e->submitted = last;
   }
@@ -277,44 +342,54 @@ work local_replicas::state::all_reduce(int local, const tensor& t, reduce_op op)
   const int n = world();
   auto complete = [e] {
     for (size_t k = 0; k < e->done.size(); ++k)
-      e->done[k].mark_completed({e->parts[k]});
+      e->done[k].mark_completed(e->parts[k]);
+  };
+  auto fail = [e](std::exception_ptr err) {
+    for (const work& w : e->done)
+      w.mark_failed(err);
   };
   if (exchange->num_processes() == 1) {
     try {
-      if (n > 1) // one replica in all: its tensor is the reduction already
-        reduce_into_all(e->parts, op, n);
+      if (n > 1) // one replica in all: its tensors are the reduction already
+        for (size_t j = 0; j < e->parts[0].size(); ++j) {
+          std::vector<tensor> column;
+          for (const auto& p : e->parts)
+            column.push_back(p[j]);
+          reduce_into_all(column, op, n);
+        }
     } catch (...) {
-      for (const work& w : e->done)
-        w.mark_failed(std::current_exception());
+      fail(std::current_exception());
       return e->done[size_t(local)];
     }
     complete();
     return e->done[size_t(local)];
   }
-  fold_into_first(e->parts, op);
+  std::vector<tensor> column;
+  for (const auto& p : e->parts)
+    column.push_back(p[0]);
+  fold_into_first(column, op);
   // With one replica per process the exchange's own AVG divides by the world (inside its
   // reduction, Note [Shared-memory all-reduce]); with more, the division waits for the sum.
   const bool divide_after = op == reduce_op::avg && num_local > 1;
   const reduce_op cross = divide_after ? reduce_op::sum : op;
-  exchange->submit(seq, e->parts[0], cross, [e, n, divide_after, complete](std::exception_ptr err) {
-    if (err) {
-      for (const work& w : e->done)
-        w.mark_failed(err);
-      return;
-    }
-    try {
-      no_grad guard;
-      if (divide_after)
-        e->parts[0].div_(n);
-      for (size_t k = 1; k < e->parts.size(); ++k)
-        e->parts[k].copy_(e->parts[0]);
-    } catch (...) {
-      for (const work& w : e->done)
-        w.mark_failed(std::current_exception());
-      return;
-    }
-    complete();
-  });
+  exchange->submit(seq, column[0], cross,
+                   [column, n, divide_after, complete, fail](std::exception_ptr err) mutable {
+                     if (err) {
+                       fail(err);
+                       return;
+                     }
+                     try {
+                       no_grad guard;
+                       if (divide_after)
+                         column[0].div_(n);
+                       for (size_t k = 1; k < column.size(); ++k)
+                         column[k].copy_(column[0]);
+                     } catch (...) {
+                       fail(std::current_exception());
+                       return;
+                     }
+                     complete();
+                   });
   return e->done[size_t(local)];
 }
 
@@ -329,8 +404,14 @@ public:
   }
   int size() const override { return state_->world(); }
   work all_reduce(const tensor& t, reduce_op op) override {
-    return state_->all_reduce(local_, t, op);
+    return state_->all_reduce(local_, {t}, op);
   }
+  work all_reduce_coalesced(std::vector<tensor> ts, reduce_op op) override {
+    if (!reduces_in_place())
+      return replica_group::all_reduce_coalesced(std::move(ts), op);
+    return state_->all_reduce(local_, std::move(ts), op);
+  }
+  bool reduces_in_place() const override { return state_->exchange->num_processes() == 1; }
   // Replica 0's tensor is the one the exchange reduces across processes (Note [Local
   // reduction]), so only its buffers come from the process group.
   tensor new_buffer(int64_t numel, dtype dt) override {

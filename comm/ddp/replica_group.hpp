@@ -31,6 +31,14 @@ public:
   /// group has it (process_group::empty_shared), ordinary memory otherwise. A collective:
   /// every replica calls it alike, in the same order.
   virtual tensor new_buffer(int64_t numel, dtype dt);
+  /// Several tensors of one dtype reduced in place at once (torch's all_reduce_coalesced),
+  /// with all_reduce's contract; result() is the list. By default through one flat buffer
+  /// (copied in, reduced, copied back).
+  virtual work all_reduce_coalesced(std::vector<tensor> ts, reduce_op op);
+  /// Whether all_reduce_coalesced reduces the tensors where they lie, with no flat buffer:
+  /// where the replicas share memory and nothing crosses processes. DDP then reduces the
+  /// gradients themselves instead of copying them into buckets.
+  virtual bool reduces_in_place() const { return false; }
 };
 
 /// One replica per process: the collectives of `pg` (DistributedDataParallel as torch runs it).

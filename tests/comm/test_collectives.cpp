@@ -383,9 +383,10 @@ TEST_CASE("all_reduce of shared memory (empty_shared) reduces in place on every 
   }
 }
 
-TEST_CASE("shared memory needs every rank on one host; a rank passing ordinary memory where the "
-          "others pass a shared block is a mismatch on every rank",
-          "[comm][gloo]") {
+TEST_CASE(
+    "shared memory needs every rank on one host, and a rank passing ordinary memory where the "
+    "others pass a shared block is a mismatch on every rank",
+    "[comm][gloo]") {
   auto opts = actorch::test::short_timeout();
   opts.shared_memory = false; // as if the ranks were on several hosts
   auto none = on_ranks<bool>(

@@ -32,9 +32,11 @@ void add_bench(CLI::App& app) {
   mlp_cmd
       ->add_option("--mode", mlp->mode,
                    "single (one replica, world 1), actors (trainer actors in one process), "
-                   "process (one trainer actor in each of --world processes) or dp (one model "
-                   "in nn::data_parallel with --world replicas, fed their batches as one)")
-      ->check(CLI::IsMember({"single", "actors", "process", "dp"}));
+                   "process (one trainer actor in each of --world processes), dp (one model "
+                   "in nn::data_parallel with --world replicas, fed their batches as one) or "
+                   "independent (--world processes each running single at once, no "
+                   "communication: the machine's floor)")
+      ->check(CLI::IsMember({"single", "independent", "actors", "process", "dp"}));
   mlp_cmd->add_option("--world", mlp->world, "replicas")->check(CLI::Range(1, 64));
   mlp_cmd->add_option("--batch", mlp->batch, "batch per replica")->check(CLI::Range(1, 65536));
   mlp_cmd->add_option("--warmup", mlp->warmup, "untimed steps")->check(CLI::Range(0, 1000));
