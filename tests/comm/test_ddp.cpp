@@ -667,3 +667,32 @@ TEST_CASE("local replicas reduce in place into every replica's own tensor, in in
   for (const std::string& m : messages)
     REQUIRE_THAT(m, Contains("collective 0 does not match") && Contains("[4]") && Contains("[5]"));
 }
+
+TEST_CASE("all_reduce_coalesced reduces each tensor in place: where it lies within a process, "
+          "through one flat buffer across processes") {
+  for (const int processes : {1, 2}) {
+    local_replicas locals(2, std::make_shared<mirror_exchange>(processes));
+    REQUIRE(locals.replica(0)->reduces_in_place() == (processes == 1));
+    std::vector<std::vector<tensor>> ts(2);
+    for (int i = 0; i < 2; ++i)
+      ts[size_t(i)] = {full({3}, double(i + 1)), full({2, 2}, double(10 * (i + 1)))};
+    std::vector<std::exception_ptr> errors(2);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 2; ++i)
+      threads.emplace_back([&, i] {
+        try {
+          locals.replica(i)->all_reduce_coalesced(ts[size_t(i)], reduce_op::avg).wait();
+        } catch (...) {
+          errors[size_t(i)] = std::current_exception();
+        }
+      });
+    for (auto& t : threads)
+      t.join();
+    for (const auto& e : errors)
+      REQUIRE(e == nullptr);
+    for (int i = 0; i < 2; ++i) {
+      REQUIRE(values_of(ts[size_t(i)][0]) == std::vector<double>(3, 1.5));
+      REQUIRE(values_of(ts[size_t(i)][1]) == std::vector<double>(4, 15.0));
+    }
+  }
+}
