@@ -24,8 +24,9 @@ public:
     return {v.begin(), v.end()};
   }
   void wait(const std::vector<std::string>& keys) override { store_->wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
-    store_->wait(keys, timeout);
+  // The group's timeout, not Gloo's: see Note [Gloo connect timeout].
+  void wait(const std::vector<std::string>& keys, const milliseconds&) override {
+    store_->wait(keys, timeout_);
   }
 
 private:

@@ -4,7 +4,15 @@
 // naming the op and the peers, after which the group refuses work.
 #include <catch2/catch.hpp>
 
+#include <cstring>
+
+#include <arpa/inet.h>
+#include <gloo/transport/tcp/address.h>
+#include <netinet/in.h>
+
 #include "comm/backend/nccl/process_group_nccl.hpp"
+#include "comm/store/hash_store.hpp"
+#include "comm/store/prefix_store.hpp"
 #include "core/ops/factory.hpp"
 #include "tests/comm/ranks.hpp"
 #include "tests/core/values.hpp"
@@ -167,6 +175,34 @@ TEST_CASE("a rendezvous that misses a rank fails within the timeout", "[comm][gl
   CHECK(std::chrono::steady_clock::now() - t0 < 3s);
   CHECK_THROWS_WITH(process_group_gloo(st, 2, 2, short_timeout(300)),
                     Contains("rank 2 is outside [0, 2)"));
+}
+
+TEST_CASE("a peer that publishes its address and never connects fails the group within its "
+          "timeout, not Gloo's five times it",
+          "[comm][gloo][errors]") {
+  // Rank 1 is played here: it writes what Gloo's connectFullMesh writes (its host name, and
+  // its pair's address: 127.0.0.2, above rank 0's 127.0.0.1, so rank 0 listens for it) and
+  // then never connects.
+  auto st = std::make_shared<hash_store>(5s);
+  auto as_rank1 = std::make_shared<prefix_store>("pg", st);
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_port = htons(9);
+  sin.sin_addr.s_addr = htonl(0x7f000002);
+  sockaddr_storage ss{};
+  std::memcpy(&ss, &sin, sizeof sin);
+  const auto bytes = gloo::transport::tcp::Address(ss, 0).bytes();
+  as_rank1->set("rank_1", "a-host-that-never-connects");
+  as_rank1->set("1", std::string(bytes.begin(), bytes.end()));
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(
+      process_group_gloo(std::make_shared<prefix_store>("pg", st), 0, 2, short_timeout(1000)),
+      Contains("rank 0 of group [0, 1] could not connect") &&
+          Contains("(the group's timeout is 1000 ms)"));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  INFO("failed after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                       << " ms");
+  CHECK(took < 2500ms); // Gloo alone: 5000 ms
 }
 
 TEST_CASE("the nccl backend refuses clearly where it cannot run", "[comm][nccl][errors]") {

@@ -3,6 +3,16 @@
 // are in the files named there. The op headers, argument checks and point-to-point slots are in
 // gloo_checks.hpp.
 //
+// Note [Gloo connect timeout]
+// Gloo's Pair::connect waits for the TCP connection 5 x the timeout it was given ("a longer
+// timeout when waiting for initial connect", gloo/transport/tcp/pair.h), so a peer that
+// published its address and then never connected failed a 5 s group after 25 s. The group
+// therefore gives Gloo's context a fifth of its timeout while connecting, so that the connect
+// wait is the group's timeout, and the store adapter waits for the peers' addresses for the
+// whole timeout, whatever Gloo asks it. After connecting, the context gets the full timeout
+// back; the pairs keep the fifth only for their socket options and sync-mode reads, which the
+// group never uses (every op passes its own timeout, through the options API).
+
 // Note [Gloo group threads]
 // A group owns two serial executors (serial_executor.hpp). The *collectives* one runs
 // collectives one at a time in issue order (the order every rank issued them in, which is what
@@ -18,6 +28,7 @@
 // once with that reason.
 #include "comm/backend/gloo/process_group_gloo_impl.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -186,21 +197,25 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
     for (size_t i = 0; i < attrs.size(); ++i) {
       impl_->devices.push_back(gloo::transport::tcp::CreateDevice(attrs[i]));
       auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-      context->setTimeout(impl_->opts.timeout);
-      // Device 0 keeps the keys a single-device group uses.
+      // Note [Gloo connect timeout]: Gloo waits 5 x its timeout for a pair to connect.
+      context->setTimeout(std::max(milliseconds(1), impl_->opts.timeout / 5));
+      // Device 0 keeps the keys a single-device group uses. The adapter waits for the
+      // peers' keys for the whole timeout, whatever Gloo asks.
       gloo_store adapter(
           i == 0 ? impl_->st
                  : std::make_shared<prefix_store>("device" + std::to_string(i), impl_->st),
           impl_->opts.timeout);
       context->connectFullMesh(adapter, impl_->devices.back());
+      context->setTimeout(impl_->opts.timeout);
       impl_->contexts.push_back(std::move(context));
     }
     const char* shm_env = std::getenv("ACTORCH_GLOO_SHM");
     if (impl_->opts.shared_memory && !(shm_env && std::string(shm_env) == "0"))
       impl_->shm = shm_allreduce::connect(*impl_->st, rank, size, impl_->opts.timeout);
   } catch (const std::exception& e) {
-    // Gloo retries a peer that does not answer on its own, so this can take longer than the
-    // timeout: say how long it took.
+    // Say how long it took: a peer that never joins fails the store's wait after the timeout,
+    // one that joined and then never connects fails Gloo's connect after it (Note [Gloo
+    // connect timeout]).
     const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::steady_clock::now() - began)
                           .count();
