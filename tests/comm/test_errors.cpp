@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <thread>
 
 #include <arpa/inet.h>
 #include <gloo/transport/tcp/address.h>
@@ -203,6 +204,37 @@ TEST_CASE("a peer that publishes its address and never connects fails the group 
   INFO("failed after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
                        << " ms");
   CHECK(took < 2500ms); // Gloo alone: 5000 ms
+}
+
+TEST_CASE("the addresses Gloo publishes in the store carry no bytes of the process beyond "
+          "the socket address",
+          "[comm][gloo]") {
+  auto st = std::make_shared<hash_store>(5s);
+  std::vector<std::thread> ranks;
+  std::vector<std::exception_ptr> errors(2);
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        process_group_gloo pg(std::make_shared<prefix_store>("pg", st), r, 2, short_timeout(5000));
+      } catch (...) {
+        errors[size_t(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : ranks)
+    t.join();
+  for (const auto& e : errors)
+    REQUIRE(e == nullptr);
+  const size_t record = gloo::transport::tcp::Address().bytes().size();
+  REQUIRE(record == sizeof(sockaddr_storage) + sizeof(ssize_t));
+  for (const char* key : {"0", "1"}) {
+    const std::string value = prefix_store("pg", st).get(key);
+    REQUIRE(value.size() == record); // one pair per rank in a group of two
+    sockaddr_storage ss{};
+    std::memcpy(&ss, value.data(), sizeof ss);
+    REQUIRE(ss.ss_family == AF_INET);
+    const std::string tail = value.substr(sizeof(sockaddr_in), sizeof ss - sizeof(sockaddr_in));
+    CHECK(tail == std::string(tail.size(), '\0'));
+  }
 }
 
 TEST_CASE("the nccl backend refuses clearly where it cannot run", "[comm][nccl][errors]") {
