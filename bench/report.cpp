@@ -103,6 +103,10 @@ std::string self_exe() {
 struct job {
   std::string ours;
   std::string peer; // empty: no peer
+  // Run with `ours` alternately, `repeat` times per round (the loader's short P=20 epoch
+  // against the plain loop's, which only many interleaved pairs compare).
+  std::string partner{};
+  int repeat = 1;
 };
 
 struct medians {
@@ -195,15 +199,12 @@ void run_report(const report_options& o, std::ostream& log) {
                         std::to_string(n_loader),
                     peer("torch_loader.py", std::to_string(w) + " 1 " + std::to_string(n_loader))});
   jobs.push_back({exe + " bench loader --workers 2 --passes 20 --n " + std::to_string(n_heavy),
-                  peer("torch_loader.py", "2 20 " + std::to_string(n_heavy))});
-  for (const char* threads : {"1", "2"}) {
-    jobs.push_back({exe + " bench loader-raw --threads " + threads + " --passes 1 --n " +
-                        std::to_string(n_loader),
-                    ""});
-    jobs.push_back({exe + " bench loader-raw --threads " + threads + " --passes 20 --n " +
-                        std::to_string(n_heavy),
-                    ""});
-  }
+                  peer("torch_loader.py", "2 20 " + std::to_string(n_heavy)),
+                  exe + " bench loader-raw --threads 2 --passes 20 --n " + std::to_string(n_heavy),
+                  o.quick ? 1 : 7});
+  jobs.push_back(
+      {exe + " bench loader-raw --threads 1 --passes 1 --n " + std::to_string(n_loader), "",
+       exe + " bench loader-raw --threads 2 --passes 1 --n " + std::to_string(n_loader)});
   jobs.push_back({exe + " bench allreduce --world 2" +
                       (o.quick ? std::string(" --bytes 4096 --bytes 262144") : std::string()),
                   o.quick ? "" : peer("torch_allreduce.py", "2")});
@@ -228,7 +229,13 @@ void run_report(const report_options& o, std::ostream& log) {
   for (int r = 0; r < o.rounds; ++r) {
     log << "bench report: round " << r + 1 << " of " << o.rounds << std::endl;
     for (const job& j : jobs) {
-      std::vector<std::string> cmds{j.ours};
+      std::vector<std::string> cmds;
+      for (int k = 0; k < j.repeat; ++k) { // ours and its partner, alternating which is first
+        const bool flip = (r + k) % 2 == 1 && !j.partner.empty();
+        cmds.push_back(flip ? j.partner : j.ours);
+        if (!j.partner.empty())
+          cmds.push_back(flip ? j.ours : j.partner);
+      }
       if (!j.peer.empty())
         cmds.insert(r % 2 == 0 ? cmds.end() : cmds.begin(), j.peer);
       for (const std::string& c : cmds) {
