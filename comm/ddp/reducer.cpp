@@ -260,9 +260,9 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
   // cannot start before backward ends, is often large. After the rebuild, iterations
   // kMeasureFrom .. kMeasureFrom + kMeasured - 1 record when each gradient got ready and when
   // each bucket was launched and reduced. Then rank 0 fits the all-reduce cost as
-  // latency + bytes * seconds_per_byte (least squares over the buckets' service times: from
-  // the later of its launch and the previous bucket's end, to its end, since the group runs
-  // them one at a time; the latency at least that of a one-element all-reduce, timed once),
+  // latency + bytes * seconds_per_byte (the latency: a one-element all-reduce's, timed once;
+  // per byte: the rest of the buckets' service times, each from the later of its launch and
+  // the previous bucket's end to its end, since the group runs them one at a time),
   // takes each parameter's median ready time, and chooses the boundaries that end the last
   // all-reduce earliest (choose_bucket_boundaries), unless the model predicts a tail after
   // the last gradient shorter by less than a tenth or than one latency. The model ignores
@@ -337,23 +337,19 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
       }
       ready[k] = median(seen);
     }
-    // Least squares of service = latency + bytes * per_byte over every measured bucket.
-    double sx = 0, sy = 0, sxx = 0, sxy = 0, m = 0;
+    // The latency is the one-element all-reduce's; the rest of every measured bucket's
+    // service time is per byte. (A least-squares intercept over two or three bucket sizes,
+    // whose times include backward competing for the CPU, came out at milliseconds.)
+    const double latency = measured_latency;
+    double bytes_sum = 0, rest_sum = 0;
     for (const auto& t : timings)
       for (size_t b = 0; b < buckets.size(); ++b) {
         const auto start = b == 0 ? t->launch[b] : std::max(t->launch[b], t->reduced[b - 1]);
-        const double y = std::chrono::duration<double>(t->reduced[b] - start).count();
-        const double x = double(buckets[b].bytes);
-        sx += x, sy += y, sxx += x * x, sxy += x * y, m += 1;
+        const double service = std::chrono::duration<double>(t->reduced[b] - start).count();
+        bytes_sum += double(buckets[b].bytes);
+        rest_sum += std::max(0.0, service - latency);
       }
-    const double var = m * sxx - sx * sx;
-    double per_byte = var > 0 ? (m * sxy - sx * sy) / var : 0;
-    double latency = m > 0 ? (sy - per_byte * sx) / m : 0;
-    if (!(per_byte > 0)) { // too few or too noisy points: all of it per byte
-      per_byte = sx > 0 ? sy / sx : 1e-9;
-      latency = 0;
-    }
-    latency = std::max({latency, measured_latency, 0.0});
+    const double per_byte = bytes_sum > 0 && rest_sum > 0 ? rest_sum / bytes_sum : 1e-10;
     const std::vector<int64_t> current = current_choice();
     const auto candidate = choose_bucket_boundaries(ready, bytes, kinds, cap(), latency, per_byte);
     const double last = *std::max_element(ready.begin(), ready.end());
