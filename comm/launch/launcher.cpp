@@ -3,12 +3,16 @@
 // SIGTERM.
 #include "comm/launch/launcher.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <thread>
 
 #include <fcntl.h>
@@ -19,6 +23,7 @@
 #include <unistd.h>
 
 #include "base/error.hpp"
+#include "comm/store/tcp_store.hpp"
 
 namespace actorch::dist {
 
@@ -77,9 +82,10 @@ void relay(child& c, std::ostream& out, bool flush_partial) {
 }
 
 // Waits for every child. Returns "" when all exited 0, else the first failure's description
-// (the others were stopped: SIGTERM, then SIGKILL after `grace`).
+// (the others were stopped: SIGTERM, then SIGKILL after `grace`). `stop`, when given, is asked
+// every 100 ms whether to stop them all anyway (a reason) or not ("").
 std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::milliseconds grace,
-                      bool forward_signals) {
+                      bool forward_signals, const std::function<std::string()>& stop = nullptr) {
   std::string failure;
   auto stop_deadline = std::chrono::steady_clock::time_point::max();
   bool killed = false;
@@ -94,7 +100,16 @@ std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::
       if (c.running)
         ::kill(c.pid, sig);
   };
+  auto next_check = std::chrono::steady_clock::now();
   while (running()) {
+    if (stop && failure.empty() && std::chrono::steady_clock::now() >= next_check) {
+      next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      if (std::string why = stop(); !why.empty()) {
+        failure = std::move(why);
+        signal_all(SIGTERM);
+        stop_deadline = std::chrono::steady_clock::now() + grace;
+      }
+    }
     if (forward_signals && g_forward_signal != 0) {
       const int sig = g_forward_signal;
       g_forward_signal = 0;
@@ -149,8 +164,10 @@ void set_env(const char* name, const std::string& value) {
 namespace {
 
 // One attempt of the job: starts this node's ranks (restart `restart` of the job) and waits
-// for them; "" when all exited 0, else which rank failed and how.
-std::string run_attempt(const launch_options& o, int restart, std::ostream& out) {
+// for them; "" when all exited 0, else which rank failed and how, or why `stop` stopped them.
+// `agent_store`: the ranks join the launchers' store (several nodes; Note [Node restarts]).
+std::string run_attempt(const launch_options& o, int restart, std::ostream& out, bool agent_store,
+                        const std::function<std::string()>& stop) {
   const int world = o.nproc_per_node * o.nnodes;
   std::vector<child> kids;
   std::string failure;
@@ -175,6 +192,8 @@ std::string run_attempt(const launch_options& o, int restart, std::ostream& out)
       // torchrun's names: a program sees which restart this is as it would under torchrun.
       set_env("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
       set_env("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
+      if (agent_store)
+        set_env("TORCHELASTIC_USE_AGENT_STORE", "True");
       // torch.distributed.launch puts --local_rank=N right after the script, before its
       // arguments.
       std::vector<std::string> args = o.command;
@@ -200,9 +219,86 @@ std::string run_attempt(const launch_options& o, int restart, std::ostream& out)
   if (!failure.empty())
     for (auto& c : kids)
       ::kill(c.pid, SIGTERM);
-  const std::string f = supervise(kids, out, o.grace, true);
+  const std::string f = supervise(kids, out, o.grace, true, stop);
   return failure.empty() ? f : failure;
 }
+
+// Note [Node restarts]
+// On one node the launcher restarts its ranks on its own. Across nodes every launcher must
+// restart, and the new ranks must not meet the old ones' keys. So, as torchrun's agents do,
+// node 0's launcher hosts a store on MASTER_PORT that outlives the ranks, and every rank joins
+// it as a client under its attempt's prefix (TORCHELASTIC_USE_AGENT_STORE,
+// /worker/attempt_N). The store's "/launch/generation" is the job's attempt. A launcher whose
+// rank fails moves it from N to N + 1 (compare-and-set: two failing nodes restart the job
+// once) and records why under "/launch/reason/N+1"; every launcher polls it while its ranks
+// run, and when it moves, stops its own ranks and starts them again as attempt N + 1, saying
+// which node's rank failed and how; when no restart is left, they stop their ranks and fail
+// too. A launcher whose ranks all succeeded adds itself to
+// "/launch/done/N"; node 0 keeps the store up until every node has (or the attempt moves on,
+// or the store's timeout passes).
+class node_coordinator {
+public:
+  node_coordinator(const launch_options& o, std::chrono::milliseconds timeout)
+      : o_(o), timeout_(timeout),
+        store_(o.master_addr, uint16_t(o.master_port), o.node_rank == 0, timeout) {
+    if (o.node_rank == 0)
+      store_.set(kGeneration, "0");
+  }
+
+  int generation() {
+    const std::string v = store_.get(kGeneration);
+    return int(std::strtol(v.c_str(), nullptr, 10));
+  }
+
+  // While attempt `g` runs: why to stop this node's ranks, or "".
+  std::string moved_on(int g) {
+    const int now = generation();
+    if (now <= g)
+      return "";
+    return "node " + reason_node(now) + ": " + reason(now);
+  }
+
+  // This node's rank failed in attempt g: the attempt to run next (g + 1, or a later one
+  // another node already moved to). Called also when no restart is left, so that the other
+  // nodes stop their ranks too.
+  int fail(int g, const std::string& why) {
+    const std::string moved =
+        store_.compare_set(kGeneration, std::to_string(g), std::to_string(g + 1));
+    const int next = int(std::strtol(moved.c_str(), nullptr, 10));
+    if (next == g + 1 && !store_.check({reason_key(next)}))
+      store_.set(reason_key(next), std::to_string(o_.node_rank) + "\n" + why);
+    return std::max(next, g + 1);
+  }
+
+  // This node's ranks all succeeded in attempt g.
+  void done(int g) {
+    store_.add("/launch/done/" + std::to_string(g), 1);
+    if (o_.node_rank != 0)
+      return;
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    while (std::chrono::steady_clock::now() < deadline && generation() == g &&
+           store_.add("/launch/done/" + std::to_string(g), 0) < o_.nnodes)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+
+private:
+  static constexpr const char* kGeneration = "/launch/generation";
+  static std::string reason_key(int g) { return "/launch/reason/" + std::to_string(g); }
+  std::string reason(int g) {
+    const std::string r = store_.check({reason_key(g)}) ? store_.get(reason_key(g)) : "";
+    const size_t nl = r.find('\n');
+    return nl == std::string::npos ? "a rank failed" : r.substr(nl + 1);
+  }
+  std::string reason_node(int g) {
+    const std::string r = store_.check({reason_key(g)}) ? store_.get(reason_key(g)) : "";
+    const size_t nl = r.find('\n');
+    return nl == std::string::npos ? "?" : r.substr(0, nl);
+  }
+
+  const launch_options& o_;
+  std::chrono::milliseconds timeout_;
+  tcp_store store_;
+};
 
 } // namespace
 
@@ -230,15 +326,36 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   launch_options chosen = o;
   if (chosen.master_port == 0)
     chosen.master_port = o.nnodes == 1 ? free_port() : 29500;
+  std::unique_ptr<node_coordinator> nodes;
+  if (o.nnodes > 1)
+    nodes = std::make_unique<node_coordinator>(chosen, o.rdzv_timeout);
   std::string failure;
-  for (int restart = 0;; ++restart) {
-    failure = run_attempt(chosen, restart, out);
-    // A job that ended well, one the user interrupted, or the last allowed attempt: done.
-    if (failure.empty() || g_forward_signal != 0 || restart >= o.max_restarts)
+  for (int restart = 0;;) {
+    bool moved = false;
+    failure = run_attempt(chosen, restart, out, nodes != nullptr, [&]() -> std::string {
+      if (!nodes)
+        return "";
+      std::string why = nodes->moved_on(restart);
+      moved = !why.empty();
+      return why;
+    });
+    if (failure.empty() && nodes)
+      nodes->done(restart);
+    // A job that ended well or one the user interrupted: done. (A failed last attempt still
+    // tells the other nodes, below.)
+    if (failure.empty() || g_forward_signal != 0)
       break;
-    err << "actorch launch: " << failure << "; stopped the other ranks; restarting the job "
-        << "(restart " << restart + 1 << " of " << o.max_restarts << ")\n";
+    const int next = !nodes  ? restart + 1
+                     : moved ? nodes->generation()
+                             : nodes->fail(restart, failure);
+    if (next > o.max_restarts)
+      break;
+    err << "actorch launch: " << failure
+        << (moved ? "; stopped this node's ranks; restarting them"
+                  : "; stopped the other ranks; restarting the job")
+        << " (restart " << next << " of " << o.max_restarts << ")\n";
     err.flush();
+    restart = next;
   }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);

@@ -30,8 +30,12 @@ struct launch_options {
   /// How long the others get to exit after SIGTERM (when one failed) before SIGKILL.
   std::chrono::milliseconds grace{3000};
   /// torchrun's --max-restarts: when a rank fails, the others are stopped and the whole job
-  /// starts again, up to this many times; each rank sees TORCHELASTIC_RESTART_COUNT.
+  /// starts again, up to this many times; each rank sees TORCHELASTIC_RESTART_COUNT. Across
+  /// nodes every node's launcher restarts its ranks together (Note [Node restarts]).
   int max_restarts = 0;
+  /// Several nodes: how long the launchers wait for each other at their store (node 0 hosts
+  /// it on master_port and the ranks join it, as torchrun's agent store).
+  std::chrono::milliseconds rdzv_timeout{300000};
 };
 
 /// Runs the ranks of this node and waits for them. Returns 0 when all exited 0; otherwise

@@ -5,9 +5,11 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/error.hpp"
@@ -29,17 +31,115 @@ launch_options sh(int n, const std::string& script) {
 }
 } // namespace
 
+namespace {
+
+struct node_run {
+  int rc = -1;
+  std::string out, err;
+};
+
+// Launches `o` as node 0 and node 1 of two, at once, each in a process of its own (as the
+// launchers of two nodes are: a launcher reaps any child of its process).
+std::vector<node_run> two_nodes(launch_options o) {
+  o.nnodes = 2;
+  o.master_port = free_port();
+  const auto dir = actorch::test::scratch_dir("two_nodes");
+  std::vector<pid_t> pids;
+  for (int n = 0; n < 2; ++n) {
+    std::cout.flush();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      o.node_rank = n;
+      std::ostringstream out, err;
+      int rc = 99;
+      try {
+        rc = launch(o, out, err);
+      } catch (const std::exception& e) {
+        err << "threw: " << e.what();
+      }
+      actorch::test::write_file((dir / ("out" + std::to_string(n))).string(), out.str());
+      actorch::test::write_file((dir / ("err" + std::to_string(n))).string(), err.str());
+      ::_exit(rc);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<node_run> runs(2);
+  for (int n = 0; n < 2; ++n) {
+    int status = 0;
+    ::waitpid(pids[size_t(n)], &status, 0);
+    runs[size_t(n)].rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    runs[size_t(n)].out = actorch::test::read_file((dir / ("out" + std::to_string(n))).string());
+    runs[size_t(n)].err = actorch::test::read_file((dir / ("err" + std::to_string(n))).string());
+  }
+  return runs;
+}
+
+} // namespace
+
 TEST_CASE("launch sets torchrun's variables and prefixes output with the rank", "[comm][launch]") {
-  std::ostringstream out, err;
   auto o = sh(2, "echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR "
-                 "$MASTER_PORT; printf partial");
+                 "$MASTER_PORT $TORCHELASTIC_USE_AGENT_STORE; printf partial");
+  const auto runs = two_nodes(o);
+  for (const auto& r : runs) {
+    INFO(r.err);
+    CHECK(r.rc == 0);
+    CHECK(r.err.empty());
+  }
+  // Across nodes the ranks join the launchers' store (torchrun's agent store).
+  CHECK_THAT(runs[1].out, Contains("[rank2]: 2 0 4 2 127.0.0.1 ") && Contains(" True\n") &&
+                              Contains("[rank3]: 3 1 4 2 127.0.0.1 ") &&
+                              Contains("[rank3]: partial\n"));
+  CHECK_THAT(runs[0].out, Contains("[rank0]: 0 0 4 2 127.0.0.1 "));
+  std::ostringstream out, err;
+  CHECK(launch(sh(1, "echo $RANK $WORLD_SIZE $MASTER_PORT"), out, err) == 0);
+  CHECK_THAT(out.str(), Contains("[rank0]: 0 1 29555\n"));
+}
+
+TEST_CASE("across nodes, a rank that fails restarts every node's ranks, and each launcher says "
+          "why",
+          "[comm][launch]") {
+  // Attempt 0: rank 1 (node 1) fails at once; rank 0 (node 0) would sleep for 30 s unless its
+  // launcher stops it. Attempt 1: both succeed.
+  auto o = sh(1, "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then "
+                 "if [ $RANK = 1 ]; then exit 3; fi; exec sleep 30; fi; echo attempt "
+                 "$TORCHELASTIC_RESTART_COUNT");
+  o.max_restarts = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto runs = two_nodes(o);
+  CHECK(std::chrono::steady_clock::now() - t0 < 15s);
+  for (const auto& r : runs) {
+    INFO(r.err);
+    CHECK(r.rc == 0);
+    CHECK_THAT(r.out, Contains(": attempt 1\n"));
+  }
+  CHECK_THAT(runs[1].err, Contains("rank 1 exited with status 3; stopped the other ranks; "
+                                   "restarting the job (restart 1 of 1)"));
+  CHECK_THAT(runs[0].err, Contains("node 1: rank 1 exited with status 3; stopped this node's "
+                                   "ranks; restarting them (restart 1 of 1)"));
+  SECTION("with no restarts left, every node fails") {
+    o.max_restarts = 0;
+    o.command = {"/bin/sh", "-c", "if [ $RANK = 1 ]; then exit 3; fi; exec sleep 30"};
+    const auto t1 = std::chrono::steady_clock::now();
+    const auto failed = two_nodes(o);
+    CHECK(std::chrono::steady_clock::now() - t1 < 15s); // node 0's rank is stopped, not waited
+    CHECK(failed[1].rc != 0);
+    CHECK_THAT(failed[1].err, Contains("rank 1 exited with status 3"));
+    CHECK(failed[0].rc != 0);
+    CHECK_THAT(failed[0].err, Contains("node 1: rank 1 exited with status 3"));
+  }
+}
+
+TEST_CASE("a node whose launchers' store never comes up fails naming the address",
+          "[comm][launch]") {
+  std::ostringstream out, err;
+  auto o = sh(1, "exit 0");
   o.nnodes = 2;
   o.node_rank = 1;
-  CHECK(launch(o, out, err) == 0);
-  CHECK_THAT(out.str(), Contains("[rank2]: 2 0 4 2 127.0.0.1 29555\n") &&
-                            Contains("[rank3]: 3 1 4 2 127.0.0.1 29555\n") &&
-                            Contains("[rank3]: partial\n"));
-  CHECK(err.str().empty());
+  o.master_port = free_port();
+  o.rdzv_timeout = 500ms;
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(launch(o, out, err), Contains("127.0.0.1:" + std::to_string(o.master_port)));
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
 }
 
 TEST_CASE("launch stops the others when a rank fails and names it", "[comm][launch]") {
@@ -134,10 +234,9 @@ TEST_CASE("launch passes --local_rank=N after the program with use_local_rank_ar
   }
   SECTION("on a second node, N is the local rank, not the global one") {
     o.use_local_rank_arg = true;
-    o.nnodes = 2;
-    o.node_rank = 1;
-    CHECK(launch(o, out, err) == 0);
-    CHECK_THAT(out.str(), Contains("[rank2]: --local_rank=0 a --b\n") &&
-                              Contains("[rank3]: --local_rank=1 a --b\n"));
+    const auto runs = two_nodes(o);
+    CHECK(runs[1].rc == 0);
+    CHECK_THAT(runs[1].out, Contains("[rank2]: --local_rank=0 a --b\n") &&
+                                Contains("[rank3]: --local_rank=1 a --b\n"));
   }
 }

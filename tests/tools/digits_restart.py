@@ -2,6 +2,7 @@
 --max_restarts 2) with rank 1 killed by SIGKILL in the middle of training restarts the job,
 which resumes from its last checkpoint on its own, and ends with the test accuracy of an
 undisturbed run; actorch's launcher says which rank died, how, and which restart this is.
+The same with two launchers as two nodes: both restart their ranks together.
 Usage: python3 digits_restart.py ACTORCH_BINARY DIGITS_DDP_BINARY SCRATCH_DIR
 """
 import os
@@ -105,8 +106,48 @@ def main():
         else:
             print(f"digits_restart: {name}: rank 1 killed, job restarted and resumed; "
                   f"accuracy {got} == {want}")
+    failures += two_nodes(actorch, digits, scratch, env, want)
     if failures:
         sys.exit("\n".join(failures))
+
+
+def two_nodes(actorch, digits, scratch, env, want):
+    """Two launchers as two nodes of one rank each (node 0 hosts the store): rank 1, on node 1,
+    killed mid-training restarts both nodes' ranks, which resume and end as undisturbed."""
+    out_dir = os.path.join(scratch, "two_nodes")
+    port = str(free_port())
+    nodes = [subprocess.Popen([actorch, "launch", "--nnodes", "2", "--node-rank", str(n),
+                               "--nproc-per-node", "1", "--master-addr", "127.0.0.1",
+                               "--master-port", port, "--max-restarts", "2", digits,
+                               "--epochs", EPOCHS, "--out", out_dir],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for n in (0, 1)]
+    killed = kill_rank1_midway(nodes[1], os.path.join(out_dir, "metrics.csv"))
+    (out0, err0), (out1, err1) = (p.communicate(timeout=600) for p in nodes)
+    mine = []
+    if killed is None:
+        mine.append("never found rank 1 mid-training to kill (the job ended first?)")
+    if nodes[0].returncode != 0 or nodes[1].returncode != 0:
+        mine.append(f"a node failed ({nodes[0].returncode}, {nodes[1].returncode})")
+    if not re.search(r"rank 1 was killed by signal 9 \(Killed\).*restarting the job "
+                     r"\(restart 1 of 2\)", err1):
+        mine.append("node 1's launcher did not say which rank died, how, and which restart")
+    # Node 0 hears it from node 1's launcher, or sees its own rank fail first (the peer gone).
+    if not re.search(r"(node 1: rank 1 was killed by signal 9 \(Killed\); stopped this node's "
+                     r"ranks; restarting them|rank 0 .*; stopped the other ranks; restarting the "
+                     r"job) \(restart 1 of 2\)", err0):
+        mine.append("node 0's launcher did not say why it restarted its ranks")
+    if "resuming from" not in out0:
+        mine.append("the restarted job did not resume from its checkpoint")
+    got = accuracy(out0)
+    if got != want:
+        mine.append(f"test accuracy {got} after the restart, {want} undisturbed")
+    if mine:
+        return ["two nodes: " + "; ".join(mine) + f"\nnode 0 stdout:\n{out0[-2000:]}\n"
+                f"node 0 stderr:\n{err0[-2000:]}\nnode 1 stderr:\n{err1[-2000:]}"]
+    print(f"digits_restart: two nodes: rank 1 killed on node 1, both nodes restarted and "
+          f"resumed; accuracy {got} == {want}")
+    return []
 
 
 if __name__ == "__main__":
