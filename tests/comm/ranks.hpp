@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "comm/backend/gloo/process_group_gloo.hpp"
@@ -27,6 +28,9 @@ inline dist::process_group_gloo::options short_timeout(int ms = 3000) {
 template <class R>
 std::vector<R> on_ranks(int world, const std::function<R(int, dist::process_group_gloo&)>& fn,
                         dist::process_group_gloo::options opts = short_timeout()) {
+  static_assert(!std::is_same_v<R, bool>,
+                "std::vector<bool> packs the results into shared words that the rank threads "
+                "would race on: return int");
   auto st = std::make_shared<dist::hash_store>(opts.timeout);
   std::vector<R> results(static_cast<size_t>(world));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));

@@ -578,6 +578,23 @@ TEST_CASE("gradient_as_bucket_view: gradients are views into the buckets and acc
 
 namespace {
 
+// Runs fn(i) on one thread per local replica i and waits; each replica's exception, if any.
+std::vector<std::exception_ptr> on_replicas(int n, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      try {
+        fn(i);
+      } catch (...) {
+        errors[size_t(i)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  return errors;
+}
+
 // A process exchange for local_replicas tests: `processes` processes whose others all hold
 // the same local sum as this one (so the cross-process sum is that sum times `processes`).
 class mirror_exchange final : public process_exchange {
@@ -609,24 +626,14 @@ TEST_CASE("local replicas reduce in place into every replica's own tensor, in in
     for (float v : part_value)
       parts.push_back(full({1000}, double(v)));
     std::vector<tensor> maxes{full({2}, 1.0), full({2}, 5.0), full({2}, 3.0)};
-    std::vector<work> sums(3), avgs(3), max_works(3);
-    std::vector<std::thread> threads;
-    std::vector<std::exception_ptr> errors(3);
-    for (int i = 2; i >= 0; --i) // the last index arrives first, likely
-      threads.emplace_back([&, i] {
-        try {
-          auto g = locals.replica(i);
-          sums[size_t(i)] = g->all_reduce(parts[size_t(i)], reduce_op::sum);
-          sums[size_t(i)].wait();
-          max_works[size_t(i)] = g->all_reduce(maxes[size_t(i)], reduce_op::max);
-          max_works[size_t(i)].wait();
-        } catch (...) {
-          errors[size_t(i)] = std::current_exception();
-        }
-      });
-    for (auto& t : threads)
-      t.join();
-    for (const auto& e : errors)
+    std::vector<work> sums(3), max_works(3);
+    for (const auto& e : on_replicas(3, [&](int i) {
+           auto g = locals.replica(i);
+           sums[size_t(i)] = g->all_reduce(parts[size_t(i)], reduce_op::sum);
+           sums[size_t(i)].wait();
+           max_works[size_t(i)] = g->all_reduce(maxes[size_t(i)], reduce_op::max);
+           max_works[size_t(i)].wait();
+         }))
       REQUIRE(e == nullptr);
     const float in_order = (1e8f + 1.0f) + -1e8f; // 0
     for (int i = 0; i < 3; ++i) {
@@ -637,18 +644,9 @@ TEST_CASE("local replicas reduce in place into every replica's own tensor, in in
     }
     // AVG divides by every replica of every process.
     std::vector<tensor> xs{full({4}, 1.0), full({4}, 2.0), full({4}, 6.0)};
-    threads.clear();
-    for (int i = 0; i < 3; ++i)
-      threads.emplace_back([&, i] {
-        try {
-          locals.replica(i)->all_reduce(xs[size_t(i)], reduce_op::avg).wait();
-        } catch (...) {
-          errors[size_t(i)] = std::current_exception();
-        }
-      });
-    for (auto& t : threads)
-      t.join();
-    for (const auto& e : errors)
+    for (const auto& e : on_replicas(3, [&](int i) {
+           locals.replica(i)->all_reduce(xs[size_t(i)], reduce_op::avg).wait();
+         }))
       REQUIRE(e == nullptr);
     for (int i = 0; i < 3; ++i)
       REQUIRE(values_of(xs[size_t(i)]) == std::vector<double>(4, 9.0 * processes / world));
@@ -656,14 +654,10 @@ TEST_CASE("local replicas reduce in place into every replica's own tensor, in in
   local_replicas pair(2, std::make_shared<mirror_exchange>(1));
   std::vector<tensor> odd{zeros({4}), zeros({5})};
   std::vector<std::string> messages(2);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i)
-    threads.emplace_back([&, i] {
-      messages[size_t(i)] =
-          error_of([&] { pair.replica(i)->all_reduce(odd[size_t(i)], reduce_op::sum).wait(); });
-    });
-  for (auto& t : threads)
-    t.join();
+  on_replicas(2, [&](int i) {
+    messages[size_t(i)] =
+        error_of([&] { pair.replica(i)->all_reduce(odd[size_t(i)], reduce_op::sum).wait(); });
+  });
   for (const std::string& m : messages)
     REQUIRE_THAT(m, Contains("collective 0 does not match") && Contains("[4]") && Contains("[5]"));
 }
@@ -676,19 +670,9 @@ TEST_CASE("all_reduce_coalesced reduces each tensor in place: where it lies with
     std::vector<std::vector<tensor>> ts(2);
     for (int i = 0; i < 2; ++i)
       ts[size_t(i)] = {full({3}, double(i + 1)), full({2, 2}, double(10 * (i + 1)))};
-    std::vector<std::exception_ptr> errors(2);
-    std::vector<std::thread> threads;
-    for (int i = 0; i < 2; ++i)
-      threads.emplace_back([&, i] {
-        try {
-          locals.replica(i)->all_reduce_coalesced(ts[size_t(i)], reduce_op::avg).wait();
-        } catch (...) {
-          errors[size_t(i)] = std::current_exception();
-        }
-      });
-    for (auto& t : threads)
-      t.join();
-    for (const auto& e : errors)
+    for (const auto& e : on_replicas(2, [&](int i) {
+           locals.replica(i)->all_reduce_coalesced(ts[size_t(i)], reduce_op::avg).wait();
+         }))
       REQUIRE(e == nullptr);
     for (int i = 0; i < 2; ++i) {
       REQUIRE(values_of(ts[size_t(i)][0]) == std::vector<double>(3, 1.5));

@@ -43,6 +43,16 @@ def rank_pid(launcher_pid, rank):
     return None
 
 
+def check_resumed(out, want, problems):
+    """Rank 0's output says the restarted job resumed and ended at `want`; its accuracy."""
+    if "resuming from" not in out:
+        problems.append("the restarted job did not resume from its checkpoint")
+    got = accuracy(out)
+    if got != want:
+        problems.append(f"test accuracy {got} after the restart, {want} undisturbed")
+    return got
+
+
 def kill_rank1_midway(p, metrics):
     """Waits for 3 epochs in `metrics`, then kills rank 1 (a child of process p); its pid."""
     deadline = time.time() + 300
@@ -95,11 +105,7 @@ def main():
                 r"rank 1 was killed by signal 9 \(Killed\).*restarting the job "
                 r"\(restart 1 of 2\)", err):
             mine.append("the launcher did not say which rank died, how, and which restart")
-        if "resuming from" not in out:
-            mine.append("the restarted job did not resume from its checkpoint")
-        got = accuracy(out)
-        if got != want:
-            mine.append(f"test accuracy {got} after the restart, {want} undisturbed")
+        got = check_resumed(out, want, mine)
         if mine:
             failures.append(f"{name}: " + "; ".join(mine) +
                             f"\nstdout:\n{out[-2000:]}\nstderr:\n{err[-2000:]}")
@@ -137,11 +143,7 @@ def two_nodes(actorch, digits, scratch, env, want):
                      r"ranks; restarting them|rank 0 .*; stopped the other ranks; restarting the "
                      r"job) \(restart 1 of 2\)", err0):
         mine.append("node 0's launcher did not say why it restarted its ranks")
-    if "resuming from" not in out0:
-        mine.append("the restarted job did not resume from its checkpoint")
-    got = accuracy(out0)
-    if got != want:
-        mine.append(f"test accuracy {got} after the restart, {want} undisturbed")
+    got = check_resumed(out0, want, mine)
     if mine:
         return ["two nodes: " + "; ".join(mine) + f"\nnode 0 stdout:\n{out0[-2000:]}\n"
                 f"node 0 stderr:\n{err0[-2000:]}\nnode 1 stderr:\n{err1[-2000:]}"]
