@@ -2,7 +2,6 @@
 #include "comm/ddp/reducer.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <map>
 #include <mutex>
