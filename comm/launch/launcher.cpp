@@ -229,13 +229,13 @@ std::string run_attempt(const launch_options& o, int restart, std::ostream& out,
 // node 0's launcher hosts a store on MASTER_PORT that outlives the ranks, and every rank joins
 // it as a client under its attempt's prefix (TORCHELASTIC_USE_AGENT_STORE,
 // /worker/attempt_N). The store's "/launch/generation" is the job's attempt. A launcher whose
-// rank fails moves it from N to N + 1 (compare-and-set: two failing nodes restart the job
-// once) and records why under "/launch/reason/N+1"; every launcher polls it while its ranks
-// run, and when it moves, stops its own ranks and starts them again as attempt N + 1, saying
-// which node's rank failed and how; when no restart is left, they stop their ranks and fail
-// too. A launcher whose ranks all succeeded adds itself to
-// "/launch/done/N"; node 0 keeps the store up until every node has (or the attempt moves on,
-// or the store's timeout passes).
+// rank fails records why under "/launch/reason/N+1" (the first to fail wins), then moves the
+// generation from N to N + 1 (compare-and-set: two failing nodes restart the job once). Every
+// launcher polls it while its ranks run, and when it moves, stops its own ranks and starts
+// them again as attempt N + 1, saying which node's rank failed and how; when no restart is
+// left, they stop their ranks and fail too. A launcher whose ranks all succeeded adds itself
+// to "/launch/done/N"; node 0 keeps the store up until every node has (or the attempt moves
+// on, or the store's timeout passes).
 class node_coordinator {
 public:
   node_coordinator(const launch_options& o, std::chrono::milliseconds timeout)
@@ -262,12 +262,12 @@ public:
   // another node already moved to). Called also when no restart is left, so that the other
   // nodes stop their ranks too.
   int fail(int g, const std::string& why) {
+    // The reason first (the first node to fail writes it), then the generation: a launcher
+    // that sees the generation move always finds why.
+    store_.compare_set(reason_key(g + 1), "", std::to_string(o_.node_rank) + "\n" + why);
     const std::string moved =
         store_.compare_set(kGeneration, std::to_string(g), std::to_string(g + 1));
-    const int next = int(std::strtol(moved.c_str(), nullptr, 10));
-    if (next == g + 1 && !store_.check({reason_key(next)}))
-      store_.set(reason_key(next), std::to_string(o_.node_rank) + "\n" + why);
-    return std::max(next, g + 1);
+    return std::max(int(std::strtol(moved.c_str(), nullptr, 10)), g + 1);
   }
 
   // This node's ranks all succeeded in attempt g.
