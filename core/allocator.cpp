@@ -11,6 +11,7 @@
 #include <pthread.h>
 
 #include "base/error.hpp"
+#include "base/parse.hpp"
 
 #if ACTORCH_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -48,16 +49,10 @@ public:
 
   cpu_allocator_impl() {
     const char* env = std::getenv("ACTORCH_CPU_CACHE_MB");
-    limit_ = size_t(1024) << 20;
-    if (env != nullptr && *env != '\0') {
-      char* end = nullptr;
-      const unsigned long long mb = std::strtoull(env, &end, 10);
-      ACTORCH_CHECK(*end == '\0' && mb <= (1ull << 30),
-                    "ACTORCH_CPU_CACHE_MB must be a whole "
-                    "number of MiB but is \"",
-                    env, "\"");
-      limit_ = size_t(mb) << 20;
-    }
+    const int64_t mb = env != nullptr && *env != '\0'
+                           ? parse_int(env, "ACTORCH_CPU_CACHE_MB (MiB)", 0, int64_t(1) << 30)
+                           : 1024;
+    limit_ = size_t(mb) << 20;
   }
 
   void* allocate(size_t nbytes) override {
@@ -79,7 +74,7 @@ public:
 
   void deallocate(void* ptr, size_t nbytes) noexcept override {
     if (nbytes >= kLarge) {
-      const size_t key = (nbytes + kPage - 1) / kPage * kPage;
+      const size_t key = (nbytes + kPage - 1) / kPage * kPage; // allocate checked the size
       std::lock_guard lock(mu_);
       if (cached_ + key <= limit_) {
         try {
@@ -103,22 +98,20 @@ public:
   void set_limit(size_t bytes) {
     std::lock_guard lock(mu_);
     limit_ = bytes;
-    trim_locked();
+    trim_locked(limit_);
   }
   void empty() {
     std::lock_guard lock(mu_);
-    const size_t keep = limit_;
-    limit_ = 0;
-    trim_locked();
-    limit_ = keep;
+    trim_locked(0);
   }
 
   std::mutex mu_; // public for the fork handlers
 
 private:
-  void trim_locked() {
-    for (auto it = free_.begin(); it != free_.end() && cached_ > limit_;) {
-      while (!it->second.empty() && cached_ > limit_) {
+  // Frees held blocks until at most `keep` bytes are held.
+  void trim_locked(size_t keep) {
+    for (auto it = free_.begin(); it != free_.end() && cached_ > keep;) {
+      while (!it->second.empty() && cached_ > keep) {
         std::free(it->second.back());
         it->second.pop_back();
         cached_ -= it->first;

@@ -273,8 +273,9 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
   // pair the same buckets) and applied in the forward of the same iteration on every
   // replica. The buckets change which elements travel together, never the arithmetic: every
   // element is still summed in rank order.
+
   // The fixed cost of one all-reduce, from a few one-element ones (a collective: every
-  // replica runs it in the same forward); the median of rank 0's is what adapt() uses.
+  // replica runs it in the same forward); rank 0's median is what propose() uses.
   void measure_latency() {
     std::vector<double> seen;
     tensor one = zeros({1});
@@ -327,13 +328,15 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
       bytes[k] = size_t(params[agreed[k]].nbytes());
       kinds[k] = int(params[agreed[k]].dtype());
     }
+    std::vector<clock::time_point> first; // each measured iteration's first gradient
+    for (const auto& t : timings)
+      first.push_back(*std::min_element(t->ready.begin(), t->ready.end()));
     std::vector<double> ready(n, 0);
     for (size_t k = 0; k < n; ++k) {
       std::vector<double> seen;
-      for (const auto& t : timings) {
-        const auto first = *std::min_element(t->ready.begin(), t->ready.end());
-        seen.push_back(std::chrono::duration<double>(t->ready[agreed[k]] - first).count());
-      }
+      for (size_t m = 0; m < timings.size(); ++m)
+        seen.push_back(
+            std::chrono::duration<double>(timings[m]->ready[agreed[k]] - first[m]).count());
       ready[k] = median(seen);
     }
     // The latency is the one-element all-reduce's; the rest of every measured bucket's
@@ -413,6 +416,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
       end_phase();
     if (adaptive && iteration == kMeasureFrom)
       measure_latency();
+    // (end_phase above may have settled it.)
     if (adaptive && adapt_phase != phase::settled && iteration >= phase_start) {
       measuring = std::make_shared<timing>();
       measuring->begin = clock::now();

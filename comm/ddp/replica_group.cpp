@@ -102,39 +102,24 @@ std::shared_ptr<replica_group> process_replicas(std::shared_ptr<process_group> p
 void broadcast_from_rank0(replica_group& g, std::vector<tensor> ts) {
   // A sum where every rank but 0 contributes zeros: x + 0 is exact, so rank 0's values arrive
   // bit for bit. It costs a reduction instead of a copy, which is fine for construction-time
-  // and buffer broadcasts. The tensors travel flattened, one collective per dtype (in order of
-  // first appearance, the same on every replica).
+  // and buffer broadcasts. One all_reduce_coalesced per dtype (in order of first appearance,
+  // the same on every replica).
   std::vector<dtype> order;
-  std::map<dtype, std::vector<tensor*>> by_dtype;
-  for (tensor& t : ts) {
+  std::map<dtype, std::vector<tensor>> by_dtype;
+  for (const tensor& t : ts) {
     ACTORCH_CHECK(t.defined(), "broadcast_from_rank0: an undefined tensor");
     auto [it, inserted] = by_dtype.try_emplace(t.dtype());
     if (inserted)
       order.push_back(t.dtype());
-    it->second.push_back(&t);
+    it->second.push_back(t);
   }
   no_grad guard;
   for (dtype dt : order) {
-    const auto& group = by_dtype.at(dt);
-    int64_t numel = 0;
-    for (const tensor* t : group)
-      numel += t->numel();
-    tensor flat = zeros({numel}, {.dtype = dt});
-    if (g.rank() == 0) {
-      int64_t offset = 0;
-      for (const tensor* t : group) {
-        flat.narrow(0, offset, t->numel()).view(t->sizes()).copy_(*t);
-        offset += t->numel();
-      }
-    }
-    work w = g.all_reduce(flat, reduce_op::sum);
-    w.wait();
-    const tensor sum = w.result().at(0);
-    int64_t offset = 0;
-    for (tensor* t : group) {
-      t->copy_(sum.narrow(0, offset, t->numel()).view(t->sizes()));
-      offset += t->numel();
-    }
+    std::vector<tensor>& group = by_dtype.at(dt);
+    if (g.rank() != 0)
+      for (tensor& t : group)
+        t.zero_();
+    g.all_reduce_coalesced(group, reduce_op::sum).wait();
   }
 }
 
@@ -218,6 +203,15 @@ void fold_into_first(std::vector<tensor>& parts, reduce_op op) {
     combine(parts[0], parts[k], op);
 }
 
+// parts[0] /= divisor when `divide`, then every other part <- parts[0].
+void spread_first(std::vector<tensor>& parts, bool divide, int64_t divisor) {
+  no_grad guard;
+  if (divide)
+    parts[0].div_(divisor);
+  for (size_t k = 1; k < parts.size(); ++k)
+    parts[k].copy_(parts[0]);
+}
+
 template <class T>
 void sum_into_all_contiguous(const std::vector<tensor>& parts, bool average, T divisor) {
   constexpr int64_t kChunk = 8192; // elements: a chunk of every part stays in cache
@@ -256,15 +250,8 @@ void reduce_into_all(std::vector<tensor>& parts, reduce_op op, int64_t divisor) 
     return;
   }
   fold_into_first(parts, op);
-  if (op == reduce_op::avg)
-    parts[0].div_(divisor);
-  for (size_t k = 1; k < parts.size(); ++k)
-    parts[k].copy_(parts[0]);
+  spread_first(parts, op == reduce_op::avg, divisor);
 }
-
-} // namespace
-
-namespace {
 
 std::string describe_list(reduce_op op, const std::vector<tensor>& ts) {
   std::string d = std::string(reduce_op_name(op)) + " over ";
@@ -379,11 +366,7 @@ work local_replicas::state::all_reduce(int local, std::vector<tensor> ts, reduce
                        return;
                      }
                      try {
-                       no_grad guard;
-                       if (divide_after)
-                         column[0].div_(n);
-                       for (size_t k = 1; k < column.size(); ++k)
-                         column[k].copy_(column[0]);
+                       spread_first(column, divide_after, n);
                      } catch (...) {
                        fail(std::current_exception());
                        return;

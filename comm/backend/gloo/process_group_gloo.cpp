@@ -70,13 +70,20 @@ std::string process_group_gloo::impl::where() const {
          ranks_str(pg.global_ranks());
 }
 
+namespace {
+
+// Whole milliseconds since `t`, for messages that say how long something took.
+long long ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t)
+      .count();
+}
+
+} // namespace
+
 std::exception_ptr
 process_group_gloo::impl::fail_group(const std::string& op, const std::string& what,
                                      std::chrono::steady_clock::time_point began) {
-  const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::steady_clock::now() - began)
-                       .count();
-  std::string msg = op + " failed on " + where() + " after " + std::to_string(ran) +
+  std::string msg = op + " failed on " + where() + " after " + std::to_string(ms_since(began)) +
                     " ms (the group's timeout is " + std::to_string(opts.timeout.count()) +
                     " ms; peers " + peers() + "): " + what +
                     ". The group's Gloo context is unusable now: destroy it and create a new "
@@ -216,12 +223,10 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
     // Say how long it took: a peer that never joins fails the store's wait after the timeout,
     // one that joined and then never connects fails Gloo's connect after it (Note [Gloo
     // connect timeout]).
-    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - began)
-                          .count();
     ACTORCH_FAIL("process_group_gloo: rank ", global_ranks_[size_t(rank)], " of group ",
-                 ranks_str(global_ranks_), " could not connect to its peers after ", took,
-                 " ms (the group's timeout is ", impl_->opts.timeout.count(), " ms): ", e.what());
+                 ranks_str(global_ranks_), " could not connect to its peers after ",
+                 ms_since(began), " ms (the group's timeout is ", impl_->opts.timeout.count(),
+                 " ms): ", e.what());
   }
 }
 

@@ -18,10 +18,13 @@ template <class T> void divide(void* data, size_t count, int64_t divisor) {
     p[i] /= d;
 }
 
-// AVG's division inside the shared-memory all-reduce, for the dtypes it has one for (the
-// others divide the whole result afterwards). The same arithmetic as local_replicas' AVG,
-// so that threads and processes give the same bits.
-shm_allreduce::finish_fn divide_in_place(dtype dt) {
+// What the shared-memory all-reduce applies to each reduced share: AVG's division, for the
+// dtypes it has one for; null otherwise (the caller divides the whole result afterwards when
+// op is AVG). The same arithmetic as local_replicas' AVG, so that threads and processes give
+// the same bits.
+shm_allreduce::finish_fn finish_of(reduce_op op, dtype dt) {
+  if (op != reduce_op::avg)
+    return nullptr;
   switch (dt) {
   case dtype::float32: return divide<float>;
   case dtype::float64: return divide<double>;
@@ -71,8 +74,7 @@ void process_group_gloo::impl::allreduce_checked(tensor& flat, reduce_op op, uin
     return;
   }
   std::vector<int64_t> all;
-  const shm_allreduce::finish_fn finish =
-      op == reduce_op::avg ? divide_in_place(flat.dtype()) : nullptr;
+  const shm_allreduce::finish_fn finish = finish_of(op, flat.dtype());
   const auto block = shared_block_of(flat);
   if (block)
     h.v[kSharedSlot] = int64_t(block->id) + 1; // the ranks must all pass the same block
@@ -156,8 +158,7 @@ work process_group_gloo::reduce_scatter(tensor& output, const std::vector<tensor
     impl_->check_headers("reduce_scatter", seq, h);
     if (impl_->shm) { // the headers agreed above, so the segment's own check passes
       std::vector<int64_t> ignored;
-      const shm_allreduce::finish_fn finish =
-          op == reduce_op::avg ? divide_in_place(all.dtype()) : nullptr;
+      const shm_allreduce::finish_fn finish = finish_of(op, all.dtype());
       dispatch(all.dtype(), [&]<class T>() {
         impl_->shm->run(all.data_ptr(), size_t(all.numel()), sizeof(T),
                         reduce_function(op, dtype_of<T>()), h.v, ignored, finish, size());

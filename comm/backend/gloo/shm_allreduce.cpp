@@ -122,6 +122,49 @@ void copy(void* dst, const void* src, size_t n) {
     std::memcpy(dst, src, n);
 }
 
+// A new POSIX shared-memory object of `bytes`, mapped, under a name unique to this process
+// ("/actorch_<pid>_<random><suffix>"); posix_fallocate reserves its pages, so a full /dev/shm
+// fails here, not with SIGBUS later. MAP_FAILED (and `name` empty) when it cannot be made.
+void* create_segment(std::string& name, size_t bytes, const std::string& suffix = "") {
+  std::random_device rd;
+  name = "/actorch_" + std::to_string(::getpid()) + "_" + std::to_string(rd()) + suffix;
+  void* base = MAP_FAILED;
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd >= 0 && ::ftruncate(fd, off_t(bytes)) == 0 && ::posix_fallocate(fd, 0, off_t(bytes)) == 0)
+    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (fd >= 0)
+    ::close(fd);
+  if (base == MAP_FAILED) {
+    if (fd >= 0)
+      ::shm_unlink(name.c_str());
+    name.clear();
+  }
+  return base;
+}
+
+// Another process's segment `name` (empty: none), mapped; MAP_FAILED when it cannot be.
+void* map_segment(const std::string& name, size_t bytes) {
+  const int fd = name.empty() ? -1 : ::shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0)
+    return MAP_FAILED;
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  return base;
+}
+
+// Whether `mine` holds on every rank: each rank publishes it under prefix + its rank and
+// reads the others'. A collective over the store.
+bool all_ranks(store& st, const std::string& prefix, int rank, int size, bool mine,
+               milliseconds timeout) {
+  st.set(prefix + std::to_string(rank), mine ? "1" : "0");
+  bool all = true;
+  for (int q = 0; q < size; ++q) {
+    st.wait({prefix + std::to_string(q)}, timeout);
+    all = all && st.get(prefix + std::to_string(q)) == "1";
+  }
+  return all;
+}
+
 } // namespace
 
 std::unique_ptr<shm_allreduce> shm_allreduce::connect(store& st, int rank, int size,
@@ -140,37 +183,16 @@ std::unique_ptr<shm_allreduce> shm_allreduce::connect(store& st, int rank, int s
   std::string name;
   void* base = MAP_FAILED;
   if (rank == 0) {
-    std::random_device rd;
-    name = "/actorch_" + std::to_string(::getpid()) + "_" + std::to_string(rd());
-    const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    // posix_fallocate reserves the pages, so a full /dev/shm fails here, not with SIGBUS later.
-    if (fd >= 0 && ::ftruncate(fd, off_t(bytes)) == 0 &&
-        ::posix_fallocate(fd, 0, off_t(bytes)) == 0)
-      base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (fd >= 0)
-      ::close(fd);
-    if (base == MAP_FAILED)
-      name.clear();
+    base = create_segment(name, bytes);
     st.set("shm/name", name);
   } else {
     st.wait({"shm/name"}, timeout);
     name = st.get("shm/name");
-    if (!name.empty()) {
-      const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
-      if (fd >= 0) {
-        base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        ::close(fd);
-      }
-    }
+    base = map_segment(name, bytes);
   }
   if (base != MAP_FAILED)
     *block(base, rank).pid = int32_t(::getpid());
-  st.set("shm/ok/" + std::to_string(rank), base != MAP_FAILED ? "1" : "0");
-  bool all_ok = true;
-  for (int r = 0; r < size; ++r) {
-    st.wait({"shm/ok/" + std::to_string(r)}, timeout);
-    all_ok = all_ok && st.get("shm/ok/" + std::to_string(r)) == "1";
-  }
+  const bool all_ok = all_ranks(st, "shm/ok/", rank, size, base != MAP_FAILED, timeout);
   if (rank == 0 && !name.empty())
     ::shm_unlink(name.c_str()); // mapped everywhere now; nothing is left behind on a crash
   if (!all_ok) {
@@ -357,48 +379,24 @@ std::shared_ptr<shm_allreduce::shared_block> shm_allreduce::allocate(store& st, 
   block->bytes = bytes;
   block->base.assign(size_t(size_), nullptr);
   const std::string prefix = "shm/block/" + std::to_string(block->id) + "/";
-  std::random_device rd;
-  const std::string name = "/actorch_" + std::to_string(::getpid()) + "_" + std::to_string(rd()) +
-                           "_" + std::to_string(block->id);
-  bool mine = false;
-  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd >= 0) {
-    void* p = MAP_FAILED;
-    if (::ftruncate(fd, off_t(bytes)) == 0 && ::posix_fallocate(fd, 0, off_t(bytes)) == 0)
-      p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (p != MAP_FAILED) {
-      block->base[size_t(rank_)] = static_cast<char*>(p);
-      mine = true;
-    }
-  }
-  st.set(prefix + "name/" + std::to_string(rank_), mine ? name : "");
-  bool all = mine;
+  std::string name;
+  void* mine = create_segment(name, bytes, "_" + std::to_string(block->id));
+  bool all = mine != MAP_FAILED;
+  if (all)
+    block->base[size_t(rank_)] = static_cast<char*>(mine);
+  st.set(prefix + "name/" + std::to_string(rank_), name);
   for (int q = 0; q < size_; ++q) {
     if (q == rank_)
       continue;
     const std::string key = prefix + "name/" + std::to_string(q);
     st.wait({key}, timeout_);
-    const std::string peer = st.get(key);
-    const int pfd = peer.empty() ? -1 : ::shm_open(peer.c_str(), O_RDWR, 0600);
-    if (pfd < 0) {
-      all = false;
-      continue;
-    }
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
-    ::close(pfd);
-    if (p == MAP_FAILED)
-      all = false;
-    else
-      block->base[size_t(q)] = static_cast<char*>(p);
+    void* peer = map_segment(st.get(key), bytes);
+    all = all && peer != MAP_FAILED;
+    if (peer != MAP_FAILED)
+      block->base[size_t(q)] = static_cast<char*>(peer);
   }
-  st.set(prefix + "ok/" + std::to_string(rank_), all ? "1" : "0");
-  for (int q = 0; q < size_; ++q) {
-    const std::string key = prefix + "ok/" + std::to_string(q);
-    st.wait({key}, timeout_);
-    all = all && st.get(key) == "1";
-  }
-  if (mine)
+  all = all_ranks(st, prefix + "ok/", rank_, size_, all, timeout_);
+  if (!name.empty())
     ::shm_unlink(name.c_str()); // mapped everywhere (or given up): nothing left behind
   return all ? block : nullptr;
 }
