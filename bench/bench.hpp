@@ -76,10 +76,10 @@ void run_loader_transforms(const loader_bench_options& opts, std::ostream& out);
 struct report_options {
   int rounds = 3;
   std::string out_dir = "bench-report";
-  /// The PyTorch peer scripts (torch_loader.py, torch_allreduce.py, torch_ddp_mlp.py); empty:
-  /// $ACTORCH_PEER_DIR, else ../shared/bench/peer. Missing: the report has no peer columns.
+  /// The PyTorch peer scripts (torch_loader.py, torch_allreduce.py, torch_ddp_mlp.py, and
+  /// peer_tensor.py if it has one, else bench/peer_tensor.py); empty: $ACTORCH_PEER_DIR, else
+  /// ../shared/bench/peer. Missing: the report has no peer columns.
   std::string peer_dir;
-  std::string tensor_peer; // empty: bench/peer_tensor.py of the source tree
   std::string python = "/usr/bin/python3";
   bool quick = false; // small sizes and few steps (the test suite's run)
 };

@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 #include "base/error.hpp"
@@ -129,11 +130,25 @@ struct medians {
     const size_t m = v.size() / 2;
     return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
   }
-  size_t count(const std::string& key, const std::string& metric) const {
-    auto it = seen.find(key + " " + metric);
-    return it == seen.end() ? 0 : it->second.size();
-  }
 };
+
+// The key of the line `name` with these identity keys would have: a row names a measurement
+// as the benchmark prints it, and key_of puts the keys in one order.
+std::string key(const std::string& name,
+                std::initializer_list<std::pair<const char*, std::string>> kv) {
+  line l{name, {}};
+  for (const auto& [k, v] : kv)
+    l.kv[k] = v;
+  return key_of(l);
+}
+
+// A value for a gnuplot data file: NaN where nothing was measured.
+std::string dat(double v) {
+  return v < 0 ? std::string("NaN") : std::to_string(v);
+}
+
+const std::array<int64_t, 4> kAllreduceBytes = {int64_t(4) << 10, int64_t(256) << 10,
+                                                int64_t(4) << 20, int64_t(64) << 20};
 
 std::string fixed(double v, int digits) {
   if (v < 0)
@@ -148,15 +163,18 @@ std::string fixed(double v, int digits) {
 struct row {
   std::string what;
   double ours;
-  double peer;       // < 0: none
+  double peer;       // < 0: none; in a world-2-over-world-1 row, actorch's world-1 step
   bool lower_better; // times: the ratio is peer / ours; rates: ours / peer
   std::string unit;
   std::string note;
+  bool over_world1 = false; // the ratio is ours / peer, a world-2 step over a world-1 step
 };
 
 std::string ratio_text(const row& r) {
   if (r.ours <= 0 || r.peer <= 0)
     return "n/a";
+  if (r.over_world1)
+    return fixed(r.ours / r.peer, 2);
   return fixed(r.lower_better ? r.peer / r.ours : r.ours / r.peer, 2) + "x";
 }
 
@@ -188,12 +206,14 @@ void run_report(const report_options& o, std::ostream& log) {
   const std::vector<int> widths =
       o.quick ? std::vector<int>{1024} : std::vector<int>{1024, 2048, 4096};
   std::vector<job> jobs;
-  // The tensor workload's peer is ours (bench/peer_tensor.py, next to this file).
-  const std::string tensor_peer = o.tensor_peer.empty()
-                                      ? std::string(ACTORCH_SOURCE_DIR) + "/bench/peer_tensor.py"
-                                      : o.tensor_peer;
-  jobs.push_back({exe + " bench tensor --min-seconds " + (o.quick ? "0.05" : "0.3"),
-                  have_peers && fs::exists(tensor_peer) ? py + " " + quote(tensor_peer) : ""});
+  // The tensor workload's peer is ours, bench/peer_tensor.py, unless the peer directory has
+  // one of its own.
+  const bool own_tensor_peer = fs::exists(fs::path(peer_dir) / "peer_tensor.py");
+  jobs.push_back(
+      {exe + " bench tensor --min-seconds " + (o.quick ? "0.05" : "0.3"),
+       own_tensor_peer || !have_peers
+           ? peer("peer_tensor.py", "")
+           : py + " " + quote(std::string(ACTORCH_SOURCE_DIR) + "/bench/peer_tensor.py")});
   for (int w : loader_workers)
     jobs.push_back({exe + " bench loader --workers " + std::to_string(w) + " --passes 1 --n " +
                         std::to_string(n_loader),
@@ -218,10 +238,9 @@ void run_report(const report_options& o, std::ostream& log) {
     if (h == 1024)
       continue;
     const std::string wide = " --hidden " + std::to_string(h) + " --warmup 2 --steps 15";
-    jobs.push_back({exe + " bench ddp-mlp --mode single --world 1" + wide, ""});
-    jobs.push_back({exe + " bench ddp-mlp --mode independent --world 2" + wide, ""});
-    jobs.push_back({exe + " bench ddp-mlp --mode actors --world 2" + wide, ""});
-    jobs.push_back({exe + " bench ddp-mlp --mode process --world 2" + wide, ""});
+    for (const char* mode :
+         {"single --world 1", "independent --world 2", "actors --world 2", "process --world 2"})
+      jobs.push_back({exe + " bench ddp-mlp --mode " + mode + wide, ""});
   }
 
   medians m;
@@ -248,26 +267,38 @@ void run_report(const report_options& o, std::ostream& log) {
   raw.close();
 
   // The table.
-  auto loader_key = [](const char* name, int w, int passes, int n) {
-    return std::string(name) + " workers=" + std::to_string(w) +
-           " passes=" + std::to_string(passes) + " n=" + std::to_string(n);
+  auto loader_key = [&](const char* name, int w, int passes, int n) {
+    return key(name, {{"workers", std::to_string(w)},
+                      {"passes", std::to_string(passes)},
+                      {"n", std::to_string(n)}});
   };
-  auto raw_key = [](const char* threads, int passes, int n) { // threads=1 is not printed
-    return std::string("loader-raw passes=") + std::to_string(passes) +
-           (std::string(threads) == "1" ? std::string() : std::string(" threads=") + threads) +
-           " n=" + std::to_string(n);
+  auto raw_key = [&](int threads, int passes, int n) { // the line has threads only above 1
+    if (threads == 1)
+      return key("loader-raw", {{"passes", std::to_string(passes)}, {"n", std::to_string(n)}});
+    return key("loader-raw", {{"threads", std::to_string(threads)},
+                              {"passes", std::to_string(passes)},
+                              {"n", std::to_string(n)}});
   };
-  auto ddp_key = [](const char* mode, int world, int hidden) {
-    std::string k = std::string("ddp-mlp mode=") + mode + " world=" + std::to_string(world);
-    if (hidden != 1024)
-      k += " hidden=" + std::to_string(hidden) + " depth=1";
-    return k;
+  auto ddp = [&](const char* mode, int world, int hidden) { // hidden and depth only if wide
+    if (hidden == 1024)
+      return m.get(key("ddp-mlp", {{"mode", mode}, {"world", std::to_string(world)}}),
+                   "ms_per_step");
+    return m.get(key("ddp-mlp", {{"mode", mode},
+                                 {"world", std::to_string(world)},
+                                 {"hidden", std::to_string(hidden)},
+                                 {"depth", "1"}}),
+                 "ms_per_step");
+  };
+  auto allreduce = [&](const char* name, int64_t bytes, const char* metric) {
+    return m.get(key(name, {{"world", "2"}, {"bytes", std::to_string(bytes)}}), metric);
   };
   std::vector<row> rows;
-  rows.push_back({"GEMM 1024, float32, 1 thread", m.get("tensor op=gemm n=1024", "gflops"),
-                  m.get("torch-tensor op=gemm n=1024", "gflops"), false, "GFLOP/s", ""});
-  rows.push_back({"add_ 64 MiB", m.get("tensor op=add_", "gbps"),
-                  m.get("torch-tensor op=add_", "gbps"), false, "GB/s", ""});
+  rows.push_back({"GEMM 1024, float32, 1 thread",
+                  m.get(key("tensor", {{"op", "gemm"}, {"n", "1024"}}), "gflops"),
+                  m.get(key("torch-tensor", {{"op", "gemm"}, {"n", "1024"}}), "gflops"), false,
+                  "GFLOP/s", ""});
+  rows.push_back({"add_ 64 MiB", m.get(key("tensor", {{"op", "add_"}}), "gbps"),
+                  m.get(key("torch-tensor", {{"op", "add_"}}), "gbps"), false, "GB/s", ""});
   double torch_best = -1;
   for (int w : loader_workers)
     torch_best =
@@ -284,47 +315,44 @@ void run_report(const report_options& o, std::ostream& log) {
   rows.push_back({"loader W=2 P=20", p20,
                   m.get(loader_key("torch-loader", 2, 20, n_heavy), "samples_per_s"), false,
                   "samples/s", ""});
-  const double raw2 = m.get(raw_key("2", 20, n_heavy), "samples_per_s");
+  const double raw2 = m.get(raw_key(2, 20, n_heavy), "samples_per_s");
   rows.push_back({"loader W=2 P=20 vs loader-raw --threads 2", p20, raw2, false, "samples/s",
                   "efficiency; target >= 0.93"});
-  for (const int64_t bytes :
-       {int64_t(4) << 10, int64_t(256) << 10, int64_t(4) << 20, int64_t(64) << 20}) {
-    const std::string b = std::to_string(bytes);
-    const double ours = m.get("allreduce world=2 bytes=" + b, "time_us");
+  for (const int64_t bytes : kAllreduceBytes) {
+    const double ours = allreduce("allreduce", bytes, "time_us");
     if (ours < 0)
       continue;
+    const std::string b = std::to_string(bytes);
     rows.push_back({"allreduce " + b + " B, 2 ranks", ours,
-                    m.get("torch-gloo-allreduce world=2 bytes=" + b, "time_us"), true, "us",
+                    allreduce("torch-gloo-allreduce", bytes, "time_us"), true, "us",
                     bytes == 4096 ? "target: time <= 0.1x torch" : ""});
     if (bytes == (int64_t(64) << 20))
-      rows.push_back({"allreduce 64 MiB bus bandwidth",
-                      m.get("allreduce world=2 bytes=" + b, "busbw_GBps"),
-                      m.get("torch-gloo-allreduce world=2 bytes=" + b, "busbw_GBps"), false, "GB/s",
+      rows.push_back({"allreduce 64 MiB bus bandwidth", allreduce("allreduce", bytes, "busbw_GBps"),
+                      allreduce("torch-gloo-allreduce", bytes, "busbw_GBps"), false, "GB/s",
                       "target >= 2.5x"});
   }
-  const double single = m.get(ddp_key("single", 1, 1024), "ms_per_step");
-  const double torch2 = m.get("torch-ddp-mlp world=2", "ms_per_step");
-  rows.push_back({"ddp-mlp world 1 (single)", single, m.get("torch-ddp-mlp world=1", "ms_per_step"),
-                  true, "ms/step", ""});
-  rows.push_back({"ddp-mlp 2 independent world-1 runs at once vs actorch world 1", single,
-                  m.get(ddp_key("independent", 2, 1024), "ms_per_step"), false, "ms/step",
-                  "no communication: the floor sharing 2 cores sets"});
+  const double single = ddp("single", 1, 1024);
+  const double torch1 = m.get(key("torch-ddp-mlp", {{"world", "1"}}), "ms_per_step");
+  const double torch2 = m.get(key("torch-ddp-mlp", {{"world", "2"}}), "ms_per_step");
+  rows.push_back({"ddp-mlp world 1 (single)", single, torch1, true, "ms/step", ""});
+  rows.push_back({"ddp-mlp 2 independent world-1 runs at once vs actorch world 1",
+                  ddp("independent", 2, 1024), single, false, "ms/step",
+                  "no communication: the floor sharing the cores sets", true});
   for (const char* mode : {"actors", "process", "dp"}) {
-    const double t = m.get(ddp_key(mode, 2, 1024), "ms_per_step");
+    const double t = ddp(mode, 2, 1024);
     rows.push_back({std::string("ddp-mlp world 2, ") + mode, t, torch2, true, "ms/step",
                     std::string(mode) == "dp" ? "" : "target >= 1.5x torch; world-1 limit below"});
-    rows.push_back({std::string("ddp-mlp world 2, ") + mode + " vs actorch world 1", single, t,
-                    false, "ms/step", "world-2 step / world-1 step; target <= 1.1"});
+    rows.push_back({std::string("ddp-mlp world 2, ") + mode + " vs actorch world 1", t, single,
+                    false, "ms/step", "world-2 step / world-1 step; target <= 1.1", true});
   }
   for (int h : widths) {
     if (h == 1024)
       continue;
-    const double s = m.get(ddp_key("single", 1, h), "ms_per_step");
     for (const char* mode : {"independent", "actors", "process"})
       rows.push_back(
-          {"ddp-mlp hidden " + std::to_string(h) + " world 2, " + mode + " vs actorch world 1", s,
-           m.get(ddp_key(mode, 2, h), "ms_per_step"), false, "ms/step",
-           "world-2 step / world-1 step; target <= 1.1"});
+          {"ddp-mlp hidden " + std::to_string(h) + " world 2, " + mode + " vs actorch world 1",
+           ddp(mode, 2, h), ddp("single", 1, h), false, "ms/step",
+           "world-2 step / world-1 step; target <= 1.1", true});
   }
 
   std::ofstream md(fs::path(o.out_dir) / "report.md");
@@ -336,14 +364,10 @@ void run_report(const report_options& o, std::ostream& log) {
         "which give world-2 step / world-1 step (1.0 is the limit). Raw lines: raw.txt; plot: "
         "report.png.\n\n"
      << "| workload | actorch | peer | ratio | unit | note |\n|---|---|---|---|---|---|\n";
-  for (const row& r : rows) {
-    const bool world1 = r.what.find("vs actorch world 1") != std::string::npos;
-    const std::string ratio =
-        world1 ? (r.ours > 0 && r.peer > 0 ? fixed(r.peer / r.ours, 2) : "n/a") : ratio_text(r);
-    md << "| " << r.what << " | " << fixed(world1 ? r.peer : r.ours, 2) << " | "
-       << (world1 ? fixed(r.ours, 2) + " (world 1)" : fixed(r.peer, 2)) << " | " << ratio << " | "
+  for (const row& r : rows)
+    md << "| " << r.what << " | " << fixed(r.ours, 2) << " | "
+       << fixed(r.peer, 2) + (r.over_world1 ? " (world 1)" : "") << " | " << ratio_text(r) << " | "
        << r.unit << " | " << r.note << " |\n";
-  }
   md.close();
 
   // The plot: four panels, one data file each.
@@ -351,42 +375,34 @@ void run_report(const report_options& o, std::ostream& log) {
   {
     auto f = data("allreduce.dat");
     f << "# bytes actorch_us torch_us\n";
-    for (const int64_t bytes :
-         {int64_t(4) << 10, int64_t(256) << 10, int64_t(4) << 20, int64_t(64) << 20}) {
-      const std::string b = std::to_string(bytes);
-      const double ours = m.get("allreduce world=2 bytes=" + b, "time_us");
-      const double theirs = m.get("torch-gloo-allreduce world=2 bytes=" + b, "time_us");
-      if (ours > 0)
-        f << bytes << " " << ours << " " << (theirs > 0 ? fixed(theirs, 2) : "NaN") << "\n";
-    }
+    for (const int64_t bytes : kAllreduceBytes)
+      if (const double ours = allreduce("allreduce", bytes, "time_us"); ours > 0)
+        f << bytes << " " << ours << " " << dat(allreduce("torch-gloo-allreduce", bytes, "time_us"))
+          << "\n";
   }
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   {
     auto f = data("loader.dat");
-    const double raw1 = m.get(raw_key("1", 1, n_loader), "samples_per_s");
+    const double raw1 = m.get(raw_key(1, 1, n_loader), "samples_per_s");
     f << "# workers actorch torch ideal(min(W,cores) x loader-raw)\n";
-    for (int w : loader_workers) {
-      const double ours = m.get(loader_key("loader", w, 1, n_loader), "samples_per_s");
-      const double theirs = m.get(loader_key("torch-loader", w, 1, n_loader), "samples_per_s");
-      const double cores = double(std::max(1u, std::min(2u, unsigned(std::max(w, 1)))));
-      f << w << " " << ours << " " << (theirs > 0 ? fixed(theirs, 0) : "NaN") << " "
-        << (raw1 > 0 ? fixed(raw1 * cores, 0) : "NaN") << "\n";
-    }
+    for (int w : loader_workers)
+      f << w << " " << dat(m.get(loader_key("loader", w, 1, n_loader), "samples_per_s")) << " "
+        << dat(m.get(loader_key("torch-loader", w, 1, n_loader), "samples_per_s")) << " "
+        << dat(raw1 < 0 ? raw1 : raw1 * std::min(cores, unsigned(std::max(w, 1)))) << "\n";
   }
   {
     auto f = data("ddp_world.dat");
     f << "# world actors process torch\n";
-    f << "1 " << single << " " << single << " "
-      << fixed(m.get("torch-ddp-mlp world=1", "ms_per_step"), 3) << "\n";
-    f << "2 " << m.get(ddp_key("actors", 2, 1024), "ms_per_step") << " "
-      << m.get(ddp_key("process", 2, 1024), "ms_per_step") << " " << fixed(torch2, 3) << "\n";
+    f << "1 " << dat(single) << " " << dat(single) << " " << dat(torch1) << "\n";
+    f << "2 " << dat(ddp("actors", 2, 1024)) << " " << dat(ddp("process", 2, 1024)) << " "
+      << dat(torch2) << "\n";
   }
   {
     auto f = data("ddp_width.dat");
     f << "# hidden single actors process\n";
     for (int h : widths)
-      f << h << " " << m.get(ddp_key("single", 1, h), "ms_per_step") << " "
-        << m.get(ddp_key("actors", 2, h), "ms_per_step") << " "
-        << m.get(ddp_key("process", 2, h), "ms_per_step") << "\n";
+      f << h << " " << dat(ddp("single", 1, h)) << " " << dat(ddp("actors", 2, h)) << " "
+        << dat(ddp("process", 2, h)) << "\n";
   }
   const fs::path gp = fs::path(o.out_dir) / "report.gp";
   {
@@ -402,7 +418,7 @@ void run_report(const report_options& o, std::ostream& log) {
       << "set xlabel 'workers'\nset ylabel 'samples/s'\nset logscale y\nset xtics 1\n"
       << "plot 'loader.dat' using 1:2 with linespoints title 'actorch', '' using 1:3 with "
          "linespoints title 'PyTorch DataLoader', '' using 1:4 with lines dashtype 2 title "
-         "'plain loop x min(W, 2 cores)'\n"
+         "'plain loop x min(W, cores)'\n"
       << "unset logscale\nset title 'ddp-mlp step against world size'\nset xlabel 'world'\n"
       << "set ylabel 'ms per step'\nset xtics 1\nset yrange [0:*]\n"
       << "plot 'ddp_world.dat' using 1:2 with linespoints title 'actorch actors', '' using 1:3 "

@@ -242,14 +242,11 @@ void init_process_group(const init_options& opts) {
       host = *addr;
       port = parse_port(*p, "MASTER_PORT");
     } else if (url.rfind("tcp://", 0) == 0) {
-      const std::string hp = url.substr(6);
-      const size_t colon = hp.rfind(':');
-      ACTORCH_CHECK(colon != std::string::npos && colon > 0, "init_process_group: malformed ",
-                    "init_method '", opts.init_method, "' (expected tcp://host:port)");
-      host = hp.substr(0, colon);
-      if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-        host = host.substr(1, host.size() - 2);
-      port = parse_port(hp.substr(colon + 1), "the port in '" + opts.init_method + "'");
+      const auto [h, p] = split_host_port(url.substr(6));
+      ACTORCH_CHECK(!h.empty() && !p.empty(), "init_process_group: malformed ", "init_method '",
+                    opts.init_method, "' (expected tcp://host:port)");
+      host = h;
+      port = parse_port(p, "the port in '" + opts.init_method + "'");
     } else if (url.rfind("file://", 0) == 0) {
       const std::string path = url.substr(7);
       ACTORCH_CHECK(!path.empty() && path.front() == '/', "init_process_group: malformed ",

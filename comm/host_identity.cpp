@@ -47,4 +47,14 @@ std::pair<std::string, uint16_t> numeric_endpoint(const sockaddr_storage& a) {
   return {host, port};
 }
 
+std::pair<std::string, std::string> split_host_port(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  // A colon inside brackets is the address's, not a port's.
+  const bool has_port = colon != std::string::npos && text.find(']', colon) == std::string::npos;
+  std::string host = has_port ? text.substr(0, colon) : text;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  return {host, has_port ? text.substr(colon + 1) : std::string()};
+}
+
 } // namespace actorch::dist

@@ -1,7 +1,7 @@
 // Who this machine and a process are, for deciding what can be shared or cleaned up: ranks on
 // the same host (and boot) share memory (shm_allreduce), and a store file's recorded users are
 // checked against the processes running here (file_store, Note [Stale store files]); and a
-// socket address as numbers, for the addresses comm gives out and logs.
+// socket address as numbers or text, for the addresses comm gives out, logs and reads.
 #pragma once
 
 #include <cstdint>
@@ -25,5 +25,9 @@ std::string process_start_time(pid_t pid);
 /// A socket address as numbers: {"127.0.0.1", 29500}, {"::1", 80}; {"?", 0} for a family
 /// other than IPv4 and IPv6.
 std::pair<std::string, uint16_t> numeric_endpoint(const sockaddr_storage& a);
+
+/// "host:port", "[v6]:port", "host" or "[v6]" as {host without brackets, port's text} (the
+/// port's text empty when there is none); the port is the caller's to parse.
+std::pair<std::string, std::string> split_host_port(const std::string& text);
 
 } // namespace actorch::dist

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -23,6 +22,7 @@
 #include <unistd.h>
 
 #include "base/error.hpp"
+#include "base/parse.hpp"
 #include "comm/store/tcp_store.hpp"
 
 namespace actorch::dist {
@@ -37,10 +37,12 @@ struct child {
   bool running = true;
 };
 
-volatile std::sig_atomic_t g_forward_signal = 0;
+volatile std::sig_atomic_t g_forward_signal = 0; // to forward; supervise clears it
+volatile std::sig_atomic_t g_interrupted = 0;    // a signal came: no restart after it
 
 void on_signal(int sig) {
   g_forward_signal = sig;
+  g_interrupted = 1;
 }
 
 std::string describe_status(int rank, int status) {
@@ -165,8 +167,8 @@ namespace {
 
 // One attempt of the job: starts this node's ranks (restart `restart` of the job) and waits
 // for them; "" when all exited 0, else which rank failed and how, or why `stop` stopped them.
-// `agent_store`: the ranks join the launchers' store (several nodes; Note [Node restarts]).
-std::string run_attempt(const launch_options& o, int restart, std::ostream& out, bool agent_store,
+// Across nodes the ranks join the launchers' store (Note [Node restarts]).
+std::string run_attempt(const launch_options& o, int restart, std::ostream& out,
                         const std::function<std::string()>& stop) {
   const int world = o.nproc_per_node * o.nnodes;
   std::vector<child> kids;
@@ -192,7 +194,7 @@ std::string run_attempt(const launch_options& o, int restart, std::ostream& out,
       // torchrun's names: a program sees which restart this is as it would under torchrun.
       set_env("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
       set_env("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
-      if (agent_store)
+      if (o.nnodes > 1)
         set_env("TORCHELASTIC_USE_AGENT_STORE", "True");
       // torch.distributed.launch puts --local_rank=N right after the script, before its
       // arguments.
@@ -246,8 +248,7 @@ public:
   }
 
   int generation() {
-    const std::string v = store_.get(kGeneration);
-    return int(std::strtol(v.c_str(), nullptr, 10));
+    return int(parse_int(store_.get(kGeneration), "the launchers' generation", 0, 1 << 30));
   }
 
   // While attempt `g` runs: why to stop this node's ranks, or "".
@@ -255,7 +256,10 @@ public:
     const int now = generation();
     if (now <= g)
       return "";
-    return "node " + reason_node(now) + ": " + reason(now);
+    // fail() wrote the reason before it moved the generation: "<node>\n<why>".
+    const std::string r = store_.get(reason_key(now));
+    const size_t nl = r.find('\n');
+    return "node " + r.substr(0, nl) + ": " + r.substr(nl + 1);
   }
 
   // This node's rank failed in attempt g: the attempt to run next (g + 1, or a later one
@@ -267,7 +271,7 @@ public:
     store_.compare_set(reason_key(g + 1), "", std::to_string(o_.node_rank) + "\n" + why);
     const std::string moved =
         store_.compare_set(kGeneration, std::to_string(g), std::to_string(g + 1));
-    return std::max(int(std::strtol(moved.c_str(), nullptr, 10)), g + 1);
+    return std::max(int(parse_int(moved, "the launchers' generation", 0, 1 << 30)), g + 1);
   }
 
   // This node's ranks all succeeded in attempt g.
@@ -284,16 +288,6 @@ public:
 private:
   static constexpr const char* kGeneration = "/launch/generation";
   static std::string reason_key(int g) { return "/launch/reason/" + std::to_string(g); }
-  std::string reason(int g) {
-    const std::string r = store_.check({reason_key(g)}) ? store_.get(reason_key(g)) : "";
-    const size_t nl = r.find('\n');
-    return nl == std::string::npos ? "a rank failed" : r.substr(nl + 1);
-  }
-  std::string reason_node(int g) {
-    const std::string r = store_.check({reason_key(g)}) ? store_.get(reason_key(g)) : "";
-    const size_t nl = r.find('\n');
-    return nl == std::string::npos ? "?" : r.substr(0, nl);
-  }
 
   const launch_options& o_;
   std::chrono::milliseconds timeout_;
@@ -315,6 +309,7 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ACTORCH_CHECK(!o.command.empty(), "launch: no program to run");
 
   g_forward_signal = 0; // before the handler: a signal from now on is forwarded, not lost
+  g_interrupted = 0;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -332,18 +327,19 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   std::string failure;
   for (int restart = 0;;) {
     bool moved = false;
-    failure = run_attempt(chosen, restart, out, nodes != nullptr, [&]() -> std::string {
-      if (!nodes)
-        return "";
-      std::string why = nodes->moved_on(restart);
-      moved = !why.empty();
-      return why;
-    });
+    std::function<std::string()> moved_on; // one node: nothing to poll
+    if (nodes)
+      moved_on = [&] {
+        std::string why = nodes->moved_on(restart);
+        moved = !why.empty();
+        return why;
+      };
+    failure = run_attempt(chosen, restart, out, moved_on);
     if (failure.empty() && nodes)
       nodes->done(restart);
     // A job that ended well or one the user interrupted: done. (A failed last attempt still
     // tells the other nodes, below.)
-    if (failure.empty() || g_forward_signal != 0)
+    if (failure.empty() || g_interrupted != 0)
       break;
     const int next = !nodes  ? restart + 1
                      : moved ? nodes->generation()

@@ -165,7 +165,10 @@ TEST_CASE("launch stops the others when a rank fails and names it", "[comm][laun
                     Contains("--nproc-per-node must be >= 1 but got 0"));
 }
 
-TEST_CASE("launch forwards SIGTERM to every rank", "[comm][launch]") {
+TEST_CASE("launch forwards SIGTERM to every rank, and does not restart after it",
+          "[comm][launch]") {
+  const int max_restarts = GENERATE(0, 2);
+  INFO("max_restarts " << max_restarts);
   std::ostringstream out, err;
   // The signal goes out once both ranks run, so launch's handler is installed by then (it is
   // before the first fork): each rank leaves a file first.
@@ -182,12 +185,14 @@ TEST_CASE("launch forwards SIGTERM to every rank", "[comm][launch]") {
     ::kill(::getpid(), SIGTERM);
   });
   const auto t0 = std::chrono::steady_clock::now();
-  const int rc = launch(sh(2, "touch " + dir.string() + "/$RANK; exec sleep 30"), out, err);
+  auto o = sh(2, "touch " + dir.string() + "/$RANK; exec sleep 30");
+  o.max_restarts = max_restarts;
+  const int rc = launch(o, out, err);
   killer.join();
   CHECK(started);
   CHECK(rc != 0);
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
-  CHECK_THAT(err.str(), Contains("got signal 15"));
+  CHECK_THAT(err.str(), Contains("got signal 15") && !Contains("restarting"));
 }
 
 TEST_CASE("spawn runs fn in each rank and reports the one that failed", "[comm][launch]") {

@@ -18,6 +18,10 @@ with open(os.path.join(peers, "torch_ddp_mlp.py"), "w") as f:
     f.write("import sys\nw = int(sys.argv[1])\n"
             "print(f'torch-ddp-mlp world={w} batch=64 ms_per_step={10.0 * w:.2f} "
             "samples_per_s=1 loss=0.1')\n")
+with open(os.path.join(peers, "peer_tensor.py"), "w") as f:
+    f.write("print('torch-tensor op=gemm dtype=float32 m=1024 n=1024 k=1024 blas_threads=1 "
+            "time_ms=20 gflops=100.0')\n"
+            "print('torch-tensor op=add_ dtype=float32 mib=64 time_ms=3 gbps=50.0')\n")
 with open(os.path.join(peers, "torch_loader.py"), "w") as f:
     f.write("import sys\nw, p, n = sys.argv[1:4]\n"
             "print(f'torch-loader workers={w} passes={p} n={n} samples={n} time_s=1 "
@@ -59,6 +63,9 @@ assert w1.endswith("(world 1)") and abs(float(r) - float(w2) / float(w1.split()[
 ours, theirs, ratio = row(md, "loader W=2 P=1")[1:4]
 assert theirs == "3000.00" and abs(float(ratio.rstrip("x")) - round(float(ours) / 3000, 2)) <= 0.011
 assert row(md, "loader W=2 P=1 vs PyTorch's best worker count")[2] == "3000.00"
+# The peer directory's own peer_tensor.py stands in for bench/peer_tensor.py.
+assert row(md, "GEMM 1024, float32, 1 thread")[2] == "100.00"
+assert row(md, "add_ 64 MiB")[2] == "50.00"
 # Two rounds, ours and the peer alternating which goes first.
 runs = re.findall(r"^# round (\d): (.*)$", raw, re.M)
 ddp = [(rnd, "peers" in cmd) for rnd, cmd in runs

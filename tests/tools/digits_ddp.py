@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
+from job_helpers import test_accuracy  # noqa: E402
 from parity_step import read_safetensors  # noqa: E402
 
 
@@ -61,7 +62,7 @@ def main():
     epochs = re.findall(r"\[rank0\]: epoch +(\d+)/12 .* test acc +([0-9.]+)%", r.stdout)
     if [int(e) for e, _ in epochs] != list(range(1, 13)):
         failures.append(f"expected progress lines for epochs 1..12, got {epochs}")
-    acc = float(re.search(r"test accuracy ([0-9.]+)", r.stdout).group(1))
+    acc = test_accuracy(r.stdout)
     if acc < 0.95:
         failures.append(f"test accuracy {acc} < 0.95")
 

@@ -3,11 +3,11 @@ resumed from its checkpoint ends with exactly (bit for bit) the weights of an un
 run. Usage: python3 digits_resume.py DIGITS_MLP_BINARY SCRATCH_DIR
 """
 import os
-import re
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
+from job_helpers import test_accuracy  # noqa: E402
 from parity_step import read_safetensors  # noqa: E402
 
 
@@ -24,10 +24,10 @@ def main():
     full, part, resumed = (os.path.join(scratch, n) for n in
                            ("full.safetensors", "part.safetensors", "resumed.safetensors"))
     out = run(binary, "--epochs", "30", "--checkpoint", full)
-    acc = float(re.search(r"test accuracy ([0-9.]+)", out).group(1))
+    acc = test_accuracy(out)
     run(binary, "--epochs", "30", "--checkpoint", part, "--stop-after", "10")
     out2 = run(binary, "--epochs", "30", "--checkpoint", resumed, "--resume", part)
-    acc2 = float(re.search(r"test accuracy ([0-9.]+)", out2).group(1))
+    acc2 = test_accuracy(out2)
 
     a, b = read_safetensors(full), read_safetensors(resumed)
     failures = []

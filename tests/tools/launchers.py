@@ -7,27 +7,17 @@ Usage: python3 launchers.py ACTORCH_BINARY TUTORIAL_BINARY
 import collections
 import os
 import shutil
-import socket
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from distributed_tutorial import expected as tutorial_lines  # noqa: E402
+from job_helpers import free_port  # noqa: E402
 
 
 def expected(world):
-    lines = []
-    for r in range(world):
-        lines += [f"Rank {r} has data tensor(1.) (blocking)",
-                  f"Rank {r} has data tensor(2.) (non-blocking)",
-                  f"Rank {r} has data tensor(2.) (all_reduce in group [0, 1])",
-                  "Rank 0 started sending" if r == 0 else "Rank 1 started receiving"]
-    return collections.Counter(lines)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return collections.Counter(line for r in range(world) for line in tutorial_lines(r))
 
 
 def check(name, proc, failures, strip_prefix=False):

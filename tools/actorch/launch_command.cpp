@@ -7,6 +7,7 @@
 
 #include "base/error.hpp"
 #include "base/parse.hpp"
+#include "comm/host_identity.hpp"
 #include "comm/launch/launcher.hpp"
 #include "tools/actorch/commands.hpp"
 
@@ -37,18 +38,11 @@ void add_launch(CLI::App& app) {
   cmd->footer("PROGRAM ARGS...: the program each rank runs, with its arguments");
   cmd->callback([opts, cmd, endpoint] {
     if (!endpoint->empty()) { // HOST:PORT, [v6]:PORT, or HOST alone (torchrun's port 29400)
-      const size_t colon = endpoint->rfind(':');
-      const bool has_port =
-          colon != std::string::npos && endpoint->find(']', colon) == std::string::npos;
-      std::string host = has_port ? endpoint->substr(0, colon) : *endpoint;
-      if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-        host = host.substr(1, host.size() - 2);
+      const auto [host, port] = dist::split_host_port(*endpoint);
       ACTORCH_CHECK(!host.empty(), "launch: --rdzv-endpoint '", *endpoint, "' has no host");
       opts->master_addr = host;
       opts->master_port =
-          has_port
-              ? int(parse_int(endpoint->substr(colon + 1), "the port of --rdzv-endpoint", 1, 65535))
-              : 29400;
+          port.empty() ? 29400 : int(parse_int(port, "the port of --rdzv-endpoint", 1, 65535));
     }
     opts->command = cmd->remaining();
     const int rc = dist::launch(*opts, std::cout, std::cerr);
