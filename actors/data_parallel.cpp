@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -171,7 +170,6 @@ namespace {
 struct step_state {
   std::vector<tensor> inputs, outputs;
   std::vector<std::vector<tensor>> params;
-  std::vector<int64_t> sizes; // the chunks' sizes along dim
 };
 
 /// Copies `from`'s tensors into `to`'s, in order (no graph).
@@ -220,8 +218,7 @@ tensor data_parallel::forward(const tensor& input) {
     st->params.push_back(replicas_[r]->parameters());
     copy_values(params, st->params.back());
     copy_values(buffers, replicas_[r]->buffers());
-    replicas_[r]->train(module_->is_training());
-    st->sizes.push_back(chunks[r].size(dim_ < 0 ? dim_ + input.dim() : dim_));
+    replicas_[r]->copy_training_modes_from(*module_);
   }
   const bool grad = grad_enabled();
   const bool input_grad = grad && input.requires_grad();
@@ -262,13 +259,16 @@ tensor data_parallel::forward(const tensor& input) {
       std::any_of(params.begin(), params.end(), [](const tensor& t) { return t.requires_grad(); });
   if (!tracked || !any_grad) // untracked: grad mode was off, or nothing needs a gradient
     return out;
-  const int64_t d = dim_ < 0 ? dim_ + out.dim() : dim_;
+  const int64_t d = dim_; // split, size and cat wrap a negative one, as torch's do
   autograd::record(out, "DataParallelBackward", inputs, {},
                    [st, eng = engine_, d, n_params = params.size()](
                        const std::vector<tensor>& grads, const std::vector<tensor>&) {
                      // See Note [DataParallel]: the replicas' backward passes at once, then the
                      // sums.
-                     const std::vector<tensor> g = grads[0].split(st->sizes, d);
+                     shape_t sizes;
+                     for (const tensor& in : st->inputs)
+                       sizes.push_back(in.size(d));
+                     const std::vector<tensor> g = grads[0].split(sizes, d);
                      std::vector<std::function<void()>> backwards;
                      for (size_t r = 0; r < st->outputs.size(); ++r)
                        backwards.push_back([st, r, gr = g[r]] {

@@ -346,10 +346,12 @@ caf::behavior trainer_actor(caf::event_based_actor* self, const trainer_spec* sp
 job_report train_data_parallel(const trainer_spec& given, const job_options& opts) {
   check_spec(given, opts);
   trainer_spec spec = given;
-  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  const bool restarted = restart != nullptr && std::string(restart) != "0";
-  if (restarted && spec.resume.empty() && !spec.checkpoint.empty() &&
-      std::filesystem::exists(spec.checkpoint))
+  const char* restart_env = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const int64_t restart =
+      restart_env != nullptr ? parse_int(restart_env, "TORCHELASTIC_RESTART_COUNT", 0) : 0;
+  const bool resumes_on_its_own = restart > 0 && spec.resume.empty() && !spec.checkpoint.empty() &&
+                                  std::filesystem::exists(spec.checkpoint);
+  if (resumes_on_its_own)
     spec.resume = spec.checkpoint; // see trainer_spec::resume
   if (!opts.trace.empty()) {
     trace::clear();
@@ -364,9 +366,9 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
   cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system sys{cfg};
   auto exchange = spawn_comm_actor(sys, opts.process_group);
-  if (spec.resume != given.resume && exchange->process_rank() == 0)
-    std::printf("train_data_parallel: restart %s of the job: resuming from %s\n", restart,
-                spec.resume.c_str());
+  if (resumes_on_its_own && exchange->process_rank() == 0)
+    std::printf("train_data_parallel: restart %lld of the job: resuming from %s\n",
+                static_cast<long long>(restart), spec.resume.c_str());
   auto locals = std::make_shared<dist::local_replicas>(opts.num_local, exchange);
   caf::scoped_actor monitor{sys};
   std::vector<caf::actor> trainers;

@@ -100,6 +100,10 @@ public:
     limit_ = bytes;
     trim_locked(limit_);
   }
+  size_t limit() {
+    std::lock_guard lock(mu_);
+    return limit_;
+  }
   void empty() {
     std::lock_guard lock(mu_);
     trim_locked(0);
@@ -206,6 +210,10 @@ void cpu_empty_cache() {
 
 void set_cpu_cache_limit(size_t bytes) {
   the_cpu_allocator().set_limit(bytes);
+}
+
+size_t cpu_cache_limit() {
+  return the_cpu_allocator().limit();
 }
 
 allocator* pinned_allocator() {

@@ -40,6 +40,8 @@ size_t cpu_cached_bytes();
 void cpu_empty_cache();
 /// Changes how many bytes the CPU allocator may hold for reuse, freeing the excess now.
 void set_cpu_cache_limit(size_t bytes);
+/// How many bytes the CPU allocator may hold for reuse.
+size_t cpu_cache_limit();
 
 /// Page-locked host memory through cudaHostAlloc where actorch was built with CUDA and a driver
 /// is present; plain aligned memory otherwise (pinned_memory_is_page_locked() tells which).

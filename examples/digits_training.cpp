@@ -19,6 +19,7 @@
 #include "core/nn/layers.hpp"
 #include "core/optim/sgd.hpp"
 #include "core/serialize/atomic_write.hpp"
+#include "core/serialize/checkpoint.hpp"
 #include "core/serialize/safetensors.hpp"
 
 using namespace actorch;
@@ -278,11 +279,7 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
   // For PyTorch: the model alone, keyed as torch.nn.Sequential's state_dict() names it, so
   // `model.load_state_dict(load_file("model.safetensors"))` takes it as it is; and the test
   // split's indices into the digits file, to evaluate it on the same samples.
-  nn::named_tensors model_state;
-  for (auto& [name, t] : load_safetensors(spec.checkpoint).tensors)
-    if (name.rfind("model.", 0) == 0)
-      model_state.emplace_back(name.substr(6), std::move(t));
-  save_safetensors((dir / "model.safetensors").string(), model_state);
+  save_safetensors((dir / "model.safetensors").string(), checkpoint_model_state(spec.checkpoint));
   save_npy((dir / "test_indices.npy").string(),
            as_tensor(test_indices, {int64_t(test_indices.size())}, {}));
   const auto& last = done.back().eval;

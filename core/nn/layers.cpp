@@ -69,8 +69,9 @@ void sequential::push_back(std::shared_ptr<module> layer) {
 std::shared_ptr<module> sequential::clone() const {
   auto out = std::make_shared<sequential>();
   for (const auto& l : layers_)
-    out->push_back(l->clone());
-  return copy_state_into(out);
+    out->push_back(l->clone()); // each with its values, flags and mode
+  out->copy_training_modes_from(*this);
+  return out;
 }
 
 tensor sequential::forward(const tensor& input) {

@@ -172,8 +172,17 @@ std::shared_ptr<module> module::copy_state_into(std::shared_ptr<module> fresh) c
     tensor p = theirs[i].second;
     p.requires_grad_(mine[i].second.requires_grad());
   }
-  fresh->train(is_training());
+  fresh->copy_training_modes_from(*this);
   return fresh;
+}
+
+void module::copy_training_modes_from(const module& other) {
+  ACTORCH_CHECK(children_.size() == other.children_.size(), name(),
+                ": copy_training_modes_from a module of another structure (", children_.size(),
+                " children against ", other.children_.size(), ")");
+  training_ = other.training_;
+  for (size_t i = 0; i < children_.size(); ++i)
+    children_[i].second->copy_training_modes_from(*other.children_[i].second);
 }
 
 void consume_prefix_in_state_dict_if_present(named_tensors& state, const std::string& prefix) {

@@ -45,6 +45,10 @@ public:
   module& train(bool on = true);
   module& eval() { return train(false); }
   bool is_training() const { return training_; }
+  /// Takes each submodule's training mode from the same place in `other`, a module of the
+  /// same structure (a clone or replica keeps a BatchNorm left in eval inside a model in
+  /// train, as torch's deepcopy and replicate do).
+  void copy_training_modes_from(const module& other);
 
   /// Parameters then buffers of each module, depth first, as torch's state_dict orders them.
   /// The tensors are detached views of the module's own (no copy).

@@ -26,17 +26,20 @@ template <class T>
 void fused_sgd_step(T* p, const T* g, T* buf, bool first, int64_t n, const sgd_options& o,
                     double lr) {
   const T wd = T(o.weight_decay), m = T(o.momentum), keep = T(1 - o.dampening), step = T(-lr);
-  const bool one = keep == T(1);
+  // Locals, not o's fields: a store through p or buf could alias a double field, and the
+  // compiler would reload and re-test them for every element.
+  const bool one = keep == T(1), decay = o.weight_decay != 0, momentum = o.momentum != 0,
+             nesterov = o.nesterov;
   for (int64_t i = 0; i < n; ++i) {
     T d = g[i];
-    if (o.weight_decay != 0)
+    if (decay)
       d = d + wd * p[i];
-    if (o.momentum != 0) {
+    if (momentum) {
       T b = first ? d : buf[i] * m;
       if (!first)
         b = one ? b + d : b + keep * d;
       buf[i] = b;
-      d = o.nesterov ? d + m * b : b;
+      d = nesterov ? d + m * b : b;
     }
     p[i] = p[i] + step * d;
   }

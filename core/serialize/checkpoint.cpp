@@ -24,6 +24,14 @@ void save_checkpoint(const std::string& path, const nn::module& model, const opt
   save_safetensors(path, tensors, meta);
 }
 
+nn::named_tensors checkpoint_model_state(const std::string& path) {
+  nn::named_tensors model_state;
+  for (auto& [n, t] : load_safetensors(path).tensors)
+    if (n.rfind("model.", 0) == 0)
+      model_state.emplace_back(n.substr(6), std::move(t));
+  return model_state;
+}
+
 std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::module& model,
                                                    optim::optimizer& opt) {
   const safetensors_file f = load_safetensors(path);

@@ -20,4 +20,8 @@ void save_checkpoint(const std::string& path, const nn::module& model, const opt
 std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::module& model,
                                                    optim::optimizer& opt);
 
+/// The model's state dict a checkpoint holds (its "model.*" tensors, without the prefix), as
+/// torch's module.load_state_dict takes it.
+nn::named_tensors checkpoint_model_state(const std::string& path);
+
 } // namespace actorch

@@ -4,6 +4,8 @@
 // scatter, replicate, parallel_apply and gather.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "actors/data_parallel.hpp"
 #include "core/core.hpp"
 #include "core/nn/functional.hpp"
@@ -126,6 +128,25 @@ TEST_CASE("data_parallel keeps the first replica's BatchNorm statistics, as torc
   model->eval(); // the replicas follow the module's mode: running statistics now
   const tensor e = dp(tensor_of({{0.2, 0.2}, {0.2, 0.2}}));
   CHECK(close(values_of(e), {0, 0, 0, 0}, 1e-4));
+}
+
+TEST_CASE("replicas and clones keep each submodule's mode: a BatchNorm left in eval inside a "
+          "model in train",
+          "[actors][data_parallel]") {
+  auto bn = std::make_shared<nn::batch_norm1d>(2);
+  auto model =
+      std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{bn});
+  model->train();
+  bn->eval();
+  const auto copy = model->clone();
+  CHECK(copy->is_training());
+  CHECK_FALSE((*std::dynamic_pointer_cast<nn::sequential>(copy))[0]->is_training());
+  nn::data_parallel dp(model, {0, 1});
+  const tensor x = tensor_of({{1.0, 0.0}, {3.0, 4.0}, {10.0, 20.0}, {30.0, 40.0}});
+  const tensor y = dp(x);
+  // Running statistics (mean 0, variance 1) normalise, and nothing updates them.
+  CHECK(close(values_of(y), values_of(x.div(std::sqrt(1 + 1e-5))), 1e-6));
+  CHECK(values_of(bn->running_mean) == std::vector<double>{0, 0});
 }
 
 TEST_CASE("an exception in a replica is rethrown naming the replica and its device",
