@@ -6,7 +6,6 @@
 // it) is dropped and the next request connects again.
 #include "comm/store/tcp_store.hpp"
 
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -18,7 +17,6 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "base/error.hpp"

@@ -54,7 +54,6 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -88,9 +87,11 @@ struct violation {
 /// Parses one request from the front of a buffer; need() says whether the bytes are there yet.
 class cursor {
 public:
-  explicit cursor(const std::string& in) : in_(in) {}
+  /// Reads `in` from `start` on.
+  cursor(const std::string& in, size_t start) : in_(in), start_(start), pos_(start) {}
   bool need(size_t n) const { return in_.size() - pos_ >= n; }
-  size_t pos() const { return pos_; }
+  /// Bytes read since `start`.
+  size_t pos() const { return pos_ - start_; }
   uint8_t u8() { return uint8_t(in_[pos_++]); }
   void skip(size_t n) { pos_ += n; }
   template <class T> T integer() {
@@ -125,13 +126,15 @@ public:
 
 private:
   const std::string& in_;
-  size_t pos_ = 0;
+  size_t start_;
+  size_t pos_;
 };
 
 struct connection {
   int fd = -1;
   std::string peer;
   std::string in, out;
+  size_t head = 0; // bytes of `in` handled; erased once per read, not once per request
   bool dialect_known = false;
   wire::dialect dialect = wire::dialect::torch113;
   bool authed = false;
@@ -159,6 +162,8 @@ size_t connection_cap() {
 
 /// All connections' unparsed bytes together stay below this.
 constexpr size_t kMaxBufferedBytes = 512ull << 20;
+// Unsent replies past which a connection's requests are not read (see serve).
+constexpr size_t kMaxReplyBacklog = 16ull << 20;
 
 } // namespace
 
@@ -257,7 +262,7 @@ struct tcp_store_server::impl {
       log("dropped the connection from " + c.peer + ": " + why);
       ++dropped;
     }
-    buffered -= c.in.size();
+    buffered -= c.in.size() - c.head;
     ::close(c.fd);
     conns.erase(conns.begin() + std::ptrdiff_t(i));
   }
@@ -328,9 +333,9 @@ struct tcp_store_server::impl {
     return true;
   }
 
-  /// Handles one request from the front of c.in; false when it is not all there yet.
+  /// Handles one request from c.in at c.head; false when it is not all there yet.
   bool handle_one(connection& c) {
-    cursor in(c.in);
+    cursor in(c.in, c.head);
     if (!in.need(1))
       return false;
     // Note [Job secret]: nothing but the proof until it is given.
@@ -346,7 +351,7 @@ struct tcp_store_server::impl {
       } else {
         if (!in.need(32))
           return false;
-        const std::string proof = c.in.substr(0, 32);
+        const std::string proof = c.in.substr(c.head, 32);
         in.skip(32);
         const std::string want = hmac_sha256(secret, c.nonce);
         if (CRYPTO_memcmp(proof.data(), want.data(), 32) != 0)
@@ -358,10 +363,10 @@ struct tcp_store_server::impl {
       return true;
     }
     if (!c.dialect_known) {
-      if (uint8_t(c.in[0]) == 0) { // 2.x's VALIDATE, or 1.13's SET
+      if (uint8_t(c.in[c.head]) == 0) { // 2.x's VALIDATE, or 1.13's SET
         if (!in.need(5))
           return false;
-        if (wire::get_int<uint32_t>(c.in.data() + 1) == wire::validate_magic) {
+        if (wire::get_int<uint32_t>(c.in.data() + c.head + 1) == wire::validate_magic) {
           c.dialect = wire::dialect::torch2;
           c.dialect_known = true;
           consume(c, 5);
@@ -501,7 +506,7 @@ struct tcp_store_server::impl {
   }
 
   void consume(connection& c, size_t n) {
-    c.in.erase(0, n);
+    c.head += n;
     buffered -= n;
   }
 
@@ -540,7 +545,12 @@ struct tcp_store_server::impl {
         why = e.what();
         return false;
       }
-      if (size_t(n) < sizeof buf)
+      c.in.erase(0, c.head);
+      c.head = 0;
+      // Replies it does not read: stop reading its requests until they drain (loop() polls
+      // it for input again then), so a client that pipelines and never reads holds at most
+      // kMaxReplyBacklog and a chunk's replies.
+      if (size_t(n) < sizeof buf || c.out.size() > kMaxReplyBacklog)
         break;
     }
     return true;
@@ -563,7 +573,10 @@ struct tcp_store_server::impl {
       fds.push_back({wake_pipe[0], POLLIN, 0});
       fds.push_back({listen_fd, POLLIN, 0});
       for (const auto& c : conns)
-        fds.push_back({c->fd, short(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
+        fds.push_back({c->fd,
+                       short((c->out.size() > kMaxReplyBacklog ? 0 : POLLIN) |
+                             (c->out.empty() ? 0 : POLLOUT)),
+                       0});
       if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR)
         break;
       if (fds[0].revents != 0)
