@@ -392,7 +392,11 @@ TEST_CASE(
   auto none = on_ranks<int>(  // not bool: std::vector<bool> packs bits that threads would share
       2,
       [](int, process_group_gloo& pg) {
-        return int(pg.empty_shared(1 << 20, dtype::float32).defined());
+        const bool shared = pg.empty_shared(1 << 20, dtype::float32).defined();
+        // Both ranks finish connecting before either tears its group down: a rank that
+        // returned at once could close its pair while Gloo on the other still reads it.
+        pg.barrier().wait();
+        return int(shared);
       },
       opts);
   REQUIRE(none == std::vector<int>{0, 0});
