@@ -1,9 +1,12 @@
 // float16 and bfloat16 storage types. Arithmetic goes through float: each value converts on
 // load and rounds (to nearest even) on store, as PyTorch's CPU kernels do for these dtypes.
+// The conversions are shared by the CPU and CUDA kernels (bit for bit the same on both).
 #pragma once
 
 #include <bit>
 #include <cstdint>
+
+#include "base/host_device.hpp"
 
 namespace actorch {
 
@@ -12,16 +15,17 @@ struct half {
   uint16_t bits = 0;
 
   half() = default;
-  half(float f) : bits(from_float(f)) {} // NOLINT: implicit, like a built-in float type
-  operator float() const { return to_float(bits); }
+  ACTORCH_HOST_DEVICE half(float f)
+      : bits(from_float(f)) {} // NOLINT: implicit, like a built-in float type
+  ACTORCH_HOST_DEVICE operator float() const { return to_float(bits); }
 
   static constexpr half from_bits(uint16_t b) {
     half h;
     h.bits = b;
     return h;
   }
-  static uint16_t from_float(float f);
-  static float to_float(uint16_t h);
+  ACTORCH_HOST_DEVICE static uint16_t from_float(float f);
+  ACTORCH_HOST_DEVICE static float to_float(uint16_t h);
 };
 
 /// bfloat16: the top 16 bits of a float32.
@@ -29,15 +33,16 @@ struct bfloat16 {
   uint16_t bits = 0;
 
   bfloat16() = default;
-  bfloat16(float f) : bits(from_float(f)) {} // NOLINT: implicit, like a built-in float type
-  operator float() const { return std::bit_cast<float>(uint32_t(bits) << 16); }
+  ACTORCH_HOST_DEVICE bfloat16(float f)
+      : bits(from_float(f)) {} // NOLINT: implicit, like a built-in float type
+  ACTORCH_HOST_DEVICE operator float() const { return std::bit_cast<float>(uint32_t(bits) << 16); }
 
   static constexpr bfloat16 from_bits(uint16_t b) {
     bfloat16 h;
     h.bits = b;
     return h;
   }
-  static uint16_t from_float(float f) {
+  ACTORCH_HOST_DEVICE static uint16_t from_float(float f) {
     uint32_t u = std::bit_cast<uint32_t>(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep it a quiet NaN
       return uint16_t((u >> 16) | 0x40u);
@@ -46,7 +51,7 @@ struct bfloat16 {
   }
 };
 
-inline uint16_t half::from_float(float f) {
+ACTORCH_HOST_DEVICE inline uint16_t half::from_float(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7fffffffu;
@@ -65,7 +70,7 @@ inline uint16_t half::from_float(float f) {
   return uint16_t(sign | ((rounded - 0x38000000u) >> 13));
 }
 
-inline float half::to_float(uint16_t h) {
+ACTORCH_HOST_DEVICE inline float half::to_float(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   const uint32_t mant = h & 0x3ffu;

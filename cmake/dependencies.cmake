@@ -57,10 +57,16 @@ if(ACTORCH_ENABLE_CUDA)
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    # Hopper (H100, H200), the GPUs actorch is checked on; -DCMAKE_CUDA_ARCHITECTURES=... for
+    # others. One architecture keeps CI's compile of the kernels short.
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+      set(CMAKE_CUDA_ARCHITECTURES 90)
     endif()
     enable_language(CUDA)
+    # CMake 3.25 knows no C++20 flag for nvcc (DEPENDENCIES.md) and would refuse the CUDA20
+    # dialect that CMAKE_CXX_STANDARD implies for .cu files: nvcc 12+ takes -std=c++20.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
     # Debian 12's CMake 3.25.1 sets a deprecation property on CUDA::nvToolsExt whenever the
     # project requires CMake 3.25, without checking that the target exists (fixed upstream in
     # 3.25.2); CUDA 13 ships no libnvToolsExt, so configure failed. The check reads

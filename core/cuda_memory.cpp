@@ -6,49 +6,23 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "core/cuda/stream.hpp"
+#include "kernels/cuda/context.hpp"
 
 #if ACTORCH_HAVE_CUDA
-#include <cuda_runtime_api.h>
+#include "kernels/cuda/check.hpp"
 #endif
 
 namespace actorch {
 
 #if ACTORCH_HAVE_CUDA
 
-#define ACTORCH_CUDA_MEMORY_CHECK(expr)                                                            \
-  do {                                                                                             \
-    const cudaError_t err_ = (expr);                                                               \
-    ACTORCH_CHECK(err_ == cudaSuccess, "cuda memory: ", #expr,                                     \
-                  " failed: ", cudaGetErrorString(err_));                                          \
-  } while (false)
-
 namespace {
-
-// Makes `device` current for the scope and restores the caller's device after: the allocator
-// runs on whichever thread frees a tensor, and must not move that thread to another GPU.
-class device_guard {
-public:
-  explicit device_guard(int device) {
-    ACTORCH_CUDA_MEMORY_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device)
-      ACTORCH_CUDA_MEMORY_CHECK(cudaSetDevice(device));
-  }
-  ~device_guard() {
-    int now = previous_;
-    if (cudaGetDevice(&now) == cudaSuccess && now != previous_)
-      cudaSetDevice(previous_);
-  }
-  device_guard(const device_guard&) = delete;
-  device_guard& operator=(const device_guard&) = delete;
-
-private:
-  int previous_ = 0;
-};
 
 class cuda_backend final : public caching_allocator_backend {
 public:
   void* raw_alloc(size_t nbytes, int device) override {
-    device_guard guard(device);
+    cuda::device_guard guard(device);
     void* p = nullptr;
     const cudaError_t err = cudaMalloc(&p, nbytes);
     if (err == cudaErrorMemoryAllocation) {
@@ -77,7 +51,7 @@ public:
   std::string describe_memory(int device) override {
     size_t free_bytes = 0, total_bytes = 0;
     try {
-      device_guard guard(device);
+      cuda::device_guard guard(device);
       if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
         (void)cudaGetLastError();
         return {};
@@ -91,12 +65,15 @@ public:
   }
 };
 
-// Storage memory of one device on its default stream.
+// Storage memory of one device, cached per stream: a block serves the stream that was current
+// when it was allocated, and returns to that stream's pool (PyTorch's rule; a tensor used on
+// another stream must not be freed before that stream is done with it).
 class cuda_device_allocator final : public allocator {
 public:
   explicit cuda_device_allocator(int device) : device_(device) {}
   void* allocate(size_t nbytes) override {
-    return cuda_caching_allocator().allocate(nbytes, device_, 0);
+    return cuda_caching_allocator().allocate(
+        nbytes, device_, reinterpret_cast<stream_id>(kernels::cuda::current_stream(device_)));
   }
   void deallocate(void* ptr, size_t) noexcept override {
     // Only fails for a pointer that did not come from allocate(): a bug that terminates.
@@ -197,39 +174,37 @@ void cuda_empty_cache() {
 
 #else // !ACTORCH_HAVE_CUDA
 
-namespace {
-[[noreturn]] void no_cuda(const char* who) {
-  ACTORCH_FAIL(who, ": actorch was built without CUDA (nvcc was not found when configuring, or "
-                    "ACTORCH_ENABLE_CUDA is OFF)");
-}
-} // namespace
-
 int cuda_device_count() {
   return 0;
 }
 caching_allocator& cuda_caching_allocator() {
-  no_cuda("cuda_caching_allocator");
+  fail_without_cuda("cuda_caching_allocator");
 }
 allocator* cuda_allocator(int) {
-  no_cuda("cuda_allocator");
+  fail_without_cuda("cuda_allocator");
 }
 size_t cuda_memory_allocated(int) {
-  no_cuda("cuda_memory_allocated");
+  fail_without_cuda("cuda_memory_allocated");
 }
 size_t cuda_memory_reserved(int) {
-  no_cuda("cuda_memory_reserved");
+  fail_without_cuda("cuda_memory_reserved");
 }
 size_t cuda_max_memory_allocated(int) {
-  no_cuda("cuda_max_memory_allocated");
+  fail_without_cuda("cuda_max_memory_allocated");
 }
 size_t cuda_max_memory_reserved(int) {
-  no_cuda("cuda_max_memory_reserved");
+  fail_without_cuda("cuda_max_memory_reserved");
 }
 void cuda_reset_peak_memory_stats(int) {
-  no_cuda("cuda_reset_peak_memory_stats");
+  fail_without_cuda("cuda_reset_peak_memory_stats");
 }
 void cuda_empty_cache() {}
 
 #endif
+
+void fail_without_cuda(const char* who) {
+  ACTORCH_FAIL(who, ": actorch was built without CUDA (nvcc was not found when configuring, or "
+                    "ACTORCH_ENABLE_CUDA is OFF)");
+}
 
 } // namespace actorch

@@ -10,6 +10,9 @@
 
 namespace actorch {
 
+/// Throws actorch::error: `who` needs CUDA and this build of actorch has none.
+[[noreturn]] void fail_without_cuda(const char* who);
+
 /// Number of CUDA devices the runtime sees: 0 without CUDA support, a driver or a GPU.
 int cuda_device_count();
 
@@ -17,9 +20,8 @@ int cuda_device_count();
 /// @pre cuda_device_count() > 0, else throws actorch::error.
 caching_allocator& cuda_caching_allocator();
 
-/// `device`'s memory through cuda_caching_allocator() on the default stream, behind the
-/// interface storages allocate through. Not yet the allocator of any tensor factory: CUDA
-/// tensors come with the CUDA kernels (issue 7).
+/// `device`'s memory through cuda_caching_allocator(), for the stream current when allocating:
+/// the allocator of CUDA tensors' storage.
 /// @pre 0 <= device < cuda_device_count(), else throws actorch::error.
 allocator* cuda_allocator(int device);
 

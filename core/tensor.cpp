@@ -9,9 +9,12 @@
 
 #include "core/autograd/grad_mode.hpp"
 #include "core/autograd/node.hpp"
+#include "core/cuda/copy.hpp"
+#include "core/ops/dispatch.hpp"
 #include "core/ops/factory.hpp"
 #include "core/tensor_iterator.hpp"
 #include "kernels/cpu/copy.hpp"
+#include "kernels/cuda/copy.hpp"
 
 namespace actorch {
 
@@ -118,10 +121,15 @@ void* tensor::data_ptr() const {
 }
 
 scalar read_scalar(const tensor& t, int64_t element_offset) {
-  check_cpu("item", {&t});
   const char* base = static_cast<const char*>(t.storage()->data());
   return dispatch(t.dtype(), [&]<class T>() {
-    return scalar(*reinterpret_cast<const T*>(base + element_offset * int64_t(sizeof(T))));
+    const char* at = base + element_offset * int64_t(sizeof(T));
+    T value;
+    if (t.device().is_cuda())
+      cuda::read_to_host(&value, at, sizeof(T), t.device().index);
+    else
+      value = *reinterpret_cast<const T*>(at);
+    return scalar(value);
   });
 }
 
@@ -518,9 +526,8 @@ tensor unaliased_input(const tensor& out, const tensor& in) {
   return in;
 }
 
-tensor& tensor::copy_(const tensor& src) {
+tensor& tensor::copy_(const tensor& src, bool non_blocking) {
   check_defined("copy_", {this, &src});
-  check_cpu("copy_", {this, &src});
   ACTORCH_CHECK(src.dim() <= dim() && broadcast_shapes(sizes(), src.sizes(), "copy_") == sizes(),
                 "copy_: source shape ", shape_str(src.sizes()),
                 " cannot be broadcast to the destination shape ", shape_str(sizes()));
@@ -528,8 +535,12 @@ tensor& tensor::copy_(const tensor& src) {
   autograd::check_in_place(*this, "copy_", {&src});
   if (same_layout(*this, src))
     return *this;
+  if (device() != src.device()) {
+    cuda::copy_across_devices(*this, src, non_blocking);
+    return *this;
+  }
   const tensor in = unaliased_input(*this, src);
-  kernels::cpu::copy(dtype(), in.dtype(), make_loop<2>(*this, {&in}));
+  ACTORCH_KERNEL(device(), copy, dtype(), in.dtype(), make_loop<2>(*this, {&in}));
   return *this;
 }
 
@@ -556,12 +567,35 @@ tensor tensor::to(actorch::dtype t, bool copy) const {
   return out;
 }
 
-tensor tensor::to(const actorch::device& d, bool copy) const {
+tensor tensor::to(const actorch::device& d, bool non_blocking, bool copy) const {
   if (d == device() && !copy)
     return *this;
-  ACTORCH_CHECK(d.is_cpu() && device().is_cpu(), "to: cannot move a tensor from ", device(), " to ",
-                d, ": this build has no CUDA device support");
-  return clone();
+  if (d == device())
+    return clone();
+  const bool track = autograd::needs_grad({this});
+  tensor out = empty(sizes(), {.dtype = dtype(), .device = d, .pin_memory = false});
+  {
+    no_grad untracked;
+    out.copy_(*this, non_blocking);
+  }
+  if (track) // the gradient goes back to this tensor's device
+    autograd::record(out, "ToCopyBackward0", {this}, {},
+                     [from = device()](const auto& g, const auto&) {
+                       return std::vector<tensor>{g[0].to(from)};
+                     });
+  return out;
+}
+
+tensor tensor::cuda(int index, bool non_blocking) const {
+  return to(actorch::device(device_type::cuda, index), non_blocking);
+}
+
+tensor tensor::cpu() const {
+  return to(kCPU);
+}
+
+bool tensor::is_pinned() const {
+  return cuda::is_pinned(*this);
 }
 
 std::ostream& operator<<(std::ostream& os, const tensor& t) {

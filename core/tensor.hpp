@@ -102,11 +102,20 @@ public:
   /// This tensor if already contiguous, otherwise a contiguous copy.
   tensor contiguous() const;
   tensor clone() const;
-  /// Copies src (broadcast to this shape, converted to this dtype) into this tensor.
-  tensor& copy_(const tensor& src);
+  /// Copies src (broadcast to this shape, converted to this dtype) into this tensor. Between
+  /// the host and a GPU, non_blocking makes a copy from or to pinned memory asynchronous on the
+  /// GPU's current stream; any other copy returns once the data has arrived (PyTorch's rule).
+  tensor& copy_(const tensor& src, bool non_blocking = false);
   /// This tensor when the dtype already matches (unless copy), otherwise a converted copy.
   tensor to(actorch::dtype t, bool copy = false) const;
-  tensor to(const actorch::device& d, bool copy = false) const;
+  /// This tensor when already on `d` (unless copy), otherwise a copy on `d`; non_blocking as
+  /// copy_'s. Autograd carries the gradient back to this tensor's device.
+  tensor to(const actorch::device& d, bool non_blocking = false, bool copy = false) const;
+  /// to(cuda:index), to(cpu) (torch's .cuda() and .cpu()).
+  tensor cuda(int index = 0, bool non_blocking = false) const;
+  tensor cpu() const;
+  /// Whether the memory is page-locked host memory (torch.Tensor.is_pinned).
+  bool is_pinned() const;
   /// torch's .float(), .double(), .half(), .long(), .int(), .short(): C++ keywords, so spelled
   /// with to_ here (the Python module has torch's names).
   tensor to_float() const { return to(dtype::float32); }

@@ -73,7 +73,21 @@ template kernels::strided_loop<4> make_loop<4>(const tensor&, std::array<const t
 void check_cpu(const char* op, std::initializer_list<const tensor*> ts) {
   for (const tensor* t : ts)
     ACTORCH_CHECK(t->device().is_cpu(), op, ": expected CPU tensors but got a tensor on ",
-                  t->device(), " (this build has no CUDA kernels for ", op, ")");
+                  t->device(), " (actorch has no CUDA kernel for ", op, " yet)");
+}
+
+device common_device(const char* op, std::initializer_list<const tensor*> ts) {
+  const device d = (*ts.begin())->device();
+  for (const tensor* t : ts)
+    ACTORCH_CHECK(t->device() == d, op,
+                  ": expected all tensors to be on the same device, but found at least two "
+                  "devices, ",
+                  d, " and ", t->device());
+  return d;
+}
+
+tensor scalar_to_device(const tensor& t, const device& d) {
+  return t.dim() == 0 && t.device().is_cpu() && d.is_cuda() ? t.to(d) : t;
 }
 
 void check_defined(const char* op, std::initializer_list<const tensor*> ts) {

@@ -26,8 +26,15 @@ void check_writable(const tensor& out, const char* op);
 /// would otherwise read elements it has already written).
 tensor unaliased_input(const tensor& out, const tensor& in);
 
-/// Throws naming `op` unless every tensor is on the CPU (CUDA kernels come with the CUDA build).
+/// Throws naming `op` unless every tensor is on the CPU: for the ops that have no CUDA kernel.
 void check_cpu(const char* op, std::initializer_list<const tensor*> ts);
+/// The device every tensor is on; throws naming `op` and two of the devices where they differ,
+/// as PyTorch does ("expected all tensors to be on the same device, but found at least two
+/// devices, cuda:0 and cpu").
+device common_device(const char* op, std::initializer_list<const tensor*> ts);
+/// `t` on `d`: a 0-dim CPU tensor moves to a GPU (PyTorch lets such a tensor stand for a number
+/// next to CUDA tensors); any other tensor is returned as it is, for common_device to judge.
+tensor scalar_to_device(const tensor& t, const device& d);
 /// Throws naming `op` when a tensor is undefined.
 void check_defined(const char* op, std::initializer_list<const tensor*> ts);
 

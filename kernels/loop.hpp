@@ -2,9 +2,13 @@
 // the output) is described by one broadcast shape and per-operand byte strides (0 where an
 // operand is broadcast). Rows of the innermost dim go to an `inner` callback, which kernels
 // specialise for the contiguous and scalar-broadcast cases so the compiler vectorises them.
+// CUDA kernels visit the same elements by linear index instead (element_pointers), in the same
+// order; the CPU tests check that the two agree.
 #pragma once
 
 #include <cstdint>
+
+#include "base/host_device.hpp"
 
 namespace actorch::kernels {
 
@@ -16,7 +20,7 @@ template <int N> struct strided_loop {
   int64_t strides[N][kMaxDims]{}; // in bytes, per operand
   char* data[N]{};
 
-  int64_t numel() const {
+  ACTORCH_HOST_DEVICE int64_t numel() const {
     int64_t n = 1;
     for (int d = 0; d < ndim; ++d)
       n *= sizes[d];
@@ -60,6 +64,23 @@ template <int N, class Inner> void for_each_row(const strided_loop<N>& loop, Inn
         ptrs[k] -= loop.strides[k][d] * (loop.sizes[d] - 1);
       counter[d] = 0;
     }
+  }
+}
+
+/// The operands' element pointers of the `linear`-th element in for_each_row's order (row-major
+/// over the loop's sizes): what a CUDA thread computes for its element.
+/// @pre 0 <= linear < loop.numel()
+template <int N>
+ACTORCH_HOST_DEVICE inline void element_pointers(const strided_loop<N>& loop, int64_t linear,
+                                                 char* (&ptrs)[N]) {
+  for (int k = 0; k < N; ++k)
+    ptrs[k] = loop.data[k];
+  for (int d = loop.ndim - 1; d >= 0; --d) {
+    const int64_t size = loop.sizes[d];
+    const int64_t i = linear % size;
+    linear /= size;
+    for (int k = 0; k < N; ++k)
+      ptrs[k] += i * loop.strides[k][d];
   }
 }
 

@@ -7,10 +7,13 @@
 
 #include "core/autograd/grad_mode.hpp"
 #include "core/autograd/node.hpp"
+#include "core/ops/dispatch.hpp"
 #include "core/ops/factory.hpp"
 #include "core/tensor_iterator.hpp"
 #include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/elementwise.hpp"
+#include "kernels/cuda/copy.hpp"
+#include "kernels/cuda/elementwise.hpp"
 
 namespace actorch {
 
@@ -97,15 +100,16 @@ tensor binary_out_of_place(kc::binary_op op, const tensor& a, const tensor& b, d
                            const scalar& alpha) {
   const char* name = binary_name(op);
   check_defined(name, {&a, &b});
-  check_cpu(name, {&a, &b});
+  const tensor a_on = scalar_to_device(a, b.device()), b_on = scalar_to_device(b, a.device());
+  const device dev = common_device(name, {&a_on, &b_on});
   const dtype t = compute_dtype(op, promoted);
   ACTORCH_CHECK(alpha.type() != scalar::kind::floating || is_floating_point(t), name,
                 ": for integral input tensors, alpha must not be a floating point number (got ",
                 alpha.to_double(), ")");
   const shape_t shape = broadcast_shapes(a.sizes(), b.sizes(), name);
-  const tensor ac = a.to(t), bc = b.to(t);
-  tensor out = empty(shape, {.dtype = kc::is_comparison(op) ? dtype::bool_ : t});
-  kc::binary(op, t, make_loop<3>(out, {&ac, &bc}), alpha);
+  const tensor ac = a_on.to(t), bc = b_on.to(t);
+  tensor out = empty(shape, {.dtype = kc::is_comparison(op) ? dtype::bool_ : t, .device = dev});
+  ACTORCH_KERNEL(dev, binary, op, t, make_loop<3>(out, {&ac, &bc}), alpha);
   return out;
 }
 
@@ -113,7 +117,8 @@ tensor& binary_in_place(kc::binary_op op, tensor& self, const tensor& other, dty
                         const scalar& alpha) {
   const char* name = binary_name(op);
   check_defined(name, {&self, &other});
-  check_cpu(name, {&self, &other});
+  const tensor other_on = scalar_to_device(other, self.device());
+  const device dev = common_device(name, {&self, &other_on});
   const dtype t = compute_dtype(op, promoted);
   check_cast(t, self, name);
   const shape_t shape = broadcast_shapes(self.sizes(), other.sizes(), name);
@@ -122,8 +127,8 @@ tensor& binary_in_place(kc::binary_op op, tensor& self, const tensor& other, dty
   check_writable(self, name);
   autograd::check_in_place(self, name, {&other});
   // Compute in the target's dtype (the cast check above makes this lossless in category).
-  const tensor oc = unaliased_input(self, other.to(self.dtype()));
-  kc::binary(op, self.dtype(), make_loop<3>(self, {&self, &oc}), alpha);
+  const tensor oc = unaliased_input(self, other_on.to(self.dtype()));
+  ACTORCH_KERNEL(dev, binary, op, self.dtype(), make_loop<3>(self, {&self, &oc}), alpha);
   return self;
 }
 
@@ -226,7 +231,7 @@ tensor binary(kc::binary_op op, const tensor& a, const scalar& b) {
   tensor out;
   {
     no_grad untracked;
-    out = binary_out_of_place(op, a, scalar_tensor(b, {.dtype = t}), t, 1);
+    out = binary_out_of_place(op, a, scalar_tensor(b, {.dtype = t, .device = a.device()}), t, 1);
   }
   if (track)
     record_binary_scalar(op, out, a, b);
@@ -286,7 +291,6 @@ void record_unary(kc::unary_op op, const char* name, tensor& out, const tensor& 
 
 tensor unary(kc::unary_op op, const char* name, const tensor& t, bool floating_result) {
   check_defined(name, {&t});
-  check_cpu(name, {&t});
   dtype out_t = t.dtype();
   if (floating_result && !is_floating_point(out_t))
     out_t = dtype::float32;
@@ -296,8 +300,8 @@ tensor unary(kc::unary_op op, const char* name, const tensor& t, bool floating_r
   {
     no_grad untracked;
     const tensor in = t.to(out_t);
-    out = empty(t.sizes(), {.dtype = out_t});
-    kc::unary(op, out_t, make_loop<2>(out, {&in}));
+    out = empty(t.sizes(), {.dtype = out_t, .device = t.device()});
+    ACTORCH_KERNEL(t.device(), unary, op, out_t, make_loop<2>(out, {&in}));
   }
   if (track)
     record_unary(op, name, out, t);
@@ -306,13 +310,12 @@ tensor unary(kc::unary_op op, const char* name, const tensor& t, bool floating_r
 
 tensor& unary_(kc::unary_op op, const char* name, tensor& t, bool floating_result) {
   check_defined(name, {&t});
-  check_cpu(name, {&t});
   ACTORCH_CHECK(!floating_result || t.is_floating_point(), name,
                 "_: result type float32 can't be cast to the desired output type ",
                 dtype_name(t.dtype()));
   ACTORCH_CHECK(t.dtype() != dtype::bool_, name, ": bool tensors are not supported");
   check_writable(t, name);
-  kc::unary(op, t.dtype(), make_loop<2>(t, {&t}));
+  ACTORCH_KERNEL(t.device(), unary, op, t.dtype(), make_loop<2>(t, {&t}));
   return t;
 }
 
@@ -423,15 +426,14 @@ dtype clamp_dtype(const tensor& t, const std::optional<scalar>& lo,
 
 tensor clamp(const tensor& t, const std::optional<scalar>& lo, const std::optional<scalar>& hi) {
   const dtype r = clamp_dtype(t, lo, hi);
-  check_cpu("clamp", {&t});
   const bool track = autograd::needs_grad({&t});
   tensor out;
   {
     no_grad untracked;
     const tensor in = t.to(r);
-    out = empty(t.sizes(), {.dtype = r});
-    kc::unary(kc::unary_op::clamp, r, make_loop<2>(out, {&in}), lo ? &*lo : nullptr,
-              hi ? &*hi : nullptr);
+    out = empty(t.sizes(), {.dtype = r, .device = t.device()});
+    ACTORCH_KERNEL(t.device(), unary, kc::unary_op::clamp, r, make_loop<2>(out, {&in}),
+                   lo ? &*lo : nullptr, hi ? &*hi : nullptr);
   }
   if (track)
     autograd::record(out, "ClampBackward0", {&t}, {t}, [lo, hi](const auto& g, const auto& s) {
@@ -450,7 +452,8 @@ tensor clamp(const tensor& t, const std::optional<scalar>& lo, const std::option
 
 tensor where(const tensor& cond, const tensor& a, const tensor& b) {
   check_defined("where", {&cond, &a, &b});
-  check_cpu("where", {&cond, &a, &b});
+  const tensor a_on = scalar_to_device(a, cond.device()), b_on = scalar_to_device(b, cond.device());
+  const device dev = common_device("where", {&cond, &a_on, &b_on});
   ACTORCH_CHECK(cond.dtype() == dtype::bool_, "where: expected a bool condition but got ",
                 dtype_name(cond.dtype()));
   const shape_t shape =
@@ -460,9 +463,9 @@ tensor where(const tensor& cond, const tensor& a, const tensor& b) {
   tensor out;
   {
     no_grad untracked;
-    const tensor ac = a.to(t), bc = b.to(t);
-    out = empty(shape, {.dtype = t});
-    kc::where(t, make_loop<4>(out, {&cond, &ac, &bc}));
+    const tensor ac = a_on.to(t), bc = b_on.to(t);
+    out = empty(shape, {.dtype = t, .device = dev});
+    ACTORCH_KERNEL(dev, where, t, make_loop<4>(out, {&cond, &ac, &bc}));
   }
   if (track)
     autograd::record(out, "WhereBackward0", {&a, &b}, {cond},
@@ -476,12 +479,12 @@ tensor where(const tensor& cond, const tensor& a, const tensor& b) {
 
 tensor where(const tensor& cond, const tensor& a, const scalar& b) {
   check_defined("where", {&a});
-  return where(cond, a, scalar_tensor(b, {.dtype = result_type(a, b)}));
+  return where(cond, a, scalar_tensor(b, {.dtype = result_type(a, b), .device = a.device()}));
 }
 
 tensor where(const tensor& cond, const scalar& a, const tensor& b) {
   check_defined("where", {&b});
-  return where(cond, scalar_tensor(a, {.dtype = result_type(b, a)}), b);
+  return where(cond, scalar_tensor(a, {.dtype = result_type(b, a), .device = b.device()}), b);
 }
 
 tensor masked_fill(const tensor& t, const tensor& mask, const scalar& value) {
@@ -539,7 +542,8 @@ tensor& in_place(bop op, tensor& self, const tensor& other, const scalar& alpha 
 tensor& in_place(bop op, tensor& self, const scalar& other) {
   check_defined(binary_name(op), {&self});
   const dtype t = result_type(self, other);
-  return binary_in_place(op, self, scalar_tensor(other, {.dtype = t}), t, 1);
+  return binary_in_place(op, self, scalar_tensor(other, {.dtype = t, .device = self.device()}), t,
+                         1);
 }
 } // namespace
 
@@ -697,17 +701,16 @@ tensor& tensor::tanh_() {
 
 tensor& tensor::clamp_(const scalar& lo, const scalar& hi) {
   check_cast(clamp_dtype(*this, lo, hi), *this, "clamp_");
-  check_cpu("clamp_", {this});
   check_writable(*this, "clamp_");
-  kc::unary(kc::unary_op::clamp, dtype(), make_loop<2>(*this, {this}), &lo, &hi);
+  ACTORCH_KERNEL(device(), unary, kc::unary_op::clamp, dtype(), make_loop<2>(*this, {this}), &lo,
+                 &hi);
   return *this;
 }
 
 tensor& tensor::fill_(const scalar& value) {
   check_defined("fill_", {this});
-  check_cpu("fill_", {this});
   check_writable(*this, "fill_");
-  kc::fill(dtype(), make_loop<1>(*this, {}), value);
+  ACTORCH_KERNEL(device(), fill, dtype(), make_loop<1>(*this, {}), value);
   return *this;
 }
 
@@ -717,7 +720,7 @@ tensor& tensor::zero_() {
 
 tensor& tensor::masked_fill_(const tensor& mask, const scalar& value) {
   check_defined("masked_fill_", {this, &mask});
-  check_cpu("masked_fill_", {this, &mask});
+  common_device("masked_fill_", {this, &mask});
   ACTORCH_CHECK(mask.dtype() == dtype::bool_, "masked_fill_: expected a bool mask but got ",
                 dtype_name(mask.dtype()));
   ACTORCH_CHECK(broadcast_shapes(sizes(), mask.sizes(), "masked_fill_") == sizes(),
@@ -728,7 +731,7 @@ tensor& tensor::masked_fill_(const tensor& mask, const scalar& value) {
   check_writable(*this, "masked_fill_");
   autograd::check_in_place(*this, "masked_fill_", {&mask});
   const tensor m = unaliased_input(*this, mask);
-  kc::masked_fill(dtype(), make_loop<2>(*this, {&m}), value);
+  ACTORCH_KERNEL(device(), masked_fill, dtype(), make_loop<2>(*this, {&m}), value);
   return *this;
 }
 
@@ -766,7 +769,7 @@ tensor operator+(const scalar& a, const tensor& b) {
 tensor operator-(const scalar& a, const tensor& b) {
   check_defined("sub", {&b});
   const dtype t = result_type(b, a);
-  return sub(scalar_tensor(a, {.dtype = t}), b);
+  return sub(scalar_tensor(a, {.dtype = t, .device = b.device()}), b);
 }
 tensor operator*(const scalar& a, const tensor& b) {
   return b.mul(a);
@@ -774,7 +777,7 @@ tensor operator*(const scalar& a, const tensor& b) {
 tensor operator/(const scalar& a, const tensor& b) {
   check_defined("div", {&b});
   const dtype t = result_type(b, a);
-  return div(scalar_tensor(a, {.dtype = t}), b);
+  return div(scalar_tensor(a, {.dtype = t, .device = b.device()}), b);
 }
 tensor operator-(const tensor& a) {
   return neg(a);

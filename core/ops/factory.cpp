@@ -7,18 +7,41 @@
 #include <numeric>
 
 #include "core/autograd/grad_mode.hpp"
+#include "core/cuda_memory.hpp"
 #include "core/tensor_iterator.hpp"
-#include "kernels/cpu/copy.hpp"
 
 namespace actorch {
 
 namespace {
 
 void check_device(const tensor_options& opts, const char* op) {
-  ACTORCH_CHECK(opts.device.is_cpu(), op, ": cannot create a tensor on ", opts.device,
-                ": this build has no CUDA device support");
+  if (opts.device.is_cuda()) {
+    ACTORCH_CHECK(ACTORCH_HAVE_CUDA, op, ": cannot create a tensor on ", opts.device,
+                  ": actorch was built without CUDA");
+    const int n = cuda_device_count();
+    ACTORCH_CHECK(n > 0, op, ": cannot create a tensor on ", opts.device,
+                  ": no CUDA device is available");
+    ACTORCH_CHECK(opts.device.index >= 0 && opts.device.index < n, op,
+                  ": cannot create a tensor on ", opts.device, ": this machine has ", n,
+                  " CUDA device(s)");
+  }
   ACTORCH_CHECK(!opts.pin_memory || opts.device.is_cpu(), op,
                 ": pin_memory applies to CPU tensors only");
+}
+
+allocator* allocator_for(const tensor_options& opts) {
+  if (opts.device.is_cuda())
+    return cuda_allocator(opts.device.index); // throws naming the device when there is none
+  return opts.pin_memory ? pinned_allocator() : cpu_allocator();
+}
+
+// Factories whose values are computed on the host (ranges, random draws) fill a CPU tensor
+// and finish() copies it to the requested GPU: a CUDA tensor gets the CPU's values, so the same
+// seed gives the same numbers on both (PyTorch's CUDA generator draws other numbers).
+tensor_options on_host(const tensor_options& opts) {
+  tensor_options o = opts;
+  o.device = kCPU;
+  return o;
 }
 
 tensor_options with_dtype(const tensor_options& opts, dtype t) {
@@ -27,8 +50,11 @@ tensor_options with_dtype(const tensor_options& opts, dtype t) {
   return o;
 }
 
-/// What the public factories return: `t` made a leaf that requires grad when opts asks.
+/// What the public factories return: `t` on opts' device (see on_host), made a leaf that
+/// requires grad when opts asks.
 tensor finish(tensor t, const tensor_options& opts) {
+  if (t.device() != opts.device)
+    t = t.to(opts.device);
   if (opts.requires_grad)
     t.requires_grad_();
   return t;
@@ -43,8 +69,7 @@ tensor alloc(const shape_t& shape, const tensor_options& opts) {
   ACTORCH_CHECK(!__builtin_mul_overflow(n, int64_t(element_size(t)), &nbytes), "empty: shape ",
                 shape_str(shape), " of ", dtype_name(t), " needs more bytes than int64 counts");
   auto impl = std::make_shared<tensor_impl>();
-  impl->storage = std::make_shared<actorch::storage>(
-      size_t(nbytes), opts.pin_memory ? pinned_allocator() : cpu_allocator());
+  impl->storage = std::make_shared<actorch::storage>(size_t(nbytes), allocator_for(opts));
   impl->sizes = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = t;
@@ -127,7 +152,7 @@ namespace {
 
 // Writes f(i) for i in [0, n) into a new 1-D tensor of dtype t.
 template <class F> tensor fill_1d(int64_t n, const tensor_options& opts, dtype t, F f) {
-  tensor out = alloc({n}, with_dtype(opts, t));
+  tensor out = alloc({n}, with_dtype(on_host(opts), t));
   dispatch(out.dtype(), [&]<class T>() {
     T* p = static_cast<T*>(out.data_ptr());
     for (int64_t i = 0; i < n; ++i) {
@@ -252,7 +277,7 @@ void check_float_dtype(dtype t, const char* op) {
 } // namespace
 
 tensor rand(const shape_t& shape, const tensor_options& opts, generator* gen) {
-  tensor out = alloc(shape, opts);
+  tensor out = alloc(shape, on_host(opts));
   check_float_dtype(out.dtype(), "rand");
   const int64_t n = out.numel();
   draws d(gen, 2 * n);
@@ -274,7 +299,7 @@ tensor rand(const shape_t& shape, const tensor_options& opts, generator* gen) {
 tensor normal(double mean, double std, const shape_t& shape, const tensor_options& opts,
               generator* gen) {
   ACTORCH_CHECK(std >= 0, "normal: std must be >= 0 but got ", std);
-  tensor out = alloc(shape, opts);
+  tensor out = alloc(shape, on_host(opts));
   check_float_dtype(out.dtype(), "normal");
   const int64_t n = out.numel();
   draws d(gen, 2 * (n + 1));
@@ -308,7 +333,7 @@ tensor normal_of(const tensor& mean, const tensor& std, generator* gen) {
                 "normal: expects all elements of std >= 0.0, but the smallest is ",
                 std.min().item<double>());
   const shape_t shape = broadcast_shapes(mean.sizes(), std.sizes(), "normal");
-  return normal(0.0, 1.0, shape, {.dtype = t}, gen).mul(std).add(mean);
+  return normal(0.0, 1.0, shape, {.dtype = t, .device = mean.device()}, gen).mul(std).add(mean);
 }
 } // namespace
 
@@ -317,11 +342,11 @@ tensor normal(const tensor& mean, const tensor& std, generator* gen) {
 }
 
 tensor normal(const tensor& mean, double std, generator* gen) {
-  return normal_of(mean, scalar_tensor(std, {.dtype = mean.dtype()}), gen);
+  return normal_of(mean, scalar_tensor(std, {.dtype = mean.dtype(), .device = mean.device()}), gen);
 }
 
 tensor normal(double mean, const tensor& std, generator* gen) {
-  return normal_of(scalar_tensor(mean, {.dtype = std.dtype()}), std, gen);
+  return normal_of(scalar_tensor(mean, {.dtype = std.dtype(), .device = std.device()}), std, gen);
 }
 
 tensor randn(const shape_t& shape, const tensor_options& opts, generator* gen) {
@@ -331,7 +356,7 @@ tensor randn(const shape_t& shape, const tensor_options& opts, generator* gen) {
 tensor randint(int64_t low, int64_t high, const shape_t& shape, const tensor_options& opts,
                generator* gen) {
   ACTORCH_CHECK(low < high, "randint: expected low < high but got low=", low, ", high=", high);
-  tensor out = alloc(shape, with_dtype(opts, dtype::int64));
+  tensor out = alloc(shape, with_dtype(on_host(opts), dtype::int64));
   const int64_t n = out.numel();
   const uint64_t span = uint64_t(high) - uint64_t(low);
   draws d(gen, 2 * n);

@@ -1,21 +1,13 @@
-// copy and fill. Conversions follow C++'s (truncation toward zero for float -> int, as
-// PyTorch's CPU casts do); a value converted to bool is value != 0.
+// copy and fill. Conversions are kernels::convert's, shared with the CUDA twin.
 #include "kernels/cpu/copy.hpp"
 
 #include <cstring>
 
+#include "kernels/functors.hpp"
+
 namespace actorch::kernels::cpu {
 
 namespace {
-
-template <class D, class S> inline D convert(S v) {
-  if constexpr (std::is_same_v<D, bool>)
-    return static_cast<compute_t<S>>(v) != compute_t<S>(0);
-  else if constexpr (std::is_same_v<D, S>)
-    return v;
-  else
-    return static_cast<D>(static_cast<compute_t<D>>(static_cast<compute_t<S>>(v)));
-}
 
 template <class D, class S> void copy_typed(const strided_loop<2>& loop) {
   for_each_row(loop, [](char** p, const int64_t* s, int64_t n) {

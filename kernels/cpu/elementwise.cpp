@@ -1,10 +1,7 @@
-// Elementwise CPU kernels. 16-bit floats compute in float. Signed integer add, sub and mul
-// wrap around on overflow as PyTorch's do (computed in unsigned arithmetic, where C++ defines
-// wrapping; signed overflow would be undefined behaviour).
+// Elementwise CPU kernels: the loops, with the per-element arithmetic of kernels/functors.hpp
+// (shared with the CUDA twin). 16-bit floats compute in float.
 #include "kernels/cpu/elementwise.hpp"
 
-#include <algorithm>
-#include <cmath>
 #include <type_traits>
 
 #include "base/error.hpp"
@@ -59,159 +56,14 @@ template <class O, class T, class F> void map2(const strided_loop<3>& loop, F f)
   });
 }
 
-template <class V> inline V wrap_add(V a, V b) {
-  if constexpr (std::is_integral_v<V> && std::is_signed_v<V>)
-    return V(std::make_unsigned_t<V>(a) + std::make_unsigned_t<V>(b));
-  else
-    return a + b;
-}
-template <class V> inline V wrap_sub(V a, V b) {
-  if constexpr (std::is_integral_v<V> && std::is_signed_v<V>)
-    return V(std::make_unsigned_t<V>(a) - std::make_unsigned_t<V>(b));
-  else
-    return a - b;
-}
-template <class V> inline V wrap_mul(V a, V b) {
-  if constexpr (std::is_integral_v<V> && std::is_signed_v<V>)
-    return V(std::make_unsigned_t<V>(a) * std::make_unsigned_t<V>(b));
-  else
-    return a * b;
-}
-
-// NaN propagates from either side, as torch.maximum and torch.minimum do.
-template <class V> inline V maximum_of(V a, V b) {
-  if constexpr (std::is_floating_point_v<V>)
-    if (std::isnan(a) || std::isnan(b))
-      return a + b;
-  return a > b ? a : b;
-}
-template <class V> inline V minimum_of(V a, V b) {
-  if constexpr (std::is_floating_point_v<V>)
-    if (std::isnan(a) || std::isnan(b))
-      return a + b;
-  return a < b ? a : b;
-}
-
-// Integer power by squaring; negative exponents are rejected, as PyTorch does.
-template <class V> V int_pow(V base, V exp) {
-  if constexpr (std::is_signed_v<V>)
-    ACTORCH_CHECK(exp >= 0, "pow: integers to negative integer powers are not allowed (got ",
-                  int64_t(exp), ")");
-  V result = 1;
-  while (exp) {
-    if (exp & 1)
-      result = wrap_mul(result, base);
-    exp = V(exp >> 1);
-    base = wrap_mul(base, base);
-  }
-  return result;
-}
-
 template <class T>
 void unary_typed(unary_op op, const strided_loop<2>& loop, const scalar* lo, const scalar* hi) {
-  using V = C<T>;
-  switch (op) {
-  case unary_op::neg:
-    if constexpr (!std::is_same_v<T, bool>)
-      map1<T, T>(loop, [](V x) { return wrap_sub(V(0), x); });
-    return;
-  case unary_op::abs:
-    if constexpr (std::is_unsigned_v<V>)
-      map1<T, T>(loop, [](V x) { return x; });
-    else if constexpr (std::is_integral_v<V>)
-      map1<T, T>(loop, [](V x) { return x < 0 ? wrap_sub(V(0), x) : x; });
-    else
-      map1<T, T>(loop, [](V x) { return std::abs(x); });
-    return;
-  case unary_op::relu: map1<T, T>(loop, [](V x) { return x > V(0) ? x : V(0); }); return;
-  case unary_op::clamp: {
-    const bool has_lo = lo != nullptr, has_hi = hi != nullptr;
-    const V l = has_lo ? lo->to<V>() : V(0), h = has_hi ? hi->to<V>() : V(0);
-    map1<T, T>(loop, [=](V x) {
-      if constexpr (std::is_floating_point_v<V>)
-        if (std::isnan(x))
-          return x;
-      if (has_lo && x < l)
-        x = l;
-      if (has_hi && x > h)
-        x = h;
-      return x;
-    });
-    return;
-  }
-  default: break;
-  }
-  if constexpr (std::is_floating_point_v<V>) {
-    switch (op) {
-    case unary_op::exp: map1<T, T>(loop, [](V x) { return std::exp(x); }); return;
-    case unary_op::log: map1<T, T>(loop, [](V x) { return std::log(x); }); return;
-    case unary_op::sqrt: map1<T, T>(loop, [](V x) { return std::sqrt(x); }); return;
-    case unary_op::tanh: map1<T, T>(loop, [](V x) { return std::tanh(x); }); return;
-    case unary_op::sigmoid:
-      map1<T, T>(loop, [](V x) { return V(1) / (V(1) + std::exp(-x)); });
-      return;
-    default: break;
-    }
-  }
-  ACTORCH_FAIL("unary kernel: op ", int(op), " is not defined for ", dtype_name(dtype_of<T>()));
+  visit_unary<T>(op, lo, hi, [&]<class O, class F>(F f) { map1<O, T>(loop, f); });
 }
 
 template <class T>
 void binary_typed(binary_op op, const strided_loop<3>& loop, const scalar& alpha) {
-  using V = C<T>;
-  switch (op) {
-  case binary_op::eq: map2<bool, T>(loop, [](V a, V b) { return a == b; }); return;
-  case binary_op::ne: map2<bool, T>(loop, [](V a, V b) { return a != b; }); return;
-  case binary_op::lt: map2<bool, T>(loop, [](V a, V b) { return a < b; }); return;
-  case binary_op::le: map2<bool, T>(loop, [](V a, V b) { return a <= b; }); return;
-  case binary_op::gt: map2<bool, T>(loop, [](V a, V b) { return a > b; }); return;
-  case binary_op::ge: map2<bool, T>(loop, [](V a, V b) { return a >= b; }); return;
-  case binary_op::maximum: map2<T, T>(loop, [](V a, V b) { return maximum_of(a, b); }); return;
-  case binary_op::minimum: map2<T, T>(loop, [](V a, V b) { return minimum_of(a, b); }); return;
-  default: break;
-  }
-  if constexpr (std::is_same_v<T, bool>) {
-    // bool arithmetic: add is logical or, mul logical and (PyTorch's results for bool inputs).
-    if (op == binary_op::add && alpha.to<bool>()) {
-      map2<T, T>(loop, [](bool a, bool b) { return a || b; });
-      return;
-    }
-    if (op == binary_op::mul) {
-      map2<T, T>(loop, [](bool a, bool b) { return a && b; });
-      return;
-    }
-  } else {
-    const V al = alpha.to<V>();
-    switch (op) {
-    case binary_op::add:
-      if (al == V(1))
-        map2<T, T>(loop, [](V a, V b) { return wrap_add(a, b); });
-      else
-        map2<T, T>(loop, [al](V a, V b) { return wrap_add(a, wrap_mul(al, b)); });
-      return;
-    case binary_op::sub:
-      if (al == V(1))
-        map2<T, T>(loop, [](V a, V b) { return wrap_sub(a, b); });
-      else
-        map2<T, T>(loop, [al](V a, V b) { return wrap_sub(a, wrap_mul(al, b)); });
-      return;
-    case binary_op::mul: map2<T, T>(loop, [](V a, V b) { return wrap_mul(a, b); }); return;
-    case binary_op::div:
-      if constexpr (std::is_floating_point_v<V>) {
-        map2<T, T>(loop, [](V a, V b) { return a / b; });
-        return;
-      }
-      break;
-    case binary_op::pow:
-      if constexpr (std::is_floating_point_v<V>)
-        map2<T, T>(loop, [](V a, V b) { return b == V(2) ? a * a : std::pow(a, b); });
-      else
-        map2<T, T>(loop, [](V a, V b) { return int_pow(a, b); });
-      return;
-    default: break;
-    }
-  }
-  ACTORCH_FAIL("binary kernel: op ", int(op), " is not defined for ", dtype_name(dtype_of<T>()));
+  visit_binary<T>(op, alpha, [&]<class O, class F>(F f) { map2<O, T>(loop, f); });
 }
 
 template <class T, combine_op Op>

@@ -8,22 +8,20 @@
 
 #include "base/dtype.hpp"
 #include "base/scalar.hpp"
+#include "kernels/functors.hpp"
 #include "kernels/loop.hpp"
 
 namespace actorch::kernels::cpu {
 
-enum class unary_op { neg, abs, exp, log, sqrt, relu, sigmoid, tanh, clamp };
+// The ops are the CUDA twin's too (kernels/functors.hpp).
+using kernels::binary_op;
+using kernels::is_comparison;
+using kernels::unary_op;
 
 /// out = op(in); for clamp, out = min(max(in, lo), hi) (either bound may be absent).
 /// loop: out (t), in (t).
 void unary(unary_op op, dtype t, const strided_loop<2>& loop, const scalar* lo = nullptr,
            const scalar* hi = nullptr);
-
-enum class binary_op { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge };
-
-inline bool is_comparison(binary_op op) {
-  return op >= binary_op::eq;
-}
 
 /// out = a op b; add and sub compute a + alpha * b and a - alpha * b.
 /// loop: out (t, or bool for comparisons), a (t), b (t).

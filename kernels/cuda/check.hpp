@@ -1,0 +1,15 @@
+// The check every CUDA runtime call goes through (STYLE.md: throw actorch::error, never exit).
+// Includes the CUDA runtime's header: only for files built where actorch has CUDA.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "base/error.hpp"
+
+/// Throws actorch::error naming the call and CUDA's reason when `expr` does not return success.
+#define ACTORCH_CUDA_CHECK(expr)                                                                   \
+  do {                                                                                             \
+    const cudaError_t actorch_err_ = (expr);                                                       \
+    ACTORCH_CHECK(actorch_err_ == cudaSuccess, #expr,                                              \
+                  " failed: ", cudaGetErrorString(actorch_err_));                                  \
+  } while (false)
