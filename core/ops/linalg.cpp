@@ -10,9 +10,11 @@
 #include <optional>
 #include <sstream>
 
+#include "core/ops/dispatch.hpp"
 #include "core/ops/factory.hpp"
 #include "core/tensor_iterator.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cuda/gemm.hpp"
 
 namespace actorch {
 
@@ -63,8 +65,9 @@ void run_gemm(const tensor& out, const tensor& a, const tensor& b, const scalar&
   const batched_operand pa = prepare(a);
   const batched_operand pb = prepare(b);
   const int64_t m = out.size(1), n = out.size(2), k = a.size(2);
-  kc::gemm_batched(out.dtype(), out.size(0), m, n, k, alpha, pa.op, pa.t.stride(0), pb.op,
-                   pb.t.stride(0), beta, out.data_ptr(), std::max<int64_t>(n, 1), m * n);
+  ACTORCH_KERNEL(out.device(), gemm_batched, out.dtype(), out.size(0), m, n, k, alpha, pa.op,
+                 pa.t.stride(0), pb.op, pb.t.stride(0), beta, out.data_ptr(),
+                 std::max<int64_t>(n, 1), m * n);
 }
 
 // "2x3": a matrix's shape in PyTorch's mm messages.
@@ -77,7 +80,7 @@ std::string mat_str(const tensor& t) {
 
 void check_operands(const char* op, const tensor& a, const tensor& b) {
   check_defined(op, {&a, &b});
-  check_cpu(op, {&a, &b});
+  common_device(op, {&a, &b});
 }
 
 void check_dtypes(const char* op, const tensor& a, const tensor& b) {
@@ -99,7 +102,7 @@ void check_mm_shapes(const char* op, const tensor& a, const tensor& b) {
 
 // a (m,k) @ b (k,n) after the checks.
 tensor mm_unchecked(const tensor& a, const tensor& b) {
-  tensor out = empty({a.size(0), b.size(1)}, {.dtype = a.dtype()});
+  tensor out = empty({a.size(0), b.size(1)}, {.dtype = a.dtype(), .device = a.device()});
   run_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), 1, 0);
   return out;
 }
@@ -139,7 +142,7 @@ static tensor addmm_untracked(const tensor& input, const tensor& a, const tensor
                               const scalar& beta, const scalar& alpha) {
   check_operands("addmm", a, b);
   check_defined("addmm", {&input});
-  check_cpu("addmm", {&input});
+  common_device("addmm", {&input, &a});
   check_mm_shapes("addmm", a, b);
   check_dtypes("addmm", a, b);
   ACTORCH_CHECK(input.dtype() == a.dtype(),
@@ -154,7 +157,7 @@ static tensor addmm_untracked(const tensor& input, const tensor& a, const tensor
                 "addmm: input of shape ", shape_str(input.sizes()),
                 " cannot be broadcast to the result's shape ", shape_str(shape), " (mat1 ",
                 mat_str(a), ", mat2 ", mat_str(b), ")");
-  tensor out = empty(shape, {.dtype = a.dtype()});
+  tensor out = empty(shape, {.dtype = a.dtype(), .device = a.device()});
   const bool use_input = beta.to_double() != 0.0;
   if (use_input)
     out.copy_(input);
@@ -171,7 +174,7 @@ static tensor bmm_untracked(const tensor& a, const tensor& b) {
   ACTORCH_CHECK(a.size(2) == b.size(1), "bmm: batch1 and batch2 shapes cannot be multiplied (",
                 mat_str(a), " and ", mat_str(b), ": ", a.size(2), " != ", b.size(1), ")");
   check_dtypes("bmm", a, b);
-  tensor out = empty({a.size(0), a.size(1), b.size(2)}, {.dtype = a.dtype()});
+  tensor out = empty({a.size(0), a.size(1), b.size(2)}, {.dtype = a.dtype(), .device = a.device()});
   run_gemm(out, a, b, 1, 0);
   return out;
 }
@@ -228,7 +231,7 @@ static tensor matmul_untracked(const tensor& a, const tensor& b) {
   b_shape.insert(b_shape.end(), {k, n});
   const tensor a3 = collapse_batch(a2.expand(a_shape), batch_numel);
   const tensor b3 = collapse_batch(b.expand(b_shape), batch_numel);
-  tensor out = empty({batch_numel, m, n}, {.dtype = a.dtype()});
+  tensor out = empty({batch_numel, m, n}, {.dtype = a.dtype(), .device = a.device()});
   run_gemm(out, a3, b3, 1, 0);
   shape_t out_shape = batch;
   if (da > 1)

@@ -8,11 +8,13 @@
 
 #include "core/autograd/grad_mode.hpp"
 #include "core/autograd/node.hpp"
+#include "core/ops/dispatch.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/factory.hpp"
 #include "core/ops/index.hpp"
 #include "core/tensor_iterator.hpp"
 #include "kernels/cpu/reduce.hpp"
+#include "kernels/cuda/reduce.hpp"
 
 namespace actorch {
 
@@ -104,22 +106,22 @@ arranged arrange(const tensor& t, const reduction& r) {
 tensor reduce_forward(kc::reduce_op op, const char* name, const tensor& t, const shape_t& dims,
                       bool keepdim, int64_t correction) {
   check_defined(name, {&t});
-  check_cpu(name, {&t});
   if (op == kc::reduce_op::mean || op == kc::reduce_op::var || op == kc::reduce_op::std)
     check_floating(t, name);
   const reduction r = plan_reduction(t, dims, keepdim, name);
   if (op == kc::reduce_op::amax || op == kc::reduce_op::amin)
     check_nonempty_dims(t, r, name);
-  tensor out = empty(r.out_shape, {.dtype = kc::reduce_out_dtype(op, t.dtype())});
+  tensor out =
+      empty(r.out_shape, {.dtype = kc::reduce_out_dtype(op, t.dtype()), .device = t.device()});
   if (r.kept_numel == 0)
     return out;
   const arranged a = arrange(t, r);
   if (a.cols)
-    kc::reduce_cols(op, t.dtype(), a.in.data_ptr(), out.data_ptr(), r.reduced_numel, r.kept_numel,
-                    correction);
+    ACTORCH_KERNEL(t.device(), reduce_cols, op, t.dtype(), a.in.data_ptr(), out.data_ptr(),
+                   r.reduced_numel, r.kept_numel, correction);
   else
-    kc::reduce_rows(op, t.dtype(), a.in.data_ptr(), out.data_ptr(), r.kept_numel, r.reduced_numel,
-                    correction);
+    ACTORCH_KERNEL(t.device(), reduce_rows, op, t.dtype(), a.in.data_ptr(), out.data_ptr(),
+                   r.kept_numel, r.reduced_numel, correction);
   return out;
 }
 
@@ -127,7 +129,6 @@ tensor reduce_forward(kc::reduce_op op, const char* name, const tensor& t, const
 values_indices arg_reduce_forward(bool is_max, bool want_values, const char* name, const tensor& t,
                                   std::optional<int64_t> dim, bool keepdim) {
   check_defined(name, {&t});
-  check_cpu(name, {&t});
   const reduction r = plan_reduction(t, dim ? shape_t{*dim} : shape_t{}, keepdim, name);
   if (dim)
     check_nonempty_dims(t, r, name);
@@ -137,19 +138,19 @@ values_indices arg_reduce_forward(bool is_max, bool want_values, const char* nam
                   shape_str(t.sizes()), "); specify the reduction dim with the dim argument");
   values_indices out;
   if (want_values)
-    out.values = empty(r.out_shape, {.dtype = t.dtype()});
-  out.indices = empty(r.out_shape, {.dtype = dtype::int64});
+    out.values = empty(r.out_shape, {.dtype = t.dtype(), .device = t.device()});
+  out.indices = empty(r.out_shape, {.dtype = dtype::int64, .device = t.device()});
   if (r.kept_numel == 0)
     return out;
   const arranged a = arrange(t, r);
   void* values = want_values ? out.values.data_ptr() : nullptr;
   int64_t* indices = out.indices.data_ptr<int64_t>();
   if (a.cols)
-    kc::arg_reduce_cols(is_max, t.dtype(), a.in.data_ptr(), values, indices, r.reduced_numel,
-                        r.kept_numel);
+    ACTORCH_KERNEL(t.device(), arg_reduce_cols, is_max, t.dtype(), a.in.data_ptr(), values, indices,
+                   r.reduced_numel, r.kept_numel);
   else
-    kc::arg_reduce_rows(is_max, t.dtype(), a.in.data_ptr(), values, indices, r.kept_numel,
-                        r.reduced_numel);
+    ACTORCH_KERNEL(t.device(), arg_reduce_rows, is_max, t.dtype(), a.in.data_ptr(), values, indices,
+                   r.kept_numel, r.reduced_numel);
   return out;
 }
 

@@ -6,9 +6,11 @@
 #include "core/autograd/grad_mode.hpp"
 #include "core/autograd/node.hpp"
 
+#include "core/ops/dispatch.hpp"
 #include "core/ops/factory.hpp"
 #include "core/tensor_iterator.hpp"
 #include "kernels/cpu/softmax.hpp"
+#include "kernels/cuda/softmax.hpp"
 
 namespace actorch {
 
@@ -36,24 +38,26 @@ void check_floating(const tensor& t, const char* op) {
                 " is not implemented for integer and bool tensors; convert with to(float32))");
 }
 
-template <class Kernel>
-tensor forward(Kernel kernel, const char* op, const tensor& t, int64_t dim) {
+// softmax (log false) or log_softmax along dim.
+tensor forward(bool log, const char* op, const tensor& t, int64_t dim) {
   check_defined(op, {&t});
-  check_cpu(op, {&t});
   check_floating(t, op);
   const int64_t d = wrap_dim(dim, t.dim(), op);
   const tensor in = t.contiguous();
-  tensor out = empty(t.sizes(), {.dtype = t.dtype()});
+  tensor out = empty(t.sizes(), {.dtype = t.dtype(), .device = t.device()});
   const around_dim s = split_around(t.sizes(), d);
-  kernel(t.dtype(), in.data_ptr(), out.data_ptr(), s.outer, s.n, s.inner);
+  if (log)
+    ACTORCH_KERNEL(t.device(), log_softmax_forward, t.dtype(), in.data_ptr(), out.data_ptr(),
+                   s.outer, s.n, s.inner);
+  else
+    ACTORCH_KERNEL(t.device(), softmax_forward, t.dtype(), in.data_ptr(), out.data_ptr(), s.outer,
+                   s.n, s.inner);
   return out;
 }
 
-template <class Kernel>
-tensor backward(Kernel kernel, const char* op, const tensor& grad_out, const tensor& out,
-                int64_t dim) {
+tensor backward(bool log, const char* op, const tensor& grad_out, const tensor& out, int64_t dim) {
   check_defined(op, {&grad_out, &out});
-  check_cpu(op, {&grad_out, &out});
+  const device dev = common_device(op, {&grad_out, &out});
   check_floating(out, op);
   ACTORCH_CHECK(grad_out.sizes() == out.sizes(), op, ": grad_out has shape ",
                 shape_str(grad_out.sizes()), " but the forward output has shape ",
@@ -63,9 +67,14 @@ tensor backward(Kernel kernel, const char* op, const tensor& grad_out, const ten
                 dtype_name(out.dtype()));
   const int64_t d = wrap_dim(dim, out.dim(), op);
   const tensor g = grad_out.contiguous(), y = out.contiguous();
-  tensor grad_in = empty(out.sizes(), {.dtype = out.dtype()});
+  tensor grad_in = empty(out.sizes(), {.dtype = out.dtype(), .device = dev});
   const around_dim s = split_around(out.sizes(), d);
-  kernel(out.dtype(), g.data_ptr(), y.data_ptr(), grad_in.data_ptr(), s.outer, s.n, s.inner);
+  if (log)
+    ACTORCH_KERNEL(dev, log_softmax_backward, out.dtype(), g.data_ptr(), y.data_ptr(),
+                   grad_in.data_ptr(), s.outer, s.n, s.inner);
+  else
+    ACTORCH_KERNEL(dev, softmax_backward, out.dtype(), g.data_ptr(), y.data_ptr(),
+                   grad_in.data_ptr(), s.outer, s.n, s.inner);
   return grad_in;
 }
 
@@ -73,14 +82,12 @@ tensor backward(Kernel kernel, const char* op, const tensor& grad_out, const ten
 
 namespace {
 // Softmax-family forward with the matching backward recorded on the output.
-template <class Kernel>
-tensor tracked(Kernel kernel, const char* op, const char* node_name, bool log, const tensor& t,
-               int64_t dim) {
+tensor tracked(const char* op, const char* node_name, bool log, const tensor& t, int64_t dim) {
   const bool track = autograd::needs_grad({&t});
   tensor out;
   {
     no_grad untracked;
-    out = forward(kernel, op, t, dim);
+    out = forward(log, op, t, dim);
   }
   if (track)
     autograd::record(out, node_name, {&t}, {out.detach()},
@@ -93,19 +100,19 @@ tensor tracked(Kernel kernel, const char* op, const char* node_name, bool log, c
 } // namespace
 
 tensor softmax(const tensor& t, int64_t dim) {
-  return tracked(kc::softmax_forward, "softmax()", "SoftmaxBackward0", false, t, dim);
+  return tracked("softmax()", "SoftmaxBackward0", false, t, dim);
 }
 
 tensor log_softmax(const tensor& t, int64_t dim) {
-  return tracked(kc::log_softmax_forward, "log_softmax()", "LogSoftmaxBackward0", true, t, dim);
+  return tracked("log_softmax()", "LogSoftmaxBackward0", true, t, dim);
 }
 
 tensor softmax_backward(const tensor& grad_out, const tensor& out, int64_t dim) {
-  return backward(kc::softmax_backward, "softmax_backward()", grad_out, out, dim);
+  return backward(false, "softmax_backward()", grad_out, out, dim);
 }
 
 tensor log_softmax_backward(const tensor& grad_out, const tensor& out, int64_t dim) {
-  return backward(kc::log_softmax_backward, "log_softmax_backward()", grad_out, out, dim);
+  return backward(true, "log_softmax_backward()", grad_out, out, dim);
 }
 
 tensor tensor::softmax(int64_t dim) const {

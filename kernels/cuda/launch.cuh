@@ -46,6 +46,23 @@ __global__ void elementwise_kernel(strided_loop<N> loop, int64_t n, Op op) {
   }
 }
 
+/// The block's threads combine their values; every thread gets the result.
+/// @pre blockDim.x == kThreads
+template <class A, class Combine> __device__ A block_reduce(A v, Combine combine) {
+  __shared__ alignas(16) unsigned char buffer[kThreads * sizeof(A)];
+  A* s = reinterpret_cast<A*>(buffer);
+  s[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned w = kThreads / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w)
+      s[threadIdx.x] = combine(s[threadIdx.x], s[threadIdx.x + w]);
+    __syncthreads();
+  }
+  const A r = s[0];
+  __syncthreads(); // s is reused by the next row
+  return r;
+}
+
 /// Launches elementwise_kernel over every element of `loop` on the current stream.
 template <int N, class Op>
 void launch_elementwise(const strided_loop<N>& loop, Op op, const char* name) {
