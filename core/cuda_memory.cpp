@@ -121,6 +121,10 @@ int cuda_device_count() {
   return device_count().count;
 }
 
+std::string cuda_unavailable_reason() {
+  return device_count().why_none;
+}
+
 caching_allocator& cuda_caching_allocator() {
   check_device("cuda_caching_allocator", 0);
   // Leaked on purpose, as PyTorch does: tensors destroyed during static destruction may still
@@ -176,6 +180,9 @@ void cuda_empty_cache() {
 
 int cuda_device_count() {
   return 0;
+}
+std::string cuda_unavailable_reason() {
+  return "actorch was built without CUDA";
 }
 caching_allocator& cuda_caching_allocator() {
   fail_without_cuda("cuda_caching_allocator");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "core/allocator.hpp"
 #include "core/caching_allocator.hpp"
@@ -15,6 +16,9 @@ namespace actorch {
 
 /// Number of CUDA devices the runtime sees: 0 without CUDA support, a driver or a GPU.
 int cuda_device_count();
+/// Why cuda_device_count() is 0 ("actorch was built without CUDA", the runtime's error), or
+/// empty when there is a device.
+std::string cuda_unavailable_reason();
 
 /// The process-wide caching allocator of CUDA device memory (see Note [Caching allocator]).
 /// @pre cuda_device_count() > 0, else throws actorch::error.

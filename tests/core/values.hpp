@@ -8,16 +8,16 @@
 
 namespace actorch::test {
 
-/// The values of t in C order, converted to double.
+/// The values of t (on any device) in C order, converted to double.
 inline std::vector<double> values_of(const tensor& t) {
-  const tensor c = t.to(dtype::float64).contiguous();
+  const tensor c = t.cpu().to(dtype::float64).contiguous();
   const double* p = c.data_ptr<double>();
   return {p, p + c.numel()};
 }
 
 /// The values of t in C order, converted to int64 (exact for every integer dtype).
 inline std::vector<int64_t> ints_of(const tensor& t) {
-  const tensor c = t.to(dtype::int64).contiguous();
+  const tensor c = t.cpu().to(dtype::int64).contiguous();
   const int64_t* p = c.data_ptr<int64_t>();
   return {p, p + c.numel()};
 }
