@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "base/dtype.hpp"
@@ -96,6 +97,22 @@ template <class V> ACTORCH_HOST_DEVICE V int_pow(V base, V exp) {
     base = wrap_mul(base, base);
   }
   return result;
+}
+
+// Per-tensor affine quantization of one value, PyTorch's quantize_val: the product in float,
+// rounded half to even, the zero point added in double (exact for every int32 + round), then
+// saturated to T's range; +-inf saturate and NaN gives the minimum (PyTorch's result on x86).
+template <class T>
+ACTORCH_HOST_DEVICE inline T quantize_value(float x, float inv_scale, double zero_point) {
+  constexpr double qmin = double(std::numeric_limits<T>::min());
+  constexpr double qmax = double(std::numeric_limits<T>::max());
+  const double v = double(std::nearbyint(x * inv_scale)) + zero_point;
+  return std::isnan(v) ? T(qmin) : T(v < qmin ? qmin : v > qmax ? qmax : v);
+}
+
+template <class T>
+ACTORCH_HOST_DEVICE inline float dequantize_value(T q, double scale, double zero_point) {
+  return float((double(q) - zero_point) * scale);
 }
 
 // Unary functors over the compute type V. ------------------------------------------------------

@@ -507,7 +507,7 @@ bool equal(const tensor& a, const tensor& b) {
   check_defined("equal", {&a, &b});
   if (a.sizes() != b.sizes())
     return false;
-  const tensor same = eq(a, b).contiguous();
+  const tensor same = eq(a, b).cpu().contiguous();
   const bool* p = same.data_ptr<bool>();
   return std::all_of(p, p + same.numel(), [](bool v) { return v; });
 }
@@ -515,8 +515,8 @@ bool equal(const tensor& a, const tensor& b) {
 bool allclose(const tensor& a, const tensor& b, double rtol, double atol, bool equal_nan) {
   check_defined("allclose", {&a, &b});
   const shape_t shape = broadcast_shapes(a.sizes(), b.sizes(), "allclose");
-  const tensor ad = a.expand(shape).to(dtype::float64).contiguous();
-  const tensor bd = b.expand(shape).to(dtype::float64).contiguous();
+  const tensor ad = a.expand(shape).to(dtype::float64).cpu().contiguous();
+  const tensor bd = b.expand(shape).to(dtype::float64).cpu().contiguous();
   const double* pa = ad.data_ptr<double>();
   const double* pb = bd.data_ptr<double>();
   for (int64_t i = 0; i < ad.numel(); ++i) {

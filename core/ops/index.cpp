@@ -6,9 +6,11 @@
 #include "core/autograd/grad_mode.hpp"
 #include "core/autograd/node.hpp"
 
+#include "core/ops/dispatch.hpp"
 #include "core/ops/factory.hpp"
 #include "core/tensor_iterator.hpp"
 #include "kernels/cpu/index.hpp"
+#include "kernels/cuda/index.hpp"
 
 namespace actorch {
 
@@ -53,7 +55,7 @@ void check_index_fits(const char* op, const tensor& index, const tensor& other,
 
 static tensor index_select_untracked(const tensor& t, int64_t dim, const tensor& index) {
   check_defined("index_select", {&t, &index});
-  check_cpu("index_select", {&t, &index});
+  common_device("index_select", {&t, &index});
   ACTORCH_CHECK(index.dtype() == dtype::int64 || index.dtype() == dtype::int32,
                 "index_select: expected an int64 or int32 index but got ",
                 dtype_name(index.dtype()));
@@ -66,7 +68,8 @@ static tensor index_select_untracked(const tensor& t, int64_t dim, const tensor&
   const int64_t d = wrap_dim(dim, self.dim(), "index_select");
   const tensor idx = index.to(dtype::int64).contiguous();
   const int64_t size = self.size(d);
-  kc::check_index_range("index_select", idx.data_ptr<int64_t>(), n, d, size);
+  ACTORCH_KERNEL(t.device(), check_index_range, "index_select", idx.data_ptr<int64_t>(), n, d,
+                 size);
 
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < d; ++i)
@@ -75,16 +78,16 @@ static tensor index_select_untracked(const tensor& t, int64_t dim, const tensor&
     inner *= self.size(i);
   shape_t shape = self.sizes();
   shape[size_t(d)] = n;
-  tensor out = empty(shape, {.dtype = t.dtype()});
+  tensor out = empty(shape, {.dtype = t.dtype(), .device = t.device()});
   const tensor in = self.contiguous();
-  kc::index_select(int64_t(t.element_size()), in.data_ptr(), out.data_ptr(), outer, size, inner,
-                   idx.data_ptr<int64_t>(), n);
+  ACTORCH_KERNEL(t.device(), index_select, int64_t(t.element_size()), in.data_ptr(), out.data_ptr(),
+                 outer, size, inner, idx.data_ptr<int64_t>(), n);
   return t.dim() == 0 ? out.view({}) : out;
 }
 
 static tensor gather_untracked(const tensor& t, int64_t dim, const tensor& index) {
   check_defined("gather", {&t, &index});
-  check_cpu("gather", {&t, &index});
+  common_device("gather", {&t, &index});
   check_int64_index("gather", index);
   const tensor self = at_least_1d(t);
   const tensor idx = at_least_1d(index).contiguous();
@@ -93,17 +96,19 @@ static tensor gather_untracked(const tensor& t, int64_t dim, const tensor& index
                 " and index ", shape_str(index.sizes()), ")");
   const int64_t d = wrap_dim(dim, self.dim(), "gather");
   check_index_fits("gather", idx, self, "input", d);
-  kc::check_index_range("gather", idx.data_ptr<int64_t>(), idx.numel(), d, self.size(d));
-  tensor out = empty(index.sizes(), {.dtype = t.dtype()});
-  kc::gather(int64_t(t.element_size()), self.data_ptr(), to_view(self, "gather"), out.data_ptr(),
-             idx.data_ptr<int64_t>(), to_view(idx, "gather"), d);
+  ACTORCH_KERNEL(t.device(), check_index_range, "gather", idx.data_ptr<int64_t>(), idx.numel(), d,
+                 self.size(d));
+  tensor out = empty(index.sizes(), {.dtype = t.dtype(), .device = t.device()});
+  ACTORCH_KERNEL(t.device(), gather, int64_t(t.element_size()), self.data_ptr(),
+                 to_view(self, "gather"), out.data_ptr(), idx.data_ptr<int64_t>(),
+                 to_view(idx, "gather"), d);
   return out;
 }
 
 static tensor scatter_add_untracked(const tensor& t, int64_t dim, const tensor& index,
                                     const tensor& src) {
   check_defined("scatter_add", {&t, &index, &src});
-  check_cpu("scatter_add", {&t, &index, &src});
+  common_device("scatter_add", {&t, &index, &src});
   check_int64_index("scatter_add", index);
   ACTORCH_CHECK(src.dtype() == t.dtype(), "scatter_add: expected src to have the input's dtype ",
                 dtype_name(t.dtype()), " but got ", dtype_name(src.dtype()));
@@ -118,11 +123,12 @@ static tensor scatter_add_untracked(const tensor& t, int64_t dim, const tensor& 
   const int64_t d = wrap_dim(dim, self.dim(), "scatter_add");
   check_index_fits("scatter_add", idx, self, "input", d);
   check_index_fits("scatter_add", idx, source, "src", -1);
-  kc::check_index_range("scatter_add", idx.data_ptr<int64_t>(), idx.numel(), d, self.size(d));
+  ACTORCH_KERNEL(t.device(), check_index_range, "scatter_add", idx.data_ptr<int64_t>(), idx.numel(),
+                 d, self.size(d));
   tensor out = self.clone();
-  kc::scatter_add(t.dtype(), out.data_ptr(), to_view(out, "scatter_add"), source.data_ptr(),
-                  to_view(source, "scatter_add"), idx.data_ptr<int64_t>(),
-                  to_view(idx, "scatter_add"), d);
+  ACTORCH_KERNEL(t.device(), scatter_add, t.dtype(), out.data_ptr(), to_view(out, "scatter_add"),
+                 source.data_ptr(), to_view(source, "scatter_add"), idx.data_ptr<int64_t>(),
+                 to_view(idx, "scatter_add"), d);
   return t.dim() == 0 ? out.view({}) : out;
 }
 

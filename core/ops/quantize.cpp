@@ -7,9 +7,11 @@
 #include <cmath>
 #include <limits>
 
+#include "core/ops/dispatch.hpp"
 #include "core/ops/factory.hpp"
 #include "core/tensor_iterator.hpp"
 #include "kernels/cpu/quantize.hpp"
+#include "kernels/cuda/quantize.hpp"
 
 namespace actorch {
 
@@ -81,7 +83,6 @@ quantized_tensor::quantized_tensor(tensor int_repr, double scale, int64_t zero_p
     : scale_(scale), zero_point_(zero_point), dtype_(t) {
   const char* op = "quantized_tensor";
   check_defined(op, {&int_repr});
-  check_cpu(op, {&int_repr});
   ACTORCH_CHECK(int_repr.dtype() == underlying_dtype(t), op, ": ", qdtype_name(t),
                 " codes must be ", dtype_name(underlying_dtype(t)), " but got ",
                 dtype_name(int_repr.dtype()));
@@ -96,9 +97,9 @@ tensor quantized_tensor::int_repr() const {
 
 tensor quantized_tensor::dequantize() const {
   ACTORCH_CHECK(defined(), "dequantize: the quantized tensor is undefined");
-  tensor out = empty(codes_.sizes(), {.dtype = dtype::float32});
-  kc::dequantize_per_tensor(codes_.dtype(), codes_.data_ptr(), out.data_ptr<float>(),
-                            codes_.numel(), scale_, zero_point_);
+  tensor out = empty(codes_.sizes(), {.dtype = dtype::float32, .device = codes_.device()});
+  ACTORCH_KERNEL(codes_.device(), dequantize_per_tensor, codes_.dtype(), codes_.data_ptr(),
+                 out.data_ptr<float>(), codes_.numel(), scale_, zero_point_);
   return out;
 }
 
@@ -106,16 +107,15 @@ quantized_tensor quantize_per_tensor(const tensor& input, double scale, int64_t 
                                      qdtype dtype) {
   const char* op = "quantize_per_tensor";
   check_defined(op, {&input});
-  check_cpu(op, {&input});
   ACTORCH_CHECK(input.dtype() == dtype::float32, op, ": expected a float32 input but got ",
                 dtype_name(input.dtype()), " (convert with to(float32) first, as PyTorch asks)");
   check_params(op, scale, zero_point, dtype);
   const tensor in = input.contiguous();
-  tensor codes = empty(input.sizes(), {.dtype = underlying_dtype(dtype)});
+  tensor codes = empty(input.sizes(), {.dtype = underlying_dtype(dtype), .device = input.device()});
   // PyTorch multiplies by the float reciprocal rather than dividing (quantize_val).
   const float inv_scale = 1.0f / float(scale);
-  kc::quantize_per_tensor(codes.dtype(), in.data_ptr<float>(), codes.data_ptr(), in.numel(),
-                          inv_scale, zero_point);
+  ACTORCH_KERNEL(input.device(), quantize_per_tensor, codes.dtype(), in.data_ptr<float>(),
+                 codes.data_ptr(), in.numel(), inv_scale, zero_point);
   return quantized_tensor(std::move(codes), scale, zero_point, dtype);
 }
 

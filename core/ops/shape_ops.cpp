@@ -26,7 +26,10 @@ static tensor cat_untracked(const std::vector<tensor>& tensors, int64_t dim) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const tensor& t = tensors[i];
     ACTORCH_CHECK(t.defined(), "cat: the tensor at position ", i, " is undefined");
-    check_cpu("cat", {&t});
+    ACTORCH_CHECK(t.device() == tensors[0].device(),
+                  "cat: expected all tensors to be on the same device, but found at least two "
+                  "devices, ",
+                  tensors[0].device(), " and ", t.device(), " (the tensor at position ", i, ")");
     ACTORCH_CHECK(t.dim() > 0, "cat: the zero-dimensional tensor at position ", i,
                   " cannot be concatenated");
     result = i == 0 ? t.dtype() : promote_types(result, t.dtype());
@@ -34,7 +37,7 @@ static tensor cat_untracked(const std::vector<tensor>& tensors, int64_t dim) {
       ref = i;
   }
   if (ref == tensors.size()) // only legacy empty tensors
-    return empty({0}, {.dtype = result});
+    return empty({0}, {.dtype = result, .device = tensors[0].device()});
 
   const tensor& r = tensors[ref];
   const int64_t d = wrap_dim(dim, r.dim(), "cat");
@@ -59,7 +62,7 @@ static tensor cat_untracked(const std::vector<tensor>& tensors, int64_t dim) {
     total += t.size(d);
   }
   shape[size_t(d)] = total;
-  tensor out = empty(shape, {.dtype = result});
+  tensor out = empty(shape, {.dtype = result, .device = r.device()});
   int64_t offset = 0;
   for (const tensor& t : tensors) {
     if (is_legacy_empty(t))

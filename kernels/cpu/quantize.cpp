@@ -1,13 +1,12 @@
-// Per-tensor affine quantization loops. Rounding is std::nearbyint under the default rounding
-// mode (round half to even), as PyTorch's quantize_val and FBGEMM's Quantize. PyTorch adds the
+// Per-tensor affine quantization loops over kernels::quantize_value (shared with the CUDA twin).
+// Rounding is std::nearbyint under the default rounding mode (round half to even), as
+// PyTorch's quantize_val and FBGEMM's Quantize. PyTorch adds the
 // zero point and clamps in int64 after a float -> int64 cast, which is undefined for values
 // beyond int64 (inf, 1e30); here the sum is clamped in double first, so such values saturate.
 #include "kernels/cpu/quantize.hpp"
 
-#include <cmath>
-#include <limits>
-
 #include "base/error.hpp"
+#include "kernels/functors.hpp"
 
 namespace actorch::kernels::cpu {
 
@@ -15,20 +14,14 @@ namespace {
 
 template <class T>
 void quantize_loop(const float* in, T* out, int64_t n, float inv_scale, int64_t zero_point) {
-  constexpr double qmin = double(std::numeric_limits<T>::min());
-  constexpr double qmax = double(std::numeric_limits<T>::max());
-  const double zp = double(zero_point);
-  for (int64_t i = 0; i < n; ++i) {
-    // The product in float (as PyTorch), the sum in double (exact for every int32 + round).
-    const double v = double(std::nearbyint(in[i] * inv_scale)) + zp;
-    out[i] = std::isnan(v) ? T(qmin) : T(v < qmin ? qmin : v > qmax ? qmax : v);
-  }
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = quantize_value<T>(in[i], inv_scale, double(zero_point));
 }
 
 template <class T>
 void dequantize_loop(const T* q, float* out, int64_t n, double scale, int64_t zero_point) {
   for (int64_t i = 0; i < n; ++i)
-    out[i] = float((double(q[i]) - double(zero_point)) * scale);
+    out[i] = dequantize_value(q[i], scale, double(zero_point));
 }
 
 } // namespace

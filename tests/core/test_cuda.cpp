@@ -10,10 +10,14 @@
 #include "core/cuda/copy.hpp"
 #include "core/cuda/stream.hpp"
 #include "core/cuda_memory.hpp"
+#include "core/nn/functional.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/factory.hpp"
+#include "core/ops/index.hpp"
 #include "core/ops/linalg.hpp"
+#include "core/ops/quantize.hpp"
 #include "core/ops/reduce.hpp"
+#include "core/ops/shape_ops.hpp"
 #include "core/ops/softmax.hpp"
 #include "core/tensor_iterator.hpp"
 #include "tests/core/values.hpp"
@@ -363,4 +367,34 @@ TEST_CASE("CUDA tensors take their memory from the caching allocator", "[cuda]")
     CHECK(cuda_memory_reserved(0) >= cuda_memory_allocated(0));
   }
   CHECK(cuda_memory_allocated(0) == before);
+}
+
+TEST_CASE("CUDA indexing, cat, quantization and the losses match their CPU twins", "[cuda]") {
+  SKIP_WITHOUT_GPU();
+  generator gen(9);
+  const tensor a = randn({6, 8, 5}, {}, &gen), ga = a.to(kGPU);
+  const tensor idx = randint(0, 8, {11}, {}, &gen);
+  check_twin(index_select(ga, 1, idx.to(kGPU)), index_select(a, 1, idx));
+  const tensor gidx = randint(0, 8, {6, 3, 5}, {}, &gen);
+  check_twin(gather(ga, 1, gidx.to(kGPU)), gather(a, 1, gidx));
+  const tensor src = randn({6, 3, 5}, {.dtype = dtype::float64}, &gen);
+  const tensor base = zeros({6, 8, 5}, {.dtype = dtype::float64});
+  check_twin(scatter_add(base.to(kGPU), 1, gidx.to(kGPU), src.to(kGPU)),
+             scatter_add(base, 1, gidx, src), 1e-12);
+  REQUIRE_THROWS_WITH(index_select(ga, 1, tensor_of({int64_t(2), int64_t(8)}).to(kGPU)),
+                      Contains("index_select: index 8 is out of bounds for dim 1 with size 8"));
+  check_twin(cat({ga, ga.slice(1, 0, 2)}, 1), cat({a, a.slice(1, 0, 2)}, 1));
+  for (qdtype q : {qdtype::qint8, qdtype::quint8, qdtype::qint32}) {
+    const quantized_tensor qc = quantize_per_tensor(a, 0.05, 3, q);
+    const quantized_tensor qg = quantize_per_tensor(ga, 0.05, 3, q);
+    check_twin(qg.int_repr(), qc.int_repr());
+    check_twin(qg.dequantize(), qc.dequantize());
+  }
+  const tensor logits = randn({32, 10}, {}, &gen), target = randint(0, 10, {32}, {}, &gen);
+  namespace F = nn::functional;
+  check_twin(F::cross_entropy(logits.to(kGPU), target.to(kGPU)), F::cross_entropy(logits, target),
+             1e-5);
+  REQUIRE_THROWS_WITH(
+      F::nll_loss(logits.to(kGPU), full({32}, int64_t(10), {.device = kGPU})),
+      Contains("nll_loss: target 10 at position 0 is out of bounds for 10 classes"));
 }
