@@ -36,6 +36,8 @@ public:
   /// The group rank of a global rank, or -1 when it is not in the group.
   int group_rank(int global_rank) const;
   virtual std::string backend() const = 0;
+  /// The device this group's tensors live on: the CPU for Gloo, the group's GPU for NCCL.
+  virtual device collective_device() const { return kCPU; }
 
   /// Zeroed CPU memory for `numel` elements of `dt` that this group's all_reduce reduces in
   /// place without copying it in or out (after torch's symmetric memory; DDP's gradient

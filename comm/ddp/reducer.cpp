@@ -278,7 +278,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
   // replica runs it in the same forward); rank 0's median is what propose() uses.
   void measure_latency() {
     std::vector<double> seen;
-    tensor one = zeros({1});
+    tensor one = zeros({1}, {.device = group->collective_device()});
     for (int k = 0; k < 5; ++k) {
       const auto t0 = clock::now();
       group->all_reduce(one, reduce_op::sum).wait();
@@ -547,9 +547,9 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
       auto* u = used.data_ptr<int32_t>();
       for (size_t i = 0; i < params.size(); ++i)
         u[i] = locally_used[i];
-      work w = group->all_reduce(used, reduce_op::sum);
+      work w = group->all_reduce(used.to(group->collective_device()), reduce_op::sum);
       w.wait();
-      used_anywhere = w.result().at(0);
+      used_anywhere = w.result().at(0).cpu();
     }
     no_grad guard;
     for (size_t b = 0; b < buckets.size(); ++b) {
@@ -600,6 +600,11 @@ reducer::reducer(std::vector<tensor> params, std::vector<std::string> names,
                   "DistributedDataParallel: parameters on several devices ('", names[0], "' on ",
                   params[0].device(), ", '", names[i], "' on ", params[i].device(), ")");
   }
+  ACTORCH_CHECK(params[0].device() == replicas->collective_device(),
+                "DistributedDataParallel: the parameters are on ", params[0].device(),
+                " but the process group's collectives take tensors on ",
+                replicas->collective_device(),
+                " (CUDA parameters need the nccl backend, CPU ones gloo)");
   impl_->params = std::move(params);
   impl_->names = std::move(names);
   impl_->group = std::move(replicas);

@@ -56,7 +56,7 @@ work replica_group::all_reduce_coalesced(std::vector<tensor> ts, reduce_op op) {
 }
 
 tensor replica_group::new_buffer(int64_t numel, dtype dt) {
-  return zeros({numel}, {.dtype = dt});
+  return zeros({numel}, {.dtype = dt, .device = collective_device()});
 }
 
 tensor process_exchange::empty_shared(int64_t, dtype) {
@@ -72,6 +72,7 @@ public:
     ACTORCH_CHECK(pg_->rank() >= 0, "process_replicas: this process is not a member of the group");
   }
   int rank() const override { return pg_->rank(); }
+  device collective_device() const override { return pg_->collective_device(); }
   int size() const override { return pg_->size(); }
   work all_reduce(const tensor& t, reduce_op op) override {
     tensor x = t;
@@ -85,7 +86,7 @@ public:
     return out;
   }
   tensor new_buffer(int64_t numel, dtype dt) override {
-    tensor t = pg_->empty_shared(numel, dt);
+    tensor t = collective_device().is_cpu() ? pg_->empty_shared(numel, dt) : tensor();
     return t.defined() ? t : replica_group::new_buffer(numel, dt);
   }
 
@@ -114,12 +115,19 @@ void broadcast_from_rank0(replica_group& g, std::vector<tensor> ts) {
     it->second.push_back(t);
   }
   no_grad guard;
+  const device dev = g.collective_device();
   for (dtype dt : order) {
-    std::vector<tensor>& group = by_dtype.at(dt);
+    const std::vector<tensor>& given = by_dtype.at(dt);
+    std::vector<tensor> group; // the tensors, or copies on the collective device
+    for (const tensor& t : given)
+      group.push_back(t.to(dev));
     if (g.rank() != 0)
       for (tensor& t : group)
         t.zero_();
     g.all_reduce_coalesced(group, reduce_op::sum).wait();
+    for (size_t i = 0; i < given.size(); ++i)
+      if (!group[i].is_same(given[i]))
+        tensor(given[i]).copy_(group[i]);
   }
 }
 
@@ -127,18 +135,19 @@ tensor all_gather_rows(replica_group& g, const tensor& row, int64_t pad) {
   ACTORCH_CHECK(row.dim() == 1 && row.dtype() == dtype::int64,
                 "all_gather_rows: expected a 1-D int64 row but got ", dtype_name(row.dtype()),
                 " of shape ", shape_str(row.sizes()));
-  tensor len = full({1}, row.numel(), {.dtype = dtype::int64});
+  const device dev = g.collective_device();
+  tensor len = full({1}, row.numel(), {.dtype = dtype::int64, .device = dev});
   work lw = g.all_reduce(len, reduce_op::max);
   lw.wait();
   const int64_t width = lw.result().at(0).item<int64_t>();
   // Each rank writes its row, shifted by -pad so that the untouched slots of other ranks sum
   // to zero, and pad is added back after the sum.
-  tensor rows = zeros({g.size(), width}, {.dtype = dtype::int64});
+  tensor rows = zeros({g.size(), width}, {.dtype = dtype::int64, .device = dev});
   rows.select(0, g.rank()).narrow(0, 0, row.numel()).copy_(row);
   rows.select(0, g.rank()).sub_(pad);
   work w = g.all_reduce(rows, reduce_op::sum);
   w.wait();
-  return w.result().at(0).add(pad);
+  return w.result().at(0).add(pad).cpu();
 }
 
 // Note [Local reduction]

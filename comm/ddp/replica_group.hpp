@@ -21,6 +21,9 @@ public:
   /// This replica's global rank: process rank x replicas per process + local index.
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// The device the collectives take tensors on (process_group::collective_device): DDP's
+  /// buckets live there, and its bookkeeping (bucket orders, parameter checks) travels there.
+  virtual device collective_device() const { return kCPU; }
   /// Reduces `t` in place over every replica (sum, avg, min or max). Every replica issues
   /// its collectives in the same order, each with a tensor of its own. Until the work
   /// completes, the caller leaves `t` alone (neither reads nor writes it); then `t`, which is
@@ -45,11 +48,12 @@ public:
 std::shared_ptr<replica_group> process_replicas(std::shared_ptr<process_group> pg);
 
 /// Rank 0's values of `ts` on every replica, written into each (the handles share the
-/// caller's storage), through one all_reduce per dtype; blocks. Every replica passes tensors
+/// caller's storage), through one all_reduce per dtype, on g's collective device (tensors
+/// elsewhere travel there and back); blocks. Every replica passes tensors
 /// of the same shapes and dtypes in the same order.
 void broadcast_from_rank0(replica_group& g, std::vector<tensor> ts);
 
-/// Every replica's `row` (int64, 1-D, lengths may differ), as a [size, max length] tensor
+/// Every replica's `row` (int64, 1-D, lengths may differ), as a [size, max length] CPU tensor
 /// padded with `pad`, through all_reduce; blocks.
 tensor all_gather_rows(replica_group& g, const tensor& row, int64_t pad);
 

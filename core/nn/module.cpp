@@ -212,22 +212,27 @@ void module::zero_grad(bool set_to_none) {
   }
 }
 
+namespace {
+// Makes x hold c's data, keeping x's identity (PyTorch replaces param.data): layers hold their
+// parameters as members too, and optimizers may already hold them. The gradient is dropped.
+void replace_data(tensor& x, const tensor& c) {
+  tensor_impl& impl = *x.impl_ptr();
+  impl.storage = c.storage();
+  impl.sizes = c.sizes();
+  impl.strides = c.strides();
+  impl.offset = c.storage_offset();
+  impl.dtype = c.dtype();
+  if (x.grad().defined())
+    x.set_grad({});
+}
+} // namespace
+
 module& module::to(dtype t) {
-  // Convert in place, keeping each tensor's identity (PyTorch replaces param.data): layers
-  // hold their parameters as members too, and optimizers may already hold them.
   auto convert = [t](tensor& x) {
     if (!x.defined() || x.dtype() == t || !x.is_floating_point())
       return;
     no_grad guard;
-    const tensor c = x.to(t);
-    tensor_impl& impl = *x.impl_ptr();
-    impl.storage = c.storage();
-    impl.sizes = c.sizes();
-    impl.strides = c.strides();
-    impl.offset = c.storage_offset();
-    impl.dtype = t;
-    if (x.grad().defined())
-      x.set_grad({});
+    replace_data(x, x.to(t));
   };
   for (auto& [_, p] : parameters_)
     convert(p);
@@ -235,6 +240,22 @@ module& module::to(dtype t) {
     convert(b);
   for (auto& [_, c] : children_)
     c->to(t);
+  return *this;
+}
+
+module& module::to(const device& d) {
+  auto move = [&d](tensor& x) {
+    if (!x.defined() || x.device() == d)
+      return;
+    no_grad guard;
+    replace_data(x, x.to(d));
+  };
+  for (auto& [_, p] : parameters_)
+    move(p);
+  for (auto& [_, b] : buffers_)
+    move(b);
+  for (auto& [_, c] : children_)
+    c->to(d);
   return *this;
 }
 

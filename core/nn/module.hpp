@@ -63,6 +63,9 @@ public:
   void zero_grad(bool set_to_none = true);
   /// Converts every parameter and floating point buffer to `t`.
   module& to(dtype t);
+  /// Moves every parameter and buffer to `d` (model.to("cuda:0")); each tensor keeps its
+  /// identity, so optimizers made before still hold the module's parameters.
+  module& to(const device& d);
 
   virtual std::string name() const { return "Module"; }
 

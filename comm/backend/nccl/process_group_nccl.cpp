@@ -2,6 +2,12 @@
 // process_group_nccl.hpp). Like the Gloo group, ops run in issue order on a worker thread per
 // group, here on the group's own CUDA stream, and the work completes once the stream has
 // finished the op. Tensors must be contiguous CUDA tensors on the group's device.
+// Note [NCCL stream order]: the group's stream first waits for an event recorded on the
+// caller's current stream when the op was issued, so a collective reads what the kernels
+// queued before it wrote (the gradients of backward); wait() returns once the group's stream
+// has run the op, so anything the caller queues after wait() sees the result. PyTorch's
+// wait() instead makes the current stream wait without blocking the host: the same order,
+// with the host held here.
 // What NCCL cannot express is refused clearly: recv from any rank, BAND/BOR/BXOR.
 #include "comm/backend/nccl/process_group_nccl.hpp"
 
@@ -14,13 +20,8 @@
 #include "base/error.hpp"
 #include "comm/backend/serial_executor.hpp"
 #include "comm/backend/socket_ifname.hpp"
-
-#define ACTORCH_CUDA_CHECK(expr)                                                                   \
-  do {                                                                                             \
-    const cudaError_t err_ = (expr);                                                               \
-    ACTORCH_CHECK(err_ == cudaSuccess, "nccl backend: ", #expr,                                    \
-                  " failed: ", cudaGetErrorString(err_));                                          \
-  } while (false)
+#include "kernels/cuda/check.hpp"
+#include "kernels/cuda/context.hpp"
 
 #define ACTORCH_NCCL_CHECK(expr)                                                                   \
   do {                                                                                             \
@@ -109,6 +110,7 @@ public:
   }
 
   std::string backend() const override { return "nccl"; }
+  device collective_device() const override { return {device_type::cuda, device_}; }
 
   work broadcast(tensor& t, int root) override {
     check("broadcast", t);
@@ -300,12 +302,28 @@ private:
   // Queues op behind those issued before it; the work completes once the stream has run it.
   work enqueue(std::string op, std::function<void()> fn, int source = -1) {
     work w;
+    // What the caller queued so far on its current stream of our device: see Note [NCCL
+    // stream order].
+    cudaEvent_t issued = nullptr;
+    {
+      const int caller_device = kernels::cuda::current_device();
+      ACTORCH_CUDA_CHECK(cudaSetDevice(device_));
+      ACTORCH_CUDA_CHECK(cudaEventCreateWithFlags(&issued, cudaEventDisableTiming));
+      ACTORCH_CUDA_CHECK(cudaEventRecord(
+          issued, static_cast<cudaStream_t>(kernels::cuda::current_stream(device_))));
+      ACTORCH_CUDA_CHECK(cudaSetDevice(caller_device));
+    }
     std::lock_guard lock(mu_); // held while posting, so the ops run in issue order
-    if (!broken_.empty())
+    if (!broken_.empty()) {
+      cudaEventDestroy(issued);
       return work::failed(std::make_exception_ptr(
           actorch::error(op + " refused: the group failed earlier: " + broken_)));
-    worker_->post([this, op = std::move(op), fn = std::move(fn), w, source] {
+    }
+    worker_->post([this, op = std::move(op), fn = std::move(fn), w, source, issued] {
       try {
+        const cudaError_t waited = cudaStreamWaitEvent(stream_, issued, 0);
+        cudaEventDestroy(issued);
+        ACTORCH_CUDA_CHECK(waited);
         fn();
         ACTORCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
         w.mark_completed({}, source);

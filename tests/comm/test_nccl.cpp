@@ -1,0 +1,127 @@
+// The NCCL group and DDP over it on one GPU (world 1), tagged [cuda]: they pass at once,
+// saying why, where no GPU is present. The device checks of DDP run everywhere.
+#include <catch2/catch.hpp>
+
+#include "comm/backend/nccl/process_group_nccl.hpp"
+#include "comm/ddp/distributed_data_parallel.hpp"
+#include "comm/store/hash_store.hpp"
+#include "core/core.hpp"
+#include "core/cuda/stream.hpp"
+#include "core/cuda_memory.hpp"
+#include "core/nn/functional.hpp"
+#include "core/nn/layers.hpp"
+#include "tests/comm/ranks.hpp"
+#include "tests/core/values.hpp"
+
+using namespace actorch;
+using namespace actorch::dist;
+using namespace actorch::test;
+using namespace std::chrono_literals;
+using Catch::Contains;
+
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                                         \
+  do {                                                                                             \
+    if (!cuda::is_available()) {                                                                   \
+      WARN("skipped, no GPU: " << cuda_unavailable_reason());                                      \
+      return;                                                                                      \
+    }                                                                                              \
+  } while (false)
+
+const device kGPU{"cuda:0"};
+
+std::shared_ptr<process_group> nccl_world1() {
+  return make_process_group_nccl(std::make_shared<hash_store>(10s), 0, 1, 10000ms);
+}
+
+std::shared_ptr<nn::sequential> mlp(uint64_t seed) {
+  generator g(seed);
+  return std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{
+      std::make_shared<nn::linear>(6, 5, true, &g), std::make_shared<nn::relu>(),
+      std::make_shared<nn::linear>(5, 3, true, &g)});
+}
+
+} // namespace
+
+TEST_CASE("DDP refuses parameters on a device its group does not communicate on",
+          "[comm][ddp][cuda_host]") {
+  // A parameter labelled cuda:0 over host memory and a Gloo group: refused before any copy.
+  std::vector<float> memory(4, 0.0f);
+  tensor p = from_blob(memory.data(), {4}, dtype::float32, {}, {}, kGPU);
+  p.requires_grad_();
+  auto pg = std::make_shared<process_group_gloo>(std::make_shared<hash_store>(2s), 0, 1,
+                                                 short_timeout(2000));
+  CHECK_THAT(error_of([&] { reducer({p}, {"w"}, process_replicas(pg)); }),
+             Contains("the parameters are on cuda:0 but the process group's collectives take "
+                      "tensors on cpu (CUDA parameters need the nccl backend"));
+}
+
+TEST_CASE("every NCCL collective works at world 1 on one GPU", "[comm][nccl][cuda]") {
+  SKIP_WITHOUT_GPU();
+  auto pg = nccl_world1();
+  CHECK(pg->collective_device() == kGPU);
+  tensor t = arange(6, {.dtype = dtype::float32, .device = kGPU});
+  pg->all_reduce(t, reduce_op::sum).wait();
+  CHECK(values_of(t) == std::vector<double>{0, 1, 2, 3, 4, 5});
+  pg->all_reduce(t, reduce_op::avg).wait();
+  pg->broadcast(t, 0).wait();
+  pg->reduce(t, 0, reduce_op::max).wait();
+  CHECK(values_of(t) == std::vector<double>{0, 1, 2, 3, 4, 5});
+  tensor gathered = empty({6}, {.device = kGPU});
+  pg->all_gather_into_tensor(gathered, t).wait();
+  CHECK(values_of(gathered) == values_of(t));
+  std::vector<tensor> outs{empty({6}, {.device = kGPU})};
+  pg->all_gather(outs, t).wait();
+  CHECK(values_of(outs[0]) == values_of(t));
+  tensor scattered = empty({6}, {.device = kGPU});
+  pg->scatter(scattered, {t}, 0).wait();
+  CHECK(values_of(scattered) == values_of(t));
+  tensor rs = empty({6}, {.device = kGPU});
+  pg->reduce_scatter(rs, {t}, reduce_op::sum).wait();
+  CHECK(values_of(rs) == values_of(t));
+  std::vector<tensor> a2a{empty({6}, {.device = kGPU})};
+  pg->all_to_all(a2a, {t}).wait();
+  CHECK(values_of(a2a[0]) == values_of(t));
+  pg->barrier().wait();
+  tensor cpu = zeros({1});
+  CHECK_THROWS_WITH(pg->all_reduce(cpu, reduce_op::sum), Contains("takes tensors on cuda:0"));
+}
+
+TEST_CASE("an NCCL collective reads what the caller's stream wrote before it",
+          "[comm][nccl][cuda]") {
+  SKIP_WITHOUT_GPU();
+  // Note [NCCL stream order]: the writes are queued on a side stream, the all_reduce right
+  // after them; without the event the group's stream could reduce the old zeros.
+  auto pg = nccl_world1();
+  const cuda::stream side = cuda::stream::create();
+  tensor t = zeros({1 << 22}, {.device = kGPU});
+  cuda::synchronize();
+  work w;
+  {
+    cuda::stream_guard on(side);
+    for (int k = 0; k < 20; ++k)
+      t.add_(1);
+    w = pg->all_reduce(t, reduce_op::sum);
+  }
+  w.wait();
+  CHECK(t.sum().item<double>() == 20.0 * double(1 << 22));
+}
+
+TEST_CASE("DDP over NCCL at world 1 gives the plain model's gradients", "[comm][ddp][cuda]") {
+  SKIP_WITHOUT_GPU();
+  generator g(3);
+  const tensor x = randn({8, 6}, {}, &g), y = randint(0, 3, {8}, {}, &g);
+  auto plain = mlp(1);
+  nn::functional::cross_entropy((*plain)(x), y).backward();
+  auto model = mlp(1);
+  model->to(kGPU);
+  distributed_data_parallel ddp(model, process_replicas(nccl_world1()));
+  nn::functional::cross_entropy(ddp(x.to(kGPU)), y.to(kGPU)).backward();
+  const auto want = plain->parameters(), got = ddp.module().parameters();
+  REQUIRE(want.size() == got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    REQUIRE(got[i].grad().device() == kGPU);
+    CHECK(close(values_of(got[i].grad()), values_of(want[i].grad()), 1e-5));
+  }
+}
