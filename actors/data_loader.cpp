@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "actors/loader/device_prefetch.hpp"
 #include "actors/loader/host.hpp"
 #include "actors/loader/inline_source.hpp"
 #include "actors/loader/plan.hpp"
@@ -89,6 +90,11 @@ struct loader_impl {
   std::optional<generator::state> sampler_gen_at_start;
   std::optional<loader_state> resume;
   sample current;
+  // With opts.device: batches copied to the GPU one ahead of the consumer, and how the feed's
+  // run ended while they were ahead (an error to raise, or the end of the epoch).
+  std::unique_ptr<actors::device_prefetch> to_device;
+  std::string ahead_error;
+  bool ahead_ended = false;
 
   ~loader_impl() { shutdown(); }
 
@@ -170,6 +176,10 @@ struct loader_impl {
       return;
     running = false;
     current = sample();
+    if (to_device)
+      to_device->clear();
+    ahead_error.clear();
+    ahead_ended = false;
     ++epoch;
     resume.reset();
     active_run_id->store(++run_id); // workers skip what is left of the old run
@@ -269,6 +279,11 @@ struct loader_impl {
     p.credits = credits();
     ACTORCH_CHECK(sink == nullptr || uses_actors(),
                   "DataLoader.run_epoch: needs num_workers > 0 or a source actor");
+    ACTORCH_CHECK(sink == nullptr || !opts.device,
+                  "DataLoader.run_epoch: the device option is for the range-for; a consumer "
+                  "actor copies its batches to its GPU itself");
+    if (opts.device && !to_device)
+      to_device = std::make_unique<actors::device_prefetch>(*opts.device);
     if (sink ? host() && host()->core() : coordinator_actor != nullptr)
       stop_coordinator(); // the last run had the other kind of consumer
     if (sink) {
@@ -307,6 +322,8 @@ struct loader_impl {
     if (!running)
       return false;
     current = sample(); // release the batch: its buffers go back to the pool
+    if (to_device)
+      return advance_on_device();
     actors::delivery d;
     try {
       d = feed->next();
@@ -325,6 +342,45 @@ struct loader_impl {
     current = std::move(d.data);
     delivered.push_back(d.seq);
     return true;
+  }
+
+  /// advance() with opts.device: hands over the batch copied to the GPU while the consumer
+  /// worked on the last one, then starts copying the next (Note [Device prefetch]). The end of
+  /// the epoch or an error met while fetching ahead surfaces once the batches before it are
+  /// delivered.
+  bool advance_on_device() {
+    if (to_device->empty() && !ahead_ended && ahead_error.empty())
+      fetch_ahead(); // the epoch's first batch
+    if (to_device->empty()) {
+      const std::string message = ahead_error;
+      end_run();
+      if (!message.empty())
+        throw error(message);
+      return false;
+    }
+    actors::device_prefetch::ready r = to_device->take();
+    current = std::move(r.data);
+    delivered.push_back(r.seq);
+    fetch_ahead();
+    return true;
+  }
+
+  void fetch_ahead() {
+    if (ahead_ended || !ahead_error.empty())
+      return;
+    actors::delivery d;
+    try {
+      d = feed->next();
+    } catch (const std::exception& e) {
+      ahead_error = e.what();
+      return;
+    }
+    if (d.end_of_epoch)
+      ahead_ended = true;
+    else if (!d.error.empty())
+      ahead_error = d.error;
+    else
+      to_device->push(std::move(d.data), d.seq);
   }
 };
 

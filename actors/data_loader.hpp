@@ -52,6 +52,13 @@ struct loader_options {
   data::collate_fn collate_fn{};
   /// Batches in pinned host memory (pinned_allocator()).
   bool pin_memory = false;
+  /// Beyond PyTorch (whose users call .to(device, non_blocking=True) in the loop; DALI's and
+  /// Lightning's loaders prefetch like this): a CUDA device the range-for's batches arrive on.
+  /// Each batch is copied on a copy stream of the loader's while the consumer's stream works on
+  /// the batch before it, and the consumer's current stream waits for the copy (Note [Device
+  /// prefetch] in actors/loader/device_prefetch.cpp). Set pin_memory too: from pageable
+  /// memory the copies cannot overlap. Not for run_epoch's consumer actors.
+  std::optional<actorch::device> device{};
   /// Drop the last, short batch; with an iterable dataset, each worker's last short batch.
   bool drop_last = false;
   /// Seconds a worker may spend on one batch, counted from when it can begin it (its earlier

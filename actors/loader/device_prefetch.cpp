@@ -1,0 +1,90 @@
+// Copying batches to the GPU ahead of the consumer.
+#include "actors/loader/device_prefetch.hpp"
+
+#include "base/error.hpp"
+#include "core/trace.hpp"
+
+namespace actorch::actors {
+
+// Note [Device prefetch]
+// The copy of batch k + 1 is queued on the copy stream when the consumer takes batch k, so it
+// runs while the consumer's stream computes on batch k; the consumer's stream waits for the
+// copy's event only when it takes batch k + 1. Two hazards, both handled where batch k is let
+// go (release_taken, at the next take):
+//  - the device memory of batch k came from the copy stream's pool (the caching allocator
+//    hands a block to the stream current when allocating), so once freed it may be the target
+//    of the next copy while the consumer's kernels still read it: the copy stream first waits
+//    for an event recorded on the consumer's stream, after everything it queued on batch k;
+//  - batch k's pinned host buffers go back to the loader's pool, where a worker may overwrite
+//    them: only once their copy has completed (an event the host waits for; by then it has
+//    long completed).
+// From pageable memory (pin_memory off) each copy returns only once done (PyTorch's rule), so
+// nothing overlaps: set pin_memory with device, as with .to(device, non_blocking=True).
+
+device_prefetch::device_prefetch(const device& d)
+    : device_(d), copy_stream_([&] {
+        ACTORCH_CHECK(d.is_cuda(), "DataLoader: device must be a CUDA device but got ", d);
+        ACTORCH_CHECK(d.index < cuda::device_count(), "DataLoader: device ", d,
+                      " does not exist (CUDA devices here: ", cuda::device_count(), ")");
+        return cuda::stream::create(d.index);
+      }()) {}
+
+namespace {
+// A custom value is shared by copies of a sample, so its tensors are replaced in place: the
+// host tensors may then be freed at once, and such a batch is copied synchronously.
+bool has_custom(const data::sample& s) {
+  switch (s.type()) {
+  case data::sample::kind::custom: return true;
+  case data::sample::kind::tuple:
+    for (const data::sample& x : s.as_tuple())
+      if (has_custom(x))
+        return true;
+    return false;
+  case data::sample::kind::dict:
+    for (const auto& kv : s.as_dict())
+      if (has_custom(kv.second))
+        return true;
+    return false;
+  default: return false;
+  }
+}
+} // namespace
+
+void device_prefetch::push(data::sample host, int64_t seq) {
+  trace::span s("loader", "copy batch to GPU");
+  cuda::stream_guard on(copy_stream_);
+  data::sample copy = host;
+  const bool async = !has_custom(host);
+  copy.for_each_tensor([&](tensor& t) { t = t.to(device_, async); });
+  batch b{std::move(host), std::move(copy), seq, cuda::event()};
+  b.copied.record(copy_stream_);
+  in_flight_.push_back(std::move(b));
+}
+
+device_prefetch::ready device_prefetch::take() {
+  ACTORCH_CHECK(!in_flight_.empty(), "DataLoader: no batch in flight on the GPU");
+  release_taken();
+  taken_ = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  taken_->copied.wait(cuda::current_stream(device_.index));
+  return {taken_->on_device, taken_->seq};
+}
+
+void device_prefetch::release_taken() {
+  if (!taken_)
+    return;
+  cuda::event consumer_done;
+  consumer_done.record(cuda::current_stream(device_.index));
+  consumer_done.wait(copy_stream_);
+  taken_->copied.synchronize();
+  taken_.reset();
+}
+
+void device_prefetch::clear() {
+  release_taken();
+  for (batch& b : in_flight_)
+    b.copied.synchronize();
+  in_flight_.clear();
+}
+
+} // namespace actorch::actors
