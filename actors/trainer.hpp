@@ -1,7 +1,7 @@
-// Data-parallel training on actors: one trainer actor per replica (a CPU replica here; a GPU
-// with the CUDA issue), each with its model replica wrapped in distributed_data_parallel, its
-// optimizer and its loader shard (a DistributedSampler over the dataset), and one comm actor
-// per process for the cross-process exchange (docs/architecture.md, "One gradient").
+// Data-parallel training on actors: one trainer actor per replica (on the CPU or a GPU), each with
+// its model replica wrapped in distributed_data_parallel, its optimizer and its loader shard (a
+// DistributedSampler over the dataset), and one comm actor per process for the cross-process
+// exchange (docs/architecture.md, "One gradient").
 //
 //   trainer_spec spec{.make_model = ..., .make_optimizer = ..., .forward = ..., .dataset = d};
 //   job_report r = train_data_parallel(spec, {.num_local = 2});        // 2 actors, 1 process
@@ -105,6 +105,12 @@ struct trainer_spec {
   /// after each epoch and every `checkpoint_every` steps (0: only at epoch ends); then a barrier.
   std::string checkpoint;
   int64_t checkpoint_every = 0;
+  /// Where each replica trains: the CPU, or a GPU. Replica `local_rank` of a process then uses
+  /// cuda:(device.index + local_rank): its model moves there, the loader prefetches its batches
+  /// there (loader_options::device, pinned), and its gradients go over NCCL: the job's process
+  /// group must be an nccl one, and a job of one process makes a one-rank NCCL group itself.
+  /// One GPU trainer actor per process for now (start one process per GPU).
+  actorch::device device{};
   /// Every replica loads this checkpoint before training and continues where it stopped,
   /// loader position included. A job that a launcher restarted (TORCHELASTIC_RESTART_COUNT
   /// above 0: actorch launch or torchrun --max-restarts) resumes from `checkpoint` when this is

@@ -11,7 +11,10 @@
 #include "actors/trainer.hpp"
 #include "actors/trainer_messages.hpp"
 #include "base/parse.hpp"
+#include "comm/backend/nccl/process_group_nccl.hpp"
+#include "comm/store/hash_store.hpp"
 #include "core/autograd/grad_mode.hpp"
+#include "core/cuda/stream.hpp"
 #include "core/data/distributed_sampler.hpp"
 #include "core/ops/factory.hpp"
 #include "core/serialize/checkpoint.hpp"
@@ -95,6 +98,20 @@ void check_spec(const trainer_spec& spec, const job_options& opts) {
                 spec.checkpoint_every);
   ACTORCH_CHECK(opts.num_local >= 1, "train_data_parallel: num_local must be >= 1 but got ",
                 opts.num_local);
+  if (spec.device.is_cuda()) {
+    ACTORCH_CHECK(opts.num_local == 1, "train_data_parallel: ", opts.num_local,
+                  " trainer actors on GPUs in one process are not supported yet; start one "
+                  "process per GPU (actorch launch --nproc-per-node N) with one actor each");
+    ACTORCH_CHECK(!opts.process_group || opts.process_group->collective_device().is_cuda(),
+                  "train_data_parallel: replicas on ", spec.device,
+                  " need an nccl process group, but the job's is ", opts.process_group->backend());
+  }
+}
+
+// The device replica `info` trains on (trainer_spec::device).
+device replica_device(const trainer_spec& spec, const replica_info& info) {
+  return spec.device.is_cuda() ? device(device_type::cuda, spec.device.index + info.local_rank)
+                               : spec.device;
 }
 
 // Bucket spans for the trace: a bucket's ready time, kept until it is reduced.
@@ -136,8 +153,12 @@ public:
   replica_report run() {
     replica_report report;
     report.rank = info_.rank;
+    const device dev = replica_device(spec_, info_);
+    if (dev.is_cuda())
+      cuda::set_device(dev.index); // this trainer thread's kernels go to its GPU
     model_ = spec_.make_model(info_);
     ACTORCH_CHECK(model_ != nullptr, "train_data_parallel: make_model returned null");
+    model_->to(dev);
     if (spec_.sync_batchnorm)
       dist::convert_sync_batchnorm(*model_, group_);
     opt_ = spec_.make_optimizer(*model_);
@@ -164,6 +185,10 @@ public:
           spec_.loader.drop_last);
       lo.shuffle = false;
       lo.generator = std::make_shared<generator>(spec_.seed);
+      if (dev.is_cuda()) { // Note [Device prefetch]
+        lo.device = dev;
+        lo.pin_memory = true;
+      }
       loader_ = std::make_unique<data::data_loader>(spec_.dataset, lo);
       if (lo.num_workers > 0)
         loader_->set_actor_system(self_->system()); // the job's system, not one per replica
@@ -233,8 +258,12 @@ private:
         ++it;
       }
     } else {
-      while (step < spec_.steps_per_epoch && !limit_reached())
-        train_step(spec_.batch_fn(info_, step));
+      const device dev = replica_device(spec_, info_);
+      while (step < spec_.steps_per_epoch && !limit_reached()) {
+        data::sample batch = spec_.batch_fn(info_, step);
+        batch.for_each_tensor([&](tensor& t) { t = t.to(dev); });
+        train_step(batch);
+      }
     }
     if (limit_reached() && step < steps_per_epoch())
       return; // a partial epoch: no summary
@@ -244,9 +273,10 @@ private:
     p[0] = loss_sum;
     p[1] = double(samples);
     p[2] = counted ? double(correct) : -1e18;
-    dist::work w = group_->all_reduce(sums, dist::reduce_op::sum);
+    dist::work w = group_->all_reduce(sums.to(group_->collective_device()), dist::reduce_op::sum);
     w.wait();
-    const double* q = w.result().at(0).data_ptr<double>();
+    const tensor reduced = w.result().at(0).cpu();
+    const double* q = reduced.data_ptr<double>();
     epoch_summary sum;
     sum.epoch = epoch;
     sum.samples = int64_t(q[1]);
@@ -369,7 +399,18 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
   if (resumes_on_its_own && exchange->process_rank() == 0)
     std::printf("train_data_parallel: restart %lld of the job: resuming from %s\n",
                 static_cast<long long>(restart), spec.resume.c_str());
-  auto locals = std::make_shared<dist::local_replicas>(opts.num_local, exchange);
+  // CPU replicas meet in local_replicas, whose comm actor crosses processes; a GPU replica
+  // (one per process) goes over the job's NCCL group, or a one-rank one of its own.
+  std::shared_ptr<dist::local_replicas> locals;
+  std::shared_ptr<dist::replica_group> gpu_group;
+  if (spec.device.is_cuda())
+    gpu_group = dist::process_replicas(
+        opts.process_group ? opts.process_group
+                           : dist::make_process_group_nccl(
+                                 std::make_shared<dist::hash_store>(std::chrono::seconds(60)), 0, 1,
+                                 std::chrono::milliseconds(60000), {}, spec.device.index));
+  else
+    locals = std::make_shared<dist::local_replicas>(opts.num_local, exchange);
   caf::scoped_actor monitor{sys};
   std::vector<caf::actor> trainers;
   for (int i = 0; i < opts.num_local; ++i) {
@@ -380,7 +421,8 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
     info.num_processes = exchange->num_processes();
     info.rank = info.process_rank * opts.num_local + i;
     info.world_size = opts.num_local * info.num_processes;
-    auto t = sys.spawn<caf::detached>(trainer_actor, &spec, info, locals->replica(i),
+    auto t = sys.spawn<caf::detached>(trainer_actor, &spec, info,
+                                      locals ? locals->replica(i) : gpu_group,
                                       caf::actor_cast<caf::actor>(monitor));
     monitor->monitor(t);
     monitor->send(t, train_atom::value);
@@ -392,7 +434,8 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
     if (failure.empty()) {
       failure = msg;
       // The other local replicas may be waiting for this one's part of a collective.
-      locals->abort(std::make_exception_ptr(error(msg)));
+      if (locals)
+        locals->abort(std::make_exception_ptr(error(msg)));
     }
   };
   size_t down = 0;

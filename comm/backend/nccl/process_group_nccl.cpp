@@ -11,6 +11,7 @@
 // What NCCL cannot express is refused clearly: recv from any rank, BAND/BOR/BXOR.
 #include "comm/backend/nccl/process_group_nccl.hpp"
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -18,6 +19,7 @@
 #include <nccl.h>
 
 #include "base/error.hpp"
+#include "base/parse.hpp"
 #include "comm/backend/serial_executor.hpp"
 #include "comm/backend/socket_ifname.hpp"
 #include "kernels/cuda/check.hpp"
@@ -72,7 +74,7 @@ ncclRedOp_t nccl_op(const char* op, reduce_op r, dtype t) {
 class process_group_nccl final : public process_group {
 public:
   process_group_nccl(std::shared_ptr<store> st, int rank, int size, milliseconds timeout,
-                     std::vector<int> global_ranks)
+                     std::vector<int> global_ranks, int device)
       : process_group(rank, size, std::move(global_ranks)), store_(std::move(st)),
         timeout_(timeout) {
     // NCCL reads NCCL_SOCKET_IFNAME itself (in ncclGetUniqueId and ncclCommInitRank); an
@@ -85,7 +87,14 @@ public:
         err == cudaSuccess && count > 0, "nccl backend: no usable CUDA device on rank ", rank,
         " (cudaGetDeviceCount: ", err == cudaSuccess ? "0 devices" : cudaGetErrorString(err),
         "); use the gloo backend for CPU tensors");
-    device_ = rank % count;
+    if (device < 0) {
+      const char* local = std::getenv("LOCAL_RANK");
+      device = local ? int(parse_int(local, "LOCAL_RANK", 0)) : rank;
+      device %= count;
+    }
+    ACTORCH_CHECK(device < count, "nccl backend: device cuda:", device, " does not exist on rank ",
+                  rank, " (it has ", count, " CUDA devices)");
+    device_ = device;
     ACTORCH_CUDA_CHECK(cudaSetDevice(device_));
     ncclUniqueId id;
     if (rank == 0) {
@@ -350,9 +359,9 @@ private:
 
 std::shared_ptr<process_group> make_process_group_nccl(std::shared_ptr<store> store, int rank,
                                                        int size, milliseconds timeout,
-                                                       std::vector<int> global_ranks) {
+                                                       std::vector<int> global_ranks, int device) {
   return std::make_shared<process_group_nccl>(std::move(store), rank, size, timeout,
-                                              std::move(global_ranks));
+                                              std::move(global_ranks), device);
 }
 
 } // namespace actorch::dist

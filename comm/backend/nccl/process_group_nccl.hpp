@@ -12,10 +12,12 @@
 namespace actorch::dist {
 
 /// Rendezvous of `size` ranks through `store` (rank 0 publishes the NCCL unique id) and an NCCL
-/// communicator on CUDA device `rank % device_count`. Throws actorch::error when the build has
-/// no CUDA or no GPU is usable, naming the CUDA error.
+/// communicator on CUDA device `device`; -1 picks, as PyTorch does when it must guess,
+/// LOCAL_RANK (set by the launchers) or else `rank`, modulo the devices present. Throws
+/// actorch::error when the build has no CUDA or no GPU is usable, naming the CUDA error.
 std::shared_ptr<process_group> make_process_group_nccl(std::shared_ptr<store> store, int rank,
                                                        int size, milliseconds timeout,
-                                                       std::vector<int> global_ranks = {});
+                                                       std::vector<int> global_ranks = {},
+                                                       int device = -1);
 
 } // namespace actorch::dist

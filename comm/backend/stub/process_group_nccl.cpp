@@ -6,7 +6,7 @@
 namespace actorch::dist {
 
 std::shared_ptr<process_group> make_process_group_nccl(std::shared_ptr<store>, int, int,
-                                                       milliseconds, std::vector<int>) {
+                                                       milliseconds, std::vector<int>, int) {
   ACTORCH_FAIL("the nccl backend is not available: this build has no CUDA (configure with "
                "ACTORCH_ENABLE_CUDA=ON where nvcc is found); use the gloo backend for CPU "
                "tensors");
