@@ -15,6 +15,7 @@
 #include "comm/store/hash_store.hpp"
 #include "core/autograd/grad_mode.hpp"
 #include "core/cuda/stream.hpp"
+#include "core/cuda_memory.hpp"
 #include "core/data/distributed_sampler.hpp"
 #include "core/ops/factory.hpp"
 #include "core/serialize/checkpoint.hpp"
@@ -99,6 +100,11 @@ void check_spec(const trainer_spec& spec, const job_options& opts) {
   ACTORCH_CHECK(opts.num_local >= 1, "train_data_parallel: num_local must be >= 1 but got ",
                 opts.num_local);
   if (spec.device.is_cuda()) {
+    ACTORCH_CHECK(spec.device.index < cuda_device_count(), "train_data_parallel: replicas on ",
+                  spec.device, " need that GPU, but ",
+                  cuda_device_count() == 0 ? "none is available: " + cuda_unavailable_reason()
+                                           : "this machine has " +
+                                                 std::to_string(cuda_device_count()));
     ACTORCH_CHECK(opts.num_local == 1, "train_data_parallel: ", opts.num_local,
                   " trainer actors on GPUs in one process are not supported yet; start one "
                   "process per GPU (actorch launch --nproc-per-node N) with one actor each");

@@ -39,7 +39,20 @@ struct ddp_mlp_options {
   // actors and process modes: DDP's bucket_cap_mb and adaptive_buckets.
   double bucket_cap_mb = 25;
   bool adaptive_buckets = true;
+  /// "cpu", or a GPU: mode single is then WORKLOADS.md's gpu-step; the actors and process
+  /// modes put one GPU replica in each process (trainer_spec::device).
+  std::string device = "cpu";
 };
+
+struct h2d_options {
+  std::string device = "cuda:0";
+  double min_seconds = 0.5; // per measurement
+};
+
+/// WORKLOADS.md's h2d: host-to-device GB/s for one loader batch (64x3x32x32 float32) and for
+/// 64 MiB, through tensor::copy_ from pinned (non_blocking) and from pageable memory, and a
+/// plain cudaMemcpyAsync loop from pinned memory (the ceiling the pinned copy is held to).
+void run_h2d(const h2d_options& opts, std::ostream& out);
 
 /// The ddp-mlp workload: Linear(784,H) ReLU [Linear(H,H) ReLU] x depth Linear(H,10), H = 1024
 /// and depth 1 by default, cross-entropy, SGD(lr 0.01, momentum 0.9) on fixed random inputs;

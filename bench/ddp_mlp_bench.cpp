@@ -44,6 +44,8 @@ std::shared_ptr<nn::sequential> mlp(const ddp_mlp_options& o, generator& gen) {
 
 void print_line(const ddp_mlp_options& o, double seconds_per_step, double loss, std::ostream& out) {
   out << "ddp-mlp mode=" << o.mode << " world=" << o.world << " batch=" << o.batch;
+  if (o.device != "cpu")
+    out << " device=" << o.device;
   if (o.hidden != 1024 || o.depth != 1)
     out << " hidden=" << o.hidden << " depth=" << o.depth;
   if (o.bucket_cap_mb != 25 || !o.adaptive_buckets)
@@ -80,8 +82,10 @@ void run_on_this_thread(const ddp_mlp_options& o, nn::module& model,
 void run_single(const ddp_mlp_options& o, std::ostream& out) {
   generator gen(0);
   auto model = mlp(o, gen);
-  const tensor x = randn({o.batch, 784}, {}, &gen);
-  const tensor y = randint(0, 10, {o.batch}, {}, &gen);
+  const device dev(o.device);
+  model->to(dev);
+  const tensor x = randn({o.batch, 784}, {.device = dev}, &gen);
+  const tensor y = randint(0, 10, {o.batch}, {.device = dev}, &gen);
   run_on_this_thread(
       o, *model, [&](const tensor& in) { return (*model)(in); }, x, y, out);
 }
@@ -148,6 +152,7 @@ actors::trainer_spec spec_of(const ddp_mlp_options& o, double* last_loss) {
   }
   s.batch_fn = [fixed](const actors::replica_info& r, int64_t) { return fixed.at(size_t(r.rank)); };
   s.steps_per_epoch = o.warmup + o.steps;
+  s.device = device(o.device);
   return s;
 }
 
@@ -175,7 +180,8 @@ void run_process(const ddp_mlp_options& o, std::ostream& out) {
   out.flush();
   dist::spawn(
       [&](int rank) {
-        dist::init_process_group({.init_method = "file://" + store.string(),
+        dist::init_process_group({.backend = device(o.device).is_cuda() ? "nccl" : "gloo",
+                                  .init_method = "file://" + store.string(),
                                   .world_size = int(o.world),
                                   .rank = rank,
                                   .timeout = std::chrono::milliseconds(60000)});

@@ -3,22 +3,31 @@
 //
 //   actorch launch --nproc-per-node 2 build/release/examples/digits_ddp --out digits-run
 //     [--epochs 30] [--batch-size 32] [--num-workers 1] [--actors 1] [--trace trace.json]
-//     [--resume digits-run/digits_ddp.safetensors]
+//     [--resume digits-run/digits_ddp.safetensors] [--device cuda]
+//
+// With --device cuda each process trains on cuda:LOCAL_RANK and the job's group is NCCL.
 //
 // Rank 0 shows the progress and writes digits-run/{digits_ddp.safetensors, metrics.csv,
 // curves.png}. Started without the launcher it runs as a job of one process.
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/parse.hpp"
 #include "comm/distributed.hpp"
 #include "examples/digits_training.hpp"
 
 int main(int argc, char** argv) try {
-  const digits::options o = digits::parse(argc, argv, "digits_ddp");
+  digits::options o = digits::parse(argc, argv, "digits_ddp");
   std::shared_ptr<actorch::dist::process_group> pg;
+  const bool gpu = o.device.is_cuda();
   if (std::getenv("WORLD_SIZE") != nullptr) { // started by a launcher: join its job
-    actorch::dist::init_process_group(
-        {.init_method = "env://", .timeout = std::chrono::milliseconds(60000)});
+    if (gpu) // one GPU per process, as torchrun's scripts do: cuda:LOCAL_RANK
+      if (const char* local = std::getenv("LOCAL_RANK"))
+        o.device = actorch::device(actorch::device_type::cuda,
+                                   int(actorch::parse_int(local, "LOCAL_RANK", 0)));
+    actorch::dist::init_process_group({.backend = gpu ? "nccl" : "gloo",
+                                       .init_method = "env://",
+                                       .timeout = std::chrono::milliseconds(60000)});
     pg = actorch::dist::world();
   }
   const double acc = digits::run(o, pg);

@@ -53,10 +53,12 @@ options parse(int argc, char** argv, const char* program) {
       o.trace = v;
     else if (a == "--resume")
       o.resume = v;
+    else if (a == "--device")
+      o.device = device(v);
     else
       ACTORCH_FAIL(program, ": unknown option ", a,
                    " (known: --data --out --epochs --batch-size --num-workers --actors --lr "
-                   "--trace --resume)");
+                   "--trace --resume --device)");
   }
   return o;
 }
@@ -124,7 +126,9 @@ actors::trainer_spec make_spec(const options& o, std::vector<int64_t>* test_indi
                                out.argmax(1).eq(y).sum().item<int64_t>()};
   };
   spec.evaluate = [test_x, test_y](nn::module& m) {
-    const double acc = m(test_x).argmax(1).eq(test_y).to(dtype::float64).mean().item<double>();
+    const device on = m.parameters().front().device();
+    const double acc =
+        m(test_x.to(on)).argmax(1).eq(test_y.to(on)).to(dtype::float64).mean().item<double>();
     return std::map<std::string, double>{{"test_accuracy", acc}};
   };
   spec.dataset = train;
@@ -135,6 +139,7 @@ actors::trainer_spec make_spec(const options& o, std::vector<int64_t>* test_indi
   spec.seed = 1;
   spec.checkpoint = (std::filesystem::path(o.out) / "digits_ddp.safetensors").string();
   spec.resume = o.resume;
+  spec.device = o.device;
   return spec;
 }
 

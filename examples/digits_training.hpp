@@ -22,6 +22,9 @@ struct options {
   double lr = 0.05;
   std::string trace;  // Chrome trace of the run
   std::string resume; // a checkpoint to continue from
+  /// "cpu", or "cuda" / "cuda:N": the replicas train on GPUs (under a launcher, process p's
+  /// replica on cuda:LOCAL_RANK, its gradients over NCCL).
+  actorch::device device{};
 };
 
 /// Parses argv (both examples take the same flags). Throws actorch::error naming a bad flag.

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "bench/bench.hpp"
+#include "core/device.hpp"
 #include "tools/actorch/commands.hpp"
 
 namespace actorch::cli {
@@ -53,7 +54,28 @@ void add_bench(CLI::App& app) {
                    "1: buckets chosen from measured timings after a few steps (DDP's "
                    "adaptive_buckets); 0: torch's static buckets")
       ->check(CLI::Range(0, 1));
+  mlp_cmd
+      ->add_option("--device", mlp->device,
+                   "cpu, or cuda / cuda:N: the replica's step on a GPU (WORKLOADS.md's gpu-step "
+                   "with --mode single; actors and process modes: one GPU replica per process)")
+      ->check([](const std::string& v) {
+        try {
+          (void)actorch::device(v);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
   mlp_cmd->callback([mlp] { bench::run_ddp_mlp(*mlp, std::cout); });
+
+  auto h2d = std::make_shared<bench::h2d_options>();
+  auto* h2d_cmd = bench->add_subcommand(
+      "h2d", "host-to-device copy GB/s from pinned and pageable memory, and a plain "
+             "cudaMemcpyAsync loop from pinned memory (WORKLOADS.md h2d; needs a GPU)");
+  h2d_cmd->add_option("--device", h2d->device, "the GPU")->default_str("cuda:0");
+  h2d_cmd->add_option("--min-seconds", h2d->min_seconds, "time each measurement this long")
+      ->check(CLI::Range(0.01, 60.0));
+  h2d_cmd->callback([h2d] { bench::run_h2d(*h2d, std::cout); });
 
   auto rep = std::make_shared<bench::report_options>();
   auto* rep_cmd = bench->add_subcommand(
