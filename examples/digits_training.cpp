@@ -55,10 +55,12 @@ options parse(int argc, char** argv, const char* program) {
       o.resume = v;
     else if (a == "--device")
       o.device = device(v);
+    else if (a == "--plot")
+      o.plot = number(0) != 0;
     else
       ACTORCH_FAIL(program, ": unknown option ", a,
                    " (known: --data --out --epochs --batch-size --num-workers --actors --lr "
-                   "--trace --resume --device)");
+                   "--trace --resume --device --plot)");
   }
   return o;
 }
@@ -280,7 +282,8 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
                 static_cast<long long>(o.epochs));
     return -1;
   }
-  plot(dir);
+  if (o.plot)
+    plot(dir);
   // For PyTorch: the model alone, keyed as torch.nn.Sequential's state_dict() names it, so
   // `model.load_state_dict(load_file("model.safetensors"))` takes it as it is; and the test
   // split's indices into the digits file, to evaluate it on the same samples.
@@ -293,7 +296,7 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
               static_cast<long long>(o.epochs), display.seconds());
   std::printf("wrote %s, %s, %s, %s, %s%s%s\n", spec.checkpoint.c_str(),
               (dir / "model.safetensors").c_str(), (dir / "test_indices.npy").c_str(),
-              (dir / "metrics.csv").c_str(), (dir / "curves.png").c_str(),
+              (dir / "metrics.csv").c_str(), o.plot ? (dir / "curves.png").c_str() : "(no plot)",
               o.trace.empty() ? "" : ", ", o.trace.c_str());
   return acc;
 }

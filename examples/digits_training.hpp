@@ -25,6 +25,7 @@ struct options {
   /// "cpu", or "cuda" / "cuda:N": the replicas train on GPUs (under a launcher, process p's
   /// replica on cuda:LOCAL_RANK, its gradients over NCCL).
   actorch::device device{};
+  bool plot = true; // curves.png through gnuplot (--plot 0: machines without it)
 };
 
 /// Parses argv (both examples take the same flags). Throws actorch::error naming a bad flag.
