@@ -100,17 +100,17 @@ void check_spec(const trainer_spec& spec, const job_options& opts) {
   ACTORCH_CHECK(opts.num_local >= 1, "train_data_parallel: num_local must be >= 1 but got ",
                 opts.num_local);
   if (spec.device.is_cuda()) {
-    ACTORCH_CHECK(spec.device.index < cuda_device_count(), "train_data_parallel: replicas on ",
-                  spec.device, " need that GPU, but ",
-                  cuda_device_count() == 0 ? "none is available: " + cuda_unavailable_reason()
-                                           : "this machine has " +
-                                                 std::to_string(cuda_device_count()));
     ACTORCH_CHECK(opts.num_local == 1, "train_data_parallel: ", opts.num_local,
                   " trainer actors on GPUs in one process are not supported yet; start one "
                   "process per GPU (actorch launch --nproc-per-node N) with one actor each");
     ACTORCH_CHECK(!opts.process_group || opts.process_group->collective_device().is_cuda(),
                   "train_data_parallel: replicas on ", spec.device,
                   " need an nccl process group, but the job's is ", opts.process_group->backend());
+    ACTORCH_CHECK(spec.device.index < cuda_device_count(), "train_data_parallel: replicas on ",
+                  spec.device, " need that GPU, but ",
+                  cuda_device_count() == 0
+                      ? "none is available: " + cuda_unavailable_reason()
+                      : "this machine has " + std::to_string(cuda_device_count()));
   }
 }
 

@@ -5,8 +5,10 @@ function(actorch_target_options target)
       -Wcast-align -Wunused -Woverloaded-virtual -Wimplicit-fallthrough>)
   # nvcc: constexpr functions such as std::bit_cast callable from device code, and the host
   # compiler's warnings.
+  # --fmad=false: no fused multiply-add, so that the functors shared with the CPU
+  # (kernels/functors.hpp) round as the CPU's code does (a + alpha * b twice, not once).
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr
-    -Xcompiler=-Wall,-Wextra,-Wshadow>)
+    --fmad=false -Xcompiler=-Wall,-Wextra,-Wshadow>)
   if(ACTORCH_WERROR)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>
       $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings -Xcompiler=-Werror>)

@@ -27,11 +27,16 @@ inline bool is_comparison(binary_op op) {
 
 /// A value of dtype S converted to dtype D as C++ converts (truncation toward zero for float to
 /// int, as PyTorch's casts do); any value converted to bool is value != 0.
+/// A floating value goes to a narrower integer through int64, as PyTorch casts it: a direct
+/// float -> uint8 cast of a negative value is undefined in C++, wrapping on x86 (-2.7 -> 254)
+/// and saturating on a GPU (0); through int64 both wrap.
 template <class D, class S> ACTORCH_HOST_DEVICE inline D convert(S v) {
   if constexpr (std::is_same_v<D, bool>)
     return static_cast<compute_t<S>>(v) != compute_t<S>(0);
   else if constexpr (std::is_same_v<D, S>)
     return v;
+  else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<compute_t<S>>)
+    return static_cast<D>(static_cast<int64_t>(static_cast<compute_t<S>>(v)));
   else
     return static_cast<D>(static_cast<compute_t<D>>(static_cast<compute_t<S>>(v)));
 }
@@ -50,11 +55,15 @@ template <class V> ACTORCH_HOST_DEVICE inline V wrap_sub(V a, V b) {
   else
     return a - b;
 }
+// For int8 and int16 the unsigned type would be promoted to (signed) int before multiplying,
+// which overflows for -1 * -1 in int16: multiply in unsigned int instead.
 template <class V> ACTORCH_HOST_DEVICE inline V wrap_mul(V a, V b) {
-  if constexpr (std::is_integral_v<V> && std::is_signed_v<V>)
-    return V(std::make_unsigned_t<V>(a) * std::make_unsigned_t<V>(b));
-  else
+  if constexpr (std::is_integral_v<V> && std::is_signed_v<V>) {
+    using U = std::conditional_t<(sizeof(V) < sizeof(unsigned)), unsigned, std::make_unsigned_t<V>>;
+    return V(U(std::make_unsigned_t<V>(a)) * U(std::make_unsigned_t<V>(b)));
+  } else {
     return a * b;
+  }
 }
 
 // NaN propagates from either side, as torch.maximum and torch.minimum do.

@@ -7,9 +7,12 @@
 #include "base/error.hpp"
 
 /// Throws actorch::error naming the call and CUDA's reason when `expr` does not return success.
+/// The error is cleared first, so that the next launch check does not blame it on its kernel.
 #define ACTORCH_CUDA_CHECK(expr)                                                                   \
   do {                                                                                             \
     const cudaError_t actorch_err_ = (expr);                                                       \
+    if (actorch_err_ != cudaSuccess)                                                               \
+      (void)cudaGetLastError();                                                                    \
     ACTORCH_CHECK(actorch_err_ == cudaSuccess, #expr,                                              \
                   " failed: ", cudaGetErrorString(actorch_err_));                                  \
   } while (false)

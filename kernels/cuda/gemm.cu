@@ -1,7 +1,8 @@
 // GEMM through cuBLAS. cuBLAS is column-major; a row-major matrix with leading dim ld is the
 // column-major view of its transpose, so row-major C = op(A) op(B) is computed as column-major
-// C^T = op(B)^T op(A)^T: B first, A second, m and n swapped, each operand transposed by cuBLAS
-// exactly when it is not transposed in storage.
+// C^T = op(B)^T op(A)^T: B first, A second, m and n swapped. An operand stored as op(X) reads,
+// column-major, as op(X)^T, which is what the product needs: cuBLAS transposes an operand
+// exactly when it is transposed in storage.
 #include "kernels/cuda/gemm.hpp"
 
 #include <cublas_v2.h>
@@ -66,15 +67,16 @@ int checked_int(int64_t v, const char* what) {
 }
 
 cublasOperation_t op_of(const gemm_operand& x) {
-  return x.trans ? CUBLAS_OP_N : CUBLAS_OP_T;
+  return x.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
 }
 
 // C = beta * C over m rows of n elements with leading dim ldc: the k == 0 product.
+// In double, then rounded, as the CPU's alpha == 0 path.
 template <class T> struct scale_fn {
-  compute_t<T> beta;
+  double beta;
   __device__ void operator()(char* (&p)[1]) const {
     T& c = *reinterpret_cast<T*>(p[0]);
-    c = beta == compute_t<T>(0) ? T(0) : T(beta * compute_t<T>(c));
+    c = beta == 0 ? T(0) : T(compute_t<T>(beta * double(compute_t<T>(c))));
   }
 };
 
@@ -91,7 +93,7 @@ void scale_c(dtype t, int64_t batch, int64_t m, int64_t n, const scalar& beta, v
       loop.strides[0][1] = ldc * int64_t(sizeof(T));
       loop.strides[0][2] = int64_t(sizeof(T));
       loop.data[0] = static_cast<char*>(c);
-      launch_elementwise(loop, scale_fn<T>{beta.to<compute_t<T>>()}, "gemm (k = 0)");
+      launch_elementwise(loop, scale_fn<T>{beta.to_double()}, "gemm (k = 0 or alpha = 0)");
     }
   });
 }
@@ -104,7 +106,7 @@ void gemm_batched(dtype t, int64_t batch, int64_t m, int64_t n, int64_t k, const
   const types ty = types_of(t);
   if (batch == 0 || m == 0 || n == 0)
     return;
-  if (k == 0) {
+  if (k == 0 || alpha.to_double() == 0) { // A and B are not read, as on the CPU
     scale_c(t, batch, m, n, beta, c, ldc, stride_c);
     return;
   }

@@ -102,21 +102,26 @@ template <class Fn> void with_size(int64_t esize, const char* op, Fn&& fn) {
 void check_index_range(const char* op, const int64_t* index, int64_t n, int64_t dim, int64_t size) {
   if (n == 0)
     return;
+  const cudaStream_t on = stream();
   unsigned long long* first = nullptr;
-  ACTORCH_CUDA_CHECK(cudaMallocAsync(&first, sizeof(*first), stream()));
+  ACTORCH_CUDA_CHECK(cudaMallocAsync(&first, sizeof(*first), on));
+  struct freed { // also when a check below throws
+    unsigned long long* p;
+    cudaStream_t s;
+    ~freed() { (void)cudaFreeAsync(p, s); }
+  } guard{first, on};
   const unsigned long long none = static_cast<unsigned long long>(n);
-  ACTORCH_CUDA_CHECK(cudaMemcpyAsync(first, &none, sizeof(none), cudaMemcpyHostToDevice, stream()));
-  first_bad_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(index, n, size, first);
+  ACTORCH_CUDA_CHECK(cudaMemcpyAsync(first, &none, sizeof(none), cudaMemcpyHostToDevice, on));
+  first_bad_kernel<<<blocks_for(n), kThreads, 0, on>>>(index, n, size, first);
   check_launch("check_index_range");
   unsigned long long found = none;
-  ACTORCH_CUDA_CHECK(
-      cudaMemcpyAsync(&found, first, sizeof(found), cudaMemcpyDeviceToHost, stream()));
-  ACTORCH_CUDA_CHECK(cudaFreeAsync(first, stream()));
-  ACTORCH_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  ACTORCH_CUDA_CHECK(cudaMemcpyAsync(&found, first, sizeof(found), cudaMemcpyDeviceToHost, on));
+  ACTORCH_CUDA_CHECK(cudaStreamSynchronize(on));
   if (found == none)
     return;
   int64_t bad = 0;
-  ACTORCH_CUDA_CHECK(cudaMemcpy(&bad, index + found, sizeof(bad), cudaMemcpyDeviceToHost));
+  ACTORCH_CUDA_CHECK(cudaMemcpyAsync(&bad, index + found, sizeof(bad), cudaMemcpyDeviceToHost, on));
+  ACTORCH_CUDA_CHECK(cudaStreamSynchronize(on));
   cpu::check_index_range(op, &bad, 1, dim, size); // throws the CPU's message
 }
 

@@ -125,3 +125,43 @@ TEST_CASE("DDP over NCCL at world 1 gives the plain model's gradients", "[comm][
     CHECK(close(values_of(got[i].grad()), values_of(want[i].grad()), 1e-5));
   }
 }
+
+namespace {
+// The seeds' DDP tutorial's ToyMpModel ("DDP with model parallelism"): net1 on dev0, net2 on
+// dev1, the activation moved between them in forward; wrapped in DDP without device_ids.
+class toy_mp_model : public nn::module {
+public:
+  toy_mp_model(const device& dev0, const device& dev1) : dev0_(dev0), dev1_(dev1) {
+    generator g(11);
+    net1_ = register_module("net1", std::make_shared<nn::linear>(10, 10, true, &g));
+    net2_ = register_module("net2", std::make_shared<nn::linear>(10, 5, true, &g));
+    net1_->to(dev0);
+    net2_->to(dev1);
+  }
+  tensor forward(const tensor& x) override {
+    return (*net2_)(relu((*net1_)(x.to(dev0_))).to(dev1_));
+  }
+
+private:
+  device dev0_, dev1_;
+  std::shared_ptr<nn::linear> net1_, net2_;
+};
+} // namespace
+
+TEST_CASE("DDP with model parallelism: a module over two devices, wrapped without device_ids",
+          "[comm][ddp][cuda]") {
+  SKIP_WITHOUT_GPU();
+  // One GPU: the tutorial's two devices are cuda:0 twice (the activation's moves are no-ops);
+  // the outputs' device (dev1) takes the labels, as in the tutorial.
+  generator g(4);
+  const tensor x = randn({20, 10}, {}, &g), y = randn({20, 5}, {}, &g);
+  auto plain = std::make_shared<toy_mp_model>(kCPU, kCPU);
+  nn::functional::mse_loss((*plain)(x), y).backward();
+  auto mp = std::make_shared<toy_mp_model>(kGPU, kGPU);
+  distributed_data_parallel ddp(mp, process_replicas(nccl_world1()));
+  nn::functional::mse_loss(ddp(x), y.to(kGPU)).backward();
+  const auto want = plain->parameters(), got = mp->parameters();
+  REQUIRE(want.size() == got.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    CHECK(close(values_of(got[i].grad()), values_of(want[i].grad()), 1e-5));
+}
