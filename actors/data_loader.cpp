@@ -15,6 +15,7 @@
 #include "actors/loader/plan.hpp"
 #include "actors/loader/worker.hpp"
 #include "actors/source_loader.hpp"
+#include "core/cuda/stream.hpp"
 #include "core/data/sampler.hpp"
 #include "core/data/worker_info.hpp"
 #include "core/trace.hpp"
@@ -283,7 +284,8 @@ struct loader_impl {
                   "DataLoader.run_epoch: the device option is for the range-for; a consumer "
                   "actor copies its batches to its GPU itself");
     if (opts.device && !to_device)
-      to_device = std::make_unique<actors::device_prefetch>(*opts.device);
+      to_device = std::make_unique<actors::device_prefetch>(
+          *opts.device, opts.pin_memory && pinned_memory_is_page_locked());
     if (sink ? host() && host()->core() : coordinator_actor != nullptr)
       stop_coordinator(); // the last run had the other kind of consumer
     if (sink) {
@@ -375,12 +377,18 @@ struct loader_impl {
       ahead_error = e.what();
       return;
     }
-    if (d.end_of_epoch)
+    if (d.end_of_epoch) {
       ahead_ended = true;
-    else if (!d.error.empty())
+    } else if (!d.error.empty()) {
       ahead_error = d.error;
-    else
-      to_device->push(std::move(d.data), d.seq);
+    } else {
+      try {
+        to_device->push(std::move(d.data), d.seq);
+      } catch (const std::exception& e) {
+        ahead_error = std::string("DataLoader: copying batch ") + std::to_string(d.seq) + " to " +
+                      opts.device->str() + " failed: " + e.what();
+      }
+    }
   }
 };
 
@@ -389,6 +397,12 @@ struct loader_impl {
 namespace {
 
 void check_options(const loader_options& o, bool custom_source, bool iterable) {
+  if (o.device) {
+    ACTORCH_CHECK(o.device->is_cuda(), "DataLoader: device must be a CUDA device but got ",
+                  *o.device, " (batches are on the CPU without it)");
+    ACTORCH_CHECK(o.device->index < cuda::device_count(), "DataLoader: device ", *o.device,
+                  " does not exist (CUDA devices here: ", cuda::device_count(), ")");
+  }
   if (iterable) {
     ACTORCH_CHECK(!o.shuffle, "DataLoader with IterableDataset: expected unspecified shuffle "
                               "option, but got shuffle=true");

@@ -72,7 +72,8 @@ void run_on_this_thread(const ddp_mlp_options& o, nn::module& model,
   };
   for (int64_t i = 0; i < o.warmup; ++i)
     step();
-  (void)loss.item<double>();
+  if (loss.defined())
+    (void)loss.item<double>();
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < o.steps; ++i)
     step();
@@ -189,8 +190,11 @@ void run_process(const ddp_mlp_options& o, std::ostream& out) {
                                   .rank = rank,
                                   .timeout = std::chrono::milliseconds(60000)});
         double loss = 0;
-        const auto r = actors::train_data_parallel(
-            spec_of(o, &loss), {.process_group = dist::world(), .trace = o.trace});
+        actors::trainer_spec spec = spec_of(o, &loss);
+        if (spec.device.is_cuda()) // each process's replica on its NCCL group's GPU
+          spec.device = dist::world()->collective_device();
+        const auto r =
+            actors::train_data_parallel(spec, {.process_group = dist::world(), .trace = o.trace});
         if (rank == 0)
           print_line(o, timed_step(o, r), loss, out);
         dist::destroy_process_group();

@@ -162,7 +162,7 @@ tensor track_view(const tensor& base, tensor view, const char* name,
 std::function<tensor(const tensor&)> into_zeros(shape_t shape,
                                                 std::function<tensor(tensor&)> region) {
   return [shape = std::move(shape), region = std::move(region)](const tensor& g) {
-    tensor z = zeros(shape, {.dtype = g.dtype()});
+    tensor z = zeros(shape, {.dtype = g.dtype(), .device = g.device()});
     region(z).copy_(g);
     return z;
   };

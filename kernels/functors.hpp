@@ -27,15 +27,16 @@ inline bool is_comparison(binary_op op) {
 
 /// A value of dtype S converted to dtype D as C++ converts (truncation toward zero for float to
 /// int, as PyTorch's casts do); any value converted to bool is value != 0.
-/// A floating value goes to a narrower integer through int64, as PyTorch casts it: a direct
-/// float -> uint8 cast of a negative value is undefined in C++, wrapping on x86 (-2.7 -> 254)
-/// and saturating on a GPU (0); through int64 both wrap.
+/// A floating value goes to uint8 through int64, as PyTorch casts it: a direct float -> uint8
+/// cast of a negative value is undefined in C++, wrapping on x86 (-2.7 -> 254) and saturating
+/// on a GPU (0); through int64 both wrap. (Values outside the other integer types' ranges are
+/// undefined in PyTorch too, and differ between the devices.)
 template <class D, class S> ACTORCH_HOST_DEVICE inline D convert(S v) {
   if constexpr (std::is_same_v<D, bool>)
     return static_cast<compute_t<S>>(v) != compute_t<S>(0);
   else if constexpr (std::is_same_v<D, S>)
     return v;
-  else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<compute_t<S>>)
+  else if constexpr (std::is_same_v<D, uint8_t> && std::is_floating_point_v<compute_t<S>>)
     return static_cast<D>(static_cast<int64_t>(static_cast<compute_t<S>>(v)));
   else
     return static_cast<D>(static_cast<compute_t<D>>(static_cast<compute_t<S>>(v)));

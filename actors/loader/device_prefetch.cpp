@@ -2,6 +2,9 @@
 #include "actors/loader/device_prefetch.hpp"
 
 #include "base/error.hpp"
+#include "core/allocator.hpp"
+#include "core/cuda/copy.hpp"
+#include "core/ops/factory.hpp"
 #include "core/trace.hpp"
 
 namespace actorch::actors {
@@ -21,13 +24,17 @@ namespace actorch::actors {
 // From pageable memory (pin_memory off) each copy returns only once done (PyTorch's rule), so
 // nothing overlaps: set pin_memory with device, as with .to(device, non_blocking=True).
 
-device_prefetch::device_prefetch(const device& d)
-    : device_(d), copy_stream_([&] {
-        ACTORCH_CHECK(d.is_cuda(), "DataLoader: device must be a CUDA device but got ", d);
-        ACTORCH_CHECK(d.index < cuda::device_count(), "DataLoader: device ", d,
-                      " does not exist (CUDA devices here: ", cuda::device_count(), ")");
-        return cuda::stream::create(d.index);
-      }()) {}
+device_prefetch::device_prefetch(const device& d, bool pinned)
+    : device_(d), pinned_(pinned), copy_stream_(cuda::stream::create(d.index)) {}
+
+device_prefetch::~device_prefetch() {
+  try {
+    clear();
+    copy_stream_.synchronize();
+  } catch (const std::exception&) {
+    // A failed device at teardown: nothing left to order.
+  }
+}
 
 namespace {
 // A custom value is shared by copies of a sample, so its tensors are replaced in place: the
@@ -52,10 +59,17 @@ bool has_custom(const data::sample& s) {
 
 void device_prefetch::push(data::sample host, int64_t seq) {
   trace::span s("loader", "copy batch to GPU");
+  // After whatever the consumer queued so far: the copy's memory comes from the copy stream's
+  // pool, where the consumer's earlier batches went back.
+  copy_stream_.wait_stream(cuda::current_stream(device_.index));
   cuda::stream_guard on(copy_stream_);
   data::sample copy = host;
   const bool async = !has_custom(host);
-  copy.for_each_tensor([&](tensor& t) { t = t.to(device_, async); });
+  copy.for_each_tensor([&](tensor& t) {
+    tensor d = actorch::empty(t.sizes(), {.dtype = t.dtype(), .device = device_});
+    cuda::copy_across_devices(d, t, async, async && pinned_ && t.device().is_cpu());
+    t = d;
+  });
   batch b{std::move(host), std::move(copy), seq, cuda::event()};
   b.copied.record(copy_stream_);
   in_flight_.push_back(std::move(b));

@@ -16,8 +16,14 @@ namespace actorch::actors {
 
 class device_prefetch {
 public:
-  /// @pre `d` is a CUDA device that exists (throws naming it otherwise).
-  explicit device_prefetch(const device& d);
+  /// @pre `d` is a CUDA device that exists (throws naming it otherwise). `pinned`: the
+  /// batches come in page-locked buffers (the loader's pool with pin_memory), which the copies
+  /// then read asynchronously.
+  device_prefetch(const device& d, bool pinned);
+  /// Waits for the copies in flight (the loader may go away mid-epoch).
+  ~device_prefetch();
+  device_prefetch(const device_prefetch&) = delete;
+  device_prefetch& operator=(const device_prefetch&) = delete;
 
   /// Starts copying `host`'s tensors to the device on the copy stream (asynchronously where
   /// they are pinned); `seq` travels with the batch.
@@ -43,6 +49,7 @@ private:
   void release_taken();
 
   device device_;
+  bool pinned_;
   cuda::stream copy_stream_;
   std::deque<batch> in_flight_;
   std::optional<batch> taken_; // the batch the consumer has now

@@ -8,6 +8,7 @@
 
 #include "base/error.hpp"
 #include "core/autograd/grad_mode.hpp"
+#include "core/cuda/stream.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/factory.hpp"
 
@@ -23,7 +24,7 @@ work replica_group::all_reduce_coalesced(std::vector<tensor> ts, reduce_op op) {
   }
   if (ts.empty())
     return work::completed();
-  tensor flat = empty({numel}, {.dtype = ts.front().dtype()});
+  tensor flat = empty({numel}, {.dtype = ts.front().dtype(), .device = ts.front().device()});
   {
     no_grad guard;
     int64_t offset = 0;
@@ -46,6 +47,10 @@ work replica_group::all_reduce_coalesced(std::vector<tensor> ts, reduce_op op) {
         dst.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
         offset += t.numel();
       }
+      // On a GPU the copies were queued on this (the group's) thread's stream: done before the
+      // work completes, so that the waiter's stream sees them whichever it is.
+      if (flat.device().is_cuda())
+        cuda::current_stream(flat.device().index).synchronize();
     } catch (...) {
       out.mark_failed(std::current_exception());
       return;

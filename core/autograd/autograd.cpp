@@ -181,7 +181,7 @@ void record(tensor& out, const char* name, const std::vector<const tensor*>& inp
   auto n = std::make_shared<function_node>(name, std::move(fn), std::move(sv));
   for (const tensor* in : inputs) {
     n->next_edges.push_back(gradient_edge(*in));
-    n->inputs.push_back({in->dtype(), in->sizes()});
+    n->inputs.push_back({in->dtype(), in->sizes(), in->device()});
   }
   autograd_meta& m = meta_of(out);
   m.requires_grad = true;

@@ -30,7 +30,8 @@ struct later_first {
   bool operator()(const node* a, const node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
-// A gradient for input i of `fn`, made to match the input's dtype and checked for its shape.
+// A gradient for input i of `fn`, made to match the input's dtype and device (PyTorch's
+// validate_outputs) and checked for its shape.
 tensor validate(const node& fn, size_t i, tensor g) {
   const input_meta& meta = fn.inputs.at(i);
   if (!g.defined())
@@ -38,6 +39,8 @@ tensor validate(const node& fn, size_t i, tensor g) {
   ACTORCH_INTERNAL_ASSERT(g.sizes() == meta.shape, fn.name(), " returned a gradient of shape ",
                           shape_str(g.sizes()), " for input ", i, " of shape ",
                           shape_str(meta.shape));
+  if (meta.device && g.device() != *meta.device)
+    g = g.to(*meta.device);
   return g.dtype() == meta.dtype ? g : g.to(meta.dtype);
 }
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct edge {
 struct input_meta {
   actorch::dtype dtype;
   shape_t shape;
+  /// The engine moves a gradient made on another device here; unset for a leaf's sink, whose
+  /// tensor may move (module::to) after the sink was made.
+  std::optional<actorch::device> device{};
 };
 
 struct node {

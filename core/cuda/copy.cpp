@@ -34,7 +34,7 @@ tensor staged_source(const tensor& dst, const tensor& src) {
 
 } // namespace
 
-void copy_across_devices(tensor dst, const tensor& src, bool non_blocking) {
+void copy_across_devices(tensor dst, const tensor& src, bool non_blocking, bool source_pinned) {
   const tensor s = staged_source(dst, src);
   // The block lands in dst itself when dst is dense, else in a staging tensor on dst's device.
   const bool direct = dst.is_contiguous();
@@ -58,7 +58,9 @@ void copy_across_devices(tensor dst, const tensor& src, bool non_blocking) {
     return;
   }
   if (src.device().is_cuda()) {
-    // GPU to GPU: the source device's queued work (which produced s) must be done first.
+    // GPU to GPU: the source device's queued work (which produced s) must be done first, and
+    // the copy is waited for below (the source's stream could otherwise overwrite src, or free
+    // a staged s, while the copy still reads it).
     current_stream(s.device().index).synchronize();
     ACTORCH_CUDA_CHECK(cudaMemcpyPeerAsync(landing.data_ptr(), landing.device().index, s.data_ptr(),
                                            s.device().index, nbytes, raw));
@@ -70,7 +72,8 @@ void copy_across_devices(tensor dst, const tensor& src, bool non_blocking) {
     dst.copy_(landing);
   // Asynchronous only from pinned memory the caller owns: a host tensor staged here would be
   // freed before the copy read it.
-  const bool async = non_blocking && (src.device().is_cuda() || (is_pinned(s) && s.is_same(src)));
+  const bool async =
+      non_blocking && src.device().is_cpu() && (is_pinned(s) || source_pinned) && s.is_same(src);
   if (!async)
     on.synchronize();
 }
@@ -85,7 +88,7 @@ void read_to_host(void* dst, const void* src, size_t nbytes, int device) {
 
 #else // !ACTORCH_HAVE_CUDA
 
-void copy_across_devices(tensor, const tensor&, bool) {
+void copy_across_devices(tensor, const tensor&, bool, bool) {
   fail_without_cuda("copy");
 }
 

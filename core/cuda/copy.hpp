@@ -11,9 +11,12 @@
 namespace actorch::cuda {
 
 /// dst = src (broadcast to dst's shape, converted to dst's dtype), where dst and src are on
-/// different devices and at least one is a GPU.
+/// different devices and at least one is a GPU. `source_pinned`: the caller vouches that src
+/// is page-locked host memory (not made by pinned_allocator(), as the loader's pool buffers)
+/// that it keeps untouched until the copy completes (an event it records after this call).
 /// @pre the shapes broadcast (tensor::copy_ checks and names them).
-void copy_across_devices(tensor dst, const tensor& src, bool non_blocking);
+void copy_across_devices(tensor dst, const tensor& src, bool non_blocking,
+                         bool source_pinned = false);
 
 /// Whether `t`'s memory is page-locked host memory (torch.Tensor.is_pinned).
 bool is_pinned(const tensor& t);

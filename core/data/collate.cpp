@@ -64,7 +64,9 @@ struct collator::node {
       device = t.device();
       shape_t stacked = shape;
       stacked.insert(stacked.begin(), size);
-      buffer = batch_buffer(stacked, t.dtype(), pool);
+      // Samples on a GPU stack there, as torch.stack does (the pool holds host memory).
+      buffer = device.is_cpu() ? batch_buffer(stacked, t.dtype(), pool)
+                               : empty(stacked, {.dtype = t.dtype(), .device = device});
       row_bytes = t.nbytes();
       break;
     }
@@ -138,7 +140,7 @@ struct collator::node {
                   " and sample ", i, " is ", dtype_name(t.dtype()));
     ACTORCH_CHECK(t.device() == device, "default_collate: ", path,
                   ": tensors on different devices (sample 0 and sample ", i, ")");
-    if (t.is_contiguous())
+    if (t.is_contiguous() && t.device().is_cpu())
       std::memcpy(static_cast<char*>(buffer.data_ptr()) + size_t(i) * row_bytes, t.data_ptr(),
                   row_bytes);
     else

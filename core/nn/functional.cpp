@@ -68,7 +68,8 @@ tensor dropout(const tensor& input, double p, bool training, generator* gen) {
     return input;
   if (p == 1)
     return input * 0.0;
-  const tensor keep = rand(input.sizes(), {.dtype = input.dtype()}, gen).ge(p);
+  const tensor keep =
+      rand(input.sizes(), {.dtype = input.dtype(), .device = input.device()}, gen).ge(p);
   return input * keep.to(input.dtype()) * (1.0 / (1.0 - p));
 }
 
@@ -143,10 +144,10 @@ tensor sync_batch_norm(const tensor& input, tensor running_mean, tensor running_
   {
     no_grad guard;
     const tensor x = input.to(dtype::float64);
-    const tensor stats =
-        all_reduce_sum(cat({x.sum(dims), x.mul(x).sum(dims),
-                            full({1}, double(input.numel() / c), {.dtype = dtype::float64})},
-                           0));
+    const tensor stats = all_reduce_sum(cat(
+        {x.sum(dims), x.mul(x).sum(dims),
+         full({1}, double(input.numel() / c), {.dtype = dtype::float64, .device = input.device()})},
+        0));
     n = int64_t(stats.select(0, 2 * c).item<double>() + 0.5);
     ACTORCH_CHECK(n > 1,
                   "sync_batch_norm: expected more than 1 value per channel over the "

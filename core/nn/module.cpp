@@ -214,16 +214,18 @@ void module::zero_grad(bool set_to_none) {
 
 namespace {
 // Makes x hold c's data, keeping x's identity (PyTorch replaces param.data): layers hold their
-// parameters as members too, and optimizers may already hold them. The gradient is dropped.
+// parameters as members too, and optimizers may already hold them. The gradient follows, as
+// module.to moves param.grad in PyTorch.
 void replace_data(tensor& x, const tensor& c) {
+  const tensor grad = x.grad();
   tensor_impl& impl = *x.impl_ptr();
   impl.storage = c.storage();
   impl.sizes = c.sizes();
   impl.strides = c.strides();
   impl.offset = c.storage_offset();
   impl.dtype = c.dtype();
-  if (x.grad().defined())
-    x.set_grad({});
+  if (grad.defined())
+    x.set_grad(grad.to(c.device()).to(c.dtype()));
 }
 } // namespace
 

@@ -142,20 +142,20 @@ tensor index_select(const tensor& t, int64_t dim, const tensor& index) {
     out = index_select_untracked(t, dim, index);
   }
   if (track)
-    autograd::record(out, "IndexSelectBackward0", {&t}, {index},
-                     [shape = t.sizes(), dim](const auto& g, const auto& s) {
-                       if (shape.empty())
-                         return std::vector<tensor>{g[0].clone()};
-                       // Scatter each selected slice back: the index, laid along dim and
-                       // broadcast over the other dims, addresses every element of g.
-                       const int64_t d = wrap_dim(dim, int64_t(shape.size()), "index_select");
-                       shape_t idx_shape(shape.size(), 1);
-                       idx_shape[size_t(d)] = s[0].numel();
-                       const tensor idx =
-                           s[0].to(dtype::int64).reshape(idx_shape).expand(g[0].sizes());
-                       return std::vector<tensor>{
-                           scatter_add(zeros(shape, {.dtype = g[0].dtype()}), d, idx, g[0])};
-                     });
+    autograd::record(
+        out, "IndexSelectBackward0", {&t}, {index},
+        [shape = t.sizes(), dim](const auto& g, const auto& s) {
+          if (shape.empty())
+            return std::vector<tensor>{g[0].clone()};
+          // Scatter each selected slice back: the index, laid along dim and
+          // broadcast over the other dims, addresses every element of g.
+          const int64_t d = wrap_dim(dim, int64_t(shape.size()), "index_select");
+          shape_t idx_shape(shape.size(), 1);
+          idx_shape[size_t(d)] = s[0].numel();
+          const tensor idx = s[0].to(dtype::int64).reshape(idx_shape).expand(g[0].sizes());
+          return std::vector<tensor>{scatter_add(
+              zeros(shape, {.dtype = g[0].dtype(), .device = g[0].device()}), d, idx, g[0])};
+        });
   return out;
 }
 
@@ -167,11 +167,12 @@ tensor gather(const tensor& t, int64_t dim, const tensor& index) {
     out = gather_untracked(t, dim, index);
   }
   if (track)
-    autograd::record(out, "GatherBackward0", {&t}, {index},
-                     [shape = t.sizes(), dim](const auto& g, const auto& s) {
-                       return std::vector<tensor>{
-                           scatter_add(zeros(shape, {.dtype = g[0].dtype()}), dim, s[0], g[0])};
-                     });
+    autograd::record(
+        out, "GatherBackward0", {&t}, {index},
+        [shape = t.sizes(), dim](const auto& g, const auto& s) {
+          return std::vector<tensor>{scatter_add(
+              zeros(shape, {.dtype = g[0].dtype(), .device = g[0].device()}), dim, s[0], g[0])};
+        });
   return out;
 }
 

@@ -95,7 +95,7 @@ tensor cat(const std::vector<tensor>& tensors, int64_t dim) {
     int64_t offset = 0;
     for (const shape_t& shape : shapes) {
       if (shape == shape_t{0} && g[0].dim() != 1) {
-        grads.push_back(zeros(shape, {.dtype = g[0].dtype()}));
+        grads.push_back(zeros(shape, {.dtype = g[0].dtype(), .device = g[0].device()}));
         continue;
       }
       grads.push_back(g[0].narrow(d, offset, shape[size_t(d)]));

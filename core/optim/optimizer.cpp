@@ -86,7 +86,9 @@ void optimizer::load_state_dict(const optimizer_state& s) {
       ACTORCH_CHECK(t.sizes() == params_[index].sizes(), "load_state_dict: \"", key,
                     "\" has shape ", shape_str(t.sizes()), " but parameter ", index, " has ",
                     shape_str(params_[index].sizes()));
-    restored[index][name] = t.clone();
+    // On the parameter's device (a checkpoint is read to the host), except the step count.
+    restored[index][name] =
+        name == "step" ? t.clone() : t.to(params_[index].device(), false, /*copy=*/true);
   }
   lr_ = lr;
   for (const auto& [name, v] : hyper)

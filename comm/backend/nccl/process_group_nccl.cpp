@@ -22,6 +22,7 @@
 #include "base/parse.hpp"
 #include "comm/backend/serial_executor.hpp"
 #include "comm/backend/socket_ifname.hpp"
+#include "core/cuda/stream.hpp"
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/context.hpp"
 
@@ -315,12 +316,13 @@ private:
     // stream order].
     cudaEvent_t issued = nullptr;
     {
-      const int caller_device = kernels::cuda::current_device();
-      ACTORCH_CUDA_CHECK(cudaSetDevice(device_));
+      cuda::device_guard on(device_);
       ACTORCH_CUDA_CHECK(cudaEventCreateWithFlags(&issued, cudaEventDisableTiming));
-      ACTORCH_CUDA_CHECK(cudaEventRecord(
-          issued, static_cast<cudaStream_t>(kernels::cuda::current_stream(device_))));
-      ACTORCH_CUDA_CHECK(cudaSetDevice(caller_device));
+      const cudaError_t recorded = cudaEventRecord(
+          issued, static_cast<cudaStream_t>(kernels::cuda::current_stream(device_)));
+      if (recorded != cudaSuccess)
+        cudaEventDestroy(issued);
+      ACTORCH_CUDA_CHECK(recorded);
     }
     std::lock_guard lock(mu_); // held while posting, so the ops run in issue order
     if (!broken_.empty()) {
