@@ -15,6 +15,7 @@
 #include "comm/store/hash_store.hpp"
 #include "core/autograd/grad_mode.hpp"
 #include "core/cuda/stream.hpp"
+#include "core/cuda/timeline.hpp"
 #include "core/cuda_memory.hpp"
 #include "core/data/distributed_sampler.hpp"
 #include "core/ops/factory.hpp"
@@ -160,8 +161,10 @@ public:
     replica_report report;
     report.rank = info_.rank;
     const device dev = replica_device(spec_, info_);
-    if (dev.is_cuda())
+    if (dev.is_cuda()) {
       cuda::set_device(dev.index); // this trainer thread's kernels go to its GPU
+      gpu_steps_.emplace(cuda::current_stream(dev.index), lane_ + " (" + dev.str() + ")");
+    }
     model_ = spec_.make_model(info_);
     ACTORCH_CHECK(model_ != nullptr, "train_data_parallel: make_model returned null");
     model_->to(dev);
@@ -224,6 +227,8 @@ private:
     bool counted = true;
     int64_t step = first_step;
     auto train_step = [&](const data::sample& batch) {
+      if (gpu_steps_)
+        gpu_steps_->begin("step " + std::to_string(step));
       opt_->zero_grad();
       step_result r;
       {
@@ -238,7 +243,11 @@ private:
         trace::span s(lane_, "optimizer step");
         opt_->step();
       }
+      if (gpu_steps_)
+        gpu_steps_->end();
       const double loss = r.loss.item<double>();
+      if (gpu_steps_)
+        gpu_steps_->flush();
       loss_sum += loss * double(r.samples);
       samples += r.samples;
       counted = counted && r.correct >= 0;
@@ -335,6 +344,8 @@ private:
   std::unique_ptr<optim::optimizer> opt_;
   std::unique_ptr<dist::distributed_data_parallel> ddp_;
   std::unique_ptr<data::data_loader> loader_;
+  // On a GPU: each step as its stream ran it, in the trace next to the loader's copies.
+  std::optional<cuda::stream_timeline> gpu_steps_;
   int64_t total_ = 0;
 };
 

@@ -25,7 +25,8 @@ namespace actorch::actors {
 // nothing overlaps: set pin_memory with device, as with .to(device, non_blocking=True).
 
 device_prefetch::device_prefetch(const device& d, bool pinned)
-    : device_(d), pinned_(pinned), copy_stream_(cuda::stream::create(d.index)) {}
+    : device_(d), pinned_(pinned), copy_stream_(cuda::stream::create(d.index)),
+      timeline_(copy_stream_, "loader copy stream (" + d.str() + ")") {}
 
 device_prefetch::~device_prefetch() {
   try {
@@ -63,6 +64,7 @@ void device_prefetch::push(data::sample host, int64_t seq) {
   // pool, where the consumer's earlier batches went back.
   copy_stream_.wait_stream(cuda::current_stream(device_.index));
   cuda::stream_guard on(copy_stream_);
+  timeline_.begin("copy batch " + std::to_string(seq), "\"seq\": " + std::to_string(seq));
   data::sample copy = host;
   const bool async = !has_custom(host);
   copy.for_each_tensor([&](tensor& t) {
@@ -70,6 +72,7 @@ void device_prefetch::push(data::sample host, int64_t seq) {
     cuda::copy_across_devices(d, t, async, async && pinned_ && t.device().is_cpu());
     t = d;
   });
+  timeline_.end();
   batch b{std::move(host), std::move(copy), seq, cuda::event()};
   b.copied.record(copy_stream_);
   in_flight_.push_back(std::move(b));
@@ -92,6 +95,7 @@ void device_prefetch::release_taken() {
   consumer_done.wait(copy_stream_);
   taken_->copied.synchronize();
   taken_.reset();
+  timeline_.flush();
 }
 
 void device_prefetch::clear() {
@@ -99,6 +103,7 @@ void device_prefetch::clear() {
   for (batch& b : in_flight_)
     b.copied.synchronize();
   in_flight_.clear();
+  timeline_.flush(true);
 }
 
 } // namespace actorch::actors

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "core/cuda/stream.hpp"
+#include "core/cuda/timeline.hpp"
 #include "core/data/sample.hpp"
 #include "core/device.hpp"
 
@@ -51,6 +52,7 @@ private:
   device device_;
   bool pinned_;
   cuda::stream copy_stream_;
+  cuda::stream_timeline timeline_; // the copies in the trace, in GPU time
   std::deque<batch> in_flight_;
   std::optional<batch> taken_; // the batch the consumer has now
 };

@@ -9,6 +9,7 @@
 
 #include "core/cuda/copy.hpp"
 #include "core/cuda/stream.hpp"
+#include "core/cuda/timeline.hpp"
 #include "core/cuda_memory.hpp"
 #include "core/nn/functional.hpp"
 #include "core/ops/elementwise.hpp"
@@ -20,6 +21,7 @@
 #include "core/ops/shape_ops.hpp"
 #include "core/ops/softmax.hpp"
 #include "core/tensor_iterator.hpp"
+#include "tests/core/files.hpp"
 #include "tests/core/values.hpp"
 
 using namespace actorch;
@@ -397,4 +399,31 @@ TEST_CASE("CUDA indexing, cat, quantization and the losses match their CPU twins
   REQUIRE_THROWS_WITH(
       F::nll_loss(logits.to(kGPU), full({32}, int64_t(10), {.device = kGPU})),
       Contains("nll_loss: target 10 at position 0 is out of bounds for 10 classes"));
+}
+
+TEST_CASE("a stream timeline puts GPU work in the trace in host time", "[cuda]") {
+  SKIP_WITHOUT_GPU();
+  trace::clear();
+  trace::enable();
+  const cuda::stream side = cuda::stream::create();
+  const auto before = trace::clock::now();
+  {
+    cuda::stream_timeline timeline(side, "test stream");
+    cuda::stream_guard on(side);
+    tensor t = zeros({1 << 22}, {.device = kGPU});
+    timeline.begin("adds");
+    for (int k = 0; k < 10; ++k)
+      t.add_(1);
+    timeline.end();
+    timeline.flush(true);
+  }
+  const auto after = trace::clock::now();
+  trace::enable(false);
+  const std::string path = (test::scratch_dir("cuda") / "timeline.json").string();
+  trace::write_chrome_json(path, 0, "test");
+  const std::string json = test::read_file(path);
+  CHECK(json.find("\"test stream\"") != std::string::npos);
+  CHECK(json.find("\"adds\"") != std::string::npos);
+  CHECK(after > before);
+  trace::clear();
 }
