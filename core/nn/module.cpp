@@ -229,35 +229,32 @@ void replace_data(tensor& x, const tensor& c) {
 }
 } // namespace
 
+void module::apply_to_tensors(const std::function<void(tensor&)>& f) {
+  for (auto& [_, p] : parameters_)
+    f(p);
+  for (auto& [_, b] : buffers_)
+    f(b);
+  for (auto& [_, c] : children_)
+    c->apply_to_tensors(f);
+}
+
 module& module::to(dtype t) {
-  auto convert = [t](tensor& x) {
+  apply_to_tensors([t](tensor& x) {
     if (!x.defined() || x.dtype() == t || !x.is_floating_point())
       return;
     no_grad guard;
     replace_data(x, x.to(t));
-  };
-  for (auto& [_, p] : parameters_)
-    convert(p);
-  for (auto& [_, b] : buffers_)
-    convert(b);
-  for (auto& [_, c] : children_)
-    c->to(t);
+  });
   return *this;
 }
 
 module& module::to(const device& d) {
-  auto move = [&d](tensor& x) {
+  apply_to_tensors([&d](tensor& x) {
     if (!x.defined() || x.device() == d)
       return;
     no_grad guard;
     replace_data(x, x.to(d));
-  };
-  for (auto& [_, p] : parameters_)
-    move(p);
-  for (auto& [_, b] : buffers_)
-    move(b);
-  for (auto& [_, c] : children_)
-    c->to(d);
+  });
   return *this;
 }
 

@@ -3,6 +3,7 @@
 // written by PyTorch.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -91,6 +92,8 @@ protected:
 
 private:
   void add_child(const std::string& name, std::shared_ptr<module> m);
+  /// f on every parameter and buffer of this module and its children (what to() converts).
+  void apply_to_tensors(const std::function<void(tensor&)>& f);
   void collect(const std::string& prefix, bool params, bool buffers, named_tensors& out,
                bool recurse) const;
 

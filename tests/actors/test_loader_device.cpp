@@ -5,25 +5,12 @@
 #include "core/cuda/stream.hpp"
 #include "core/cuda_memory.hpp"
 #include "tests/actors/loader_fixtures.hpp"
+#include "tests/core/gpu.hpp"
 #include "tests/core/values.hpp"
 
 using namespace actorch;
 using namespace actorch::test;
 using Catch::Contains;
-
-namespace {
-
-#define SKIP_WITHOUT_GPU()                                                                         \
-  do {                                                                                             \
-    if (!cuda::is_available()) {                                                                   \
-      WARN("skipped, no GPU: " << cuda_unavailable_reason());                                      \
-      return;                                                                                      \
-    }                                                                                              \
-  } while (false)
-
-const device kGPU{"cuda:0"};
-
-} // namespace
 
 TEST_CASE("a loader given a GPU that does not exist fails naming it",
           "[actors][loader][cuda_host]") {

@@ -12,6 +12,7 @@
 #include "core/nn/layers.hpp"
 #include "core/optim/sgd.hpp"
 #include "tests/comm/ranks.hpp"
+#include "tests/core/gpu.hpp"
 
 using namespace actorch;
 using namespace actorch::actors;
@@ -66,10 +67,7 @@ TEST_CASE("GPU trainer jobs refuse what they cannot run, naming it",
 }
 
 TEST_CASE("a trainer actor on a GPU trains as one on the CPU", "[actors][trainer][cuda]") {
-  if (!cuda::is_available()) {
-    WARN("skipped, no GPU: " << cuda_unavailable_reason());
-    return;
-  }
+  SKIP_WITHOUT_GPU();
   const job_report cpu = train_data_parallel(spec_on(kCPU));
   const job_report gpu = train_data_parallel(spec_on(device("cuda:0")));
   REQUIRE(cpu.epochs.size() == 2);

@@ -11,6 +11,7 @@
 #include "core/nn/functional.hpp"
 #include "core/nn/layers.hpp"
 #include "tests/comm/ranks.hpp"
+#include "tests/core/gpu.hpp"
 #include "tests/core/values.hpp"
 
 using namespace actorch;
@@ -20,16 +21,6 @@ using namespace std::chrono_literals;
 using Catch::Contains;
 
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                                                         \
-  do {                                                                                             \
-    if (!cuda::is_available()) {                                                                   \
-      WARN("skipped, no GPU: " << cuda_unavailable_reason());                                      \
-      return;                                                                                      \
-    }                                                                                              \
-  } while (false)
-
-const device kGPU{"cuda:0"};
 
 std::shared_ptr<process_group> nccl_world1() {
   return make_process_group_nccl(std::make_shared<hash_store>(10s), 0, 1, 10000ms);

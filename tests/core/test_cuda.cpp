@@ -22,6 +22,7 @@
 #include "core/ops/softmax.hpp"
 #include "core/tensor_iterator.hpp"
 #include "tests/core/files.hpp"
+#include "tests/core/gpu.hpp"
 #include "tests/core/values.hpp"
 
 using namespace actorch;
@@ -29,17 +30,6 @@ using namespace actorch::test;
 using Catch::Contains;
 
 namespace {
-
-// Skips a [cuda] test where no GPU is at hand, naming the reason.
-#define SKIP_WITHOUT_GPU()                                                                         \
-  do {                                                                                             \
-    if (!cuda::is_available()) {                                                                   \
-      WARN("skipped, no GPU: " << cuda_unavailable_reason());                                      \
-      return;                                                                                      \
-    }                                                                                              \
-  } while (false)
-
-const device kGPU{"cuda:0"};
 
 // The values of a GPU result against its CPU twin's: the same shape and dtype, integers and
 // bools equal, floats within rtol (NaN matching NaN).
