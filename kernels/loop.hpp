@@ -75,13 +75,19 @@ ACTORCH_HOST_DEVICE inline void element_pointers(const strided_loop<N>& loop, in
                                                  char* (&ptrs)[N]) {
   for (int k = 0; k < N; ++k)
     ptrs[k] = loop.data[k];
-  for (int d = loop.ndim - 1; d >= 0; --d) {
+  if (loop.ndim == 0)
+    return;
+  // The outermost dim's index is what is left: no division for it, so a contiguous loop (one
+  // dim after coalescing) costs none.
+  for (int d = loop.ndim - 1; d > 0; --d) {
     const int64_t size = loop.sizes[d];
     const int64_t i = linear % size;
     linear /= size;
     for (int k = 0; k < N; ++k)
       ptrs[k] += i * loop.strides[k][d];
   }
+  for (int k = 0; k < N; ++k)
+    ptrs[k] += linear * loop.strides[k][0];
 }
 
 } // namespace actorch::kernels
