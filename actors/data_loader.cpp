@@ -15,7 +15,7 @@
 #include "actors/loader/plan.hpp"
 #include "actors/loader/worker.hpp"
 #include "actors/source_loader.hpp"
-#include "core/cuda/stream.hpp"
+#include "core/cuda_memory.hpp"
 #include "core/data/sampler.hpp"
 #include "core/data/worker_info.hpp"
 #include "core/trace.hpp"
@@ -351,8 +351,8 @@ struct loader_impl {
   /// the epoch or an error met while fetching ahead surfaces once the batches before it are
   /// delivered.
   bool advance_on_device() {
-    if (to_device->empty() && !ahead_ended && ahead_error.empty())
-      fetch_ahead(); // the epoch's first batch
+    if (to_device->empty())
+      fetch_ahead(); // the epoch's first batch, unless the run already ended
     if (to_device->empty()) {
       const std::string message = ahead_error;
       end_run();
@@ -400,8 +400,8 @@ void check_options(const loader_options& o, bool custom_source, bool iterable) {
   if (o.device) {
     ACTORCH_CHECK(o.device->is_cuda(), "DataLoader: device must be a CUDA device but got ",
                   *o.device, " (batches are on the CPU without it)");
-    ACTORCH_CHECK(o.device->index < cuda::device_count(), "DataLoader: device ", *o.device,
-                  " does not exist (CUDA devices here: ", cuda::device_count(), ")");
+    const std::string problem = cuda_device_problem(o.device->index);
+    ACTORCH_CHECK(problem.empty(), "DataLoader: device ", *o.device, " does not exist: ", problem);
   }
   if (iterable) {
     ACTORCH_CHECK(!o.shuffle, "DataLoader with IterableDataset: expected unspecified shuffle "

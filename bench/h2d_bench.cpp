@@ -43,8 +43,9 @@ double gb_per_s(const std::function<void()>& copy, size_t bytes, int per_round,
 
 void run_h2d(const h2d_options& o, std::ostream& out) {
   const device dev(o.device);
-  ACTORCH_CHECK(dev.is_cuda() && cuda::is_available(), "h2d: needs a GPU (", o.device,
-                "): ", cuda::is_available() ? "not a CUDA device" : cuda_unavailable_reason());
+  ACTORCH_CHECK(dev.is_cuda(), "h2d: --device must be a GPU but got ", dev);
+  const std::string problem = cuda_device_problem(dev.index);
+  ACTORCH_CHECK(problem.empty(), "h2d: ", dev, ": ", problem);
   cuda::set_device(dev.index);
   const std::vector<std::pair<const char*, shape_t>> sizes = {{"batch", {64, 3, 32, 32}},
                                                               {"64MiB", {16 << 20}}};

@@ -109,10 +109,8 @@ const device_count_result& device_count() {
 }
 
 void check_device(const char* who, int device) {
-  const device_count_result& r = device_count();
-  ACTORCH_CHECK(r.count > 0, who, ": no CUDA device is available (", r.why_none, ")");
-  ACTORCH_CHECK(device >= 0 && device < r.count, who, ": device ", device,
-                " is not a CUDA device of this machine (it has ", r.count, ")");
+  const std::string problem = cuda_device_problem(device);
+  ACTORCH_CHECK(problem.empty(), who, ": ", problem);
 }
 
 } // namespace
@@ -208,6 +206,16 @@ void cuda_reset_peak_memory_stats(int) {
 void cuda_empty_cache() {}
 
 #endif
+
+std::string cuda_device_problem(int device) {
+  const int count = cuda_device_count();
+  if (count == 0)
+    return "no CUDA device is available (" + cuda_unavailable_reason() + ")";
+  if (device < 0 || device >= count)
+    return detail::concat("device ", device, " is not a CUDA device of this machine (it has ",
+                          count, ")");
+  return {};
+}
 
 void fail_without_cuda(const char* who) {
   ACTORCH_FAIL(who, ": actorch was built without CUDA (nvcc was not found when configuring, or "

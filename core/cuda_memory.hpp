@@ -19,6 +19,10 @@ int cuda_device_count();
 /// Why cuda_device_count() is 0 ("actorch was built without CUDA", the runtime's error), or
 /// empty when there is a device.
 std::string cuda_unavailable_reason();
+/// What keeps CUDA device `device` from being used, empty when nothing does: "no CUDA device
+/// is available (<reason>)" or "device N is not a CUDA device of this machine (it has M)".
+/// Every check of a device the user names goes through it, each adding what it was for.
+std::string cuda_device_problem(int device);
 
 /// The process-wide caching allocator of CUDA device memory (see Note [Caching allocator]).
 /// @pre cuda_device_count() > 0, else throws actorch::error.

@@ -15,13 +15,11 @@ namespace actorch::cuda {
 
 namespace {
 
+// `device`, or the current device for -1; throws naming `who` when it cannot be used.
 int resolve(int device, const char* who) {
-  ACTORCH_CHECK(is_available(), who, ": no CUDA device is available");
-  if (device < 0)
-    return kernels::cuda::current_device();
-  ACTORCH_CHECK(device < device_count(), who, ": device ", device,
-                " is not a CUDA device of this machine (it has ", device_count(), ")");
-  return device;
+  const std::string problem = cuda_device_problem(device < 0 ? 0 : device);
+  ACTORCH_CHECK(problem.empty(), who, ": ", problem);
+  return device < 0 ? kernels::cuda::current_device() : device;
 }
 
 cudaStream_t raw(const stream& s) {
@@ -49,8 +47,7 @@ int device_count() {
 }
 
 int current_device() {
-  resolve(0, "current_device");
-  return kernels::cuda::current_device();
+  return resolve(-1, "current_device");
 }
 
 void set_device(int device) {

@@ -9,7 +9,6 @@
 #include "core/cuda/stream.hpp"
 #include "core/cuda_memory.hpp"
 #include "core/device.hpp"
-#include "kernels/cuda/context.hpp"
 
 namespace actorch::detail {
 

@@ -16,14 +16,8 @@ namespace {
 
 void check_device(const tensor_options& opts, const char* op) {
   if (opts.device.is_cuda()) {
-    ACTORCH_CHECK(ACTORCH_HAVE_CUDA, op, ": cannot create a tensor on ", opts.device,
-                  ": actorch was built without CUDA");
-    const int n = cuda_device_count();
-    ACTORCH_CHECK(n > 0, op, ": cannot create a tensor on ", opts.device,
-                  ": no CUDA device is available");
-    ACTORCH_CHECK(opts.device.index >= 0 && opts.device.index < n, op,
-                  ": cannot create a tensor on ", opts.device, ": this machine has ", n,
-                  " CUDA device(s)");
+    const std::string problem = cuda_device_problem(opts.device.index);
+    ACTORCH_CHECK(problem.empty(), op, ": cannot create a tensor on ", opts.device, ": ", problem);
   }
   ACTORCH_CHECK(!opts.pin_memory || opts.device.is_cpu(), op,
                 ": pin_memory applies to CPU tensors only");
@@ -31,7 +25,7 @@ void check_device(const tensor_options& opts, const char* op) {
 
 allocator* allocator_for(const tensor_options& opts) {
   if (opts.device.is_cuda())
-    return cuda_allocator(opts.device.index); // throws naming the device when there is none
+    return cuda_allocator(opts.device.index);
   return opts.pin_memory ? pinned_allocator() : cpu_allocator();
 }
 

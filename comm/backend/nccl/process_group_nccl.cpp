@@ -23,6 +23,7 @@
 #include "comm/backend/serial_executor.hpp"
 #include "comm/backend/socket_ifname.hpp"
 #include "core/cuda/stream.hpp"
+#include "core/cuda_memory.hpp"
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/context.hpp"
 
@@ -82,12 +83,9 @@ public:
     // interface that does not exist would fail there as "no socket interface found", so check
     // it first and name the interfaces that exist.
     check_nccl_socket_ifname();
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    ACTORCH_CHECK(
-        err == cudaSuccess && count > 0, "nccl backend: no usable CUDA device on rank ", rank,
-        " (cudaGetDeviceCount: ", err == cudaSuccess ? "0 devices" : cudaGetErrorString(err),
-        "); use the gloo backend for CPU tensors");
+    const int count = cuda_device_count();
+    ACTORCH_CHECK(count > 0, "nccl backend: no usable CUDA device on rank ", rank, " (",
+                  cuda_unavailable_reason(), "); use the gloo backend for CPU tensors");
     if (device < 0) {
       const char* local = std::getenv("LOCAL_RANK");
       device = local ? int(parse_int(local, "LOCAL_RANK", 0)) : rank;
