@@ -107,18 +107,10 @@ void check_spec(const trainer_spec& spec, const job_options& opts) {
     ACTORCH_CHECK(!opts.process_group || opts.process_group->collective_device().is_cuda(),
                   "train_data_parallel: replicas on ", spec.device,
                   " need an nccl process group, but the job's is ", opts.process_group->backend());
-    ACTORCH_CHECK(spec.device.index < cuda_device_count(), "train_data_parallel: replicas on ",
-                  spec.device, " need that GPU, but ",
-                  cuda_device_count() == 0
-                      ? "none is available: " + cuda_unavailable_reason()
-                      : "this machine has " + std::to_string(cuda_device_count()));
+    const std::string problem = cuda_device_problem(spec.device.index);
+    ACTORCH_CHECK(problem.empty(), "train_data_parallel: replicas on ", spec.device,
+                  " need that GPU: ", problem);
   }
-}
-
-// The device replica `info` trains on (trainer_spec::device).
-device replica_device(const trainer_spec& spec, const replica_info& info) {
-  return spec.device.is_cuda() ? device(device_type::cuda, spec.device.index + info.local_rank)
-                               : spec.device;
 }
 
 // Bucket spans for the trace: a bucket's ready time, kept until it is reduced.
@@ -155,19 +147,23 @@ public:
               std::shared_ptr<dist::replica_group> group, caf::event_based_actor* self,
               caf::actor monitor)
       : spec_(spec), info_(info), group_(std::move(group)), self_(self),
-        monitor_(std::move(monitor)), lane_("trainer " + std::to_string(info.rank)) {}
+        monitor_(std::move(monitor)), lane_("trainer " + std::to_string(info.rank)),
+        // trainer_spec::device: local replica i of a process on cuda:(index + i).
+        device_(spec.device.is_cuda()
+                    ? device(device_type::cuda, spec.device.index + info.local_rank)
+                    : spec.device) {}
 
   replica_report run() {
     replica_report report;
     report.rank = info_.rank;
-    const device dev = replica_device(spec_, info_);
-    if (dev.is_cuda()) {
-      cuda::set_device(dev.index); // this trainer thread's kernels go to its GPU
-      gpu_steps_.emplace(cuda::current_stream(dev.index), lane_ + " (" + dev.str() + ")");
+    if (device_.is_cuda()) {
+      cuda::set_device(device_.index); // this trainer thread's kernels go to its GPU
+      if (trace::enabled())
+        gpu_steps_.emplace(cuda::current_stream(device_.index), lane_ + " (" + device_.str() + ")");
     }
     model_ = spec_.make_model(info_);
     ACTORCH_CHECK(model_ != nullptr, "train_data_parallel: make_model returned null");
-    model_->to(dev);
+    model_->to(device_);
     if (spec_.sync_batchnorm)
       dist::convert_sync_batchnorm(*model_, group_);
     opt_ = spec_.make_optimizer(*model_);
@@ -194,8 +190,8 @@ public:
           spec_.loader.drop_last);
       lo.shuffle = false;
       lo.generator = std::make_shared<generator>(spec_.seed);
-      if (dev.is_cuda()) { // Note [Device prefetch]
-        lo.device = dev;
+      if (device_.is_cuda()) { // Note [Device prefetch]
+        lo.device = device_;
         lo.pin_memory = true;
       }
       loader_ = std::make_unique<data::data_loader>(spec_.dataset, lo);
@@ -273,10 +269,9 @@ private:
         ++it;
       }
     } else {
-      const device dev = replica_device(spec_, info_);
       while (step < spec_.steps_per_epoch && !limit_reached()) {
         data::sample batch = spec_.batch_fn(info_, step);
-        batch.for_each_tensor([&](tensor& t) { t = t.to(dev); });
+        batch.for_each_tensor([&](tensor& t) { t = t.to(device_); });
         train_step(batch);
       }
     }
@@ -340,11 +335,12 @@ private:
   caf::event_based_actor* self_;
   caf::actor monitor_;
   std::string lane_;
+  device device_; // where this replica trains
   std::shared_ptr<nn::module> model_;
   std::unique_ptr<optim::optimizer> opt_;
   std::unique_ptr<dist::distributed_data_parallel> ddp_;
   std::unique_ptr<data::data_loader> loader_;
-  // On a GPU: each step as its stream ran it, in the trace next to the loader's copies.
+  // On a GPU while tracing: each step as its stream ran it, next to the loader's copies.
   std::optional<cuda::stream_timeline> gpu_steps_;
   int64_t total_ = 0;
 };

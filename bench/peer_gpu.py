@@ -47,5 +47,6 @@ if __name__ == "__main__":
     if not torch.cuda.is_available():
         sys.exit("peer_gpu.py: PyTorch sees no GPU")
     dev = torch.device(sys.argv[1] if len(sys.argv) > 1 else "cuda:0")
+    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 50
     h2d(dev)
-    gpu_step(dev)
+    gpu_step(dev, steps)

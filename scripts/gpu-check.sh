@@ -37,6 +37,9 @@ verdict() { # verdict PASS|FAIL name detail...
   printf '%-4s %-34s %s\n' "$v" "$name" "$*"
   if [ "$v" = PASS ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 }
+holds() { # holds PYTHON-EXPRESSION: the expression over the measured numbers is true
+  python3 -c "import sys; sys.exit(0 if ($1) else 1)"
+}
 finish() {
   echo "$passed passed, $failed failed"
   exit "$failed"
@@ -76,7 +79,7 @@ done
 cpu_acc=$(accuracy "$logs/digits-cpu.log")
 gpu_acc=$(accuracy "$logs/digits-cuda.log")
 if [ -n "$gpu_acc" ] && [ -n "$cpu_acc" ] &&
-  python3 -c "import sys; sys.exit(0 if $gpu_acc >= 0.9 and abs($gpu_acc - $cpu_acc) <= 0.02 else 1)"; then
+  holds "$gpu_acc >= 0.9 and abs($gpu_acc - $cpu_acc) <= 0.02"; then
   verdict PASS "digits --device cuda" "test accuracy $gpu_acc (cpu $cpu_acc, 10 epochs)"
 else
   verdict FAIL "digits --device cuda" "test accuracy '${gpu_acc}' (cpu '${cpu_acc}'): $(tail -2 "$logs/digits-cuda.log" | tr '\n' ' ')"
@@ -84,8 +87,9 @@ fi
 
 # h2d and gpu-step, actorch's next to PyTorch's, in the same run on the same GPU.
 timeout 120 "$run" actorch bench h2d > "$logs/h2d.log" 2>&1
-timeout 120 "$run" actorch bench ddp-mlp --device cuda --steps 200 > "$logs/gpu-step.log" 2>&1
-timeout 300 python3 bench/peer_gpu.py > "$logs/peer.log" 2>&1
+steps=200 # both sides time as many steps, after 5 untimed ones
+timeout 120 "$run" actorch bench ddp-mlp --device cuda --steps $steps > "$logs/gpu-step.log" 2>&1
+timeout 300 python3 bench/peer_gpu.py cuda:0 $steps > "$logs/peer.log" 2>&1
 cat "$logs/h2d.log" "$logs/gpu-step.log" "$logs/peer.log"
 value() { # value FILE PATTERN KEY: KEY's value on the first line of FILE matching PATTERN
   grep -m1 -E "$2" "$1" | tr ' ' '\n' | sed -n "s/^$3=//p"
@@ -94,7 +98,7 @@ for size in batch 64MiB; do
   mine=$(value "$logs/h2d.log" "^h2d source=pinned size=$size " GB_per_s)
   raw=$(value "$logs/h2d.log" "^h2d source=cudaMemcpyAsync-pinned size=$size " GB_per_s)
   torch=$(value "$logs/peer.log" "^torch-h2d source=pinned size=$size " GB_per_s)
-  if [ -n "$mine" ] && [ -n "$raw" ] && python3 -c "import sys; sys.exit(0 if $mine >= 0.9 * $raw else 1)"; then
+  if [ -n "$mine" ] && [ -n "$raw" ] && holds "$mine >= 0.9 * $raw"; then
     verdict PASS "h2d pinned $size" "$mine GB/s, cudaMemcpyAsync loop $raw, torch ${torch:-?}"
   else
     verdict FAIL "h2d pinned $size" "'$mine' GB/s against cudaMemcpyAsync loop '$raw' (target 90%), torch '${torch:-?}'"
@@ -102,7 +106,7 @@ for size in batch 64MiB; do
 done
 mine=$(value "$logs/gpu-step.log" "^ddp-mlp mode=single" ms_per_step)
 torch=$(value "$logs/peer.log" "^torch-gpu-step" ms_per_step)
-if [ -n "$mine" ] && [ -n "$torch" ] && python3 -c "import sys; sys.exit(0 if $mine <= $torch else 1)"; then
+if [ -n "$mine" ] && [ -n "$torch" ] && holds "$mine <= $torch"; then
   verdict PASS "gpu-step" "$mine ms per step, torch eager $torch ms"
 else
   verdict FAIL "gpu-step" "'$mine' ms per step, torch eager '$torch' ms (target: at most torch's)"

@@ -12,21 +12,22 @@ namespace actorch::actors {
 // Note [Device prefetch]
 // The copy of batch k + 1 is queued on the copy stream when the consumer takes batch k, so it
 // runs while the consumer's stream computes on batch k; the consumer's stream waits for the
-// copy's event only when it takes batch k + 1. Two hazards, both handled where batch k is let
-// go (release_taken, at the next take):
-//  - the device memory of batch k came from the copy stream's pool (the caching allocator
-//    hands a block to the stream current when allocating), so once freed it may be the target
-//    of the next copy while the consumer's kernels still read it: the copy stream first waits
-//    for an event recorded on the consumer's stream, after everything it queued on batch k;
+// copy's event only when it takes batch k + 1. Two hazards:
+//  - the device memory of a batch the consumer let go came from the copy stream's pool (the
+//    caching allocator hands a block to the stream current when allocating), so it may be the
+//    target of the next copy while the consumer's kernels still read it: every copy first
+//    waits for what the consumer's stream has queued so far (push);
 //  - batch k's pinned host buffers go back to the loader's pool, where a worker may overwrite
-//    them: only once their copy has completed (an event the host waits for; by then it has
-//    long completed).
+//    them, only once their copy has completed (release_taken waits for its event; by then it
+//    has long completed).
 // From pageable memory (pin_memory off) each copy returns only once done (PyTorch's rule), so
 // nothing overlaps: set pin_memory with device, as with .to(device, non_blocking=True).
 
 device_prefetch::device_prefetch(const device& d, bool pinned)
-    : device_(d), pinned_(pinned), copy_stream_(cuda::stream::create(d.index)),
-      timeline_(copy_stream_, "loader copy stream (" + d.str() + ")") {}
+    : device_(d), pinned_(pinned), copy_stream_(cuda::stream::create(d.index)) {
+  if (trace::enabled())
+    timeline_.emplace(copy_stream_, "loader copy stream (" + d.str() + ")");
+}
 
 device_prefetch::~device_prefetch() {
   try {
@@ -64,15 +65,17 @@ void device_prefetch::push(data::sample host, int64_t seq) {
   // pool, where the consumer's earlier batches went back.
   copy_stream_.wait_stream(cuda::current_stream(device_.index));
   cuda::stream_guard on(copy_stream_);
-  timeline_.begin("copy batch " + std::to_string(seq), "\"seq\": " + std::to_string(seq));
+  if (timeline_)
+    timeline_->begin("copy batch " + std::to_string(seq), "\"seq\": " + std::to_string(seq));
   data::sample copy = host;
   const bool async = !has_custom(host);
   copy.for_each_tensor([&](tensor& t) {
     tensor d = actorch::empty(t.sizes(), {.dtype = t.dtype(), .device = device_});
-    cuda::copy_across_devices(d, t, async, async && pinned_ && t.device().is_cpu());
+    cuda::copy_across_devices(d, t, async, async && pinned_);
     t = d;
   });
-  timeline_.end();
+  if (timeline_)
+    timeline_->end();
   batch b{std::move(host), std::move(copy), seq, cuda::event()};
   b.copied.record(copy_stream_);
   in_flight_.push_back(std::move(b));
@@ -90,12 +93,10 @@ device_prefetch::ready device_prefetch::take() {
 void device_prefetch::release_taken() {
   if (!taken_)
     return;
-  cuda::event consumer_done;
-  consumer_done.record(cuda::current_stream(device_.index));
-  consumer_done.wait(copy_stream_);
   taken_->copied.synchronize();
   taken_.reset();
-  timeline_.flush();
+  if (timeline_)
+    timeline_->flush();
 }
 
 void device_prefetch::clear() {
@@ -103,7 +104,8 @@ void device_prefetch::clear() {
   for (batch& b : in_flight_)
     b.copied.synchronize();
   in_flight_.clear();
-  timeline_.flush(true);
+  if (timeline_)
+    timeline_->flush(true);
 }
 
 } // namespace actorch::actors

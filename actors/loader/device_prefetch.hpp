@@ -52,7 +52,7 @@ private:
   device device_;
   bool pinned_;
   cuda::stream copy_stream_;
-  cuda::stream_timeline timeline_; // the copies in the trace, in GPU time
+  std::optional<cuda::stream_timeline> timeline_; // while tracing: the copies in GPU time
   std::deque<batch> in_flight_;
   std::optional<batch> taken_; // the batch the consumer has now
 };

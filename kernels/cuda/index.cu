@@ -11,7 +11,8 @@ namespace actorch::kernels::cuda {
 
 namespace {
 
-// The smallest position whose index lies outside [0, size), or n when none does.
+// The smallest position whose index lies outside [0, size); left at its initial all-ones when
+// none does.
 __global__ void first_bad_kernel(const int64_t* index, int64_t n, int64_t size,
                                  unsigned long long* first) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
@@ -110,8 +111,10 @@ void check_index_range(const char* op, const int64_t* index, int64_t n, int64_t 
     cudaStream_t s;
     ~freed() { (void)cudaFreeAsync(p, s); }
   } guard{first, on};
-  const unsigned long long none = static_cast<unsigned long long>(n);
-  ACTORCH_CUDA_CHECK(cudaMemcpyAsync(first, &none, sizeof(none), cudaMemcpyHostToDevice, on));
+  // All ones: above every position. A memset, not a copy from host memory, which would
+  // block on this hot path (every gather of a training step).
+  ACTORCH_CUDA_CHECK(cudaMemsetAsync(first, 0xff, sizeof(*first), on));
+  const unsigned long long none = ~0ull;
   first_bad_kernel<<<blocks_for(n), kThreads, 0, on>>>(index, n, size, first);
   check_launch("check_index_range");
   unsigned long long found = none;

@@ -35,6 +35,11 @@ inline unsigned blocks_for(int64_t n) {
   return unsigned(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 65535));
 }
 
+/// Blocks for kernels that give each of `rows` rows a block, capped: they loop over the rest.
+inline unsigned block_per_row(int64_t rows) {
+  return unsigned(std::clamp<int64_t>(rows, 1, 65535));
+}
+
 /// Grid-stride loop: op(ptrs) for every element, ptrs being the operands' element pointers.
 template <int N, class Op>
 __global__ void elementwise_kernel(strided_loop<N> loop, int64_t n, Op op) {

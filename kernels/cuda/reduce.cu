@@ -157,6 +157,14 @@ template <class T, class Fn> void with_op(reduce_op op, Fn&& fn) {
   ACTORCH_FAIL("reduce kernel: op ", int(op), " is not defined for ", dtype_name(dtype_of<T>()));
 }
 
+// Calls fn.template operator()<IsMax>() for max (true) or min.
+template <class Fn> void with_extreme(bool is_max, Fn&& fn) {
+  if (is_max)
+    fn.template operator()<true>();
+  else
+    fn.template operator()<false>();
+}
+
 // The index of the first extreme; a NaN counts as the extreme, and the first NaN wins.
 template <class V> struct arg_pair {
   V value;
@@ -224,8 +232,8 @@ void reduce_rows(reduce_op op, dtype t, const void* in, void* out, int64_t K, in
     return;
   dispatch(t, [&]<class T>() {
     with_op<T>(op, [&]<reduce_op Op>() {
-      rows_kernel<T, Op><<<unsigned(std::min<int64_t>(K, 65535)), kThreads, 0, stream()>>>(
-          static_cast<const T*>(in), out, K, R, correction);
+      rows_kernel<T, Op><<<block_per_row(K), kThreads, 0, stream()>>>(static_cast<const T*>(in),
+                                                                      out, K, R, correction);
       check_launch("reduce_rows");
     });
   });
@@ -252,13 +260,10 @@ void arg_reduce_rows(bool is_max, dtype t, const void* in, void* values, int64_t
   if (K == 0)
     return;
   dispatch(t, [&]<class T>() {
-    const unsigned grid = unsigned(std::min<int64_t>(K, 65535));
-    if (is_max)
-      arg_rows_kernel<true, T><<<grid, kThreads, 0, stream()>>>(
+    with_extreme(is_max, [&]<bool IsMax>() {
+      arg_rows_kernel<IsMax, T><<<block_per_row(K), kThreads, 0, stream()>>>(
           static_cast<const T*>(in), static_cast<T*>(values), indices, K, R);
-    else
-      arg_rows_kernel<false, T><<<grid, kThreads, 0, stream()>>>(
-          static_cast<const T*>(in), static_cast<T*>(values), indices, K, R);
+    });
     check_launch("arg_reduce_rows");
   });
 }
@@ -269,12 +274,10 @@ void arg_reduce_cols(bool is_max, dtype t, const void* in, void* values, int64_t
   if (K == 0)
     return;
   dispatch(t, [&]<class T>() {
-    if (is_max)
-      arg_cols_kernel<true, T><<<blocks_for(K), kThreads, 0, stream()>>>(
+    with_extreme(is_max, [&]<bool IsMax>() {
+      arg_cols_kernel<IsMax, T><<<blocks_for(K), kThreads, 0, stream()>>>(
           static_cast<const T*>(in), static_cast<T*>(values), indices, R, K);
-    else
-      arg_cols_kernel<false, T><<<blocks_for(K), kThreads, 0, stream()>>>(
-          static_cast<const T*>(in), static_cast<T*>(values), indices, R, K);
+    });
     check_launch("arg_reduce_cols");
   });
 }

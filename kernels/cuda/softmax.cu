@@ -92,8 +92,7 @@ void run(dtype t, const void* x, const void* g, void* y, int64_t outer, int64_t 
       const auto* gt = static_cast<const T*>(g);
       auto* yt = static_cast<T*>(y);
       if (inner == 1)
-        rows_kernel<K, T><<<unsigned(std::min<int64_t>(outer, 65535)), kThreads, 0, stream()>>>(
-            xt, gt, yt, outer, n);
+        rows_kernel<K, T><<<block_per_row(outer), kThreads, 0, stream()>>>(xt, gt, yt, outer, n);
       else
         columns_kernel<K, T>
             <<<blocks_for(outer * inner), kThreads, 0, stream()>>>(xt, gt, yt, outer, n, inner);

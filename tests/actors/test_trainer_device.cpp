@@ -5,12 +5,9 @@
 #include "actors/trainer.hpp"
 #include "comm/backend/gloo/process_group_gloo.hpp"
 #include "comm/store/hash_store.hpp"
-#include "core/core.hpp"
 #include "core/cuda/stream.hpp"
 #include "core/cuda_memory.hpp"
-#include "core/nn/functional.hpp"
-#include "core/nn/layers.hpp"
-#include "core/optim/sgd.hpp"
+#include "tests/actors/toy_job.hpp"
 #include "tests/comm/ranks.hpp"
 #include "tests/core/gpu.hpp"
 
@@ -21,33 +18,11 @@ using Catch::Contains;
 
 namespace {
 
-// 128 samples of 8 features and 4 classes; an MLP with SGD and momentum, 2 epochs.
+// The trainer tests' toy job (2 epochs of 256 samples), batches loaded by a worker actor,
+// on device `d`.
 trainer_spec spec_on(const device& d) {
-  trainer_spec s;
-  s.make_model = [](const replica_info&) {
-    generator g(5);
-    return std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{
-        std::make_shared<nn::linear>(8, 16, true, &g), std::make_shared<nn::relu>(),
-        std::make_shared<nn::linear>(16, 4, true, &g)});
-  };
-  s.make_optimizer = [](nn::module& m) {
-    return std::make_unique<optim::sgd>(m.parameters(),
-                                        optim::sgd_options{.lr = 0.1, .momentum = 0.9});
-  };
-  s.forward = [](dist::distributed_data_parallel& m, const data::sample& b) {
-    const tensor x = b[0].as_tensor(), y = b[1].as_tensor();
-    const tensor out = m(x);
-    return step_result{nn::functional::cross_entropy(out, y), x.size(0),
-                       out.argmax(1).eq(y).sum().item<int64_t>()};
-  };
-  generator g(7);
-  s.dataset = std::make_shared<data::tensor_dataset>(
-      std::vector<tensor>{randn({128, 8}, {}, &g), randint(0, 4, {128}, {}, &g)});
-  s.loader.batch_size = 16;
-  s.loader.shuffle = true;
+  trainer_spec s = test::toy_spec(16, "");
   s.loader.num_workers = 1;
-  s.epochs = 2;
-  s.seed = 3;
   s.device = d;
   return s;
 }
