@@ -552,38 +552,30 @@ tensor tensor::clone() const {
   return to(dtype(), true);
 }
 
-tensor tensor::to(actorch::dtype t, bool copy) const {
-  if (t == dtype() && !copy)
-    return *this;
-  const bool track = autograd::needs_grad({this}) && actorch::is_floating_point(t);
-  tensor out = empty(sizes(), {.dtype = t, .device = device()});
+namespace {
+// A copy of `t` as `dt` on `dev`. Its backward passes the gradient as it is: the engine casts it
+// to t's dtype and moves it to t's device (validate in core/autograd/engine.cpp).
+tensor copy_as(const tensor& t, dtype dt, const device& dev, bool non_blocking) {
+  const bool track = autograd::needs_grad({&t}) && is_floating_point(dt);
+  tensor out = empty(t.sizes(), {.dtype = dt, .device = dev});
   {
     no_grad untracked;
-    out.copy_(*this);
+    out.copy_(t, non_blocking);
   }
-  if (track) // the engine casts the gradient back to this tensor's dtype
-    autograd::record(out, t == dtype() ? "CloneBackward0" : "ToCopyBackward0", {this}, {},
-                     [](const auto& g, const auto&) { return std::vector<tensor>{g[0]}; });
+  if (track)
+    autograd::record(
+        out, dt == t.dtype() && dev == t.device() ? "CloneBackward0" : "ToCopyBackward0", {&t}, {},
+        [](const auto& g, const auto&) { return std::vector<tensor>{g[0]}; });
   return out;
+}
+} // namespace
+
+tensor tensor::to(actorch::dtype t, bool copy) const {
+  return t == dtype() && !copy ? *this : copy_as(*this, t, device(), false);
 }
 
 tensor tensor::to(const actorch::device& d, bool non_blocking, bool copy) const {
-  if (d == device() && !copy)
-    return *this;
-  if (d == device())
-    return clone();
-  const bool track = autograd::needs_grad({this});
-  tensor out = empty(sizes(), {.dtype = dtype(), .device = d, .pin_memory = false});
-  {
-    no_grad untracked;
-    out.copy_(*this, non_blocking);
-  }
-  if (track) // the gradient goes back to this tensor's device
-    autograd::record(out, "ToCopyBackward0", {this}, {},
-                     [from = device()](const auto& g, const auto&) {
-                       return std::vector<tensor>{g[0].to(from)};
-                     });
-  return out;
+  return d == device() && !copy ? *this : copy_as(*this, dtype(), d, non_blocking);
 }
 
 tensor tensor::cuda(int index, bool non_blocking) const {
