@@ -21,10 +21,15 @@ namespace actorch {
 
 namespace {
 
-void* aligned_allocate(size_t nbytes, std::string_view who) {
+// nullptr when the memory cannot be had.
+void* try_aligned_allocate(size_t nbytes, std::string_view who) {
   // aligned_alloc wants a size that is a multiple of the alignment, and 0 may give nullptr.
   const size_t rounded = round_up_bytes(nbytes, kAlignment, who);
-  void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  return std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+}
+
+void* aligned_allocate(size_t nbytes, std::string_view who) {
+  void* p = try_aligned_allocate(nbytes, who);
   ACTORCH_CHECK(p != nullptr, who, ": out of memory allocating ", nbytes, " bytes");
   return p;
 }
@@ -56,20 +61,23 @@ public:
   }
 
   void* allocate(size_t nbytes) override {
-    if (nbytes < kLarge)
-      return aligned_allocate(nbytes, "cpu allocator");
-    const size_t key = round_up_bytes(nbytes, kPage, "cpu allocator");
-    {
+    const size_t size = nbytes < kLarge ? nbytes : round_up_bytes(nbytes, kPage, "cpu allocator");
+    if (size >= kLarge) {
       std::lock_guard lock(mu_);
-      auto it = free_.find(key);
+      auto it = free_.find(size);
       if (it != free_.end() && !it->second.empty()) {
         void* p = it->second.back();
         it->second.pop_back();
-        cached_ -= key;
+        cached_ -= size;
         return p;
       }
     }
-    return aligned_allocate(key, "cpu allocator");
+    if (void* p = try_aligned_allocate(size, "cpu allocator"))
+      return p;
+    // The held blocks may be what is missing: free them and ask once more, as the CUDA
+    // caching allocator does with its segments.
+    empty();
+    return aligned_allocate(size, "cpu allocator");
   }
 
   void deallocate(void* ptr, size_t nbytes) noexcept override {
