@@ -30,6 +30,9 @@ namespace actorch::bench {
 // the limit the issue holds them to.
 namespace {
 
+// ddp-mlp's default width: its lines name hidden and depth only for other models.
+const int kHidden = int(ddp_mlp_options{}.hidden);
+
 struct line {
   std::string name;
   std::map<std::string, std::string> kv;
@@ -209,11 +212,11 @@ void run_report(const report_options& o, std::ostream& log) {
   // The tensor workload's peer is ours, bench/peer_tensor.py, unless the peer directory has
   // one of its own.
   const bool own_tensor_peer = fs::exists(fs::path(peer_dir) / "peer_tensor.py");
-  jobs.push_back(
-      {exe + " bench tensor --min-seconds " + (o.quick ? "0.05" : "0.3"),
-       own_tensor_peer || !have_peers
-           ? peer("peer_tensor.py", "")
-           : py + " " + quote(std::string(ACTORCH_SOURCE_DIR) + "/bench/peer_tensor.py")});
+  jobs.push_back({exe + " bench tensor --min-seconds " + (o.quick ? "0.05" : "0.3"),
+                  own_tensor_peer ? peer("peer_tensor.py", "")
+                  : have_peers
+                      ? py + " " + quote(std::string(ACTORCH_SOURCE_DIR) + "/bench/peer_tensor.py")
+                      : ""});
   for (int w : loader_workers)
     jobs.push_back({exe + " bench loader --workers " + std::to_string(w) + " --passes 1 --n " +
                         std::to_string(n_loader),
@@ -235,7 +238,7 @@ void run_report(const report_options& o, std::ostream& log) {
         {exe + " bench ddp-mlp --mode " + mode + " --world 2" + ddp_steps,
          std::string(mode) == "actors" ? peer("torch_ddp_mlp.py", o.quick ? "2 3" : "2") : ""});
   for (int h : widths) {
-    if (h == 1024)
+    if (h == kHidden)
       continue;
     const std::string wide = " --hidden " + std::to_string(h) + " --warmup 2 --steps 15";
     for (const char* mode :
@@ -280,7 +283,7 @@ void run_report(const report_options& o, std::ostream& log) {
                               {"n", std::to_string(n)}});
   };
   auto ddp = [&](const char* mode, int world, int hidden) { // hidden and depth only if wide
-    if (hidden == 1024)
+    if (hidden == kHidden)
       return m.get(key("ddp-mlp", {{"mode", mode}, {"world", std::to_string(world)}}),
                    "ms_per_step");
     return m.get(key("ddp-mlp", {{"mode", mode},
@@ -331,22 +334,22 @@ void run_report(const report_options& o, std::ostream& log) {
                       allreduce("torch-gloo-allreduce", bytes, "busbw_GBps"), false, "GB/s",
                       "target >= 2.5x"});
   }
-  const double single = ddp("single", 1, 1024);
+  const double single = ddp("single", 1, kHidden);
   const double torch1 = m.get(key("torch-ddp-mlp", {{"world", "1"}}), "ms_per_step");
   const double torch2 = m.get(key("torch-ddp-mlp", {{"world", "2"}}), "ms_per_step");
   rows.push_back({"ddp-mlp world 1 (single)", single, torch1, true, "ms/step", ""});
   rows.push_back({"ddp-mlp 2 independent world-1 runs at once vs actorch world 1",
-                  ddp("independent", 2, 1024), single, false, "ms/step",
+                  ddp("independent", 2, kHidden), single, false, "ms/step",
                   "no communication: the floor sharing the cores sets", true});
   for (const char* mode : {"actors", "process", "dp"}) {
-    const double t = ddp(mode, 2, 1024);
+    const double t = ddp(mode, 2, kHidden);
     rows.push_back({std::string("ddp-mlp world 2, ") + mode, t, torch2, true, "ms/step",
                     std::string(mode) == "dp" ? "" : "target >= 1.5x torch; world-1 limit below"});
     rows.push_back({std::string("ddp-mlp world 2, ") + mode + " vs actorch world 1", t, single,
                     false, "ms/step", "world-2 step / world-1 step; target <= 1.1", true});
   }
   for (int h : widths) {
-    if (h == 1024)
+    if (h == kHidden)
       continue;
     for (const char* mode : {"independent", "actors", "process"})
       rows.push_back(
@@ -394,7 +397,7 @@ void run_report(const report_options& o, std::ostream& log) {
     auto f = data("ddp_world.dat");
     f << "# world actors process torch\n";
     f << "1 " << dat(single) << " " << dat(single) << " " << dat(torch1) << "\n";
-    f << "2 " << dat(ddp("actors", 2, 1024)) << " " << dat(ddp("process", 2, 1024)) << " "
+    f << "2 " << dat(ddp("actors", 2, kHidden)) << " " << dat(ddp("process", 2, kHidden)) << " "
       << dat(torch2) << "\n";
   }
   {

@@ -342,22 +342,28 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
     // The latency is the one-element all-reduce's; the rest of every measured bucket's
     // service time is per byte. (A least-squares intercept over two or three bucket sizes,
     // whose times include backward competing for the CPU, came out at milliseconds.)
-    const double latency = measured_latency;
     double bytes_sum = 0, rest_sum = 0;
     for (const auto& t : timings)
       for (size_t b = 0; b < buckets.size(); ++b) {
         const auto start = b == 0 ? t->launch[b] : std::max(t->launch[b], t->reduced[b - 1]);
         const double service = std::chrono::duration<double>(t->reduced[b] - start).count();
         bytes_sum += double(buckets[b].bytes);
-        rest_sum += std::max(0.0, service - latency);
+        rest_sum += std::max(0.0, service - measured_latency);
       }
-    const double per_byte = bytes_sum > 0 && rest_sum > 0 ? rest_sum / bytes_sum : 1e-10;
+    // With nothing measured beyond the latency, 10 GB/s: a memory copy's order, so that bytes
+    // still weigh something in the choice.
+    constexpr double kFallbackPerByte = 1e-10;
+    const double per_byte = bytes_sum > 0 && rest_sum > 0 ? rest_sum / bytes_sum : kFallbackPerByte;
     const std::vector<int64_t> current = current_choice();
-    const auto candidate = choose_bucket_boundaries(ready, bytes, kinds, cap(), latency, per_byte);
+    const auto candidate =
+        choose_bucket_boundaries(ready, bytes, kinds, cap(), measured_latency, per_byte);
     const double last = *std::max_element(ready.begin(), ready.end());
-    const double now_tail = predicted_bucket_end(ready, bytes, current, latency, per_byte) - last;
-    const double new_tail = predicted_bucket_end(ready, bytes, candidate, latency, per_byte) - last;
-    return new_tail < 0.9 * now_tail && now_tail - new_tail > latency ? candidate : current;
+    const double now_tail =
+        predicted_bucket_end(ready, bytes, current, measured_latency, per_byte) - last;
+    const double new_tail =
+        predicted_bucket_end(ready, bytes, candidate, measured_latency, per_byte) - last;
+    return new_tail < 0.9 * now_tail && now_tail - new_tail > measured_latency ? candidate
+                                                                               : current;
   }
 
   // At the forward of a phase's end: rank 0 decides, everyone applies (Note [Adaptive

@@ -102,15 +102,18 @@ std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::
       if (c.running)
         ::kill(c.pid, sig);
   };
+  // Stops every rank for `why`: SIGTERM now, SIGKILL after the grace period.
+  auto stop_all = [&](std::string why) {
+    failure = std::move(why);
+    signal_all(SIGTERM);
+    stop_deadline = std::chrono::steady_clock::now() + grace;
+  };
   auto next_check = std::chrono::steady_clock::now();
   while (running()) {
     if (stop && failure.empty() && std::chrono::steady_clock::now() >= next_check) {
       next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-      if (std::string why = stop(); !why.empty()) {
-        failure = std::move(why);
-        signal_all(SIGTERM);
-        stop_deadline = std::chrono::steady_clock::now() + grace;
-      }
+      if (std::string why = stop(); !why.empty())
+        stop_all(std::move(why));
     }
     if (forward_signals && g_forward_signal != 0) {
       const int sig = g_forward_signal;
@@ -142,11 +145,8 @@ std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::
           continue;
         c.running = false;
         const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        if (!ok && failure.empty()) {
-          failure = describe_status(c.rank, status);
-          signal_all(SIGTERM);
-          stop_deadline = std::chrono::steady_clock::now() + grace;
-        }
+        if (!ok && failure.empty())
+          stop_all(describe_status(c.rank, status));
       }
     }
     if (!killed && std::chrono::steady_clock::now() >= stop_deadline) {
@@ -240,20 +240,18 @@ std::string run_attempt(const launch_options& o, int restart, std::ostream& out,
 // on, or the store's timeout passes).
 class node_coordinator {
 public:
-  node_coordinator(const launch_options& o, std::chrono::milliseconds timeout)
-      : o_(o), timeout_(timeout),
-        store_(o.master_addr, uint16_t(o.master_port), o.node_rank == 0, timeout) {
+  explicit node_coordinator(const launch_options& o)
+      : o_(o), store_(o.master_addr, uint16_t(o.master_port), o.node_rank == 0, o.rdzv_timeout) {
     if (o.node_rank == 0)
       store_.set(kGeneration, "0");
   }
 
-  int generation() {
-    return int(parse_int(store_.get(kGeneration), "the launchers' generation", 0, 1 << 30));
-  }
+  int generation() { return parse_generation(store_.get(kGeneration)); }
 
-  // While attempt `g` runs: why to stop this node's ranks, or "".
-  std::string moved_on(int g) {
-    const int now = generation();
+  // While attempt `g` runs: why to stop this node's ranks, or "". `now` is the attempt the job
+  // moved to (g while it did not).
+  std::string moved_on(int g, int& now) {
+    now = generation();
     if (now <= g)
       return "";
     // fail() wrote the reason before it moved the generation: "<node>\n<why>".
@@ -271,7 +269,7 @@ public:
     store_.compare_set(reason_key(g + 1), "", std::to_string(o_.node_rank) + "\n" + why);
     const std::string moved =
         store_.compare_set(kGeneration, std::to_string(g), std::to_string(g + 1));
-    return std::max(int(parse_int(moved, "the launchers' generation", 0, 1 << 30)), g + 1);
+    return std::max(parse_generation(moved), g + 1);
   }
 
   // This node's ranks all succeeded in attempt g.
@@ -279,7 +277,7 @@ public:
     store_.add("/launch/done/" + std::to_string(g), 1);
     if (o_.node_rank != 0)
       return;
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    const auto deadline = std::chrono::steady_clock::now() + o_.rdzv_timeout;
     while (std::chrono::steady_clock::now() < deadline && generation() == g &&
            store_.add("/launch/done/" + std::to_string(g), 0) < o_.nnodes)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -288,9 +286,11 @@ public:
 private:
   static constexpr const char* kGeneration = "/launch/generation";
   static std::string reason_key(int g) { return "/launch/reason/" + std::to_string(g); }
+  static int parse_generation(const std::string& text) {
+    return int(parse_int(text, "the launchers' generation", 0, 1 << 30));
+  }
 
   const launch_options& o_;
-  std::chrono::milliseconds timeout_;
   tcp_store store_;
 };
 
@@ -323,17 +323,13 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
     chosen.master_port = o.nnodes == 1 ? free_port() : 29500;
   std::unique_ptr<node_coordinator> nodes;
   if (o.nnodes > 1)
-    nodes = std::make_unique<node_coordinator>(chosen, o.rdzv_timeout);
+    nodes = std::make_unique<node_coordinator>(chosen);
   std::string failure;
   for (int restart = 0;;) {
-    bool moved = false;
+    int moved_to = restart;                // another node's failure moved the job to this attempt
     std::function<std::string()> moved_on; // one node: nothing to poll
     if (nodes)
-      moved_on = [&] {
-        std::string why = nodes->moved_on(restart);
-        moved = !why.empty();
-        return why;
-      };
+      moved_on = [&] { return nodes->moved_on(restart, moved_to); };
     failure = run_attempt(chosen, restart, out, moved_on);
     if (failure.empty() && nodes)
       nodes->done(restart);
@@ -341,9 +337,8 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
     // tells the other nodes, below.)
     if (failure.empty() || g_interrupted != 0)
       break;
-    const int next = !nodes  ? restart + 1
-                     : moved ? nodes->generation()
-                             : nodes->fail(restart, failure);
+    const bool moved = moved_to > restart;
+    const int next = !nodes ? restart + 1 : moved ? moved_to : nodes->fail(restart, failure);
     if (next > o.max_restarts)
       break;
     err << "actorch launch: " << failure

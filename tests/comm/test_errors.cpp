@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 
 #include "comm/backend/nccl/process_group_nccl.hpp"
+#include "comm/store/gloo_store.hpp"
 #include "comm/store/hash_store.hpp"
 #include "comm/store/prefix_store.hpp"
 #include "core/ops/factory.hpp"
@@ -235,6 +236,32 @@ TEST_CASE("the addresses Gloo publishes in the store carry no bytes of the proce
     const std::string tail = value.substr(sizeof(sockaddr_in), sizeof ss - sizeof(sockaddr_in));
     CHECK(tail == std::string(tail.size(), '\0'));
   }
+}
+
+TEST_CASE("gloo address records lose every byte past their sockaddr", "[comm][gloo][errors]") {
+  // Records as Gloo writes them: a sockaddr_storage whose tail holds whatever was in memory
+  // (0xAA here), then a sequence number, which must survive.
+  constexpr size_t kRecord = sizeof(sockaddr_storage) + sizeof(ssize_t);
+  std::string value(2 * kRecord, char(0xAA));
+  const sa_family_t families[2] = {AF_INET, AF_INET6};
+  for (size_t r = 0; r < 2; ++r)
+    std::memcpy(value.data() + r * kRecord + offsetof(sockaddr_storage, ss_family), &families[r],
+                sizeof(sa_family_t));
+  dist::gloo_store::scrub_addresses(value);
+  const size_t used[2] = {sizeof(sockaddr_in), sizeof(sockaddr_in6)};
+  for (size_t r = 0; r < 2; ++r) {
+    const std::string record = value.substr(r * kRecord, kRecord);
+    CHECK(record.substr(used[r], sizeof(sockaddr_storage) - used[r]) ==
+          std::string(sizeof(sockaddr_storage) - used[r], '\0'));
+    CHECK(record.substr(offsetof(sockaddr_storage, ss_family) + sizeof(sa_family_t),
+                        used[r] - offsetof(sockaddr_storage, ss_family) - sizeof(sa_family_t)) ==
+          std::string(used[r] - offsetof(sockaddr_storage, ss_family) - sizeof(sa_family_t),
+                      char(0xAA)));
+    CHECK(record.substr(sizeof(sockaddr_storage)) == std::string(sizeof(ssize_t), char(0xAA)));
+  }
+  std::string odd(kRecord + 1, char(0xAA)); // not whole records: not Gloo's, left alone
+  dist::gloo_store::scrub_addresses(odd);
+  CHECK(odd == std::string(kRecord + 1, char(0xAA)));
 }
 
 TEST_CASE("the nccl backend refuses clearly where it cannot run", "[comm][nccl][errors]") {

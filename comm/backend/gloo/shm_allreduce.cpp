@@ -152,17 +152,23 @@ void* map_segment(const std::string& name, size_t bytes) {
   return base;
 }
 
-// Whether `mine` holds on every rank: each rank publishes it under prefix + its rank and
-// reads the others'. A collective over the store.
-bool all_ranks(store& st, const std::string& prefix, int rank, int size, bool mine,
-               milliseconds timeout) {
-  st.set(prefix + std::to_string(rank), mine ? "1" : "0");
+// Whether every rank published `mine`: each rank sets it under prefix + its rank and reads the
+// others'. A collective over the store.
+bool all_same(store& st, const std::string& prefix, int rank, int size, const std::string& mine,
+              milliseconds timeout) {
+  st.set(prefix + std::to_string(rank), mine);
   bool all = true;
   for (int q = 0; q < size; ++q) {
     st.wait({prefix + std::to_string(q)}, timeout);
-    all = all && st.get(prefix + std::to_string(q)) == "1";
+    all = all && st.get(prefix + std::to_string(q)) == mine;
   }
   return all;
+}
+
+// Whether `mine` holds on every rank (all_same over "1" and "0").
+bool all_ranks(store& st, const std::string& prefix, int rank, int size, bool mine,
+               milliseconds timeout) {
+  return all_same(st, prefix, rank, size, mine ? "1" : "0", timeout) && mine;
 }
 
 } // namespace
@@ -171,13 +177,7 @@ std::unique_ptr<shm_allreduce> shm_allreduce::connect(store& st, int rank, int s
                                                       milliseconds timeout) {
   const size_t bytes = (kBlock + 2 * kSmall) * size_t(size) + kChunk * size_t(size + 1);
   // Round 1: same host?
-  st.set("shm/host/" + std::to_string(rank), host_id());
-  bool same = true;
-  for (int r = 0; r < size; ++r) {
-    st.wait({"shm/host/" + std::to_string(r)}, timeout);
-    same = same && st.get("shm/host/" + std::to_string(r)) == host_id();
-  }
-  if (!same || size < 2)
+  if (!all_same(st, "shm/host/", rank, size, host_id(), timeout) || size < 2)
     return nullptr;
   // Round 2: rank 0 creates the segment, everyone maps it and reports.
   std::string name;
