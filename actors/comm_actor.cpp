@@ -78,6 +78,7 @@ public:
   tensor empty_shared(int64_t numel, dtype dt) override {
     return pg_ ? pg_->empty_shared(numel, dt) : tensor();
   }
+  device collective_device() const override { return pg_ ? pg_->collective_device() : kCPU; }
   void submit(uint64_t seq, tensor sum, dist::reduce_op op,
               std::function<void(std::exception_ptr)> done) override {
     caf::anon_send(actor_, reduce_atom::value,
@@ -87,7 +88,7 @@ public:
 private:
   int rank_;
   int size_;
-  std::shared_ptr<dist::process_group> pg_; // for empty_shared; the actor runs the collectives
+  std::shared_ptr<dist::process_group> pg_; // for its properties; the actor runs the collectives
   caf::actor actor_;
 };
 

@@ -106,10 +106,11 @@ struct trainer_spec {
   std::string checkpoint;
   int64_t checkpoint_every = 0;
   /// Where each replica trains: the CPU, or a GPU. Replica `local_rank` of a process then uses
-  /// cuda:(device.index + local_rank): its model moves there, the loader prefetches its batches
-  /// there (loader_options::device, pinned), and its gradients go over NCCL: the job's process
-  /// group must be an nccl one, and a job of one process makes a one-rank NCCL group itself.
-  /// One GPU trainer actor per process for now (start one process per GPU).
+  /// cuda:((device.index + local_rank) mod the GPU count), so that actors share GPUs when there
+  /// are more actors than GPUs: its model moves there and the loader prefetches its batches
+  /// there (loader_options::device, pinned). The trainer actors of a process reduce their
+  /// gradients among themselves on their GPUs and cross processes through the comm actor, as
+  /// on the CPU; the job's process group must then be an nccl one on replica 0's GPU.
   actorch::device device{};
   /// Every replica loads this checkpoint before training and continues where it stopped,
   /// loader position included. A job that a launcher restarted (TORCHELASTIC_RESTART_COUNT

@@ -11,8 +11,6 @@
 #include "actors/trainer.hpp"
 #include "actors/trainer_messages.hpp"
 #include "base/parse.hpp"
-#include "comm/backend/nccl/process_group_nccl.hpp"
-#include "comm/store/hash_store.hpp"
 #include "core/autograd/grad_mode.hpp"
 #include "core/cuda/stream.hpp"
 #include "core/cuda/timeline.hpp"
@@ -101,16 +99,26 @@ void check_spec(const trainer_spec& spec, const job_options& opts) {
   ACTORCH_CHECK(opts.num_local >= 1, "train_data_parallel: num_local must be >= 1 but got ",
                 opts.num_local);
   if (spec.device.is_cuda()) {
-    ACTORCH_CHECK(opts.num_local == 1, "train_data_parallel: ", opts.num_local,
-                  " trainer actors on GPUs in one process are not supported yet; start one "
-                  "process per GPU (actorch launch --nproc-per-node N) with one actor each");
     ACTORCH_CHECK(!opts.process_group || opts.process_group->collective_device().is_cuda(),
                   "train_data_parallel: replicas on ", spec.device,
                   " need an nccl process group, but the job's is ", opts.process_group->backend());
     const std::string problem = cuda_device_problem(spec.device.index);
     ACTORCH_CHECK(problem.empty(), "train_data_parallel: replicas on ", spec.device,
                   " need that GPU: ", problem);
+    ACTORCH_CHECK(!opts.process_group || opts.process_group->collective_device() == spec.device,
+                  "train_data_parallel: this process's replica 0 trains on ", spec.device,
+                  " but its nccl process group runs on ", opts.process_group->collective_device(),
+                  "; make the group on ", spec.device);
   }
+}
+
+// trainer_spec::device: local replica i on cuda:((index + i) mod the GPU count).
+std::vector<device> replica_devices(const device& d, int num_local) {
+  std::vector<device> out(size_t(num_local), d);
+  if (d.is_cuda())
+    for (int i = 0; i < num_local; ++i)
+      out[size_t(i)].index = (d.index + i) % cuda::device_count();
+  return out;
 }
 
 // Bucket spans for the trace: a bucket's ready time, kept until it is reduced.
@@ -148,10 +156,7 @@ public:
               caf::actor monitor)
       : spec_(spec), info_(info), group_(std::move(group)), self_(self),
         monitor_(std::move(monitor)), lane_("trainer " + std::to_string(info.rank)),
-        // trainer_spec::device: local replica i of a process on cuda:(index + i).
-        device_(spec.device.is_cuda()
-                    ? device(device_type::cuda, spec.device.index + info.local_rank)
-                    : spec.device) {}
+        device_(group_->collective_device()) {} // where train_data_parallel placed it
 
   replica_report run() {
     replica_report report;
@@ -412,18 +417,17 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
   if (resumes_on_its_own && exchange->process_rank() == 0)
     std::printf("train_data_parallel: restart %lld of the job: resuming from %s\n",
                 static_cast<long long>(restart), spec.resume.c_str());
-  // CPU replicas meet in local_replicas, whose comm actor crosses processes; a GPU replica
-  // (one per process) goes over the job's NCCL group, or a one-rank one of its own.
+  // The replicas meet in local_replicas, whose comm actor crosses processes, on the CPU or on
+  // GPUs (Note [Replicas on GPUs] in comm/ddp/replica_group.cpp). One GPU replica per process
+  // instead goes straight to the job's NCCL group, whose collectives order themselves after
+  // the trainer's stream (Note [NCCL stream order]) without the host waiting.
   std::shared_ptr<dist::local_replicas> locals;
   std::shared_ptr<dist::replica_group> gpu_group;
-  if (spec.device.is_cuda())
-    gpu_group = dist::process_replicas(
-        opts.process_group ? opts.process_group
-                           : dist::make_process_group_nccl(
-                                 std::make_shared<dist::hash_store>(std::chrono::seconds(60)), 0, 1,
-                                 std::chrono::milliseconds(60000), {}, spec.device.index));
+  if (spec.device.is_cuda() && opts.num_local == 1 && opts.process_group)
+    gpu_group = dist::process_replicas(opts.process_group);
   else
-    locals = std::make_shared<dist::local_replicas>(opts.num_local, exchange);
+    locals = std::make_shared<dist::local_replicas>(opts.num_local, exchange,
+                                                    replica_devices(spec.device, opts.num_local));
   caf::scoped_actor monitor{sys};
   std::vector<caf::actor> trainers;
   for (int i = 0; i < opts.num_local; ++i) {

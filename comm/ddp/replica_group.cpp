@@ -166,11 +166,23 @@ tensor all_gather_rows(replica_group& g, const tensor& row, int64_t pad) {
 // and copies the result into the other replicas' tensors. Each replica then finds the
 // reduction in its own tensor. A replica does not touch its tensor until its work completes
 // (every caller waits), so nobody reads a tensor its owner is rewriting.
+
+// Note [Replicas on GPUs]
+// A replica on a GPU hands over tensors that kernels on its thread's current stream may still
+// be writing (backward's gradients). It records an event there on arrival, without waiting;
+// the replica that reduces waits for every arrival's event, then runs the reduction on its
+// own thread's current streams, copying a tensor of another device to the first replica's
+// device before combining it (replicas may also share a device). Before it hands the sum to
+// the exchange (whose collective starts from the comm actor's thread and orders itself after
+// that thread's stream, Note [NCCL stream order]) and before it completes the works (after
+// which each replica's own stream reads its result), it waits for its streams to run what it
+// queued. Only the reducing thread blocks; the stream of each replica stays its own.
 struct local_replicas::state {
   struct entry {
     std::mutex mu;
     std::vector<std::vector<tensor>> parts; // by local index: each replica's tensors
     std::vector<work> done;                 // by local index
+    std::vector<cuda::event> written;       // where the arrived GPU tensors are final
     reduce_op op = reduce_op::sum;
     int arrived = 0;
     int first = -1;         // the local index that arrived first (its tensor shapes the check)
@@ -181,6 +193,7 @@ struct local_replicas::state {
   std::mutex mu;
   int num_local = 0;
   std::shared_ptr<process_exchange> exchange;
+  std::vector<device> devices; // by local index
   std::vector<uint64_t> next_seq;
   std::map<uint64_t, std::shared_ptr<entry>> pending;
   std::exception_ptr aborted;
@@ -199,9 +212,32 @@ void check_local_op(reduce_op op) {
                 " is not supported (SUM, AVG, MIN and MAX are)");
 }
 
-// sum <- sum (op) t.
-void combine(tensor& sum, const tensor& t, reduce_op op) {
+// The CUDA devices of `ts`, each once.
+std::vector<int> gpus_of(const std::vector<tensor>& ts) {
+  std::vector<int> gpus;
+  for (const tensor& t : ts)
+    if (t.device().is_cuda() && std::find(gpus.begin(), gpus.end(), t.device().index) == gpus.end())
+      gpus.push_back(t.device().index);
+  return gpus;
+}
+
+// Marks, on this thread's current stream of each GPU holding one of `ts`, the point where the
+// kernels queued so far (which write them) are done (Note [Replicas on GPUs]).
+void record_written(const std::vector<tensor>& ts, std::vector<cuda::event>& out) {
+  for (int gpu : gpus_of(ts))
+    out.emplace_back().record(cuda::current_stream(gpu));
+}
+
+// Blocks until this thread's current streams of the GPUs holding `ts` have run what it queued.
+void settle(const std::vector<tensor>& ts) {
+  for (int gpu : gpus_of(ts))
+    cuda::current_stream(gpu).synchronize();
+}
+
+// sum <- sum (op) t; t may be on another device.
+void combine(tensor& sum, const tensor& t_anywhere, reduce_op op) {
   no_grad guard;
+  const tensor t = t_anywhere.to(sum.device());
   switch (op) {
   case reduce_op::sum:
   case reduce_op::avg: sum.add_(t); break;
@@ -253,8 +289,9 @@ void sum_into_all_contiguous(const std::vector<tensor>& parts, bool average, T d
 void reduce_into_all(std::vector<tensor>& parts, reduce_op op, int64_t divisor) {
   no_grad guard;
   const bool plain_sum = op == reduce_op::sum || op == reduce_op::avg;
-  const bool contiguous =
-      std::all_of(parts.begin(), parts.end(), [](const tensor& t) { return t.is_contiguous(); });
+  const bool contiguous = std::all_of(parts.begin(), parts.end(), [](const tensor& t) {
+    return t.is_contiguous() && t.device().is_cpu();
+  });
   if (plain_sum && contiguous && parts[0].dtype() == dtype::float32) {
     sum_into_all_contiguous<float>(parts, op == reduce_op::avg, float(divisor));
     return;
@@ -330,6 +367,7 @@ work local_replicas::state::all_reduce(int local, std::vector<tensor> ts, reduce
         w.mark_failed(err);
       std::rethrow_exception(err);
     }
+    record_written(ts, e->written);
     e->parts[size_t(local)] = std::move(ts);
     last = ++e->arrived == num_local;
     e->submitted = last;
@@ -349,6 +387,13 @@ work local_replicas::state::all_reduce(int local, std::vector<tensor> ts, reduce
     for (const work& w : e->done)
       w.mark_failed(err);
   };
+  try {
+    for (const cuda::event& ev : e->written)
+      ev.synchronize();
+  } catch (...) {
+    fail(std::current_exception());
+    return e->done[size_t(local)];
+  }
   if (exchange->num_processes() == 1) {
     try {
       if (n > 1) // one replica in all: its tensors are the reduction already
@@ -358,6 +403,8 @@ work local_replicas::state::all_reduce(int local, std::vector<tensor> ts, reduce
             column.push_back(p[j]);
           reduce_into_all(column, op, n);
         }
+      for (const auto& p : e->parts)
+        settle(p);
     } catch (...) {
       fail(std::current_exception());
       return e->done[size_t(local)];
@@ -368,7 +415,13 @@ work local_replicas::state::all_reduce(int local, std::vector<tensor> ts, reduce
   std::vector<tensor> column;
   for (const auto& p : e->parts)
     column.push_back(p[0]);
-  fold_into_first(column, op);
+  try {
+    fold_into_first(column, op);
+    settle(column);
+  } catch (...) {
+    fail(std::current_exception());
+    return e->done[size_t(local)];
+  }
   // With one replica per process the exchange's own AVG divides by the world (inside its
   // reduction, Note [Shared-memory all-reduce]); with more, the division waits for the sum.
   const bool divide_after = op == reduce_op::avg && num_local > 1;
@@ -381,6 +434,7 @@ work local_replicas::state::all_reduce(int local, std::vector<tensor> ts, reduce
                      }
                      try {
                        spread_first(column, divide_after, n);
+                       settle(column);
                      } catch (...) {
                        fail(std::current_exception());
                        return;
@@ -400,6 +454,7 @@ public:
     return state_->exchange->process_rank() * state_->num_local + local_;
   }
   int size() const override { return state_->world(); }
+  device collective_device() const override { return state_->devices[size_t(local_)]; }
   work all_reduce(const tensor& t, reduce_op op) override {
     return state_->all_reduce(local_, {t}, op);
   }
@@ -412,7 +467,7 @@ public:
   // Replica 0's tensor is the one the exchange reduces across processes (Note [Local
   // reduction]), so only its buffers come from the process group.
   tensor new_buffer(int64_t numel, dtype dt) override {
-    if (local_ == 0 && state_->exchange->num_processes() > 1)
+    if (local_ == 0 && state_->exchange->num_processes() > 1 && collective_device().is_cpu())
       if (tensor t = state_->exchange->empty_shared(numel, dt); t.defined())
         return t;
     return replica_group::new_buffer(numel, dt);
@@ -425,12 +480,22 @@ private:
 
 } // namespace
 
-local_replicas::local_replicas(int num_local, std::shared_ptr<process_exchange> exchange)
+local_replicas::local_replicas(int num_local, std::shared_ptr<process_exchange> exchange,
+                               std::vector<device> devices)
     : state_(std::make_shared<state>()) {
   ACTORCH_CHECK(num_local >= 1, "local_replicas: num_local must be at least 1 but got ", num_local);
   ACTORCH_CHECK(exchange != nullptr, "local_replicas: the process exchange is null");
+  if (devices.empty())
+    devices.assign(size_t(num_local), kCPU);
+  ACTORCH_CHECK(devices.size() == size_t(num_local), "local_replicas: ", num_local,
+                " replicas but ", devices.size(), " devices");
+  ACTORCH_CHECK(exchange->num_processes() == 1 || devices[0] == exchange->collective_device(),
+                "local_replicas: replica 0 is on ", devices[0],
+                " but the process group's collectives take tensors on ",
+                exchange->collective_device(), " (its sum crosses processes from there)");
   state_->num_local = num_local;
   state_->exchange = std::move(exchange);
+  state_->devices = std::move(devices);
   state_->next_seq.assign(size_t(num_local), 0);
 }
 

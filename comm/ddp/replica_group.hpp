@@ -72,16 +72,23 @@ public:
   /// process_group::empty_shared of the processes' group (undefined: none), called by one
   /// replica per process, alike on every process.
   virtual tensor empty_shared(int64_t numel, dtype dt);
+  /// Where submit() takes its sums (process_group::collective_device).
+  virtual device collective_device() const { return kCPU; }
 };
 
 /// N replicas in this process, one per trainer thread, over a process_exchange. Each replica's
 /// n-th collective meets the others' n-th: the last to arrive reduces every replica's tensor
 /// in place through shared memory (no copies through sockets), handing the local sum to the
-/// exchange when there are other processes (Note [Local reduction]).
+/// exchange when there are other processes (Note [Local reduction]). Replicas may sit on GPUs,
+/// one device each, shared or not (Note [Replicas on GPUs]).
 class local_replicas {
 public:
+  /// `devices`: replica i's tensors live on devices[i] (its collective_device(), where DDP puts
+  /// its buckets); empty: every replica on the CPU. With other processes, replica 0's device is
+  /// the exchange's collective_device().
   /// @pre every process of the job has the same `num_local`.
-  local_replicas(int num_local, std::shared_ptr<process_exchange> exchange);
+  local_replicas(int num_local, std::shared_ptr<process_exchange> exchange,
+                 std::vector<device> devices = {});
   ~local_replicas();
   local_replicas(const local_replicas&) = delete;
   local_replicas& operator=(const local_replicas&) = delete;

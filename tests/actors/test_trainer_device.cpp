@@ -31,14 +31,32 @@ trainer_spec spec_on(const device& d) {
 
 TEST_CASE("GPU trainer jobs refuse what they cannot run, naming it",
           "[actors][trainer][cuda_host]") {
-  CHECK_THAT(
-      test::error_of([] { train_data_parallel(spec_on(device("cuda:0")), {.num_local = 2}); }),
-      Contains("2 trainer actors on GPUs in one process are not supported yet"));
+  if (!cuda::is_available())
+    CHECK_THAT(
+        test::error_of([] { train_data_parallel(spec_on(device("cuda:0")), {.num_local = 2}); }),
+        Contains("train_data_parallel: replicas on cuda:0 need that GPU: "));
   auto gloo = std::make_shared<dist::process_group_gloo>(std::make_shared<dist::hash_store>(2s), 0,
                                                          1, test::short_timeout(2000));
   CHECK_THAT(test::error_of(
                  [&] { train_data_parallel(spec_on(device("cuda:0")), {.process_group = gloo}); }),
              Contains("replicas on cuda:0 need an nccl process group, but the job's is gloo"));
+}
+
+TEST_CASE("trainer actors sharing a comm actor on GPUs train as they do on the CPU",
+          "[actors][trainer][cuda]") {
+  SKIP_WITHOUT_GPU();
+  // Two actors per process on cuda:0 and cuda:1, or both on cuda:0 where it is the only GPU
+  // (trainer_spec::device); one process: the comm actor has no process group, so this checks
+  // the local reduction on GPUs (Note [Replicas on GPUs]).
+  const job_report cpu = train_data_parallel(spec_on(kCPU), {.num_local = 2});
+  const job_report gpu = train_data_parallel(spec_on(device("cuda:0")), {.num_local = 2});
+  REQUIRE(cpu.epochs.size() == 2);
+  REQUIRE(gpu.epochs.size() == 2);
+  for (size_t e = 0; e < 2; ++e) {
+    CHECK(gpu.epochs[e].samples == cpu.epochs[e].samples);
+    CHECK(gpu.epochs[e].loss == Approx(cpu.epochs[e].loss).epsilon(1e-4));
+    CHECK(gpu.epochs[e].accuracy == Approx(cpu.epochs[e].accuracy).margin(1.0 / 64));
+  }
 }
 
 TEST_CASE("a trainer actor on a GPU trains as one on the CPU", "[actors][trainer][cuda]") {

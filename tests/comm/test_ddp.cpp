@@ -15,6 +15,7 @@
 #include "core/nn/layers.hpp"
 #include "tests/comm/ports.hpp"
 #include "tests/comm/ranks.hpp"
+#include "tests/core/gpu.hpp"
 #include "tests/core/values.hpp"
 
 using namespace actorch;
@@ -599,9 +600,10 @@ std::vector<std::exception_ptr> on_replicas(int n, const std::function<void(int)
 // the same local sum as this one (so the cross-process sum is that sum times `processes`).
 class mirror_exchange final : public process_exchange {
 public:
-  explicit mirror_exchange(int processes) : processes_(processes) {}
+  explicit mirror_exchange(int processes, device on = kCPU) : processes_(processes), on_(on) {}
   int process_rank() const override { return 0; }
   int num_processes() const override { return processes_; }
+  device collective_device() const override { return on_; }
   void submit(uint64_t, tensor sum, reduce_op op,
               std::function<void(std::exception_ptr)> done) override {
     if (op == reduce_op::sum)
@@ -611,6 +613,7 @@ public:
 
 private:
   int processes_;
+  device on_;
 };
 
 } // namespace
@@ -677,6 +680,54 @@ TEST_CASE("all_reduce_coalesced reduces each tensor in place: where it lies with
     for (int i = 0; i < 2; ++i) {
       REQUIRE(values_of(ts[size_t(i)][0]) == std::vector<double>(3, 1.5));
       REQUIRE(values_of(ts[size_t(i)][1]) == std::vector<double>(4, 15.0));
+    }
+  }
+}
+
+TEST_CASE("local replicas take one device each, replica 0's that of the process exchange",
+          "[cuda_host]") {
+  local_replicas gpus(2, std::make_shared<mirror_exchange>(1), {kGPU, device("cuda:1")});
+  CHECK(gpus.replica(0)->collective_device() == kGPU);
+  CHECK(gpus.replica(1)->collective_device() == device("cuda:1"));
+  CHECK(local_replicas(2, std::make_shared<mirror_exchange>(2)).replica(1)->collective_device() ==
+        kCPU);
+  CHECK_THAT(error_of([] { local_replicas(2, std::make_shared<mirror_exchange>(1), {kGPU}); }),
+             Contains("local_replicas: 2 replicas but 1 devices"));
+  CHECK_THAT(
+      error_of([] {
+        local_replicas(2, std::make_shared<mirror_exchange>(2), {kGPU, kGPU});
+      }),
+      Contains("replica 0 is on cuda:0 but the process group's collectives take tensors on cpu"));
+}
+
+TEST_CASE("local replicas on GPUs reduce as on the CPU, within a process and across processes",
+          "[cuda]") {
+  SKIP_WITHOUT_GPU();
+  // Two replicas on cuda:0 and cuda:1, or both on cuda:0 where it is the only GPU (Note
+  // [Replicas on GPUs]); each replica's tensor is written on its own thread's stream just
+  // before it arrives, so a reduction that did not wait for it would read the old values.
+  const device second(device_type::cuda, 1 % cuda::device_count());
+  for (const int processes : {1, 2}) {
+    local_replicas locals(2, std::make_shared<mirror_exchange>(processes, kGPU), {kGPU, second});
+    const int world = 2 * processes;
+    std::vector<tensor> xs{zeros({1 << 20}, {.device = kGPU}),
+                           zeros({1 << 20}, {.device = second})};
+    std::vector<std::vector<tensor>> cs(2);
+    for (const auto& e : on_replicas(2, [&](int i) {
+           const device d = i == 0 ? kGPU : second;
+           cuda::set_device(d.index);
+           auto g = locals.replica(i);
+           xs[size_t(i)].fill_(double(i + 1));
+           g->all_reduce(xs[size_t(i)], reduce_op::avg).wait();
+           cs[size_t(i)] = {full({3}, double(i + 1), {.device = d}),
+                            full({2, 2}, double(10 * (i + 1)), {.device = d})};
+           g->all_reduce_coalesced(cs[size_t(i)], reduce_op::max).wait();
+         }))
+      REQUIRE(e == nullptr);
+    for (int i = 0; i < 2; ++i) {
+      CHECK(values_of(xs[size_t(i)]) == std::vector<double>(1 << 20, 3.0 * processes / world));
+      CHECK(values_of(cs[size_t(i)][0]) == std::vector<double>(3, 2.0));
+      CHECK(values_of(cs[size_t(i)][1]) == std::vector<double>(4, 20.0));
     }
   }
 }
