@@ -331,7 +331,7 @@ private:
       save_checkpoint(spec_.checkpoint, *model_, *opt_, meta);
     }
     tensor token = zeros({1}, {.device = group_->collective_device()});
-    group_->all_reduce(token, dist::reduce_op::sum).wait();
+    group_->all_reduce(token, dist::reduce_op::sum).synchronize(); // a barrier: the host waits
   }
 
   const trainer_spec& spec_;

@@ -49,6 +49,7 @@ public:
 
   // Collectives. Each must be called by every rank of the group, in the same order.
   virtual work broadcast(tensor& t, int root) = 0;
+  /// Reduces `t` in place on every rank; the work's result()[0] is `t`.
   virtual work all_reduce(tensor& t, reduce_op op) = 0;
   /// The result lands in `t` on `root`; other ranks' `t` is left as it was.
   virtual work reduce(tensor& t, int root, reduce_op op) = 0;

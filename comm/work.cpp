@@ -20,6 +20,7 @@ struct work::state {
   std::vector<tensor> result;
   int source_rank = -1;
   std::vector<std::function<void()>> callbacks;
+  std::function<void()> stream_wait; // set for an op on a GPU stream (on_stream), then fixed
 };
 
 work::work() : state_(std::make_shared<state>()) {}
@@ -47,6 +48,16 @@ work work::failed(std::exception_ptr e) {
   return w;
 }
 
+work work::on_stream(std::vector<tensor> result, int source_rank,
+                     std::function<void()> stream_wait) {
+  ACTORCH_INTERNAL_ASSERT(stream_wait != nullptr, "work::on_stream without a stream wait");
+  work w;
+  w.state_->result = std::move(result);
+  w.state_->source_rank = source_rank;
+  w.state_->stream_wait = std::move(stream_wait);
+  return w;
+}
+
 bool work::is_completed() const {
   std::lock_guard lock(state_->mu);
   return state_->done;
@@ -58,6 +69,16 @@ bool work::is_success() const {
 }
 
 void work::wait() const {
+  if (state_->stream_wait) {
+    if (auto e = exception())
+      std::rethrow_exception(e);
+    state_->stream_wait();
+    return;
+  }
+  synchronize();
+}
+
+void work::synchronize() const {
   spin_briefly(state_->done_flag);
   std::unique_lock lock(state_->mu);
   state_->done_cv.wait(lock, [&] { return state_->done; });
@@ -94,10 +115,14 @@ void work::mark_completed(std::vector<tensor> result, int source_rank) const {
   {
     std::lock_guard lock(state_->mu);
     ACTORCH_INTERNAL_ASSERT(!state_->done, "work completed twice");
+    ACTORCH_INTERNAL_ASSERT(!state_->stream_wait || (result.empty() && source_rank == -1),
+                            "a work on a stream got its result when queued");
     state_->done = true;
     state_->done_flag.store(true, std::memory_order_release);
-    state_->result = std::move(result);
-    state_->source_rank = source_rank;
+    if (!state_->stream_wait) {
+      state_->result = std::move(result);
+      state_->source_rank = source_rank;
+    }
     callbacks.swap(state_->callbacks);
   }
   state_->done_cv.notify_all();

@@ -79,16 +79,11 @@ public:
   int rank() const override { return pg_->rank(); }
   device collective_device() const override { return pg_->collective_device(); }
   int size() const override { return pg_->size(); }
+  // The group's own work, whose result()[0] is the tensor (over NCCL with its stream
+  // semantics).
   work all_reduce(const tensor& t, reduce_op op) override {
     tensor x = t;
-    work out;
-    pg_->all_reduce(x, op).then([out, x](const work& w) {
-      if (auto e = w.exception())
-        out.mark_failed(e);
-      else
-        out.mark_completed({x});
-    });
-    return out;
+    return pg_->all_reduce(x, op);
   }
   tensor new_buffer(int64_t numel, dtype dt) override {
     tensor t = collective_device().is_cpu() ? pg_->empty_shared(numel, dt) : tensor();

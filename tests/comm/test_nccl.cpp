@@ -99,6 +99,34 @@ TEST_CASE("an NCCL collective reads what the caller's stream wrote before it",
   CHECK(t.sum().item<double>() == 20.0 * double(1 << 22));
 }
 
+TEST_CASE("wait() on NCCL work makes the caller's stream wait without blocking the host, "
+          "barrier() blocks it",
+          "[comm][nccl][cuda]") {
+  SKIP_WITHOUT_GPU();
+  // Note [NCCL stream order]. About 0.1 s of GEMMs queued ahead of the collective on the
+  // caller's stream: the collective cannot have run when wait() returns.
+  auto pg = nccl_world1();
+  const tensor a = randn({4096, 4096}, {.device = kGPU});
+  tensor t = zeros({1 << 20}, {.device = kGPU});
+  cuda::synchronize();
+  for (int k = 0; k < 40; ++k)
+    (void)a.mm(a);
+  t.fill_(1);
+  work w = pg->all_reduce(t, reduce_op::sum);
+  w.wait();
+  const bool host_waited = w.is_completed();
+  t.add_(1); // queued after the wait: sees the reduced t
+  CHECK(t.sum().item<double>() == 2.0 * double(1 << 20));
+  CHECK_FALSE(host_waited);
+  w.synchronize();
+  CHECK(w.is_success());
+  for (int k = 0; k < 40; ++k)
+    (void)a.mm(a);
+  work b = pg->barrier();
+  b.wait();
+  CHECK(b.is_completed());
+}
+
 TEST_CASE("DDP over NCCL at world 1 gives the plain model's gradients", "[comm][ddp][cuda]") {
   SKIP_WITHOUT_GPU();
   generator g(3);

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <thread>
 
 #include "core/ops/factory.hpp"
 #include "tests/comm/ranks.hpp"
@@ -123,6 +124,37 @@ TEST_CASE("work reports failures through wait, exception and then", "[comm][work
       when_all({work::completed(), work::failed(std::make_exception_ptr(actorch::error("second")))})
           .wait(),
       "second");
+}
+
+TEST_CASE("a work on a stream: wait orders the caller's stream, synchronize blocks the host",
+          "[comm][work]") {
+  // The bookkeeping of the nccl backend's works (Note [NCCL stream order]), with a counter
+  // standing in for the stream wait.
+  std::atomic<int> stream_waits{0};
+  const tensor out = zeros({2});
+  work w = work::on_stream({out}, 1, [&] { ++stream_waits; });
+  w.wait();
+  CHECK(stream_waits == 1);
+  CHECK_FALSE(w.is_completed()); // the host did not wait
+  CHECK(w.result().at(0).is_same(out));
+  CHECK(w.source_rank() == 1);
+  CHECK(stream_waits == 3); // result() and source_rank() wait() first
+  CHECK_THROWS_WITH(w.wait(20ms), Catch::Contains("timed out after 20 ms"));
+  std::atomic<bool> chained{false};
+  work next = w.then([&](const work&) { chained = true; });
+  std::thread producer([w] {
+    std::this_thread::sleep_for(20ms);
+    w.mark_completed();
+  });
+  w.synchronize();
+  CHECK(w.is_success());
+  CHECK(next.result().at(0).is_same(out)); // the continuation passes the result on
+  CHECK(chained);
+  producer.join();
+  work failed = work::on_stream({out}, -1, [&] { ++stream_waits; });
+  failed.mark_failed(std::make_exception_ptr(actorch::error("the group failed")));
+  CHECK_THROWS_WITH(failed.wait(), "the group failed");
+  CHECK(stream_waits == 3); // a known failure is thrown, not waited for
 }
 
 TEST_CASE("a send and a recv that disagree on size fail clearly instead of crashing",

@@ -1,19 +1,31 @@
 // process_group_nccl: NCCL collectives on CUDA tensors (CUDA builds only; see
-// process_group_nccl.hpp). Like the Gloo group, ops run in issue order on a worker thread per
-// group, here on the group's own CUDA stream, and the work completes once the stream has
-// finished the op. Tensors must be contiguous CUDA tensors on the group's device.
-// Note [NCCL stream order]: the group's stream first waits for an event recorded on the
-// caller's current stream when the op was issued, so a collective reads what the kernels
-// queued before it wrote (the gradients of backward); wait() returns once the group's stream
-// has run the op, so anything the caller queues after wait() sees the result. PyTorch's
-// wait() instead makes the current stream wait without blocking the host: the same order,
-// with the host held here.
-// What NCCL cannot express is refused clearly: recv from any rank, BAND/BOR/BXOR.
+// process_group_nccl.hpp). Tensors must be contiguous CUDA tensors on the group's device. What
+// NCCL cannot express is refused clearly: recv from any rank, BAND/BOR/BXOR.
+//
+// Note [NCCL stream order]
+// As in PyTorch, an op is queued from the caller's thread, in issue order (under the group's
+// lock), on the group's own stream, which first waits for an event recorded on the caller's
+// current stream: the collective reads what the kernels queued before it wrote (backward's
+// gradients) and the host does not wait. An event recorded after the op marks its end. The
+// work has CUDA stream semantics (work::on_stream): wait() makes the caller's current stream
+// wait for that event and returns at once, so kernels queued after wait() see the result, and
+// so does the host through them (item(), cpu()). The tensors the op reads or writes stay alive
+// until its stream has run it. barrier() blocks the host, as PyTorch's NCCL barrier does.
+//
+// Note [NCCL failures]
+// A collective whose peer died or never came would hold its stream, and everything waiting on
+// it, forever. The group's worker thread polls each op's end event in issue order, with NCCL's
+// asynchronous error and the group's timeout; on an error or after the timeout it aborts the
+// communicator (ncclCommAbort ends its kernels, as PyTorch's watchdog does), fails the op and
+// every op after it with the reason, and the group refuses new ops. Only then does the work
+// complete (is_completed(), then(), synchronize()).
 #include "comm/backend/nccl/process_group_nccl.hpp"
 
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <thread>
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -25,7 +37,6 @@
 #include "core/cuda/stream.hpp"
 #include "core/cuda_memory.hpp"
 #include "kernels/cuda/check.hpp"
-#include "kernels/cuda/context.hpp"
 
 #define ACTORCH_NCCL_CHECK(expr)                                                                   \
   do {                                                                                             \
@@ -106,15 +117,15 @@ public:
       std::memcpy(&id, bytes.data(), sizeof id);
     }
     ACTORCH_NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank));
-    ACTORCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    stream_ = cuda::stream::create(device_);
     worker_ = std::make_unique<serial_executor>(
         serial_executor::options{.on_start = [this] { cudaSetDevice(device_); }});
   }
 
   ~process_group_nccl() override {
     worker_->shutdown(); // the ops' tasks use the communicator and the stream
-    ncclCommDestroy(comm_);
-    cudaStreamDestroy(stream_);
+    if (!aborted_)
+      ncclCommDestroy(comm_);
   }
 
   std::string backend() const override { return "nccl"; }
@@ -123,27 +134,36 @@ public:
   work broadcast(tensor& t, int root) override {
     check("broadcast", t);
     check_rank("broadcast", root, "root");
-    return enqueue("broadcast", [=, this] {
-      ACTORCH_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
-                                       nccl_type(t.dtype()), root, comm_, stream_));
-    });
+    return enqueue("broadcast",
+                   [=, this] {
+                     ACTORCH_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
+                                                      nccl_type(t.dtype()), root, comm_,
+                                                      raw_stream()));
+                   },
+                   {t});
   }
   work all_reduce(tensor& t, reduce_op op) override {
     check("all_reduce", t);
     const ncclRedOp_t r = nccl_op("all_reduce", op, t.dtype());
-    return enqueue("all_reduce", [=, this] {
-      ACTORCH_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
-                                       nccl_type(t.dtype()), r, comm_, stream_));
-    });
+    return enqueue("all_reduce",
+                   [=, this] {
+                     ACTORCH_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
+                                                      nccl_type(t.dtype()), r, comm_,
+                                                      raw_stream()));
+                   },
+                   {t});
   }
   work reduce(tensor& t, int root, reduce_op op) override {
     check("reduce", t);
     check_rank("reduce", root, "root");
     const ncclRedOp_t r = nccl_op("reduce", op, t.dtype());
-    return enqueue("reduce", [=, this] {
-      ACTORCH_NCCL_CHECK(ncclReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
-                                    nccl_type(t.dtype()), r, root, comm_, stream_));
-    });
+    return enqueue("reduce",
+                   [=, this] {
+                     ACTORCH_NCCL_CHECK(ncclReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
+                                                   nccl_type(t.dtype()), r, root, comm_,
+                                                   raw_stream()));
+                   },
+                   {t});
   }
   work all_gather_into_tensor(tensor& output, const tensor& input) override {
     check("all_gather_into_tensor", output);
@@ -151,114 +171,138 @@ public:
     ACTORCH_CHECK(output.numel() == input.numel() * size() && output.dtype() == input.dtype(),
                   "all_gather_into_tensor: the output must hold ", size(), " x ", input.numel(),
                   " elements of ", dtype_name(input.dtype()));
-    return enqueue("all_gather_into_tensor", [=, this] {
-      ACTORCH_NCCL_CHECK(ncclAllGather(input.data_ptr(), output.data_ptr(), size_t(input.numel()),
-                                       nccl_type(input.dtype()), comm_, stream_));
-    });
+    return enqueue("all_gather_into_tensor",
+                   [=, this] {
+                     ACTORCH_NCCL_CHECK(
+                         ncclAllGather(input.data_ptr(), output.data_ptr(), size_t(input.numel()),
+                                       nccl_type(input.dtype()), comm_, raw_stream()));
+                   },
+                   {output});
   }
   work all_gather(std::vector<tensor>& outputs, const tensor& input) override {
     check("all_gather", input);
     check_list("all_gather", outputs, input);
-    return enqueue("all_gather", [=, this] {
-      ACTORCH_NCCL_CHECK(ncclGroupStart());
-      for (int r = 0; r < size(); ++r) {
-        if (r == rank())
-          continue;
-        ACTORCH_NCCL_CHECK(ncclSend(input.data_ptr(), size_t(input.numel()),
-                                    nccl_type(input.dtype()), r, comm_, stream_));
-        ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(input.numel()),
-                                    nccl_type(input.dtype()), r, comm_, stream_));
-      }
-      ACTORCH_NCCL_CHECK(ncclGroupEnd());
-      ACTORCH_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank())].data_ptr(), input.data_ptr(),
-                                         input.nbytes(), cudaMemcpyDeviceToDevice, stream_));
-    });
+    return enqueue(
+        "all_gather",
+        [=, this] {
+          ACTORCH_NCCL_CHECK(ncclGroupStart());
+          for (int r = 0; r < size(); ++r) {
+            if (r == rank())
+              continue;
+            ACTORCH_NCCL_CHECK(ncclSend(input.data_ptr(), size_t(input.numel()),
+                                        nccl_type(input.dtype()), r, comm_, raw_stream()));
+            ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(input.numel()),
+                                        nccl_type(input.dtype()), r, comm_, raw_stream()));
+          }
+          ACTORCH_NCCL_CHECK(ncclGroupEnd());
+          ACTORCH_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank())].data_ptr(), input.data_ptr(),
+                                             input.nbytes(), cudaMemcpyDeviceToDevice,
+                                             raw_stream()));
+        },
+        outputs);
   }
   work gather(std::vector<tensor>& outputs, const tensor& input, int root) override {
     check("gather", input);
     check_rank("gather", root, "root");
     if (rank() == root)
       check_list("gather", outputs, input);
-    return enqueue("gather", [=, this] {
-      if (rank() != root) {
-        ACTORCH_NCCL_CHECK(ncclSend(input.data_ptr(), size_t(input.numel()),
-                                    nccl_type(input.dtype()), root, comm_, stream_));
-        return;
-      }
-      ACTORCH_NCCL_CHECK(ncclGroupStart());
-      for (int r = 0; r < size(); ++r)
-        if (r != rank())
-          ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(input.numel()),
-                                      nccl_type(input.dtype()), r, comm_, stream_));
-      ACTORCH_NCCL_CHECK(ncclGroupEnd());
-      ACTORCH_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank())].data_ptr(), input.data_ptr(),
-                                         input.nbytes(), cudaMemcpyDeviceToDevice, stream_));
-    });
+    return enqueue(
+        "gather",
+        [=, this] {
+          if (rank() != root) {
+            ACTORCH_NCCL_CHECK(ncclSend(input.data_ptr(), size_t(input.numel()),
+                                        nccl_type(input.dtype()), root, comm_, raw_stream()));
+            return;
+          }
+          ACTORCH_NCCL_CHECK(ncclGroupStart());
+          for (int r = 0; r < size(); ++r)
+            if (r != rank())
+              ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(input.numel()),
+                                          nccl_type(input.dtype()), r, comm_, raw_stream()));
+          ACTORCH_NCCL_CHECK(ncclGroupEnd());
+          ACTORCH_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank())].data_ptr(), input.data_ptr(),
+                                             input.nbytes(), cudaMemcpyDeviceToDevice,
+                                             raw_stream()));
+        },
+        rank() == root ? outputs : std::vector<tensor>{});
   }
   work scatter(tensor& output, const std::vector<tensor>& inputs, int root) override {
     check("scatter", output);
     check_rank("scatter", root, "root");
     if (rank() == root)
       check_list("scatter", inputs, output);
-    return enqueue("scatter", [=, this] {
-      if (rank() != root) {
-        ACTORCH_NCCL_CHECK(ncclRecv(output.data_ptr(), size_t(output.numel()),
-                                    nccl_type(output.dtype()), root, comm_, stream_));
-        return;
-      }
-      ACTORCH_NCCL_CHECK(ncclGroupStart());
-      for (int r = 0; r < size(); ++r)
-        if (r != rank())
-          ACTORCH_NCCL_CHECK(ncclSend(inputs[size_t(r)].data_ptr(), size_t(output.numel()),
-                                      nccl_type(output.dtype()), r, comm_, stream_));
-      ACTORCH_NCCL_CHECK(ncclGroupEnd());
-      ACTORCH_CUDA_CHECK(cudaMemcpyAsync(output.data_ptr(), inputs[size_t(rank())].data_ptr(),
-                                         output.nbytes(), cudaMemcpyDeviceToDevice, stream_));
-    });
+    return enqueue(
+        "scatter",
+        [=, this] {
+          if (rank() != root) {
+            ACTORCH_NCCL_CHECK(ncclRecv(output.data_ptr(), size_t(output.numel()),
+                                        nccl_type(output.dtype()), root, comm_, raw_stream()));
+            return;
+          }
+          ACTORCH_NCCL_CHECK(ncclGroupStart());
+          for (int r = 0; r < size(); ++r)
+            if (r != rank())
+              ACTORCH_NCCL_CHECK(ncclSend(inputs[size_t(r)].data_ptr(), size_t(output.numel()),
+                                          nccl_type(output.dtype()), r, comm_, raw_stream()));
+          ACTORCH_NCCL_CHECK(ncclGroupEnd());
+          ACTORCH_CUDA_CHECK(cudaMemcpyAsync(output.data_ptr(), inputs[size_t(rank())].data_ptr(),
+                                             output.nbytes(), cudaMemcpyDeviceToDevice,
+                                             raw_stream()));
+        },
+        {output});
   }
   work reduce_scatter(tensor& output, const std::vector<tensor>& inputs, reduce_op op) override {
     check("reduce_scatter", output);
     check_list("reduce_scatter", inputs, output);
     const ncclRedOp_t r = nccl_op("reduce_scatter", op, output.dtype());
-    return enqueue("reduce_scatter", [=, this] {
-      // Each rank's inputs are packed into one buffer, as ncclReduceScatter wants them.
-      const size_t n = output.nbytes();
-      void* packed = nullptr;
-      ACTORCH_CUDA_CHECK(cudaMallocAsync(&packed, n * size_t(size()), stream_));
-      for (int q = 0; q < size(); ++q)
-        ACTORCH_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(packed) + n * size_t(q),
-                                           inputs[size_t(q)].data_ptr(), n,
-                                           cudaMemcpyDeviceToDevice, stream_));
-      ACTORCH_NCCL_CHECK(ncclReduceScatter(packed, output.data_ptr(), size_t(output.numel()),
-                                           nccl_type(output.dtype()), r, comm_, stream_));
-      ACTORCH_CUDA_CHECK(cudaFreeAsync(packed, stream_));
-    });
+    return enqueue(
+        "reduce_scatter",
+        [=, this] {
+          // Each rank's inputs are packed into one buffer, as ncclReduceScatter wants them.
+          const size_t n = output.nbytes();
+          void* packed = nullptr;
+          ACTORCH_CUDA_CHECK(cudaMallocAsync(&packed, n * size_t(size()), raw_stream()));
+          for (int q = 0; q < size(); ++q)
+            ACTORCH_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(packed) + n * size_t(q),
+                                               inputs[size_t(q)].data_ptr(), n,
+                                               cudaMemcpyDeviceToDevice, raw_stream()));
+          ACTORCH_NCCL_CHECK(ncclReduceScatter(packed, output.data_ptr(), size_t(output.numel()),
+                                               nccl_type(output.dtype()), r, comm_, raw_stream()));
+          ACTORCH_CUDA_CHECK(cudaFreeAsync(packed, raw_stream()));
+        },
+        {output});
   }
   work all_to_all(std::vector<tensor>& outputs, const std::vector<tensor>& inputs) override {
     ACTORCH_CHECK(!inputs.empty(), "all_to_all: inputs is empty (needs one tensor per rank)");
     check("all_to_all", inputs[0]);
     check_list("all_to_all", inputs, inputs[0]);
     check_list("all_to_all", outputs, inputs[0]);
-    return enqueue("all_to_all", [=, this] {
-      ACTORCH_NCCL_CHECK(ncclGroupStart());
-      for (int r = 0; r < size(); ++r) {
-        const auto& in = inputs[size_t(r)];
-        ACTORCH_NCCL_CHECK(
-            ncclSend(in.data_ptr(), size_t(in.numel()), nccl_type(in.dtype()), r, comm_, stream_));
-        ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(in.numel()),
-                                    nccl_type(in.dtype()), r, comm_, stream_));
-      }
-      ACTORCH_NCCL_CHECK(ncclGroupEnd());
-    });
+    return enqueue(
+        "all_to_all",
+        [=, this] {
+          ACTORCH_NCCL_CHECK(ncclGroupStart());
+          for (int r = 0; r < size(); ++r) {
+            const auto& in = inputs[size_t(r)];
+            ACTORCH_NCCL_CHECK(ncclSend(in.data_ptr(), size_t(in.numel()), nccl_type(in.dtype()), r,
+                                        comm_, raw_stream()));
+            ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(in.numel()),
+                                        nccl_type(in.dtype()), r, comm_, raw_stream()));
+          }
+          ACTORCH_NCCL_CHECK(ncclGroupEnd());
+        },
+        outputs);
   }
   work barrier() override {
-    return enqueue("barrier", [this] {
-      void* one = nullptr;
-      ACTORCH_CUDA_CHECK(cudaMallocAsync(&one, sizeof(float), stream_));
-      ACTORCH_CUDA_CHECK(cudaMemsetAsync(one, 0, sizeof(float), stream_));
-      ACTORCH_NCCL_CHECK(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm_, stream_));
-      ACTORCH_CUDA_CHECK(cudaFreeAsync(one, stream_));
-    });
+    return enqueue(
+        "barrier",
+        [this] {
+          void* one = nullptr;
+          ACTORCH_CUDA_CHECK(cudaMallocAsync(&one, sizeof(float), raw_stream()));
+          ACTORCH_CUDA_CHECK(cudaMemsetAsync(one, 0, sizeof(float), raw_stream()));
+          ACTORCH_NCCL_CHECK(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm_, raw_stream()));
+          ACTORCH_CUDA_CHECK(cudaFreeAsync(one, raw_stream()));
+        },
+        {}, -1, /*blocking=*/true);
   }
   work monitored_barrier(milliseconds) override {
     ACTORCH_FAIL("monitored_barrier: not supported by the nccl backend (as in PyTorch); use a ",
@@ -268,10 +312,13 @@ public:
     check("send", t);
     check_rank("send", dst, "dst");
     ACTORCH_CHECK(tag == 0, "send: the nccl backend has no tags (got tag ", tag, ")");
-    return enqueue("send", [=, this] {
-      ACTORCH_NCCL_CHECK(
-          ncclSend(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), dst, comm_, stream_));
-    });
+    return enqueue(
+        "send",
+        [=, this] {
+          ACTORCH_NCCL_CHECK(ncclSend(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), dst,
+                                      comm_, raw_stream()));
+        },
+        {}, dst);
   }
   work recv(tensor& t, int src, int tag) override {
     check("recv", t);
@@ -281,10 +328,10 @@ public:
     return enqueue(
         "recv",
         [=, this] {
-          ACTORCH_NCCL_CHECK(
-              ncclRecv(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), src, comm_, stream_));
+          ACTORCH_NCCL_CHECK(ncclRecv(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), src,
+                                      comm_, raw_stream()));
         },
-        src);
+        {t}, src);
   }
 
 private:
@@ -307,51 +354,104 @@ private:
     }
   }
 
-  // Queues op behind those issued before it; the work completes once the stream has run it.
-  work enqueue(std::string op, std::function<void()> fn, int source = -1) {
-    work w;
-    // What the caller queued so far on its current stream of our device: see Note [NCCL
-    // stream order].
-    cudaEvent_t issued = nullptr;
-    {
+  cudaStream_t raw_stream() const { return static_cast<cudaStream_t>(stream_->handle()); }
+
+  // Queues `launch` (the NCCL calls of op `op` on the group's stream) from this thread behind
+  // the ops issued before it, and returns its work: with stream semantics, `outputs` and
+  // `source` as its result, or, `blocking`, a work the host waits for (Note [NCCL stream
+  // order]). The worker then watches it to its end (Note [NCCL failures]).
+  work enqueue(std::string op, std::function<void()> launch, std::vector<tensor> outputs,
+               int source = -1, bool blocking = false) {
+    std::lock_guard lock(mu_); // held while launching, so the ops run in issue order
+    if (!broken_.empty())
+      return work::failed(refused(op));
+    cuda::event end;
+    try {
       cuda::device_guard on(device_);
-      ACTORCH_CUDA_CHECK(cudaEventCreateWithFlags(&issued, cudaEventDisableTiming));
-      const cudaError_t recorded = cudaEventRecord(
-          issued, static_cast<cudaStream_t>(kernels::cuda::current_stream(device_)));
-      if (recorded != cudaSuccess)
-        cudaEventDestroy(issued);
-      ACTORCH_CUDA_CHECK(recorded);
+      cuda::event issued; // what the caller queued so far on its current stream
+      issued.record(cuda::current_stream(device_));
+      issued.wait(*stream_);
+      launch();
+      end.record(*stream_);
+    } catch (const std::exception& e) {
+      broken_ = op + " failed on rank " + std::to_string(rank()) + ": " + e.what();
+      return work::failed(std::make_exception_ptr(actorch::error(broken_)));
     }
-    std::lock_guard lock(mu_); // held while posting, so the ops run in issue order
-    if (!broken_.empty()) {
-      cudaEventDestroy(issued);
-      return work::failed(std::make_exception_ptr(
-          actorch::error(op + " refused: the group failed earlier: " + broken_)));
-    }
-    worker_->post([this, op = std::move(op), fn = std::move(fn), w, source, issued] {
-      try {
-        const cudaError_t waited = cudaStreamWaitEvent(stream_, issued, 0);
-        cudaEventDestroy(issued);
-        ACTORCH_CUDA_CHECK(waited);
-        fn();
-        ACTORCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        w.mark_completed({}, source);
-      } catch (const std::exception& e) {
-        std::lock_guard guard(mu_);
-        broken_ = op + " failed on rank " + std::to_string(rank()) + ": " + e.what();
-        w.mark_failed(std::make_exception_ptr(actorch::error(broken_)));
+    const int dev = device_;
+    work w = blocking ? work() : work::on_stream(outputs, source, [end, dev] {
+      end.wait(cuda::current_stream(dev));
+    });
+    // `launch` holds the op's tensors (inputs too) until the stream has run it.
+    worker_->post([this, op = std::move(op), launch = std::move(launch), w, end, blocking,
+                   outputs = std::move(outputs), source] {
+      std::string failure = watch(end);
+      if (!failure.empty()) {
+        w.mark_failed(std::make_exception_ptr(
+            actorch::error(op + " failed on rank " + std::to_string(rank()) + ": " + failure)));
+        return;
       }
+      if (blocking)
+        w.mark_completed(outputs, source);
+      else
+        w.mark_completed();
     });
     return w;
+  }
+
+  std::exception_ptr refused(const std::string& op) const {
+    return std::make_exception_ptr(
+        actorch::error(op + " refused: the group failed earlier: " + broken_));
+  }
+
+  // Waits for `end` (Note [NCCL failures]); returns why the op failed, or "" once it ran.
+  std::string watch(const cuda::event& end) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    for (int polls = 0;; ++polls) {
+      {
+        std::lock_guard lock(mu_);
+        if (!broken_.empty())
+          return "the group failed: " + broken_;
+      }
+      std::string failure;
+      try {
+        if (end.query())
+          return {};
+        ncclResult_t async = ncclSuccess;
+        ACTORCH_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+        if (async != ncclSuccess)
+          failure =
+              std::string("NCCL reported an asynchronous error: ") + ncclGetErrorString(async);
+        else if (std::chrono::steady_clock::now() > deadline)
+          failure = "not done after the group's timeout of " + std::to_string(timeout_.count()) +
+                    " ms (a rank died or did not issue it)";
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+      if (!failure.empty()) {
+        std::lock_guard lock(mu_);
+        if (broken_.empty()) {
+          broken_ = failure;
+          ncclCommAbort(comm_); // ends the group's kernels: what waits on them goes on
+          aborted_ = true;
+        }
+        return failure;
+      }
+      // Collectives end within microseconds to milliseconds: yield first, then sleep briefly.
+      if (polls < 1000)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
 
   std::shared_ptr<store> store_;
   milliseconds timeout_;
   int device_ = 0;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-  std::mutex mu_; // guards broken_
+  std::optional<cuda::stream> stream_; // the group's own, made once the device is known
+  std::mutex mu_;                      // guards broken_ and aborted_, and orders the launches
   std::string broken_;
+  bool aborted_ = false;                    // ncclCommAbort freed comm_
   std::unique_ptr<serial_executor> worker_; // last: stops before the state its tasks use
 };
 
