@@ -22,7 +22,11 @@ namespace actorch {
 // - A free block is found by best fit within the pool: the smallest free block of the same
 //   device and stream that is large enough, the lowest address among equals. Pools are keyed by
 //   stream because a block freed on one stream may still be read by work queued on it: handing
-//   it to another stream would need an event (PyTorch's record_stream), so we never do.
+//   it to another stream would need an event, so we never do.
+// - record_stream(ptr, s): a block also used on stream s is, when freed, held back (neither in
+//   a pool nor merged with its neighbours) with an event recorded on each such stream; each
+//   allocate() and empty_cache() first returns to their pools the held blocks whose events
+//   have all completed. Its statistics count it as freed at once, as PyTorch's do.
 // - A block larger than the request is split: in the small pool when at least 512 bytes
 //   remain, in the large pool only when more than 1 MiB remains (a smaller tail stays with the
 //   block rather than splinter the large pool). The remainder is a free block of the same
@@ -35,9 +39,9 @@ namespace actorch {
 //   much is cached. (PyTorch first frees only enough of the largest cached segments, then all;
 //   freeing all at once is simpler and frees at least as much.)
 // Left out from PyTorch: max_split_size_mb and the garbage-collection threshold, expandable
-// segments, record_stream (cross-stream use), and events before releasing segments (cudaFree
-// synchronises the device itself). An allocation of 0 bytes takes a 512-byte block rather than
-// returning nullptr, as actorch's allocator interface promises a unique non-null pointer.
+// segments, and events before releasing segments (cudaFree synchronises the device itself). An
+// allocation of 0 bytes takes a 512-byte block rather than returning nullptr, as actorch's
+// allocator interface promises a unique non-null pointer.
 
 struct caching_allocator::block {
   int device;
@@ -47,8 +51,12 @@ struct caching_allocator::block {
   char* ptr;
   bool is_small;
   bool allocated = false;
-  block* prev = nullptr; // neighbours in the same segment, in address order
+  bool awaiting = false;                   // freed, waiting for events (record_stream)
+  std::vector<stream_id> stream_uses = {}; // other streams that used it, while allocated
+  block* prev = nullptr;                   // neighbours in the same segment, in address order
   block* next = nullptr;
+
+  bool is_free() const { return !allocated && !awaiting; }
 };
 
 bool caching_allocator::block_compare::operator()(const block* a, const block* b) const {
@@ -90,6 +98,12 @@ caching_allocator::~caching_allocator() {
       all.insert(all.end(), pool->begin(), pool->end());
   for (auto& [ptr, b] : active_blocks_)
     all.push_back(b);
+  for (auto& [b, events] : awaiting_) {
+    all.push_back(b);
+    for (void* e : events)
+      if (e != nullptr)
+        backend_->destroy_event(e);
+  }
   for (block* b : all)
     if (b->prev == nullptr)
       backend_->raw_free(b->ptr, b->device);
@@ -131,6 +145,7 @@ void* caching_allocator::allocate(size_t nbytes, int device, stream_id stream) {
   const size_t size = round_size(nbytes);
   const bool small = size <= kSmallSize;
   std::lock_guard lock(mutex_);
+  process_events();
   device_state& st = state(device);
   block_pool& pool = st.pool(small);
 
@@ -198,7 +213,51 @@ void caching_allocator::deallocate(void* ptr) {
   s.requested_bytes -= b->requested;
   --s.active_blocks;
   ++s.num_frees;
-  free_block(st, b);
+  if (b->stream_uses.empty()) {
+    free_block(st, b);
+    return;
+  }
+  std::vector<void*> events;
+  for (stream_id used : b->stream_uses)
+    events.push_back(backend_->record_event(b->device, used)); // nullptr: never completes
+  b->stream_uses.clear();
+  b->allocated = false;
+  b->awaiting = true;
+  awaiting_.emplace(b, std::move(events));
+  ++s.awaiting_blocks;
+}
+
+void caching_allocator::record_stream(void* ptr, stream_id stream) {
+  std::lock_guard lock(mutex_);
+  auto it = active_blocks_.find(ptr);
+  ACTORCH_CHECK(it != active_blocks_.end(), "record_stream: the memory at ", ptr,
+                " was not handed out by the caching allocator, or was freed already");
+  block* b = it->second;
+  if (stream != b->stream &&
+      std::find(b->stream_uses.begin(), b->stream_uses.end(), stream) == b->stream_uses.end())
+    b->stream_uses.push_back(stream);
+}
+
+void caching_allocator::process_events() {
+  for (auto it = awaiting_.begin(); it != awaiting_.end();) {
+    auto& [b, events] = *it;
+    std::erase_if(events, [&](void* e) {
+      if (e == nullptr || !backend_->event_completed(e))
+        return false;
+      backend_->destroy_event(e);
+      return true;
+    });
+    if (!events.empty()) {
+      ++it;
+      continue;
+    }
+    block* done = b;
+    it = awaiting_.erase(it);
+    device_state& st = *devices_.at(done->device);
+    done->awaiting = false;
+    --st.stats.awaiting_blocks;
+    free_block(st, done);
+  }
 }
 
 void caching_allocator::free_block(device_state& st, block* b) {
@@ -214,12 +273,12 @@ void caching_allocator::free_block(device_state& st, block* b) {
       right->next->prev = left;
     delete right;
   };
-  if (block* prev = b->prev; prev && !prev->allocated) {
+  if (block* prev = b->prev; prev && prev->is_free()) {
     pool.erase(prev);
     absorb(prev, b);
     b = prev;
   }
-  if (block* next = b->next; next && !next->allocated) {
+  if (block* next = b->next; next && next->is_free()) {
     pool.erase(next);
     absorb(b, next);
   }
@@ -250,12 +309,14 @@ size_t caching_allocator::release_cached_blocks(device_state& st, int device) {
 
 void caching_allocator::empty_cache() {
   std::lock_guard lock(mutex_);
+  process_events();
   for (auto& [device, st] : devices_)
     release_cached_blocks(*st, device);
 }
 
 void caching_allocator::empty_cache(int device) {
   std::lock_guard lock(mutex_);
+  process_events();
   auto it = devices_.find(device);
   if (it != devices_.end())
     release_cached_blocks(*it->second, device);
@@ -287,6 +348,9 @@ std::vector<caching_allocator_segment> caching_allocator::memory_snapshot() cons
         if (b->prev == nullptr)
           heads.push_back(b);
   for (const auto& [ptr, b] : active_blocks_)
+    if (b->prev == nullptr)
+      heads.push_back(b);
+  for (const auto& [b, events] : awaiting_)
     if (b->prev == nullptr)
       heads.push_back(b);
   std::sort(heads.begin(), heads.end(), [](const block* a, const block* b) {

@@ -34,6 +34,15 @@ public:
   /// One sentence on the device's memory for the out-of-memory message ("GPU 0 has a total
   /// capacity of 79.19 GiB of which 12.00 MiB is free."), or empty when unknown.
   virtual std::string describe_memory(int /*device*/) { return {}; }
+
+  // For record_stream (a cudaEvent_t in the CUDA backend):
+  /// An event recorded now on `stream` of `device`: it completes once everything queued there
+  /// so far has run. nullptr when the device fails: the block waiting for it then never
+  /// returns to its pool (nothing says the stream is done with it).
+  virtual void* record_event(int device, std::uintptr_t stream) noexcept = 0;
+  /// Whether `event` has completed; throws actorch::error when the device reports an error.
+  virtual bool event_completed(void* event) = 0;
+  virtual void destroy_event(void* event) noexcept = 0;
 };
 
 /// The stream a block is used on: a cudaStream_t cast to an integer (0 is the default stream).
@@ -48,10 +57,11 @@ struct caching_allocator_stats {
   size_t reserved_bytes = 0;       ///< in segments held from the backend (allocated + cached)
   size_t peak_allocated_bytes = 0; ///< since construction or reset_peak_stats()
   size_t peak_reserved_bytes = 0;
-  size_t segments = 0;             ///< segments held now
-  size_t active_blocks = 0;        ///< blocks handed out now
-  uint64_t num_allocs = 0;         ///< allocate() calls that succeeded
-  uint64_t num_frees = 0;          ///< deallocate() calls
+  size_t segments = 0;        ///< segments held now
+  size_t active_blocks = 0;   ///< blocks handed out now
+  size_t awaiting_blocks = 0; ///< freed blocks waiting for other streams' events (record_stream)
+  uint64_t num_allocs = 0;    ///< allocate() calls that succeeded
+  uint64_t num_frees = 0;     ///< deallocate() calls
   uint64_t num_segment_allocs = 0; ///< successful raw_alloc calls
   uint64_t num_segment_frees = 0;  ///< raw_free calls
   uint64_t num_alloc_retries = 0;  ///< raw_alloc failures followed by freeing the cache and a retry
@@ -106,9 +116,16 @@ public:
   /// retries once; then throws actorch::error naming the device, the size and the statistics.
   void* allocate(size_t nbytes, int device, stream_id stream = 0);
   /// Returns a block to its pool; it may be handed out again to its stream at once, so the
-  /// caller must know the stream's work that used it is ordered before any later use.
+  /// caller must know the stream's work that used it is ordered before any later use. A block
+  /// other streams used (record_stream) waits for them first.
   /// @pre `ptr` came from allocate() and was not freed since (else throws actorch::error).
   void deallocate(void* ptr);
+  /// torch's Tensor.record_stream: the block at `ptr` is also used by work queued on `stream`.
+  /// When the block is freed, an event is recorded on each such stream, and the block returns
+  /// to its pool only once they have all completed (seen by later allocate() and empty_cache()
+  /// calls). The block's own stream needs nothing.
+  /// @pre `ptr` came from allocate() and was not freed since (else throws actorch::error).
+  void record_stream(void* ptr, stream_id stream);
 
   /// Returns every cached segment no block of which is allocated to the backend (all devices).
   void empty_cache();
@@ -133,6 +150,7 @@ private:
   block* find_free_block(block_pool& pool, stream_id stream, size_t size);
   void* allocate_segment(device_state& st, int device, size_t size);
   void free_block(device_state& st, block* b);
+  void process_events();
   size_t release_cached_blocks(device_state& st, int device);
   [[noreturn]] void throw_out_of_memory(device_state& st, int device, size_t nbytes, size_t segment,
                                         size_t freed_segments, size_t freed_bytes);
@@ -141,6 +159,8 @@ private:
   mutable std::mutex mutex_;
   std::map<int, std::unique_ptr<device_state>> devices_;
   std::unordered_map<void*, block*> active_blocks_;
+  /// Freed blocks and the events of other streams they wait for (record_stream).
+  std::unordered_map<block*, std::vector<void*>> awaiting_;
 };
 
 /// "20.00 MiB", as PyTorch's out-of-memory message writes sizes.

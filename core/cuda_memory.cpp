@@ -48,6 +48,36 @@ public:
 
   std::string_view name() const override { return "CUDA"; }
 
+  void* record_event(int device, std::uintptr_t stream) noexcept override {
+    int previous = device;
+    const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device &&
+                          cudaSetDevice(device) == cudaSuccess;
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess &&
+        cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)) != cudaSuccess) {
+      (void)cudaEventDestroy(e);
+      e = nullptr;
+    }
+    if (e == nullptr)
+      (void)cudaGetLastError();
+    if (switched)
+      cudaSetDevice(previous);
+    return e;
+  }
+  bool event_completed(void* event) override {
+    const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (err == cudaErrorNotReady) {
+      (void)cudaGetLastError(); // not sticky
+      return false;
+    }
+    ACTORCH_CHECK(err == cudaSuccess,
+                  "cuda memory: cudaEventQuery failed: ", cudaGetErrorString(err));
+    return true;
+  }
+  void destroy_event(void* event) noexcept override {
+    (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));
+  }
+
   std::string describe_memory(int device) override {
     size_t free_bytes = 0, total_bytes = 0;
     try {

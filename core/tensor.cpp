@@ -10,6 +10,7 @@
 #include "core/autograd/grad_mode.hpp"
 #include "core/autograd/node.hpp"
 #include "core/cuda/copy.hpp"
+#include "core/cuda_memory.hpp"
 #include "core/ops/dispatch.hpp"
 #include "core/ops/factory.hpp"
 #include "core/tensor_iterator.hpp"
@@ -588,6 +589,18 @@ tensor tensor::cpu() const {
 
 bool tensor::is_pinned() const {
   return cuda::is_pinned(*this);
+}
+
+void tensor::record_stream(const cuda::stream& s) const {
+  ACTORCH_CHECK(defined() && device().is_cuda(), "record_stream: expected a CUDA tensor but got ",
+                defined() ? "one on " + device().str() : std::string("an undefined tensor"));
+  ACTORCH_CHECK(s.device() == device().index, "record_stream: the stream is on cuda:", s.device(),
+                " but the tensor on ", device());
+  ACTORCH_CHECK(storage()->owner() != nullptr,
+                "record_stream: the tensor's memory was given to from_blob, not allocated by the "
+                "CUDA caching allocator");
+  cuda_caching_allocator().record_stream(storage()->data(),
+                                         reinterpret_cast<stream_id>(s.handle()));
 }
 
 std::ostream& operator<<(std::ostream& os, const tensor& t) {

@@ -22,6 +22,9 @@ namespace actorch {
 using shape_t = std::vector<int64_t>;
 
 class tensor;
+namespace cuda {
+class stream; // core/cuda/stream.hpp
+}
 struct autograd_meta; // core/autograd/node.hpp
 struct node;          // core/autograd/node.hpp
 
@@ -116,6 +119,11 @@ public:
   tensor cpu() const;
   /// Whether the memory is page-locked host memory (torch.Tensor.is_pinned).
   bool is_pinned() const;
+  /// torch.Tensor.record_stream: this CUDA tensor's memory is also used by work queued on `s`
+  /// (a stream other than the one current when it was allocated). Once the memory is freed,
+  /// the caching allocator hands it out again only after the work queued on `s` by then has
+  /// run. Throws for a tensor not on the GPU of `s`, or over memory the allocator did not give.
+  void record_stream(const cuda::stream& s) const;
   /// torch's .float(), .double(), .half(), .long(), .int(), .short(): C++ keywords, so spelled
   /// with to_ here (the Python module has torch's names).
   tensor to_float() const { return to(dtype::float32); }

@@ -13,10 +13,11 @@ namespace actorch::actors {
 // The copy of batch k + 1 is queued on the copy stream when the consumer takes batch k, so it
 // runs while the consumer's stream computes on batch k; the consumer's stream waits for the
 // copy's event only when it takes batch k + 1. Two hazards:
-//  - the device memory of a batch the consumer let go came from the copy stream's pool (the
-//    caching allocator hands a block to the stream current when allocating), so it may be the
-//    target of the next copy while the consumer's kernels still read it: every copy first
-//    waits for what the consumer's stream has queued so far (push);
+//  - the device memory of a batch came from the copy stream's pool (the caching allocator
+//    hands a block to the stream current when allocating), so once the consumer lets it go it
+//    could be the target of the next copy while the consumer's kernels still read it: take()
+//    records the consumer's stream on each of its tensors (record_stream), and the allocator
+//    hands the memory out again only after what that stream had queued when it was freed;
 //  - batch k's pinned host buffers go back to the loader's pool, where a worker may overwrite
 //    them, only once their copy has completed (release_taken waits for its event; by then it
 //    has long completed).
@@ -61,9 +62,6 @@ bool has_custom(const data::sample& s) {
 
 void device_prefetch::push(data::sample host, int64_t seq) {
   trace::span s("loader", "copy batch to GPU");
-  // After whatever the consumer queued so far: the copy's memory comes from the copy stream's
-  // pool, where the consumer's earlier batches went back.
-  copy_stream_.wait_stream(cuda::current_stream(device_.index));
   cuda::stream_guard on(copy_stream_);
   if (timeline_)
     timeline_->begin("copy batch " + std::to_string(seq), "\"seq\": " + std::to_string(seq));
@@ -86,7 +84,9 @@ device_prefetch::ready device_prefetch::take() {
   release_taken();
   taken_ = std::move(in_flight_.front());
   in_flight_.pop_front();
-  taken_->copied.wait(cuda::current_stream(device_.index));
+  const cuda::stream consumer = cuda::current_stream(device_.index);
+  taken_->copied.wait(consumer);
+  taken_->on_device.for_each_tensor([&](tensor& t) { t.record_stream(consumer); });
   return {taken_->on_device, taken_->seq};
 }
 

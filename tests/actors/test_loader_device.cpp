@@ -4,6 +4,7 @@
 
 #include "core/cuda/stream.hpp"
 #include "core/cuda_memory.hpp"
+#include "core/ops/factory.hpp"
 #include "tests/actors/loader_fixtures.hpp"
 #include "tests/core/gpu.hpp"
 #include "tests/core/values.hpp"
@@ -46,6 +47,30 @@ TEST_CASE("a loader with a device delivers every batch on it, in order, as on th
       CHECK(got == want);
     }
   }
+}
+
+TEST_CASE("a loader with a device copies no batch over one the consumer's stream still reads",
+          "[actors][loader][cuda]") {
+  SKIP_WITHOUT_GPU();
+  // Note [Device prefetch]: the consumer's stream reads each batch only after GEMMs queued
+  // ahead of it, long after the host let the batch go and the loader copied the next ones
+  // into memory from the same pool (record_stream holds the batch's memory back).
+  auto ds = std::make_shared<probe_dataset>(37);
+  data::data_loader on_cpu(ds, {.batch_size = 4});
+  data::data_loader on_gpu(ds, {.batch_size = 4, .pin_memory = true, .device = kGPU});
+  std::vector<std::vector<double>> want, got;
+  for (const data::sample& b : on_cpu)
+    want.push_back(values_of(b[0].as_tensor()));
+  const tensor a = randn({2048, 2048}, {.device = kGPU});
+  std::vector<tensor> read;
+  for (const data::sample& b : on_gpu) {
+    for (int k = 0; k < 8; ++k)
+      (void)a.mm(a);
+    read.push_back(b[0].as_tensor().mul(1));
+  }
+  for (const tensor& t : read)
+    got.push_back(values_of(t));
+  CHECK(got == want);
 }
 
 TEST_CASE("a loader with a device raises a failed batch after the batches before it",

@@ -14,7 +14,10 @@
 
 #include "base/error.hpp"
 #include "core/caching_allocator.hpp"
+#include "core/cuda/stream.hpp"
 #include "core/cuda_memory.hpp"
+#include "core/ops/factory.hpp"
+#include "tests/core/gpu.hpp"
 
 using namespace actorch;
 
@@ -33,7 +36,10 @@ public:
   };
 
   explicit fake_backend(size_t capacity = size_t(1) << 40) : capacity_(capacity) {}
-  ~fake_backend() override { CHECK(live_ == 0); }
+  ~fake_backend() override {
+    CHECK(live_ == 0);
+    CHECK(events_.empty());
+  }
 
   void* raw_alloc(size_t nbytes, int device) override {
     std::lock_guard lock(mutex_);
@@ -68,6 +74,33 @@ public:
     return "GPU " + std::to_string(device) + " is fake.";
   }
 
+  // Events: an id per record, complete once the test says their stream has run (finish()).
+  void* record_event(int, std::uintptr_t stream) noexcept override {
+    std::lock_guard lock(mutex_);
+    const std::uintptr_t id = ++next_event_;
+    events_[id] = {stream, false};
+    return reinterpret_cast<void*>(id);
+  }
+  bool event_completed(void* event) override {
+    std::lock_guard lock(mutex_);
+    return events_.at(reinterpret_cast<std::uintptr_t>(event)).second;
+  }
+  void destroy_event(void* event) noexcept override {
+    std::lock_guard lock(mutex_);
+    events_.erase(reinterpret_cast<std::uintptr_t>(event));
+  }
+  /// Completes every event recorded on `stream` so far.
+  void finish(std::uintptr_t stream) {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, e] : events_)
+      if (e.first == stream)
+        e.second = true;
+  }
+  size_t live_events() const {
+    std::lock_guard lock(mutex_);
+    return events_.size();
+  }
+
   std::vector<call> calls() const {
     std::lock_guard lock(mutex_);
     return calls_;
@@ -90,6 +123,8 @@ private:
   std::vector<call> calls_;
   size_t live_ = 0;
   bool bad_frees_ = false;
+  std::uintptr_t next_event_ = 0;
+  std::map<std::uintptr_t, std::pair<std::uintptr_t, bool>> events_; // id -> (stream, done)
 };
 
 char* as_bytes(void* p) {
@@ -301,6 +336,52 @@ TEST_CASE("caching allocator reuses freed blocks for the same stream and device 
     CHECK(a.stats(0).reserved_bytes == 2 * MiB);
   }
   CHECK(a.stats(7).num_allocs == 0); // a device never used
+}
+
+TEST_CASE("caching allocator holds a block another stream used until that stream's event",
+          "[core][caching_allocator]") {
+  fake_backend backend;
+  caching_allocator a(&backend);
+  const stream_id s1 = 0x1000, s2 = 0x2000, s3 = 0x3000;
+  void* p = a.allocate(8 * KiB, 0, s1);
+  void* neighbour = a.allocate(8 * KiB, 0, s1); // the next block of p's segment
+  REQUIRE(as_bytes(neighbour) == as_bytes(p) + 8 * KiB);
+  a.record_stream(p, s2);
+  a.record_stream(p, s3);
+  a.record_stream(p, s2); // once per stream
+  a.record_stream(p, s1); // its own stream needs nothing
+  a.deallocate(p);
+  CHECK(backend.live_events() == 2);
+  CHECK(a.stats(0).awaiting_blocks == 1);
+  CHECK(a.stats(0).allocated_bytes == 8 * KiB); // counted as freed at once, as in PyTorch
+  // Held back: its stream gets other memory, and its free neighbour does not absorb it.
+  void* q = a.allocate(8 * KiB, 0, s1);
+  CHECK(q != p);
+  a.deallocate(neighbour);
+  a.deallocate(q);
+  auto snap = a.memory_snapshot();
+  REQUIRE(snap.size() == 1);
+  CHECK(snap[0].blocks.size() == 2); // p's block held, the rest of the segment free
+  backend.finish(s2);
+  void* r = a.allocate(8 * KiB, 0, s1);
+  CHECK(r != p); // s3 has not run yet
+  a.deallocate(r);
+  backend.finish(s3);
+  void* again = a.allocate(8 * KiB, 0, s1); // the events are checked first: p is back
+  CHECK(again == p);
+  CHECK(backend.live_events() == 0);
+  CHECK(a.stats(0).awaiting_blocks == 0);
+  a.deallocate(again);
+  snap = a.memory_snapshot();
+  REQUIRE(snap.size() == 1);
+  CHECK(snap[0].blocks.size() == 1); // coalesced once it was free
+  CHECK_THROWS_WITH(a.record_stream(p, s2), Catch::Contains("record_stream: the memory at") &&
+                                                Catch::Contains("or was freed already"));
+  // An allocator destroyed while a block waits gives back its segment and its events.
+  void* held = a.allocate(100, 0, s1);
+  a.record_stream(held, s2);
+  a.deallocate(held);
+  CHECK(backend.live_events() == 1);
 }
 
 TEST_CASE("caching allocator counts bytes, blocks and segments, with peaks",
@@ -536,4 +617,30 @@ TEST_CASE("CUDA caching allocator over cudaMalloc", "[core][caching_allocator][c
   CHECK(cuda_caching_allocator().stats(0).num_ooms >= 1);
   CHECK_THROWS_WITH(cuda_memory_allocated(cuda_device_count()),
                     Catch::Contains("is not a CUDA device"));
+}
+
+TEST_CASE("record_stream: memory a side stream still reads is not handed out again",
+          "[core][caching_allocator][cuda]") {
+  SKIP_WITHOUT_GPU();
+  // About 0.1 s of GEMMs queued on a side stream read `x`; x is freed at once on the host.
+  const cuda::stream side = cuda::stream::create();
+  const tensor a = randn({4096, 4096}, {.device = test::kGPU});
+  tensor x = randn({4096, 4096}, {.device = test::kGPU});
+  cuda::synchronize();
+  side.wait_stream(cuda::current_stream());
+  {
+    cuda::stream_guard on(side);
+    for (int k = 0; k < 40; ++k)
+      (void)a.mm(x);
+  }
+  x.record_stream(side);
+  const void* freed = x.data_ptr();
+  x = tensor();
+  tensor y = empty({4096, 4096}, {.device = test::kGPU});
+  CHECK(y.data_ptr() != freed); // the side stream is still reading it
+  side.synchronize();
+  tensor z = empty({4096, 4096}, {.device = test::kGPU});
+  CHECK(z.data_ptr() == freed);
+  CHECK_THROWS_WITH(zeros({2}).record_stream(side),
+                    Catch::Contains("record_stream: expected a CUDA tensor but got one on cpu"));
 }
