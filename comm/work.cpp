@@ -100,13 +100,19 @@ std::exception_ptr work::exception() const {
   return state_->error;
 }
 
+// A work that completed without failing needs no wait: its op has run, on any stream.
+void work::wait_unless_done() const {
+  if (!is_success())
+    wait();
+}
+
 const std::vector<tensor>& work::result() const {
-  wait();
-  return state_->result; // immutable once done
+  wait_unless_done();
+  return state_->result; // immutable once done, or from on_stream
 }
 
 int work::source_rank() const {
-  wait();
+  wait_unless_done();
   return state_->source_rank;
 }
 

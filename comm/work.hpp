@@ -46,9 +46,9 @@ public:
   void wait(std::chrono::milliseconds timeout) const;
   /// The failure, or nullptr while running or after success.
   std::exception_ptr exception() const;
-  /// The op's output tensors (e.g. all_gather's list); wait()s first.
+  /// The op's output tensors (e.g. all_gather's list); wait()s first unless it is done.
   const std::vector<tensor>& result() const;
-  /// For recv: the rank the message came from (group rank); wait()s first.
+  /// For recv: the rank the message came from (group rank); as result().
   int source_rank() const;
 
   /// Runs `fn(parent)` once this work is done (at once on this thread if it already is;
@@ -63,6 +63,7 @@ public:
 
 private:
   struct state;
+  void wait_unless_done() const;
   explicit work(std::shared_ptr<state> s) : state_(std::move(s)) {}
   std::shared_ptr<state> state_;
 };

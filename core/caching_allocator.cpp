@@ -26,7 +26,8 @@ namespace actorch {
 // - record_stream(ptr, s): a block also used on stream s is, when freed, held back (neither in
 //   a pool nor merged with its neighbours) with an event recorded on each such stream; each
 //   allocate() and empty_cache() first returns to their pools the held blocks whose events
-//   have all completed. Its statistics count it as freed at once, as PyTorch's do.
+//   have all completed, and an allocation the backend refuses waits for every held block
+//   before freeing the cache. Its statistics count it as freed at once, as PyTorch's do.
 // - A block larger than the request is split: in the small pool when at least 512 bytes
 //   remain, in the large pool only when more than 1 MiB remains (a smaller tail stays with the
 //   block rather than splinter the large pool). The remainder is a free block of the same
@@ -53,7 +54,8 @@ struct caching_allocator::block {
   bool allocated = false;
   bool awaiting = false;                   // freed, waiting for events (record_stream)
   std::vector<stream_id> stream_uses = {}; // other streams that used it, while allocated
-  block* prev = nullptr;                   // neighbours in the same segment, in address order
+  std::vector<std::shared_ptr<void>> stream_lifetimes = {}; // theirs, until freed
+  block* prev = nullptr; // neighbours in the same segment, in address order
   block* next = nullptr;
 
   bool is_free() const { return !allocated && !awaiting; }
@@ -156,6 +158,7 @@ void* caching_allocator::allocate(size_t nbytes, int device, stream_id stream) {
     void* p = allocate_segment(st, device, segment);
     size_t freed_segments = 0, freed_bytes = 0;
     if (p == nullptr) {
+      wait_for_awaiting_blocks();
       const size_t reserved_before = st.stats.reserved_bytes;
       freed_segments = release_cached_blocks(st, device);
       freed_bytes = reserved_before - st.stats.reserved_bytes;
@@ -221,32 +224,46 @@ void caching_allocator::deallocate(void* ptr) {
   for (stream_id used : b->stream_uses)
     events.push_back(backend_->record_event(b->device, used)); // nullptr: never completes
   b->stream_uses.clear();
+  b->stream_lifetimes.clear();
   b->allocated = false;
   b->awaiting = true;
   awaiting_.emplace(b, std::move(events));
   ++s.awaiting_blocks;
 }
 
-void caching_allocator::record_stream(void* ptr, stream_id stream) {
+void caching_allocator::wait_for_awaiting_blocks() {
+  for (auto& [b, events] : awaiting_)
+    for (void* e : events)
+      if (e != nullptr)
+        (void)backend_->synchronize_event(e); // an error: event_completed throws it below
+  process_events();
+}
+
+void caching_allocator::record_stream(void* ptr, stream_id stream, std::shared_ptr<void> keep) {
   std::lock_guard lock(mutex_);
   auto it = active_blocks_.find(ptr);
   ACTORCH_CHECK(it != active_blocks_.end(), "record_stream: the memory at ", ptr,
                 " was not handed out by the caching allocator, or was freed already");
   block* b = it->second;
   if (stream != b->stream &&
-      std::find(b->stream_uses.begin(), b->stream_uses.end(), stream) == b->stream_uses.end())
+      std::find(b->stream_uses.begin(), b->stream_uses.end(), stream) == b->stream_uses.end()) {
     b->stream_uses.push_back(stream);
+    b->stream_lifetimes.push_back(std::move(keep));
+  }
 }
 
 void caching_allocator::process_events() {
   for (auto it = awaiting_.begin(); it != awaiting_.end();) {
     auto& [b, events] = *it;
-    std::erase_if(events, [&](void* e) {
-      if (e == nullptr || !backend_->event_completed(e))
-        return false;
-      backend_->destroy_event(e);
-      return true;
-    });
+    for (size_t k = 0; k < events.size();) { // consistent whenever event_completed throws
+      if (events[k] == nullptr || !backend_->event_completed(events[k])) {
+        ++k;
+        continue;
+      }
+      backend_->destroy_event(events[k]);
+      events[k] = events.back();
+      events.pop_back();
+    }
     if (!events.empty()) {
       ++it;
       continue;

@@ -42,6 +42,8 @@ public:
   virtual void* record_event(int device, std::uintptr_t stream) noexcept = 0;
   /// Whether `event` has completed; throws actorch::error when the device reports an error.
   virtual bool event_completed(void* event) = 0;
+  /// Blocks until `event` has completed (false when the device reports an error).
+  virtual bool synchronize_event(void* event) noexcept = 0;
   virtual void destroy_event(void* event) noexcept = 0;
 };
 
@@ -112,8 +114,9 @@ public:
   caching_allocator& operator=(const caching_allocator&) = delete;
 
   /// Returns at least `nbytes` (aligned to kMinBlockSize within its segment) on `device`, for use
-  /// on `stream`. When the backend is out of memory, frees every cached segment of `device` and
-  /// retries once; then throws actorch::error naming the device, the size and the statistics.
+  /// on `stream`. When the backend is out of memory, waits for the blocks record_stream holds,
+  /// frees every cached segment of `device` and retries once; then throws actorch::error naming
+  /// the device, the size and the statistics.
   void* allocate(size_t nbytes, int device, stream_id stream = 0);
   /// Returns a block to its pool; it may be handed out again to its stream at once, so the
   /// caller must know the stream's work that used it is ordered before any later use. A block
@@ -123,9 +126,10 @@ public:
   /// torch's Tensor.record_stream: the block at `ptr` is also used by work queued on `stream`.
   /// When the block is freed, an event is recorded on each such stream, and the block returns
   /// to its pool only once they have all completed (seen by later allocate() and empty_cache()
-  /// calls). The block's own stream needs nothing.
+  /// calls). The block's own stream needs nothing. `keep` (the stream's lifetime) is held
+  /// until then, so that the stream still exists when the event is recorded on it.
   /// @pre `ptr` came from allocate() and was not freed since (else throws actorch::error).
-  void record_stream(void* ptr, stream_id stream);
+  void record_stream(void* ptr, stream_id stream, std::shared_ptr<void> keep = nullptr);
 
   /// Returns every cached segment no block of which is allocated to the backend (all devices).
   void empty_cache();
@@ -151,6 +155,7 @@ private:
   void* allocate_segment(device_state& st, int device, size_t size);
   void free_block(device_state& st, block* b);
   void process_events();
+  void wait_for_awaiting_blocks();
   size_t release_cached_blocks(device_state& st, int device);
   [[noreturn]] void throw_out_of_memory(device_state& st, int device, size_t nbytes, size_t segment,
                                         size_t freed_segments, size_t freed_bytes);

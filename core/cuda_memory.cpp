@@ -74,6 +74,12 @@ public:
                   "cuda memory: cudaEventQuery failed: ", cudaGetErrorString(err));
     return true;
   }
+  bool synchronize_event(void* event) noexcept override {
+    if (cudaEventSynchronize(static_cast<cudaEvent_t>(event)) == cudaSuccess)
+      return true;
+    (void)cudaGetLastError();
+    return false;
+  }
   void destroy_event(void* event) noexcept override {
     (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));
   }

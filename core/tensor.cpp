@@ -599,8 +599,8 @@ void tensor::record_stream(const cuda::stream& s) const {
   ACTORCH_CHECK(storage()->owner() != nullptr,
                 "record_stream: the tensor's memory was given to from_blob, not allocated by the "
                 "CUDA caching allocator");
-  cuda_caching_allocator().record_stream(storage()->data(),
-                                         reinterpret_cast<stream_id>(s.handle()));
+  cuda_caching_allocator().record_stream(storage()->data(), reinterpret_cast<stream_id>(s.handle()),
+                                         s.lifetime());
 }
 
 std::ostream& operator<<(std::ostream& os, const tensor& t) {

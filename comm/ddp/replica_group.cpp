@@ -326,6 +326,10 @@ work local_replicas::state::all_reduce(int local, std::vector<tensor> ts, reduce
   ACTORCH_CHECK(ts.size() == 1 || exchange->num_processes() == 1,
                 "all_reduce across replicas: several tensors at once cross processes as one "
                 "flat tensor (replica_group::all_reduce_coalesced)");
+  if (world() == 1) // its tensors are the reduction: nothing to meet, nothing to wait for
+    return work::completed(std::move(ts));
+  std::vector<cuda::event> written; // before taking a seq: a failure here leaves no entry
+  record_written(ts, written);
   std::shared_ptr<entry> e;
   uint64_t seq = 0;
   {
@@ -362,7 +366,7 @@ work local_replicas::state::all_reduce(int local, std::vector<tensor> ts, reduce
         w.mark_failed(err);
       std::rethrow_exception(err);
     }
-    record_written(ts, e->written);
+    e->written.insert(e->written.end(), written.begin(), written.end());
     e->parts[size_t(local)] = std::move(ts);
     last = ++e->arrived == num_local;
     e->submitted = last;
@@ -391,13 +395,12 @@ work local_replicas::state::all_reduce(int local, std::vector<tensor> ts, reduce
   }
   if (exchange->num_processes() == 1) {
     try {
-      if (n > 1) // one replica in all: its tensors are the reduction already
-        for (size_t j = 0; j < e->parts[0].size(); ++j) {
-          std::vector<tensor> column;
-          for (const auto& p : e->parts)
-            column.push_back(p[j]);
-          reduce_into_all(column, op, n);
-        }
+      for (size_t j = 0; j < e->parts[0].size(); ++j) {
+        std::vector<tensor> column;
+        for (const auto& p : e->parts)
+          column.push_back(p[j]);
+        reduce_into_all(column, op, n);
+      }
       for (const auto& p : e->parts)
         settle(p);
     } catch (...) {

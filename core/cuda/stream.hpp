@@ -30,6 +30,9 @@ public:
   int device() const { return device_; }
   /// The cudaStream_t (nullptr for the legacy default stream).
   void* handle() const { return handle_ ? handle_.get() : nullptr; }
+  /// A share in the cudaStream_t: a stream made by create() is not destroyed while it is held
+  /// (empty for the legacy default stream).
+  std::shared_ptr<void> lifetime() const { return handle_; }
   /// Blocks the host until every task queued on the stream has run.
   void synchronize() const;
   /// Whether every task queued on the stream has run.

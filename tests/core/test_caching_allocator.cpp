@@ -85,9 +85,19 @@ public:
     std::lock_guard lock(mutex_);
     return events_.at(reinterpret_cast<std::uintptr_t>(event)).second;
   }
+  bool synchronize_event(void* event) noexcept override { // the stream runs to the event
+    std::lock_guard lock(mutex_);
+    events_.at(reinterpret_cast<std::uintptr_t>(event)).second = true;
+    ++synchronized_;
+    return true;
+  }
   void destroy_event(void* event) noexcept override {
     std::lock_guard lock(mutex_);
     events_.erase(reinterpret_cast<std::uintptr_t>(event));
+  }
+  size_t synchronized_events() const {
+    std::lock_guard lock(mutex_);
+    return synchronized_;
   }
   /// Completes every event recorded on `stream` so far.
   void finish(std::uintptr_t stream) {
@@ -124,6 +134,7 @@ private:
   size_t live_ = 0;
   bool bad_frees_ = false;
   std::uintptr_t next_event_ = 0;
+  size_t synchronized_ = 0;
   std::map<std::uintptr_t, std::pair<std::uintptr_t, bool>> events_; // id -> (stream, done)
 };
 
@@ -476,6 +487,16 @@ TEST_CASE("caching allocator frees its cache and retries when the backend runs o
     CHECK(s.num_ooms == 0);
     CHECK(s.reserved_bytes == 12 * MiB);
     CHECK(s.segments == 1);
+    a.deallocate(r);
+  }
+  SECTION("a block held for another stream is waited for, then freed with the cache") {
+    void* used = a.allocate(2 * MiB, 0, 1); // from stream 1's cached segment
+    a.record_stream(used, 7);
+    a.deallocate(used); // held: its segment cannot be freed yet
+    void* r = a.allocate(12 * MiB, 0, 3);
+    CHECK(backend.synchronized_events() == 1);
+    CHECK(a.stats(0).awaiting_blocks == 0);
+    CHECK(a.stats(0).reserved_bytes == 12 * MiB); // both cached segments went back
     a.deallocate(r);
   }
   SECTION("when the retry fails too, the error names the device, the size and the stats") {

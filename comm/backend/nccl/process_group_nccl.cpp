@@ -15,10 +15,16 @@
 // Note [NCCL failures]
 // A collective whose peer died or never came would hold its stream, and everything waiting on
 // it, forever. The group's worker thread polls each op's end event in issue order, with NCCL's
-// asynchronous error and the group's timeout; on an error or after the timeout it aborts the
-// communicator (ncclCommAbort ends its kernels, as PyTorch's watchdog does), fails the op and
-// every op after it with the reason, and the group refuses new ops. Only then does the work
-// complete (is_completed(), then(), synchronize()).
+// asynchronous error and the group's timeout; on an error or after the timeout (or when a
+// launch throws) it aborts the communicator (ncclCommAbort ends its kernels, as PyTorch's
+// watchdog does; it never takes the launch lock, so a launch stuck inside NCCL, waiting for a
+// peer's connection, does not stop it), fails the op and every op after it with the reason,
+// and the group refuses new ops.
+// Only then does a work complete (is_completed(), then(), synchronize()). A failed op's
+// tensors are kept (the stream may still reach them) until the group is destroyed. After an
+// abort the group is done for, and so is the process's use of it, as in PyTorch: what the
+// stream still held is not to be trusted; the error reaches the trainer, which ends, and the
+// launcher, which stops or restarts the job.
 #include "comm/backend/nccl/process_group_nccl.hpp"
 
 #include <cstdlib>
@@ -84,6 +90,26 @@ ncclRedOp_t nccl_op(const char* op, reduce_op r, dtype t) {
   ACTORCH_FAIL(op, ": ", reduce_op_name(r), " is not supported by the nccl backend");
 }
 
+// ncclGroupStart() to end(); a throw in between still ends the group, which would otherwise
+// hold every later NCCL call of the thread.
+class nccl_group {
+public:
+  nccl_group() { ACTORCH_NCCL_CHECK(ncclGroupStart()); }
+  ~nccl_group() {
+    if (!ended_)
+      (void)ncclGroupEnd();
+  }
+  nccl_group(const nccl_group&) = delete;
+  nccl_group& operator=(const nccl_group&) = delete;
+  void end() {
+    ended_ = true;
+    ACTORCH_NCCL_CHECK(ncclGroupEnd());
+  }
+
+private:
+  bool ended_ = false;
+};
+
 class process_group_nccl final : public process_group {
 public:
   process_group_nccl(std::shared_ptr<store> st, int rank, int size, milliseconds timeout,
@@ -118,14 +144,28 @@ public:
     }
     ACTORCH_NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank));
     stream_ = cuda::stream::create(device_);
-    worker_ = std::make_unique<serial_executor>(
-        serial_executor::options{.on_start = [this] { cudaSetDevice(device_); }});
+    continuations_ = cuda::stream::create(device_);
+    // The works' continuations run on the worker: their kernels go to a stream of their own,
+    // not to the legacy default stream every thread of the process shares.
+    worker_ = std::make_unique<serial_executor>(serial_executor::options{.on_start = [this] {
+      cudaSetDevice(device_);
+      cuda::set_stream(*continuations_);
+    }});
   }
 
   ~process_group_nccl() override {
     worker_->shutdown(); // the ops' tasks use the communicator and the stream
-    if (!aborted_)
+    std::lock_guard lock(state_mu_);
+    if (!aborted_) {
       ncclCommDestroy(comm_);
+      return;
+    }
+    // The failed ops' tensors, kept since (Note [NCCL failures]): freed once the aborted
+    // kernels have left the stream, else left alone for good.
+    for (int k = 0; k < 1000 && !stream_->query(); ++k)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!stream_->query())
+      (void)new std::vector<std::function<void()>>(std::move(graveyard_));
   }
 
   std::string backend() const override { return "nccl"; }
@@ -185,7 +225,7 @@ public:
     return enqueue(
         "all_gather",
         [=, this] {
-          ACTORCH_NCCL_CHECK(ncclGroupStart());
+          nccl_group grouped;
           for (int r = 0; r < size(); ++r) {
             if (r == rank())
               continue;
@@ -194,7 +234,7 @@ public:
             ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(input.numel()),
                                         nccl_type(input.dtype()), r, comm_, raw_stream()));
           }
-          ACTORCH_NCCL_CHECK(ncclGroupEnd());
+          grouped.end();
           ACTORCH_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank())].data_ptr(), input.data_ptr(),
                                              input.nbytes(), cudaMemcpyDeviceToDevice,
                                              raw_stream()));
@@ -214,12 +254,12 @@ public:
                                         nccl_type(input.dtype()), root, comm_, raw_stream()));
             return;
           }
-          ACTORCH_NCCL_CHECK(ncclGroupStart());
+          nccl_group grouped;
           for (int r = 0; r < size(); ++r)
             if (r != rank())
               ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(input.numel()),
                                           nccl_type(input.dtype()), r, comm_, raw_stream()));
-          ACTORCH_NCCL_CHECK(ncclGroupEnd());
+          grouped.end();
           ACTORCH_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank())].data_ptr(), input.data_ptr(),
                                              input.nbytes(), cudaMemcpyDeviceToDevice,
                                              raw_stream()));
@@ -239,12 +279,12 @@ public:
                                         nccl_type(output.dtype()), root, comm_, raw_stream()));
             return;
           }
-          ACTORCH_NCCL_CHECK(ncclGroupStart());
+          nccl_group grouped;
           for (int r = 0; r < size(); ++r)
             if (r != rank())
               ACTORCH_NCCL_CHECK(ncclSend(inputs[size_t(r)].data_ptr(), size_t(output.numel()),
                                           nccl_type(output.dtype()), r, comm_, raw_stream()));
-          ACTORCH_NCCL_CHECK(ncclGroupEnd());
+          grouped.end();
           ACTORCH_CUDA_CHECK(cudaMemcpyAsync(output.data_ptr(), inputs[size_t(rank())].data_ptr(),
                                              output.nbytes(), cudaMemcpyDeviceToDevice,
                                              raw_stream()));
@@ -280,7 +320,7 @@ public:
     return enqueue(
         "all_to_all",
         [=, this] {
-          ACTORCH_NCCL_CHECK(ncclGroupStart());
+          nccl_group grouped;
           for (int r = 0; r < size(); ++r) {
             const auto& in = inputs[size_t(r)];
             ACTORCH_NCCL_CHECK(ncclSend(in.data_ptr(), size_t(in.numel()), nccl_type(in.dtype()), r,
@@ -288,7 +328,7 @@ public:
             ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(in.numel()),
                                         nccl_type(in.dtype()), r, comm_, raw_stream()));
           }
-          ACTORCH_NCCL_CHECK(ncclGroupEnd());
+          grouped.end();
         },
         outputs);
   }
@@ -362,9 +402,10 @@ private:
   // order]). The worker then watches it to its end (Note [NCCL failures]).
   work enqueue(std::string op, std::function<void()> launch, std::vector<tensor> outputs,
                int source = -1, bool blocking = false) {
-    std::lock_guard lock(mu_); // held while launching, so the ops run in issue order
-    if (!broken_.empty())
-      return work::failed(refused(op));
+    std::lock_guard lock(launch_mu_); // held while launching, so the ops run in issue order
+    if (std::string why = broken(); !why.empty())
+      return work::failed(std::make_exception_ptr(
+          actorch::error(op + " refused: the group failed earlier: " + why)));
     cuda::event end;
     try {
       cuda::device_guard on(device_);
@@ -374,8 +415,9 @@ private:
       launch();
       end.record(*stream_);
     } catch (const std::exception& e) {
-      broken_ = op + " failed on rank " + std::to_string(rank()) + ": " + e.what();
-      return work::failed(std::make_exception_ptr(actorch::error(broken_)));
+      const std::string why = op + " failed on rank " + std::to_string(rank()) + ": " + e.what();
+      fail_group(why, std::move(launch)); // part of it may be queued
+      return work::failed(std::make_exception_ptr(actorch::error(why)));
     }
     const int dev = device_;
     work w = blocking ? work() : work::on_stream(outputs, source, [end, dev] {
@@ -383,11 +425,12 @@ private:
     });
     // `launch` holds the op's tensors (inputs too) until the stream has run it.
     worker_->post([this, op = std::move(op), launch = std::move(launch), w, end, blocking,
-                   outputs = std::move(outputs), source] {
-      std::string failure = watch(end);
-      if (!failure.empty()) {
+                   outputs = std::move(outputs), source]() mutable {
+      if (std::string failure = watch(end); !failure.empty()) {
         w.mark_failed(std::make_exception_ptr(
             actorch::error(op + " failed on rank " + std::to_string(rank()) + ": " + failure)));
+        std::lock_guard state_lock(state_mu_);
+        graveyard_.push_back(std::move(launch)); // the stream may still reach its tensors
         return;
       }
       if (blocking)
@@ -398,29 +441,40 @@ private:
     return w;
   }
 
-  std::exception_ptr refused(const std::string& op) const {
-    return std::make_exception_ptr(
-        actorch::error(op + " refused: the group failed earlier: " + broken_));
+  std::string broken() const {
+    std::lock_guard lock(state_mu_);
+    return broken_;
+  }
+
+  // The group's end: the first failure is kept as the reason and aborts the communicator
+  // (ncclCommAbort ends its kernels, also those a launching thread waits on); `keep` holds
+  // tensors the stream may still reach. Never takes launch_mu_ (a launch may be stuck).
+  void fail_group(const std::string& why, std::function<void()> keep = {}) {
+    std::lock_guard lock(state_mu_);
+    if (keep)
+      graveyard_.push_back(std::move(keep));
+    if (!broken_.empty())
+      return;
+    broken_ = why;
+    (void)ncclCommAbort(comm_);
+    aborted_ = true;
   }
 
   // Waits for `end` (Note [NCCL failures]); returns why the op failed, or "" once it ran.
   std::string watch(const cuda::event& end) {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     for (int polls = 0;; ++polls) {
-      {
-        std::lock_guard lock(mu_);
-        if (!broken_.empty())
-          return "the group failed: " + broken_;
-      }
+      if (std::string why = broken(); !why.empty())
+        return "the group failed: " + why;
       std::string failure;
       try {
-        if (end.query())
-          return {};
         ncclResult_t async = ncclSuccess;
         ACTORCH_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
         if (async != ncclSuccess)
           failure =
               std::string("NCCL reported an asynchronous error: ") + ncclGetErrorString(async);
+        else if (end.query())
+          return {};
         else if (std::chrono::steady_clock::now() > deadline)
           failure = "not done after the group's timeout of " + std::to_string(timeout_.count()) +
                     " ms (a rank died or did not issue it)";
@@ -428,12 +482,7 @@ private:
         failure = e.what();
       }
       if (!failure.empty()) {
-        std::lock_guard lock(mu_);
-        if (broken_.empty()) {
-          broken_ = failure;
-          ncclCommAbort(comm_); // ends the group's kernels: what waits on them goes on
-          aborted_ = true;
-        }
+        fail_group(failure);
         return failure;
       }
       // Collectives end within microseconds to milliseconds: yield first, then sleep briefly.
@@ -448,11 +497,14 @@ private:
   milliseconds timeout_;
   int device_ = 0;
   ncclComm_t comm_ = nullptr;
-  std::optional<cuda::stream> stream_; // the group's own, made once the device is known
-  std::mutex mu_;                      // guards broken_ and aborted_, and orders the launches
-  std::string broken_;
-  bool aborted_ = false;                    // ncclCommAbort freed comm_
-  std::unique_ptr<serial_executor> worker_; // last: stops before the state its tasks use
+  std::optional<cuda::stream> stream_;           // the group's own, made once the device is known
+  std::optional<cuda::stream> continuations_;    // the worker's current stream
+  std::mutex launch_mu_;                         // orders the launches
+  mutable std::mutex state_mu_;                  // guards what follows
+  std::string broken_;                           // why the group failed; empty while it works
+  bool aborted_ = false;                         // ncclCommAbort freed comm_
+  std::vector<std::function<void()>> graveyard_; // failed ops' launches, holding their tensors
+  std::unique_ptr<serial_executor> worker_;      // last: stops before the state its tasks use
 };
 
 } // namespace
