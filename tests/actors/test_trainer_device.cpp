@@ -42,32 +42,22 @@ TEST_CASE("GPU trainer jobs refuse what they cannot run, naming it",
              Contains("replicas on cuda:0 need an nccl process group, but the job's is gloo"));
 }
 
-TEST_CASE("trainer actors sharing a comm actor on GPUs train as they do on the CPU",
+TEST_CASE("trainer actors on a GPU train as on the CPU, one alone or two sharing a comm actor",
           "[actors][trainer][cuda]") {
   SKIP_WITHOUT_GPU();
-  // Two actors per process on cuda:0 and cuda:1, or both on cuda:0 where it is the only GPU
-  // (trainer_spec::device); one process: the comm actor has no process group, so this checks
+  // Two actors per process go on cuda:0 and cuda:1, or both on cuda:0 where it is the only GPU
+  // (trainer_spec::device); in one process the comm actor has no process group, so two check
   // the local reduction on GPUs (Note [Replicas on GPUs]).
-  const job_report cpu = train_data_parallel(spec_on(kCPU), {.num_local = 2});
-  const job_report gpu = train_data_parallel(spec_on(device("cuda:0")), {.num_local = 2});
-  REQUIRE(cpu.epochs.size() == 2);
-  REQUIRE(gpu.epochs.size() == 2);
-  for (size_t e = 0; e < 2; ++e) {
-    CHECK(gpu.epochs[e].samples == cpu.epochs[e].samples);
-    CHECK(gpu.epochs[e].loss == Approx(cpu.epochs[e].loss).epsilon(1e-4));
-    CHECK(gpu.epochs[e].accuracy == Approx(cpu.epochs[e].accuracy).margin(1.0 / 64));
-  }
-}
-
-TEST_CASE("a trainer actor on a GPU trains as one on the CPU", "[actors][trainer][cuda]") {
-  SKIP_WITHOUT_GPU();
-  const job_report cpu = train_data_parallel(spec_on(kCPU));
-  const job_report gpu = train_data_parallel(spec_on(device("cuda:0")));
-  REQUIRE(cpu.epochs.size() == 2);
-  REQUIRE(gpu.epochs.size() == 2);
-  for (size_t e = 0; e < 2; ++e) {
-    CHECK(gpu.epochs[e].samples == cpu.epochs[e].samples);
-    CHECK(gpu.epochs[e].loss == Approx(cpu.epochs[e].loss).epsilon(1e-4));
-    CHECK(gpu.epochs[e].accuracy == Approx(cpu.epochs[e].accuracy).margin(1.0 / 64));
+  for (const int actors : {1, 2}) {
+    INFO(actors << " trainer actor(s)");
+    const job_report cpu = train_data_parallel(spec_on(kCPU), {.num_local = actors});
+    const job_report gpu = train_data_parallel(spec_on(device("cuda:0")), {.num_local = actors});
+    REQUIRE(cpu.epochs.size() == 2);
+    REQUIRE(gpu.epochs.size() == 2);
+    for (size_t e = 0; e < 2; ++e) {
+      CHECK(gpu.epochs[e].samples == cpu.epochs[e].samples);
+      CHECK(gpu.epochs[e].loss == Approx(cpu.epochs[e].loss).epsilon(1e-4));
+      CHECK(gpu.epochs[e].accuracy == Approx(cpu.epochs[e].accuracy).margin(1.0 / 64));
+    }
   }
 }

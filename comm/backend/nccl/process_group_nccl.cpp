@@ -235,9 +235,7 @@ public:
                                         nccl_type(input.dtype()), r, comm_, raw_stream()));
           }
           grouped.end();
-          ACTORCH_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank())].data_ptr(), input.data_ptr(),
-                                             input.nbytes(), cudaMemcpyDeviceToDevice,
-                                             raw_stream()));
+          copy_on_stream(outputs[size_t(rank())], input);
         },
         outputs);
   }
@@ -260,9 +258,7 @@ public:
               ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(input.numel()),
                                           nccl_type(input.dtype()), r, comm_, raw_stream()));
           grouped.end();
-          ACTORCH_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank())].data_ptr(), input.data_ptr(),
-                                             input.nbytes(), cudaMemcpyDeviceToDevice,
-                                             raw_stream()));
+          copy_on_stream(outputs[size_t(rank())], input);
         },
         rank() == root ? outputs : std::vector<tensor>{});
   }
@@ -285,9 +281,7 @@ public:
               ACTORCH_NCCL_CHECK(ncclSend(inputs[size_t(r)].data_ptr(), size_t(output.numel()),
                                           nccl_type(output.dtype()), r, comm_, raw_stream()));
           grouped.end();
-          ACTORCH_CUDA_CHECK(cudaMemcpyAsync(output.data_ptr(), inputs[size_t(rank())].data_ptr(),
-                                             output.nbytes(), cudaMemcpyDeviceToDevice,
-                                             raw_stream()));
+          copy_on_stream(output, inputs[size_t(rank())]);
         },
         {output});
   }
@@ -395,6 +389,12 @@ private:
   }
 
   cudaStream_t raw_stream() const { return static_cast<cudaStream_t>(stream_->handle()); }
+
+  // This rank's own part of a gather, scatter or all_gather, on the group's stream.
+  void copy_on_stream(const tensor& dst, const tensor& src) const {
+    ACTORCH_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), src.nbytes(),
+                                       cudaMemcpyDeviceToDevice, raw_stream()));
+  }
 
   // Queues `launch` (the NCCL calls of op `op` on the group's stream) from this thread behind
   // the ops issued before it, and returns its work: with stream semantics, `outputs` and
