@@ -79,6 +79,13 @@ TEST_CASE("every NCCL collective works at world 1 on one GPU", "[comm][nccl][cud
   CHECK_THROWS_WITH(pg->all_reduce(cpu, reduce_op::sum), Contains("takes tensors on cuda:0"));
 }
 
+TEST_CASE("an NCCL group whose other ranks never come is an error, not a hang",
+          "[comm][nccl][cuda]") {
+  SKIP_WITHOUT_GPU();
+  CHECK_THROWS_WITH(make_process_group_nccl(std::make_shared<hash_store>(10s), 0, 2, 300ms),
+                    Contains("nccl backend: rank 0 waited 300 ms, but only 1 of the 2 ranks came"));
+}
+
 TEST_CASE("an NCCL collective reads what the caller's stream wrote before it",
           "[comm][nccl][cuda]") {
   SKIP_WITHOUT_GPU();

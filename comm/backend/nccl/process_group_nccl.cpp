@@ -142,6 +142,17 @@ public:
       ACTORCH_INTERNAL_ASSERT(bytes.size() == sizeof id, "bad NCCL unique id in the store");
       std::memcpy(&id, bytes.data(), sizeof id);
     }
+    // ncclCommInitRank waits for every rank without a limit: meet in the store first, so that
+    // a rank that died or never started is an error naming the count instead of a hang.
+    if (store_->add("nccl_arrived", 1) == size)
+      store_->set("nccl_all_arrived", "1");
+    try {
+      store_->wait({"nccl_all_arrived"}, timeout_);
+    } catch (const std::exception& e) {
+      ACTORCH_FAIL("nccl backend: rank ", rank, " waited ", timeout_.count(), " ms, but only ",
+                   store_->add("nccl_arrived", 0), " of the ", size,
+                   " ranks came to create the communicator (", e.what(), ")");
+    }
     ACTORCH_NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank));
     stream_ = cuda::stream::create(device_);
     continuations_ = cuda::stream::create(device_);
