@@ -7,7 +7,9 @@
 # On the GPU machine it runs every [cuda] test (each CUDA kernel against its CPU twin on random
 # shapes, streams, copies, the NCCL group at world 1, DDP over NCCL, the loader's device
 # prefetch, a GPU trainer actor), the digits job with --device cuda next to the same job on the
-# CPU, and the h2d and gpu-step workloads next to PyTorch on the same GPU (bench/peer_gpu.py).
+# CPU, whether its trace shows each batch copied while the step before it ran
+# (scripts/trace_overlap.py), and the h2d and gpu-step workloads next to PyTorch on the same GPU
+# (bench/peer_gpu.py).
 # One verdict line per check, then `N passed, N failed`; logs go to $OUT (the device tool's
 # folder that comes back) or /tmp/actorch-gpu-check. Exit status: the number of failures.
 set -uo pipefail
@@ -74,7 +76,8 @@ done
 accuracy() { sed -n 's/^test accuracy \([0-9.]*\).*/\1/p' "$1"; }
 for dev in cpu cuda; do
   timeout 300 "$run" digits_actors --device "$dev" --epochs 10 --plot 0 \
-    --data examples/data/digits.csv.gz --out "$logs/digits-$dev" > "$logs/digits-$dev.log" 2>&1
+    --data examples/data/digits.csv.gz --out "$logs/digits-$dev" \
+    --trace "$logs/digits-$dev.trace.json" > "$logs/digits-$dev.log" 2>&1
 done
 cpu_acc=$(accuracy "$logs/digits-cpu.log")
 gpu_acc=$(accuracy "$logs/digits-cuda.log")
@@ -83,6 +86,13 @@ if [ -n "$gpu_acc" ] && [ -n "$cpu_acc" ] &&
   verdict PASS "digits --device cuda" "test accuracy $gpu_acc (cpu $cpu_acc, 10 epochs)"
 else
   verdict FAIL "digits --device cuda" "test accuracy '${gpu_acc}' (cpu '${cpu_acc}'): $(tail -2 "$logs/digits-cuda.log" | tr '\n' ' ')"
+fi
+
+# The GPU run's trace: was each next batch copied while the step before it ran?
+if overlap=$(python3 scripts/trace_overlap.py "$logs/digits-cuda.trace.json" 2>&1); then
+  verdict PASS "prefetch during the step" "$overlap"
+else
+  verdict FAIL "prefetch during the step" "$(echo "$overlap" | tr '\n' ' ' | cut -c1-300)"
 fi
 
 # h2d and gpu-step, actorch's next to PyTorch's, in the same run on the same GPU.
