@@ -15,6 +15,8 @@
 
 #if ACTORCH_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "kernels/cuda/context.hpp"
 #endif
 
 namespace actorch {
@@ -170,6 +172,7 @@ public:
   void* allocate(size_t nbytes) override {
 #if ACTORCH_HAVE_CUDA
     if (cuda_driver_present()) {
+      kernels::cuda::adopt_home_device(); // no context on GPU 0 for a process on another GPU
       void* p = nullptr;
       const cudaError_t err = cudaHostAlloc(&p, nbytes == 0 ? 1 : nbytes, cudaHostAllocDefault);
       ACTORCH_CHECK(err == cudaSuccess, "pinned allocator: cudaHostAlloc of ", nbytes,

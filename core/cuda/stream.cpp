@@ -156,7 +156,7 @@ device_guard::device_guard(int device) {
     return;
   const int now = kernels::cuda::current_device();
   if (now != device) {
-    kernels::cuda::set_device(device);
+    kernels::cuda::switch_device(device);
     previous_ = now;
   }
 }

@@ -131,7 +131,7 @@ public:
     ACTORCH_CHECK(device < count, "nccl backend: device cuda:", device, " does not exist on rank ",
                   rank, " (it has ", count, " CUDA devices)");
     device_ = device;
-    ACTORCH_CUDA_CHECK(cudaSetDevice(device_));
+    cuda::set_device(device_);
     ncclUniqueId id;
     if (rank == 0) {
       ACTORCH_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -159,7 +159,7 @@ public:
     // The works' continuations run on the worker: their kernels go to a stream of their own,
     // not to the legacy default stream every thread of the process shares.
     worker_ = std::make_unique<serial_executor>(serial_executor::options{.on_start = [this] {
-      cudaSetDevice(device_);
+      cuda::set_device(device_); // checked above
       cuda::set_stream(*continuations_);
     }});
   }
