@@ -26,7 +26,7 @@ def h2d(dev):
             r = gb_per_s(lambda: on_gpu.copy_(src, non_blocking=True), nbytes, per_round)
             print(f"torch-h2d source={source} size={name} bytes={nbytes} GB_per_s={r:.3f}", flush=True)
 
-def gpu_step(dev, steps=50, batch=64):
+def gpu_step(dev, steps=50, warmup=5, batch=64):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
                           nn.Linear(1024, 10)).to(dev)
@@ -35,7 +35,7 @@ def gpu_step(dev, steps=50, batch=64):
     x = torch.randn(batch, 784, device=dev); y = torch.randint(0, 10, (batch,), device=dev)
     def step():
         opt.zero_grad(); loss = lossf(model(x), y); loss.backward(); opt.step(); return loss
-    for _ in range(5): loss = step()
+    for _ in range(warmup): loss = step()
     float(loss)
     t0 = time.perf_counter()
     for _ in range(steps): loss = step()
@@ -48,5 +48,6 @@ if __name__ == "__main__":
         sys.exit("peer_gpu.py: PyTorch sees no GPU")
     dev = torch.device(sys.argv[1] if len(sys.argv) > 1 else "cuda:0")
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 50
+    warmup = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     h2d(dev)
-    gpu_step(dev, steps)
+    gpu_step(dev, steps, warmup)

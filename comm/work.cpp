@@ -153,7 +153,11 @@ void work::mark_failed(std::exception_ptr e) const {
 }
 
 work work::then(std::function<void(const work&)> fn) const {
-  work next;
+  // A continuation of an op on a stream keeps its stream semantics: its wait() orders the
+  // caller's stream after the op, without waiting for `fn`.
+  work next = state_->stream_wait
+                  ? on_stream(state_->result, state_->source_rank, state_->stream_wait)
+                  : work();
   auto parent = *this;
   auto run = [parent, next, fn = std::move(fn)] {
     try {
@@ -164,6 +168,8 @@ work work::then(std::function<void(const work&)> fn) const {
     }
     if (auto e = parent.exception())
       next.mark_failed(e);
+    else if (next.state_->stream_wait)
+      next.mark_completed(); // its result came from the parent when it was made
     else
       next.mark_completed(parent.state_->result, parent.state_->source_rank);
   };

@@ -54,7 +54,8 @@ public:
   /// Runs `fn(parent)` once this work is done (at once on this thread if it already is;
   /// otherwise on the thread that completes it, which is the group's worker: keep it short).
   /// The returned work completes when `fn` returns, with this work's result, or fails with
-  /// this work's exception or with what `fn` threw.
+  /// this work's exception or with what `fn` threw. For an op on a stream it is one too: its
+  /// wait() orders the caller's stream after the op (synchronize() waits for `fn`).
   work then(std::function<void(const work&)> fn) const;
 
   // Producer side. Completing twice is a bug (internal assert).

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "base/parse.hpp"
 #include "comm/distributed.hpp"
 #include "examples/digits_training.hpp"
 
@@ -21,14 +20,12 @@ int main(int argc, char** argv) try {
   std::shared_ptr<actorch::dist::process_group> pg;
   const bool gpu = o.device.is_cuda();
   if (std::getenv("WORLD_SIZE") != nullptr) { // started by a launcher: join its job
-    if (gpu) // one GPU per process, as torchrun's scripts do: cuda:LOCAL_RANK
-      if (const char* local = std::getenv("LOCAL_RANK"))
-        o.device = actorch::device(actorch::device_type::cuda,
-                                   int(actorch::parse_int(local, "LOCAL_RANK", 0)));
     actorch::dist::init_process_group({.backend = gpu ? "nccl" : "gloo",
                                        .init_method = "env://",
                                        .timeout = std::chrono::milliseconds(60000)});
     pg = actorch::dist::world();
+    if (gpu) // one GPU per process, the NCCL group's: cuda:LOCAL_RANK, as torchrun's scripts do
+      o.device = pg->collective_device();
   }
   const double acc = digits::run(o, pg);
   if (pg)

@@ -97,9 +97,10 @@ fi
 
 # h2d and gpu-step, actorch's next to PyTorch's, in the same run on the same GPU.
 timeout 120 "$run" actorch bench h2d > "$logs/h2d.log" 2>&1
-steps=200 # both sides time as many steps, after 5 untimed ones
-timeout 120 "$run" actorch bench ddp-mlp --device cuda --steps $steps > "$logs/gpu-step.log" 2>&1
-timeout 300 python3 bench/peer_gpu.py cuda:0 $steps > "$logs/peer.log" 2>&1
+warmup=5 steps=200 # both sides time as many steps, after as many untimed ones
+timeout 120 "$run" actorch bench ddp-mlp --device cuda --warmup $warmup --steps $steps \
+  > "$logs/gpu-step.log" 2>&1
+timeout 300 python3 bench/peer_gpu.py cuda:0 $steps $warmup > "$logs/peer.log" 2>&1
 cat "$logs/h2d.log" "$logs/gpu-step.log" "$logs/peer.log"
 value() { # value FILE PATTERN KEY: KEY's value on the first line of FILE matching PATTERN
   grep -m1 -E "$2" "$1" | tr ' ' '\n' | sed -n "s/^$3=//p"

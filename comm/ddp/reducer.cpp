@@ -146,8 +146,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
     size_t bytes = 0;
     std::vector<tensor> reduced_in_place; // in place: this iteration's tensor per slot
     size_t pending = 0;                   // parameters not yet ready this iteration
-    work launched; // the all-reduce (on a GPU: wait() orders the stream, Note [NCCL stream order])
-    work reduced;  // completes after it, once the bucket's observers have seen it
+    work reduced; // the all-reduce, then the bucket's observers (Note [NCCL stream order])
   };
 
   std::vector<tensor> params;
@@ -518,7 +517,6 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
         measuring->launch[b] = clock::now();
       work w = in_place ? group->all_reduce_coalesced(buckets[b].reduced_in_place, reduce_op::avg)
                         : group->all_reduce(buckets[b].flat, reduce_op::avg);
-      buckets[b].launched = w;
       std::weak_ptr<impl> weak = weak_from_this();
       const int64_t it = iteration;
       // The timing slot is written here and read after finalize waited for this work.
@@ -562,12 +560,10 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
     no_grad guard;
     for (size_t b = 0; b < buckets.size(); ++b) {
       bucket& bk = buckets[b];
-      // The average is now in bk.flat (an in-place all-reduce). On a GPU, for this thread's
-      // stream: the host goes on at once over NCCL, except while the iteration is timed.
-      // Elsewhere the host waits anyway, and the observers have seen the bucket when backward
-      // returns.
-      if (group->collective_device().is_cuda() && !measuring)
-        bk.launched.wait();
+      // The average is now in bk.flat (an in-place all-reduce): over NCCL for this thread's
+      // stream, the host going on at once, except while the iteration is timed.
+      if (measuring)
+        bk.reduced.synchronize();
       else
         bk.reduced.wait();
       for (size_t slot = 0; slot < bk.params.size(); ++slot) {
@@ -589,7 +585,6 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
         else
           params[i].set_grad(avg.clone());
       }
-      bk.launched = work();
       bk.reduced = work();
       std::fill(bk.reduced_in_place.begin(), bk.reduced_in_place.end(), tensor());
     }

@@ -86,7 +86,7 @@ public:
     return pg_->all_reduce(x, op);
   }
   tensor new_buffer(int64_t numel, dtype dt) override {
-    tensor t = collective_device().is_cpu() ? pg_->empty_shared(numel, dt) : tensor();
+    tensor t = pg_->empty_shared(numel, dt); // undefined where the group has none (NCCL)
     return t.defined() ? t : replica_group::new_buffer(numel, dt);
   }
 
@@ -227,6 +227,12 @@ void record_written(const std::vector<tensor>& ts, std::vector<cuda::event>& out
 void settle(const std::vector<tensor>& ts) {
   for (int gpu : gpus_of(ts))
     cuda::current_stream(gpu).synchronize();
+}
+
+// Blocks until `events` have completed (Note [Replicas on GPUs]).
+void wait_for(const std::vector<cuda::event>& events) {
+  for (const cuda::event& ev : events)
+    ev.synchronize();
 }
 
 // sum <- sum (op) t; t may be on another device.
@@ -386,23 +392,18 @@ work local_replicas::state::all_reduce(int local, std::vector<tensor> ts, reduce
     for (const work& w : e->done)
       w.mark_failed(err);
   };
-  try {
-    for (const cuda::event& ev : e->written)
-      ev.synchronize();
-  } catch (...) {
-    fail(std::current_exception());
-    return e->done[size_t(local)];
-  }
   if (exchange->num_processes() == 1) {
     try {
+      wait_for(e->written);
+      std::vector<tensor> all; // every part, whose GPUs are settled once
       for (size_t j = 0; j < e->parts[0].size(); ++j) {
         std::vector<tensor> column;
         for (const auto& p : e->parts)
           column.push_back(p[j]);
         reduce_into_all(column, op, n);
+        all.insert(all.end(), column.begin(), column.end());
       }
-      for (const auto& p : e->parts)
-        settle(p);
+      settle(all);
     } catch (...) {
       fail(std::current_exception());
       return e->done[size_t(local)];
@@ -414,6 +415,7 @@ work local_replicas::state::all_reduce(int local, std::vector<tensor> ts, reduce
   for (const auto& p : e->parts)
     column.push_back(p[0]);
   try {
+    wait_for(e->written);
     fold_into_first(column, op);
     settle(column);
   } catch (...) {
@@ -465,7 +467,7 @@ public:
   // Replica 0's tensor is the one the exchange reduces across processes (Note [Local
   // reduction]), so only its buffers come from the process group.
   tensor new_buffer(int64_t numel, dtype dt) override {
-    if (local_ == 0 && state_->exchange->num_processes() > 1 && collective_device().is_cpu())
+    if (local_ == 0 && state_->exchange->num_processes() > 1)
       if (tensor t = state_->exchange->empty_shared(numel, dt); t.defined())
         return t;
     return replica_group::new_buffer(numel, dt);

@@ -274,7 +274,7 @@ TEST_CASE("the nccl backend refuses clearly where it cannot run", "[comm][nccl][
     tensor t = zeros({1});
     CHECK_THROWS_WITH(g->all_reduce(t, reduce_op::sum), Contains("takes tensors on cuda:"));
   } else if (ACTORCH_HAVE_CUDA) {
-    CHECK_THAT(e, Contains("nccl backend: no usable CUDA device on rank 0") &&
+    CHECK_THAT(e, Contains("nccl backend on rank 0: no CUDA device is available") &&
                       Contains("use the gloo backend for CPU tensors"));
   } else {
     CHECK_THAT(e, Contains("the nccl backend is not available: this build has no CUDA"));

@@ -142,6 +142,9 @@ TEST_CASE("a work on a stream: wait orders the caller's stream, synchronize bloc
   CHECK_THROWS_WITH(w.wait(20ms), Catch::Contains("timed out after 20 ms"));
   std::atomic<bool> chained{false};
   work next = w.then([&](const work&) { chained = true; });
+  next.wait(); // a continuation of a stream op is one too
+  CHECK(stream_waits == 4);
+  CHECK_FALSE(next.is_completed());
   std::thread producer([w] {
     std::this_thread::sleep_for(20ms);
     w.mark_completed();
@@ -154,7 +157,7 @@ TEST_CASE("a work on a stream: wait orders the caller's stream, synchronize bloc
   work failed = work::on_stream({out}, -1, [&] { ++stream_waits; });
   failed.mark_failed(std::make_exception_ptr(actorch::error("the group failed")));
   CHECK_THROWS_WITH(failed.wait(), "the group failed");
-  CHECK(stream_waits == 3); // a known failure is thrown, not waited for
+  CHECK(stream_waits == 4); // a known failure is thrown, not waited for
 }
 
 TEST_CASE("a send and a recv that disagree on size fail clearly instead of crashing",

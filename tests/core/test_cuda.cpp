@@ -72,7 +72,8 @@ tensor random_of(const shape_t& shape, dtype t, generator& gen) {
 }
 
 // A strided view of x with the same values: its transpose's transpose, via a copy laid out
-// column-major, so the kernels see non-contiguous strides.
+// column-major, so the kernels see non-contiguous strides. Made on the device the kernels run
+// on: to(device) copies into a contiguous tensor.
 tensor strided(const tensor& x) {
   if (x.dim() < 2)
     return x;
@@ -162,7 +163,7 @@ TEST_CASE("CUDA binary ops match their CPU twins", "[cuda]") {
   for (const shape_pair& s : kShapes)
     for (dtype t : types) {
       const tensor a = random_of(s.a, t, gen), b = random_of(s.b, t, gen);
-      const tensor ga = strided(a).to(kGPU), gb = b.to(kGPU);
+      const tensor ga = strided(a.to(kGPU)), gb = b.to(kGPU);
       check_twin(ga + gb, a + b);
       check_twin(ga * gb, a * b);
       check_twin(maximum(ga, gb), maximum(a, b));
@@ -187,7 +188,7 @@ TEST_CASE("CUDA unary ops, clamp, where and masked_fill match their CPU twins", 
   for (dtype t : {dtype::float32, dtype::float64, dtype::float16, dtype::bfloat16})
     for (const shape_pair& s : kShapes) {
       const tensor a = random_of(s.a, t, gen);
-      const tensor ga = strided(a).to(kGPU);
+      const tensor ga = strided(a.to(kGPU));
       const double tol = tolerance(t) + 1e-6; // the device's exp/log/tanh are within 2 ulp
       check_twin(exp(ga), exp(a), tol);
       check_twin(log(ga.abs()), log(a.abs()), tol);
@@ -215,7 +216,7 @@ TEST_CASE("CUDA copies convert dtypes as the CPU does, between and across device
   for (dtype from : types)
     for (dtype to : types) {
       const tensor a = random_of({3, 17}, from, gen);
-      check_twin(strided(a).to(kGPU).to(to), a.to(to));
+      check_twin(strided(a.to(kGPU)).to(to), a.to(to));
     }
   // Host -> strided device -> host, with broadcasting and a dtype change on the way.
   const tensor a = random_of({4, 1}, dtype::float64, gen);

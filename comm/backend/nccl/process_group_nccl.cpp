@@ -27,6 +27,7 @@
 // launcher, which stops or restarts the job.
 #include "comm/backend/nccl/process_group_nccl.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -120,16 +121,13 @@ public:
     // interface that does not exist would fail there as "no socket interface found", so check
     // it first and name the interfaces that exist.
     check_nccl_socket_ifname();
-    const int count = cuda_device_count();
-    ACTORCH_CHECK(count > 0, "nccl backend: no usable CUDA device on rank ", rank, " (",
-                  cuda_unavailable_reason(), "); use the gloo backend for CPU tensors");
-    if (device < 0) {
+    if (const int count = cuda_device_count(); device < 0 && count > 0) {
       const char* local = std::getenv("LOCAL_RANK");
-      device = local ? int(parse_int(local, "LOCAL_RANK", 0)) : rank;
-      device %= count;
+      device = (local ? int(parse_int(local, "LOCAL_RANK", 0)) : rank) % count;
     }
-    ACTORCH_CHECK(device < count, "nccl backend: device cuda:", device, " does not exist on rank ",
-                  rank, " (it has ", count, " CUDA devices)");
+    const std::string problem = cuda_device_problem(device);
+    ACTORCH_CHECK(problem.empty(), "nccl backend on rank ", rank, ": ", problem,
+                  "; use the gloo backend for CPU tensors");
     device_ = device;
     cuda::set_device(device_);
     ncclUniqueId id;
@@ -240,10 +238,8 @@ public:
           for (int r = 0; r < size(); ++r) {
             if (r == rank())
               continue;
-            ACTORCH_NCCL_CHECK(ncclSend(input.data_ptr(), size_t(input.numel()),
-                                        nccl_type(input.dtype()), r, comm_, raw_stream()));
-            ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(input.numel()),
-                                        nccl_type(input.dtype()), r, comm_, raw_stream()));
+            send_to(input, r);
+            recv_into(outputs[size_t(r)], r);
           }
           grouped.end();
           copy_on_stream(outputs[size_t(rank())], input);
@@ -259,15 +255,13 @@ public:
         "gather",
         [=, this] {
           if (rank() != root) {
-            ACTORCH_NCCL_CHECK(ncclSend(input.data_ptr(), size_t(input.numel()),
-                                        nccl_type(input.dtype()), root, comm_, raw_stream()));
+            send_to(input, root);
             return;
           }
           nccl_group grouped;
           for (int r = 0; r < size(); ++r)
             if (r != rank())
-              ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(input.numel()),
-                                          nccl_type(input.dtype()), r, comm_, raw_stream()));
+              recv_into(outputs[size_t(r)], r);
           grouped.end();
           copy_on_stream(outputs[size_t(rank())], input);
         },
@@ -278,23 +272,20 @@ public:
     check_rank("scatter", root, "root");
     if (rank() == root)
       check_list("scatter", inputs, output);
-    return enqueue(
-        "scatter",
-        [=, this] {
-          if (rank() != root) {
-            ACTORCH_NCCL_CHECK(ncclRecv(output.data_ptr(), size_t(output.numel()),
-                                        nccl_type(output.dtype()), root, comm_, raw_stream()));
-            return;
-          }
-          nccl_group grouped;
-          for (int r = 0; r < size(); ++r)
-            if (r != rank())
-              ACTORCH_NCCL_CHECK(ncclSend(inputs[size_t(r)].data_ptr(), size_t(output.numel()),
-                                          nccl_type(output.dtype()), r, comm_, raw_stream()));
-          grouped.end();
-          copy_on_stream(output, inputs[size_t(rank())]);
-        },
-        {output});
+    return enqueue("scatter",
+                   [=, this] {
+                     if (rank() != root) {
+                       recv_into(output, root);
+                       return;
+                     }
+                     nccl_group grouped;
+                     for (int r = 0; r < size(); ++r)
+                       if (r != rank())
+                         send_to(inputs[size_t(r)], r);
+                     grouped.end();
+                     copy_on_stream(output, inputs[size_t(rank())]);
+                   },
+                   {output});
   }
   work reduce_scatter(tensor& output, const std::vector<tensor>& inputs, reduce_op op) override {
     check("reduce_scatter", output);
@@ -327,11 +318,8 @@ public:
         [=, this] {
           nccl_group grouped;
           for (int r = 0; r < size(); ++r) {
-            const auto& in = inputs[size_t(r)];
-            ACTORCH_NCCL_CHECK(ncclSend(in.data_ptr(), size_t(in.numel()), nccl_type(in.dtype()), r,
-                                        comm_, raw_stream()));
-            ACTORCH_NCCL_CHECK(ncclRecv(outputs[size_t(r)].data_ptr(), size_t(in.numel()),
-                                        nccl_type(in.dtype()), r, comm_, raw_stream()));
+            send_to(inputs[size_t(r)], r);
+            recv_into(outputs[size_t(r)], r);
           }
           grouped.end();
         },
@@ -358,12 +346,7 @@ public:
     check_rank("send", dst, "dst");
     ACTORCH_CHECK(tag == 0, "send: the nccl backend has no tags (got tag ", tag, ")");
     return enqueue(
-        "send",
-        [=, this] {
-          ACTORCH_NCCL_CHECK(ncclSend(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), dst,
-                                      comm_, raw_stream()));
-        },
-        {}, dst);
+        "send", [=, this] { send_to(t, dst); }, {}, dst);
   }
   work recv(tensor& t, int src, int tag) override {
     check("recv", t);
@@ -371,12 +354,7 @@ public:
     check_rank("recv", src, "src");
     ACTORCH_CHECK(tag == 0, "recv: the nccl backend has no tags (got tag ", tag, ")");
     return enqueue(
-        "recv",
-        [=, this] {
-          ACTORCH_NCCL_CHECK(ncclRecv(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), src,
-                                      comm_, raw_stream()));
-        },
-        {t}, src);
+        "recv", [=, this] { recv_into(t, src); }, {t}, src);
   }
 
 private:
@@ -401,6 +379,17 @@ private:
 
   cudaStream_t raw_stream() const { return static_cast<cudaStream_t>(stream_->handle()); }
 
+  // One tensor to or from `peer` on the group's stream (the list ops' tensors were checked to
+  // match in count and dtype).
+  void send_to(const tensor& t, int peer) const {
+    ACTORCH_NCCL_CHECK(
+        ncclSend(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), peer, comm_, raw_stream()));
+  }
+  void recv_into(const tensor& t, int peer) const {
+    ACTORCH_NCCL_CHECK(
+        ncclRecv(t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), peer, comm_, raw_stream()));
+  }
+
   // This rank's own part of a gather, scatter or all_gather, on the group's stream.
   void copy_on_stream(const tensor& dst, const tensor& src) const {
     ACTORCH_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), src.nbytes(),
@@ -420,9 +409,10 @@ private:
     cuda::event end;
     try {
       cuda::device_guard on(device_);
-      cuda::event issued; // what the caller queued so far on its current stream
-      issued.record(cuda::current_stream(device_));
-      issued.wait(*stream_);
+      // What the caller queued so far on its current stream; the wait takes the event as it is
+      // now, so the next launch may record it again.
+      issued_.record(cuda::current_stream(device_));
+      issued_.wait(*stream_);
       launch();
       end.record(*stream_);
     } catch (const std::exception& e) {
@@ -453,6 +443,8 @@ private:
   }
 
   std::string broken() const {
+    if (!failed_.load(std::memory_order_acquire)) // the common case, without the lock
+      return {};
     std::lock_guard lock(state_mu_);
     return broken_;
   }
@@ -467,6 +459,7 @@ private:
     if (!broken_.empty())
       return;
     broken_ = why;
+    failed_.store(true, std::memory_order_release);
     (void)ncclCommAbort(comm_);
     aborted_ = true;
   }
@@ -510,7 +503,9 @@ private:
   ncclComm_t comm_ = nullptr;
   std::optional<cuda::stream> stream_;           // the group's own, made once the device is known
   std::optional<cuda::stream> continuations_;    // the worker's current stream
-  std::mutex launch_mu_;                         // orders the launches
+  std::mutex launch_mu_;                         // orders the launches; guards issued_
+  cuda::event issued_;                           // see enqueue
+  std::atomic<bool> failed_{false};              // broken_ is set
   mutable std::mutex state_mu_;                  // guards what follows
   std::string broken_;                           // why the group failed; empty while it works
   bool aborted_ = false;                         // ncclCommAbort freed comm_
