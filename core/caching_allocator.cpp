@@ -52,9 +52,9 @@ struct caching_allocator::block {
   char* ptr;
   bool is_small;
   bool allocated = false;
-  bool awaiting = false;                   // freed, waiting for events (record_stream)
-  std::vector<stream_id> stream_uses = {}; // other streams that used it, while allocated
-  std::vector<std::shared_ptr<void>> stream_lifetimes = {}; // theirs, until freed
+  bool awaiting = false; // freed, waiting for events (record_stream)
+  // Other streams that used it while allocated, each with its lifetime (record_stream).
+  std::vector<std::pair<stream_id, std::shared_ptr<void>>> stream_uses = {};
   block* prev = nullptr; // neighbours in the same segment, in address order
   block* next = nullptr;
 
@@ -221,10 +221,9 @@ void caching_allocator::deallocate(void* ptr) {
     return;
   }
   std::vector<void*> events;
-  for (stream_id used : b->stream_uses)
+  for (const auto& [used, lifetime] : b->stream_uses)
     events.push_back(backend_->record_event(b->device, used)); // nullptr: never completes
   b->stream_uses.clear();
-  b->stream_lifetimes.clear();
   b->allocated = false;
   b->awaiting = true;
   awaiting_.emplace(b, std::move(events));
@@ -245,11 +244,9 @@ void caching_allocator::record_stream(void* ptr, stream_id stream, std::shared_p
   ACTORCH_CHECK(it != active_blocks_.end(), "record_stream: the memory at ", ptr,
                 " was not handed out by the caching allocator, or was freed already");
   block* b = it->second;
-  if (stream != b->stream &&
-      std::find(b->stream_uses.begin(), b->stream_uses.end(), stream) == b->stream_uses.end()) {
-    b->stream_uses.push_back(stream);
-    b->stream_lifetimes.push_back(std::move(keep));
-  }
+  if (stream != b->stream && std::none_of(b->stream_uses.begin(), b->stream_uses.end(),
+                                          [&](const auto& use) { return use.first == stream; }))
+    b->stream_uses.emplace_back(stream, std::move(keep));
 }
 
 void caching_allocator::process_events() {

@@ -65,14 +65,8 @@ public:
     return e;
   }
   bool event_completed(void* event) override {
-    const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
-    if (err == cudaErrorNotReady) {
-      (void)cudaGetLastError(); // not sticky
-      return false;
-    }
-    ACTORCH_CHECK(err == cudaSuccess,
-                  "cuda memory: cudaEventQuery failed: ", cudaGetErrorString(err));
-    return true;
+    return kernels::cuda::query_done(cudaEventQuery(static_cast<cudaEvent_t>(event)),
+                                     "cuda memory: cudaEventQuery");
   }
   bool synchronize_event(void* event) noexcept override {
     if (cudaEventSynchronize(static_cast<cudaEvent_t>(event)) == cudaSuccess)
@@ -106,20 +100,21 @@ public:
 // another stream must not be freed before that stream is done with it).
 class cuda_device_allocator final : public allocator {
 public:
-  explicit cuda_device_allocator(int device) : device_(device) {}
+  cuda_device_allocator(int device, caching_allocator& cache) : device_(device), cache_(cache) {}
   void* allocate(size_t nbytes) override {
-    return cuda_caching_allocator().allocate(
-        nbytes, device_, reinterpret_cast<stream_id>(kernels::cuda::current_stream(device_)));
+    return cache_.allocate(nbytes, device_,
+                           reinterpret_cast<stream_id>(kernels::cuda::current_stream(device_)));
   }
   void deallocate(void* ptr, size_t) noexcept override {
     // Only fails for a pointer that did not come from allocate(): a bug that terminates.
-    cuda_caching_allocator().deallocate(ptr);
+    cache_.deallocate(ptr);
   }
   actorch::device device() const override { return {device_type::cuda, device_}; }
   std::string_view name() const override { return "cuda"; }
 
 private:
   int device_;
+  caching_allocator& cache_; // the device was checked when this was made
 };
 
 struct device_count_result {
@@ -173,7 +168,7 @@ allocator* cuda_allocator(int device) {
   static const std::vector<cuda_device_allocator*> allocators = [] {
     std::vector<cuda_device_allocator*> v;
     for (int d = 0; d < device_count().count; ++d)
-      v.push_back(new cuda_device_allocator(d)); // leaked with the caching allocator
+      v.push_back(new cuda_device_allocator(d, cuda_caching_allocator())); // leaked with it
     return v;
   }();
   return allocators[static_cast<size_t>(device)];

@@ -1,6 +1,8 @@
 // make_loop: from tensors to the kernels' strided loops. See kernels/loop.hpp.
 #include "core/tensor_iterator.hpp"
 
+#include "core/ops/factory.hpp"
+
 namespace actorch {
 
 shape_t broadcast_strides(const tensor& t, const shape_t& shape) {
@@ -87,7 +89,12 @@ device common_device(const char* op, std::initializer_list<const tensor*> ts) {
 }
 
 tensor scalar_to_device(const tensor& t, const device& d) {
-  return t.dim() == 0 && t.device().is_cpu() && d.is_cuda() ? t.to(d) : t;
+  if (t.dim() != 0 || !t.device().is_cpu() || !d.is_cuda())
+    return t;
+  if (t.requires_grad()) // its gradient comes back to the CPU through to()'s backward
+    return t.to(d);
+  // Its value filled in on the device: a copy from pageable memory would wait for the stream.
+  return full({}, read_scalar(t, t.storage_offset()), {.dtype = t.dtype(), .device = d});
 }
 
 void check_defined(const char* op, std::initializer_list<const tensor*> ts) {

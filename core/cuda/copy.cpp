@@ -58,10 +58,10 @@ void copy_across_devices(tensor dst, const tensor& src, bool non_blocking, bool 
     return;
   }
   if (src.device().is_cuda()) {
-    // GPU to GPU: the source device's queued work (which produced s) must be done first, and
-    // the copy is waited for below (the source's stream could otherwise overwrite src, or free
-    // a staged s, while the copy still reads it).
-    current_stream(s.device().index).synchronize();
+    // GPU to GPU: after the source device's queued work (which produced s), and waited for
+    // below (the source's stream could otherwise overwrite src, or free a staged s, while the
+    // copy still reads it).
+    on.wait_stream(current_stream(s.device().index));
     ACTORCH_CUDA_CHECK(cudaMemcpyPeerAsync(landing.data_ptr(), landing.device().index, s.data_ptr(),
                                            s.device().index, nbytes, raw));
   } else {

@@ -22,7 +22,7 @@ void copy_across_devices(tensor dst, const tensor& src, bool non_blocking,
 bool is_pinned(const tensor& t);
 
 /// Copies `nbytes` from device memory `src` on `device` into host memory `dst`, after the
-/// device's current stream has run what is queued on it (item() and printing read this way).
+/// device's current stream has run what is queued on it (item() reads this way).
 void read_to_host(void* dst, const void* src, size_t nbytes, int device);
 
 } // namespace actorch::cuda

@@ -26,16 +26,6 @@ cudaStream_t raw(const stream& s) {
   return static_cast<cudaStream_t>(s.handle());
 }
 
-// cudaStreamQuery's and cudaEventQuery's answer: done, not yet, or an error to throw.
-bool done(cudaError_t err, const char* call) {
-  if (err == cudaErrorNotReady) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  ACTORCH_CHECK(err == cudaSuccess, call, " failed: ", cudaGetErrorString(err));
-  return true;
-}
-
 } // namespace
 
 bool is_available() {
@@ -76,7 +66,7 @@ void stream::synchronize() const {
 
 bool stream::query() const {
   device_guard guard(device_);
-  return done(cudaStreamQuery(raw(*this)), "cudaStreamQuery");
+  return kernels::cuda::query_done(cudaStreamQuery(raw(*this)), "cudaStreamQuery");
 }
 
 void stream::wait_stream(const stream& other) const {
@@ -139,7 +129,8 @@ void event::synchronize() const {
 bool event::query() const {
   if (!handle_)
     return true;
-  return done(cudaEventQuery(static_cast<cudaEvent_t>(handle_.get())), "cudaEventQuery");
+  return kernels::cuda::query_done(cudaEventQuery(static_cast<cudaEvent_t>(handle_.get())),
+                                   "cudaEventQuery");
 }
 
 float event::elapsed_time(const event& end) const {

@@ -85,7 +85,10 @@ static tensor index_select_untracked(const tensor& t, int64_t dim, const tensor&
   return t.dim() == 0 ? out.view({}) : out;
 }
 
-static tensor gather_untracked(const tensor& t, int64_t dim, const tensor& index) {
+// check_range: false where the index has been checked already (a backward formula's index is
+// its forward's, unchanged: saved tensors are version-checked), sparing the check's GPU sync.
+static tensor gather_untracked(const tensor& t, int64_t dim, const tensor& index,
+                               bool check_range) {
   check_defined("gather", {&t, &index});
   common_device("gather", {&t, &index});
   check_int64_index("gather", index);
@@ -96,8 +99,9 @@ static tensor gather_untracked(const tensor& t, int64_t dim, const tensor& index
                 " and index ", shape_str(index.sizes()), ")");
   const int64_t d = wrap_dim(dim, self.dim(), "gather");
   check_index_fits("gather", idx, self, "input", d);
-  ACTORCH_KERNEL(t.device(), check_index_range, "gather", idx.data_ptr<int64_t>(), idx.numel(), d,
-                 self.size(d));
+  if (check_range)
+    ACTORCH_KERNEL(t.device(), check_index_range, "gather", idx.data_ptr<int64_t>(), idx.numel(), d,
+                   self.size(d));
   tensor out = empty(index.sizes(), {.dtype = t.dtype(), .device = t.device()});
   ACTORCH_KERNEL(t.device(), gather, int64_t(t.element_size()), self.data_ptr(),
                  to_view(self, "gather"), out.data_ptr(), idx.data_ptr<int64_t>(),
@@ -106,7 +110,7 @@ static tensor gather_untracked(const tensor& t, int64_t dim, const tensor& index
 }
 
 static tensor scatter_add_untracked(const tensor& t, int64_t dim, const tensor& index,
-                                    const tensor& src) {
+                                    const tensor& src, bool check_range) {
   check_defined("scatter_add", {&t, &index, &src});
   common_device("scatter_add", {&t, &index, &src});
   check_int64_index("scatter_add", index);
@@ -123,8 +127,9 @@ static tensor scatter_add_untracked(const tensor& t, int64_t dim, const tensor& 
   const int64_t d = wrap_dim(dim, self.dim(), "scatter_add");
   check_index_fits("scatter_add", idx, self, "input", d);
   check_index_fits("scatter_add", idx, source, "src", -1);
-  ACTORCH_KERNEL(t.device(), check_index_range, "scatter_add", idx.data_ptr<int64_t>(), idx.numel(),
-                 d, self.size(d));
+  if (check_range)
+    ACTORCH_KERNEL(t.device(), check_index_range, "scatter_add", idx.data_ptr<int64_t>(),
+                   idx.numel(), d, self.size(d));
   tensor out = self.clone();
   ACTORCH_KERNEL(t.device(), scatter_add, t.dtype(), out.data_ptr(), to_view(out, "scatter_add"),
                  source.data_ptr(), to_view(source, "scatter_add"), idx.data_ptr<int64_t>(),
@@ -142,53 +147,67 @@ tensor index_select(const tensor& t, int64_t dim, const tensor& index) {
     out = index_select_untracked(t, dim, index);
   }
   if (track)
-    autograd::record(
-        out, "IndexSelectBackward0", {&t}, {index},
-        [shape = t.sizes(), dim](const auto& g, const auto& s) {
-          if (shape.empty())
-            return std::vector<tensor>{g[0].clone()};
-          // Scatter each selected slice back: the index, laid along dim and
-          // broadcast over the other dims, addresses every element of g.
-          const int64_t d = wrap_dim(dim, int64_t(shape.size()), "index_select");
-          shape_t idx_shape(shape.size(), 1);
-          idx_shape[size_t(d)] = s[0].numel();
-          const tensor idx = s[0].to(dtype::int64).reshape(idx_shape).expand(g[0].sizes());
-          return std::vector<tensor>{scatter_add(
-              zeros(shape, {.dtype = g[0].dtype(), .device = g[0].device()}), d, idx, g[0])};
-        });
+    autograd::record(out, "IndexSelectBackward0", {&t}, {index},
+                     [shape = t.sizes(), dim](const auto& g, const auto& s) {
+                       if (shape.empty())
+                         return std::vector<tensor>{g[0].clone()};
+                       // Scatter each selected slice back: the index, laid along dim and
+                       // broadcast over the other dims, addresses every element of g.
+                       const int64_t d = wrap_dim(dim, int64_t(shape.size()), "index_select");
+                       shape_t idx_shape(shape.size(), 1);
+                       idx_shape[size_t(d)] = s[0].numel();
+                       const tensor idx =
+                           s[0].to(dtype::int64).reshape(idx_shape).expand(g[0].sizes());
+                       return std::vector<tensor>{detail::scatter_add(
+                           zeros(shape, {.dtype = g[0].dtype(), .device = g[0].device()}), d, idx,
+                           g[0], /*check_range=*/false)};
+                     });
   return out;
 }
 
-tensor gather(const tensor& t, int64_t dim, const tensor& index) {
+namespace detail {
+
+tensor gather(const tensor& t, int64_t dim, const tensor& index, bool check_range) {
   const bool track = autograd::needs_grad({&t});
   tensor out;
   {
     no_grad untracked;
-    out = gather_untracked(t, dim, index);
+    out = gather_untracked(t, dim, index, check_range);
   }
   if (track)
-    autograd::record(
-        out, "GatherBackward0", {&t}, {index},
-        [shape = t.sizes(), dim](const auto& g, const auto& s) {
-          return std::vector<tensor>{scatter_add(
-              zeros(shape, {.dtype = g[0].dtype(), .device = g[0].device()}), dim, s[0], g[0])};
-        });
+    autograd::record(out, "GatherBackward0", {&t}, {index},
+                     [shape = t.sizes(), dim](const auto& g, const auto& s) {
+                       return std::vector<tensor>{scatter_add(
+                           zeros(shape, {.dtype = g[0].dtype(), .device = g[0].device()}), dim,
+                           s[0], g[0], /*check_range=*/false)};
+                     });
   return out;
 }
 
-tensor scatter_add(const tensor& t, int64_t dim, const tensor& index, const tensor& src) {
+tensor scatter_add(const tensor& t, int64_t dim, const tensor& index, const tensor& src,
+                   bool check_range) {
   const bool track = autograd::needs_grad({&t, &src});
   tensor out;
   {
     no_grad untracked;
-    out = scatter_add_untracked(t, dim, index, src);
+    out = scatter_add_untracked(t, dim, index, src, check_range);
   }
   if (track)
-    autograd::record(out, "ScatterAddBackward0", {&t, &src}, {index},
-                     [dim](const auto& g, const auto& s) {
-                       return std::vector<tensor>{g[0], gather(g[0], dim, s[0])};
-                     });
+    autograd::record(
+        out, "ScatterAddBackward0", {&t, &src}, {index}, [dim](const auto& g, const auto& s) {
+          return std::vector<tensor>{g[0], gather(g[0], dim, s[0], /*check_range=*/false)};
+        });
   return out;
+}
+
+} // namespace detail
+
+tensor gather(const tensor& t, int64_t dim, const tensor& index) {
+  return detail::gather(t, dim, index, /*check_range=*/true);
+}
+
+tensor scatter_add(const tensor& t, int64_t dim, const tensor& index, const tensor& src) {
+  return detail::scatter_add(t, dim, index, src, /*check_range=*/true);
 }
 
 tensor tensor::index_select(int64_t dim, const tensor& index) const {

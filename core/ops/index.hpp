@@ -23,4 +23,12 @@ tensor gather(const tensor& t, int64_t dim, const tensor& index);
 /// index.size(d) <= src.size(d) for every d and <= t.size(d) for d != dim; src has t's dtype.
 tensor scatter_add(const tensor& t, int64_t dim, const tensor& index, const tensor& src);
 
+namespace detail {
+/// gather and scatter_add, whose index range check (a synchronisation on a GPU) is skipped when
+/// `check_range` is false: for backward formulas, whose index is their forward's, checked then.
+tensor gather(const tensor& t, int64_t dim, const tensor& index, bool check_range);
+tensor scatter_add(const tensor& t, int64_t dim, const tensor& index, const tensor& src,
+                   bool check_range);
+} // namespace detail
+
 } // namespace actorch

@@ -140,9 +140,8 @@ static tensor mm_untracked(const tensor& a, const tensor& b) {
 
 static tensor addmm_untracked(const tensor& input, const tensor& a, const tensor& b,
                               const scalar& beta, const scalar& alpha) {
-  check_operands("addmm", a, b);
-  check_defined("addmm", {&input});
-  common_device("addmm", {&input, &a});
+  check_defined("addmm", {&input, &a, &b});
+  common_device("addmm", {&input, &a, &b});
   check_mm_shapes("addmm", a, b);
   check_dtypes("addmm", a, b);
   ACTORCH_CHECK(input.dtype() == a.dtype(),

@@ -260,8 +260,10 @@ values_indices arg_reduce(bool is_max, bool want_values, const char* name, const
                      const tensor ik = keepdim || in_shape.empty() ? s[0] : s[0].unsqueeze(d);
                      if (in_shape.empty())
                        return std::vector<tensor>{gk.clone()};
-                     return std::vector<tensor>{scatter_add(
-                         zeros(in_shape, {.dtype = gk.dtype(), .device = gk.device()}), d, ik, gk)};
+                     // ik comes from this op's own arg reduction: always in range.
+                     return std::vector<tensor>{detail::scatter_add(
+                         zeros(in_shape, {.dtype = gk.dtype(), .device = gk.device()}), d, ik, gk,
+                         /*check_range=*/false)};
                    });
   return out;
 }

@@ -16,3 +16,18 @@
     ACTORCH_CHECK(actorch_err_ == cudaSuccess, #expr,                                              \
                   " failed: ", cudaGetErrorString(actorch_err_));                                  \
   } while (false)
+
+namespace actorch::kernels::cuda {
+
+/// The answer of a query (cudaStreamQuery, cudaEventQuery) named `call`: done, not yet (the
+/// not-ready code is cleared), or an error, thrown.
+inline bool query_done(cudaError_t err, const char* call) {
+  if (err == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  ACTORCH_CHECK(err == cudaSuccess, call, " failed: ", cudaGetErrorString(err));
+  return true;
+}
+
+} // namespace actorch::kernels::cuda
