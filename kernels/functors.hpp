@@ -328,4 +328,40 @@ void visit_binary(binary_op op, const scalar& alpha, Visit&& visit) {
   ACTORCH_FAIL("binary kernel: op ", int(op), " is not defined for ", dtype_name(dtype_of<T>()));
 }
 
+// Reductions. ------------------------------------------------------------------------------------
+
+/// Whether v is NaN (never, for an integer).
+template <class V> ACTORCH_HOST_DEVICE inline bool is_nan(V v) {
+  if constexpr (std::is_floating_point_v<V>)
+    return v != v;
+  else
+    return false;
+}
+
+/// The divisor of var: max(0, R - correction). Zero gives nan (0/0), as torch.var does.
+ACTORCH_HOST_DEVICE inline double var_divisor(int64_t r, int64_t correction) {
+  return double(r - correction > 0 ? r - correction : 0);
+}
+
+/// A candidate for max/min with indices: a value and where it was (index < 0: none yet).
+template <class V> struct arg_pair {
+  V value;
+  int64_t index;
+};
+
+/// The better candidate for max (IsMax) or min: the larger (smaller) value, a NaN over any
+/// number, and between equals, NaNs included, the lower index; so the first extreme wins in
+/// whatever order candidates are combined (a scan, or a GPU block's tree).
+template <bool IsMax, class V>
+ACTORCH_HOST_DEVICE inline arg_pair<V> better(arg_pair<V> a, arg_pair<V> b) {
+  if (a.index < 0)
+    return b;
+  if (b.index < 0)
+    return a;
+  if (is_nan(a.value) || is_nan(b.value))
+    return is_nan(b.value) && (!is_nan(a.value) || b.index < a.index) ? b : a;
+  const bool beats = IsMax ? b.value > a.value : b.value < a.value;
+  return beats || (b.value == a.value && b.index < a.index) ? b : a;
+}
+
 } // namespace actorch::kernels

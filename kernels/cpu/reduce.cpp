@@ -10,19 +10,13 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "kernels/functors.hpp"
 
 namespace actorch::kernels::cpu {
 
 namespace {
 
 template <class T> using C = compute_t<T>;
-
-template <class V> inline bool is_nan(V v) {
-  if constexpr (std::is_floating_point_v<V>)
-    return std::isnan(v);
-  else
-    return false;
-}
 
 // Sums of one contiguous row. -----------------------------------------------------------------
 
@@ -54,11 +48,6 @@ template <class T> double m2_row(const T* x, int64_t n, double mean) {
     s += d * d;
   }
   return s;
-}
-
-// The divisor of var: max(0, R - correction). Zero gives nan (0/0), as torch.var does.
-inline double var_divisor(int64_t r, int64_t correction) {
-  return double(r - correction > 0 ? r - correction : 0);
 }
 
 // max (IsMax) or min of two values where a NaN wins: once `m` is NaN it stays NaN, because
@@ -245,57 +234,36 @@ void reduce_cols_typed(reduce_op op, const T* in, void* out_v, int64_t R, int64_
 
 // max / min with indices. ----------------------------------------------------------------------
 
-// Whether v replaces the running extreme `best`: strictly better (so the first occurrence
-// wins), or the first NaN; nothing replaces a NaN.
-template <bool IsMax, class V> inline bool replaces(V best, V v) {
-  if (is_nan(best))
-    return false;
-  if (is_nan(v))
-    return true;
-  return IsMax ? v > best : v < best;
-}
-
 template <bool IsMax, class T>
 void arg_rows_typed(const T* in, T* values, int64_t* indices, int64_t K, int64_t R) {
   for (int64_t k = 0; k < K; ++k) {
     const T* row = in + k * R;
-    C<T> best = C<T>(row[0]);
-    int64_t at = 0;
-    for (int64_t i = 1; i < R && !is_nan(best); ++i) {
-      const C<T> v = C<T>(row[i]);
-      if (replaces<IsMax>(best, v)) {
-        best = v;
-        at = i;
-      }
-    }
+    // The first extreme, as the CUDA kernel's tree finds it (better, kernels/functors.hpp).
+    arg_pair<C<T>> best{C<T>(row[0]), 0};
+    for (int64_t i = 1; i < R && !is_nan(best.value); ++i)
+      best = better<IsMax>(best, {C<T>(row[i]), i});
     if (values)
-      values[k] = T(best);
+      values[k] = T(best.value);
     if (indices)
-      indices[k] = at;
+      indices[k] = best.index;
   }
 }
 
 template <bool IsMax, class T>
 void arg_cols_typed(const T* in, T* values, int64_t* indices, int64_t R, int64_t K) {
-  auto best = std::make_unique<C<T>[]>(size_t(K)); // not a vector: vector<bool> packs bits
-  std::vector<int64_t> at(size_t(K), 0);
+  std::vector<arg_pair<C<T>>> best(static_cast<size_t>(K));
   for (int64_t j = 0; j < K; ++j)
-    best[size_t(j)] = C<T>(in[j]);
+    best[size_t(j)] = {C<T>(in[j]), 0};
   for (int64_t i = 1; i < R; ++i) {
     const T* row = in + i * K;
-    for (int64_t j = 0; j < K; ++j) {
-      const C<T> v = C<T>(row[j]);
-      if (replaces<IsMax>(best[size_t(j)], v)) {
-        best[size_t(j)] = v;
-        at[size_t(j)] = i;
-      }
-    }
+    for (int64_t j = 0; j < K; ++j)
+      best[size_t(j)] = better<IsMax>(best[size_t(j)], {C<T>(row[j]), i});
   }
   for (int64_t j = 0; j < K; ++j) {
     if (values)
-      values[j] = T(best[size_t(j)]);
+      values[j] = T(best[size_t(j)].value);
     if (indices)
-      indices[j] = at[size_t(j)];
+      indices[j] = best[size_t(j)].index;
   }
 }
 

@@ -4,8 +4,8 @@
 #include <atomic>
 #include <vector>
 
+#include "kernels/cuda/check.hpp"
 #include "kernels/cuda/context.hpp"
-#include "kernels/cuda/launch.cuh"
 
 namespace actorch::kernels::cuda {
 

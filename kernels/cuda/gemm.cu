@@ -32,7 +32,7 @@ cublasHandle_t handle() {
   cublasHandle_t& h = handles[size_t(device)];
   if (!h)
     ACTORCH_CUBLAS_CHECK(cublasCreate(&h)); // leaked at thread exit, as PyTorch's pool does
-  ACTORCH_CUBLAS_CHECK(cublasSetStream(h, stream()));
+  ACTORCH_CUBLAS_CHECK(cublasSetStream(h, static_cast<cudaStream_t>(current_stream(device))));
   return h;
 }
 

@@ -66,13 +66,12 @@ template <class T, bool Any> struct logical_reducer {
 template <class T> struct reducer<T, reduce_op::any> : logical_reducer<T, true> {};
 template <class T> struct reducer<T, reduce_op::all> : logical_reducer<T, false> {};
 
-struct plus {
-  __device__ double operator()(double a, double b) const { return a + b; }
-};
-
-// The divisor of var: max(0, R - correction); zero gives nan or inf, as torch.var does.
-__device__ double var_divisor(int64_t r, int64_t correction) {
-  return double(r - correction > 0 ? r - correction : 0);
+// var (or std) of a row from its sum of squared deviations.
+template <class T, reduce_op Op> __device__ T var_of(double m2, int64_t r, int64_t correction) {
+  double v = m2 / var_divisor(r, correction);
+  if constexpr (Op == reduce_op::std)
+    v = sqrt(v);
+  return T(C<T>(v));
 }
 
 template <class T, reduce_op Op>
@@ -83,19 +82,15 @@ __global__ void rows_kernel(const T* in, void* out_v, int64_t K, int64_t R, int6
       double s = 0;
       for (int64_t i = threadIdx.x; i < R; i += blockDim.x)
         s += double(C<T>(row[i]));
-      const double mean = block_reduce(s, plus{}) / double(R);
+      const double mean = block_reduce(s, add_fn<double>{}) / double(R);
       double m2 = 0;
       for (int64_t i = threadIdx.x; i < R; i += blockDim.x) {
         const double d = double(C<T>(row[i])) - mean;
         m2 += d * d;
       }
-      m2 = block_reduce(m2, plus{});
-      if (threadIdx.x == 0) {
-        double r = m2 / var_divisor(R, correction);
-        if constexpr (Op == reduce_op::std)
-          r = sqrt(r);
-        static_cast<T*>(out_v)[k] = T(C<T>(r));
-      }
+      m2 = block_reduce(m2, add_fn<double>{});
+      if (threadIdx.x == 0)
+        static_cast<T*>(out_v)[k] = var_of<T, Op>(m2, R, correction);
     } else {
       using Red = reducer<T, Op>;
       auto a = Red::identity();
@@ -122,10 +117,7 @@ __global__ void cols_kernel(const T* in, void* out_v, int64_t R, int64_t K, int6
         const double d = double(C<T>(in[i * K + j])) - mean;
         m2 += d * d;
       }
-      double r = m2 / var_divisor(R, correction);
-      if constexpr (Op == reduce_op::std)
-        r = sqrt(r);
-      static_cast<T*>(out_v)[j] = T(C<T>(r));
+      static_cast<T*>(out_v)[j] = var_of<T, Op>(m2, R, correction);
     } else {
       using Red = reducer<T, Op>;
       auto a = Red::identity();
@@ -165,29 +157,7 @@ template <class Fn> void with_extreme(bool is_max, Fn&& fn) {
     fn.template operator()<false>();
 }
 
-// The index of the first extreme; a NaN counts as the extreme, and the first NaN wins.
-template <class V> struct arg_pair {
-  V value;
-  int64_t index;
-};
-template <bool IsMax, class V> __device__ arg_pair<V> better(arg_pair<V> a, arg_pair<V> b) {
-  if (a.index < 0)
-    return b;
-  if (b.index < 0)
-    return a;
-  bool take_b;
-  if constexpr (std::is_floating_point_v<V>) {
-    if (isnan(a.value) || isnan(b.value))
-      take_b = isnan(b.value) && (!isnan(a.value) || b.index < a.index);
-    else
-      take_b = IsMax ? (b.value > a.value || (b.value == a.value && b.index < a.index))
-                     : (b.value < a.value || (b.value == a.value && b.index < a.index));
-  } else {
-    take_b = IsMax ? (b.value > a.value || (b.value == a.value && b.index < a.index))
-                   : (b.value < a.value || (b.value == a.value && b.index < a.index));
-  }
-  return take_b ? b : a;
-}
+// The index of the first extreme: arg_pair and better (kernels/functors.hpp).
 
 template <bool IsMax, class T>
 __global__ void arg_rows_kernel(const T* in, T* values, int64_t* indices, int64_t K, int64_t R) {

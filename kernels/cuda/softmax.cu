@@ -15,13 +15,6 @@ template <class T> using C = compute_t<T>;
 
 enum class kind { softmax, log_softmax, softmax_backward, log_softmax_backward };
 
-struct max_of {
-  template <class V> __device__ V operator()(V a, V b) const { return maximum_of(a, b); }
-};
-struct plus {
-  __device__ double operator()(double a, double b) const { return a + b; }
-};
-
 // One softmax of n elements at x[0], x[stride], ... (and g, y for the backward kinds), computed
 // by `lanes` threads of which this one is `lane`; Reduce combines the lanes' partial values.
 template <kind K, class T, class Reduce>
@@ -32,11 +25,11 @@ __device__ void one(const T* x, const T* g, T* y, int64_t n, int64_t stride, int
     V m = -INFINITY;
     for (int64_t i = lane; i < n; i += lanes)
       m = maximum_of(m, V(x[i * stride]));
-    m = reduce(m, max_of{});
+    m = reduce(m, maximum_fn<V>{});
     double s = 0;
     for (int64_t i = lane; i < n; i += lanes)
       s += double(exp(V(x[i * stride]) - m));
-    s = reduce(s, plus{});
+    s = reduce(s, add_fn<double>{});
     for (int64_t i = lane; i < n; i += lanes) {
       const V d = V(x[i * stride]) - m;
       if constexpr (K == kind::softmax)
@@ -50,7 +43,7 @@ __device__ void one(const T* x, const T* g, T* y, int64_t n, int64_t stride, int
     for (int64_t i = lane; i < n; i += lanes)
       s += K == kind::softmax_backward ? double(V(g[i * stride])) * double(V(x[i * stride]))
                                        : double(V(g[i * stride]));
-    s = reduce(s, plus{});
+    s = reduce(s, add_fn<double>{});
     for (int64_t i = lane; i < n; i += lanes) {
       const double gi = double(V(g[i * stride])), xi = double(V(x[i * stride]));
       if constexpr (K == kind::softmax_backward)
