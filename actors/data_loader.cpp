@@ -91,11 +91,10 @@ struct loader_impl {
   std::optional<generator::state> sampler_gen_at_start;
   std::optional<loader_state> resume;
   sample current;
-  // With opts.device: batches copied to the GPU one ahead of the consumer, and how the feed's
-  // run ended while they were ahead (an error to raise, or the end of the epoch).
+  // With opts.device: batches copied to the GPU one ahead of the consumer, and, once the feed's
+  // run ended while they were ahead, how: null at the end of the epoch, else the error to raise.
   std::unique_ptr<actors::device_prefetch> to_device;
-  std::string ahead_error;
-  bool ahead_ended = false;
+  std::optional<std::exception_ptr> ahead_stop;
 
   ~loader_impl() { shutdown(); }
 
@@ -179,8 +178,7 @@ struct loader_impl {
     current = sample();
     if (to_device)
       to_device->clear();
-    ahead_error.clear();
-    ahead_ended = false;
+    ahead_stop.reset();
     ++epoch;
     resume.reset();
     active_run_id->store(++run_id); // workers skip what is left of the old run
@@ -328,21 +326,26 @@ struct loader_impl {
       return advance_on_device();
     actors::delivery d;
     try {
-      d = feed->next();
+      if (!next_batch(d)) {
+        end_run();
+        return false;
+      }
     } catch (...) {
       end_run();
       throw;
     }
-    if (d.end_of_epoch) {
-      end_run();
-      return false;
-    }
-    if (!d.error.empty()) {
-      end_run();
-      throw error(d.error);
-    }
     current = std::move(d.data);
     delivered.push_back(d.seq);
+    return true;
+  }
+
+  /// The feed's next batch into `d`; false at the end of the epoch; throws the feed's error.
+  bool next_batch(actors::delivery& d) {
+    d = feed->next();
+    if (d.end_of_epoch)
+      return false;
+    if (!d.error.empty())
+      throw error(d.error);
     return true;
   }
 
@@ -354,10 +357,10 @@ struct loader_impl {
     if (to_device->empty())
       fetch_ahead(); // the epoch's first batch, unless the run already ended
     if (to_device->empty()) {
-      const std::string message = ahead_error;
+      const std::exception_ptr stop = ahead_stop.value_or(nullptr);
       end_run();
-      if (!message.empty())
-        throw error(message);
+      if (stop)
+        std::rethrow_exception(stop);
       return false;
     }
     actors::device_prefetch::ready r = to_device->take();
@@ -368,26 +371,22 @@ struct loader_impl {
   }
 
   void fetch_ahead() {
-    if (ahead_ended || !ahead_error.empty())
+    if (ahead_stop)
       return;
-    actors::delivery d;
     try {
-      d = feed->next();
-    } catch (const std::exception& e) {
-      ahead_error = e.what();
-      return;
-    }
-    if (d.end_of_epoch) {
-      ahead_ended = true;
-    } else if (!d.error.empty()) {
-      ahead_error = d.error;
-    } else {
+      actors::delivery d;
+      if (!next_batch(d)) {
+        ahead_stop = nullptr;
+        return;
+      }
       try {
         to_device->push(std::move(d.data), d.seq);
       } catch (const std::exception& e) {
-        ahead_error = std::string("DataLoader: copying batch ") + std::to_string(d.seq) + " to " +
-                      opts.device->str() + " failed: " + e.what();
+        throw error(actorch::detail::concat("DataLoader: copying batch ", d.seq, " to ",
+                                            opts.device->str(), " failed: ", e.what()));
       }
+    } catch (...) {
+      ahead_stop = std::current_exception();
     }
   }
 };
