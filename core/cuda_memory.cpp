@@ -19,6 +19,25 @@ namespace actorch {
 
 namespace {
 
+// cuda::device_guard for the allocator's noexcept paths: a failed switch leaves the device as
+// it was instead of throwing.
+class quiet_device_guard {
+public:
+  explicit quiet_device_guard(int device)
+      : switched_(cudaGetDevice(&previous_) == cudaSuccess && previous_ != device &&
+                  cudaSetDevice(device) == cudaSuccess) {}
+  ~quiet_device_guard() {
+    if (switched_)
+      (void)cudaSetDevice(previous_);
+  }
+  quiet_device_guard(const quiet_device_guard&) = delete;
+  quiet_device_guard& operator=(const quiet_device_guard&) = delete;
+
+private:
+  int previous_ = 0;
+  bool switched_;
+};
+
 class cuda_backend final : public caching_allocator_backend {
 public:
   void* raw_alloc(size_t nbytes, int device) override {
@@ -38,20 +57,14 @@ public:
   void raw_free(void* ptr, int device) noexcept override {
     // cudaFree waits for the device's work, so no stream can still be using the segment. A
     // failure here (a driver torn down at exit) leaves nothing to recover.
-    int previous = device;
-    const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device &&
-                          cudaSetDevice(device) == cudaSuccess;
+    quiet_device_guard on(device);
     (void)cudaFree(ptr);
-    if (switched)
-      cudaSetDevice(previous);
   }
 
   std::string_view name() const override { return "CUDA"; }
 
   void* record_event(int device, std::uintptr_t stream) noexcept override {
-    int previous = device;
-    const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device &&
-                          cudaSetDevice(device) == cudaSuccess;
+    quiet_device_guard on(device);
     cudaEvent_t e = nullptr;
     if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess &&
         cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)) != cudaSuccess) {
@@ -60,8 +73,6 @@ public:
     }
     if (e == nullptr)
       (void)cudaGetLastError();
-    if (switched)
-      cudaSetDevice(previous);
     return e;
   }
   bool event_completed(void* event) override {
