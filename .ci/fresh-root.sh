@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs the README's test command in a fresh Debian 12 root of its own, on a clean clone of HEAD,
-# so that CI fails when scripts/setup.sh misses a package that the build or the tests need (a
-# development or CI machine may have it installed by hand; this root has only Debian's minbase).
+# Runs the README's two commands (.ci/readme-commands.sh: the main command, with its outputs
+# checked, then the test command) in a fresh Debian 12 root of its own, on a clean clone of HEAD,
+# so that CI fails when scripts/setup.sh misses a package that the main job, the build or the
+# tests need (a development or CI machine may have it installed by hand; this root has only
+# Debian's minbase).
 #
 # The root is a debootstrap minbase of bookworm with Debian 12's usual sources (bookworm,
 # -updates, -security), cached as a tarball outside the tree; each run unpacks a new copy and
@@ -11,9 +13,10 @@
 # Mounts live in a private mount namespace and processes in a pid namespace of their own, so
 # both go when the run ends, however it ends (a CI timeout's signal included).
 #
-# Usage: .ci/fresh-root.sh [PRESET...]   (default: release)
-# Environment: ACTORCH_CI_CACHE (default /var/cache/actorch/ci), ACTORCH_DEBIAN_MIRROR, and
-# ACTORCH_CI_KEEP_ROOT=1 to keep the root afterwards (for a look inside; remove it by hand).
+# Usage: .ci/fresh-root.sh [PRESET...]   (default: release; the test command's presets)
+# Environment: ACTORCH_CI_ORDER (main-first, the default, or test-first), ACTORCH_CI_CACHE
+# (default /var/cache/actorch/ci), ACTORCH_DEBIAN_MIRROR, and ACTORCH_CI_KEEP_ROOT=1 to keep
+# the root afterwards (for a look inside; remove it by hand).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$PWD"
@@ -84,13 +87,15 @@ cp /etc/resolv.conf /etc/hosts "${root}/etc/"
 cuda=""
 if [ -e /usr/local/cuda ]; then cuda="$(readlink -f /usr/local/cuda)"; fi
 presets="${*:-release}"
+order="${ACTORCH_CI_ORDER:-main-first}"
 
-# The command the root runs is the README's, with the presets given. It runs in the background
-# so that a signal to this script is handled at once (bash defers traps while a foreground
-# child runs): the EXIT trap's cleanup then stops it and removes the root.
+# The root runs the README's commands in the order asked, the test command with the presets
+# given. They run in the background so that a signal to this script is handled at once (bash
+# defers traps while a foreground child runs): the EXIT trap's cleanup then stops it and
+# removes the root.
 unshare --mount --propagation private --pid --fork --kill-child -- bash -euo pipefail -s \
-  "${root}" "${cuda}" "${ccache_dir}" "${cache}/apt-archives" "${presets}" <<'INNER' &
-root="$1" cuda="$2" ccache_dir="$3" archives="$4" presets="$5"
+  "${root}" "${cuda}" "${ccache_dir}" "${cache}/apt-archives" "${order}" "${presets}" <<'INNER' &
+root="$1" cuda="$2" ccache_dir="$3" archives="$4" order="$5" presets="$6"
 mount -t proc proc "${root}/proc"
 mount -t sysfs sysfs "${root}/sys"
 mount --rbind /dev "${root}/dev"
@@ -105,7 +110,7 @@ mount --bind "${ccache_dir}" "${root}/root/.cache/ccache"
 mount --bind "${archives}" "${root}/var/cache/apt/archives"
 exec chroot "${root}" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  bash -c "cd /src/actorch && bash scripts/test.sh ${presets}"
+  bash -c "cd /src/actorch && bash .ci/readme-commands.sh ${order} ${presets}"
 INNER
 inner=$!
 trap 'exit 143' TERM

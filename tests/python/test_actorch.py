@@ -1,4 +1,4 @@
-"""The Python module (python/actorch_module.cpp) against numpy and, where installed, PyTorch:
+"""The Python module (python/actorch_module.cpp) against numpy and PyTorch:
 DLPack both ways without copies (values, strides, lifetimes), the data loader's batches, a
 Python collate_fn and worker_init_fn, and a PyTorch training loop fed by actorch.DataLoader."""
 import gc
@@ -7,15 +7,10 @@ import os
 import numpy as np
 import pytest
 
+import torch  # the test command always has it (scripts/setup.sh test): none is skipped
+
 import actorch
 
-try:
-    import torch
-except ImportError:  # the tests that need it skip, saying so
-    torch = None
-
-needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed "
-                                 "(scripts/setup.sh test installs Debian's python3-torch)")
 DIGITS = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "data", "digits.csv.gz")
 
 
@@ -65,7 +60,6 @@ def test_dtype_shortcuts_as_torch_names_them():
     assert np.from_dlpack(s).tolist() == [1, -2]  # truncated toward zero, as torch's
 
 
-@needs_torch
 def test_torch_round_trips_without_a_copy():
     x = torch.arange(6, dtype=torch.float32).reshape(2, 3).t()
     t = actorch.from_dlpack(x)
@@ -125,7 +119,6 @@ def test_dataset_errors_reach_python():
         actorch.data.DigitsDataset("/nonexistent.csv.gz")
 
 
-@needs_torch
 def test_a_torch_training_loop_on_digits_fed_by_actorch():
     torch.manual_seed(0)
     digits = actorch.data.DigitsDataset(DIGITS)
@@ -212,7 +205,6 @@ def test_the_sqlite_source_actor_feeds_a_python_loader(tmp_path):
         actorch.data.SQLiteSource(str(tmp_path / "missing.db"))
 
 
-@needs_torch
 def test_resize_matches_torch_interpolate():
     import torch.nn.functional as F
     rng = np.random.default_rng(5)
