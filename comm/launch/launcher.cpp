@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -16,7 +17,9 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/rand.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -161,15 +164,58 @@ void set_env(const char* name, const std::string& value) {
   ::setenv(name, value.c_str(), 1);
 }
 
+// In a child just forked by `parent`: the kernel sends it SIGKILL when the parent dies, so no
+// rank outlives a launcher killed with SIGKILL (holding its port and memory, parent pid 1). A
+// parent that died before the request took effect is caught by the check after it.
+void die_with_parent(pid_t parent) {
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent)
+    ::_exit(128 + SIGKILL);
+}
+
 } // namespace
 
 namespace {
 
+// Note [Launch secrets]
+// The ranks' store admits only connections that prove the job secret (Note [Job secret] in
+// tcp_store_server.cpp), but only when the ranks have one. So the launcher makes sure they do:
+// a secret already in its environment (ACTORCH_JOB_TOKEN, or ACTORCH_JOB_TOKEN_FILE's first
+// line) is passed on as it is; otherwise a job on one node gets 32 random bytes, hex, that only
+// its ranks see (in their environment, readable by the same user alone). Across nodes the
+// launchers cannot agree on a secret without a channel the attacker lacks, so a job without
+// one is refused unless the user asks for an open store plainly (--insecure). A torch program
+// started by the launcher hosts torch's own TCPStore, which ignores the secret: its store is as
+// open as under torchrun (README).
+std::string job_token_for_ranks(const launch_options& o) {
+  const auto set = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0';
+  };
+  if (o.insecure || set("ACTORCH_JOB_TOKEN") || set("ACTORCH_JOB_TOKEN_FILE"))
+    return "";
+  ACTORCH_CHECK(o.nnodes == 1,
+                "launch: a job across nodes needs one job secret on every node, "
+                "so that only its own ranks and launchers can use its store: set "
+                "ACTORCH_JOB_TOKEN (or ACTORCH_JOB_TOKEN_FILE, a file whose first line is the "
+                "secret) to the same secret on every node, or pass --insecure to run with a "
+                "store that anyone who reaches port ",
+                o.master_port, " may read and write");
+  unsigned char bytes[32];
+  ACTORCH_CHECK(RAND_bytes(bytes, sizeof bytes) == 1, "launch: no random bytes for the job secret");
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string token;
+  for (const unsigned char b : bytes) {
+    token += hex[b >> 4];
+    token += hex[b & 15];
+  }
+  return token;
+}
+
 // One attempt of the job: starts this node's ranks (restart `restart` of the job) and waits
 // for them; "" when all exited 0, else which rank failed and how, or why `stop` stopped them.
 // Across nodes the ranks join the launchers' store (Note [Node restarts]).
-std::string run_attempt(const launch_options& o, int restart, std::ostream& out,
-                        const std::function<std::string()>& stop) {
+std::string run_attempt(const launch_options& o, const std::string& token, int restart,
+                        std::ostream& out, const std::function<std::string()>& stop) {
   const int world = o.nproc_per_node * o.nnodes;
   std::vector<child> kids;
   std::string failure;
@@ -178,8 +224,10 @@ std::string run_attempt(const launch_options& o, int restart, std::ostream& out,
     int fds[2];
     ACTORCH_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "launch: pipe failed: ", std::strerror(errno));
     out.flush();
+    const pid_t launcher = ::getpid();
     const pid_t pid = ::fork();
     if (pid == 0) {
+      die_with_parent(launcher);
       ::dup2(fds[1], STDOUT_FILENO);
       ::dup2(fds[1], STDERR_FILENO);
       ::signal(SIGINT, SIG_DFL);
@@ -192,6 +240,8 @@ std::string run_attempt(const launch_options& o, int restart, std::ostream& out,
       set_env("MASTER_ADDR", o.master_addr);
       set_env("MASTER_PORT", std::to_string(o.master_port));
       // torchrun's names: a program sees which restart this is as it would under torchrun.
+      if (!token.empty()) // See Note [Launch secrets]
+        set_env("ACTORCH_JOB_TOKEN", token);
       set_env("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
       set_env("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
       if (o.nnodes > 1)
@@ -308,6 +358,11 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
                 o.max_restarts);
   ACTORCH_CHECK(!o.command.empty(), "launch: no program to run");
 
+  launch_options chosen = o;
+  if (chosen.master_port == 0)
+    chosen.master_port = o.nnodes == 1 ? free_port() : 29500;
+  const std::string token = job_token_for_ranks(chosen);
+
   g_forward_signal = 0; // before the handler: a signal from now on is forwarded, not lost
   g_interrupted = 0;
   struct sigaction sa {};
@@ -318,9 +373,6 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
 
-  launch_options chosen = o;
-  if (chosen.master_port == 0)
-    chosen.master_port = o.nnodes == 1 ? free_port() : 29500;
   std::unique_ptr<node_coordinator> nodes;
   if (o.nnodes > 1)
     nodes = std::make_unique<node_coordinator>(chosen);
@@ -330,7 +382,7 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
     std::function<std::string()> moved_on; // one node: nothing to poll
     if (nodes)
       moved_on = [&] { return nodes->moved_on(restart, moved_to); };
-    failure = run_attempt(chosen, restart, out, moved_on);
+    failure = run_attempt(chosen, token, restart, out, moved_on);
     if (failure.empty() && nodes)
       nodes->done(restart);
     // A job that ended well or one the user interrupted: done. (A failed last attempt still
@@ -367,9 +419,11 @@ void spawn(const std::function<void(int)>& fn, int nprocs, const spawn_options& 
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
+  const pid_t parent = ::getpid();
   for (int rank = 0; rank < nprocs; ++rank) {
     const pid_t pid = ::fork();
     if (pid == 0) {
+      die_with_parent(parent);
       int code = 0;
       // Die on SIGTERM from the supervisor whatever handlers the parent installed.
       ::signal(SIGINT, SIG_DFL);

@@ -36,13 +36,18 @@ struct launch_options {
   /// Several nodes: how long the launchers wait for each other at their store (node 0 hosts
   /// it on master_port and the ranks join it, as torchrun's agent store).
   std::chrono::milliseconds rdzv_timeout{300000};
+  /// Note [Launch secrets]: true runs the job with an open store (no job secret made on one
+  /// node, none required across nodes).
+  bool insecure = false;
 };
 
-/// Runs the ranks of this node and waits for them. Returns 0 when all exited 0; otherwise
-/// writes to `err` which rank failed and how ("rank 1 exited with status 3", "rank 0 was
-/// killed by signal 9 (Killed)"), restarts the job while max_restarts allows (saying which
-/// restart it is), and returns non-zero when none is left. SIGINT and SIGTERM sent to the launcher
-/// are forwarded to every rank. Throws actorch::error for bad options.
+/// Runs the ranks of this node and waits for them. Unless the environment already names a job
+/// secret (ACTORCH_JOB_TOKEN or ACTORCH_JOB_TOKEN_FILE) or `insecure` is set, a job on one node
+/// gets a random one, and a job across nodes is refused (Note [Launch secrets]). Returns 0 when all
+/// exited 0; otherwise writes to `err` which rank failed and how ("rank 1 exited with status 3",
+/// "rank 0 was killed by signal 9 (Killed)"), restarts the job while max_restarts allows (saying
+/// which restart it is), and returns non-zero when none is left. SIGINT and SIGTERM sent to the
+/// launcher are forwarded to every rank. Throws actorch::error for bad options.
 int launch(const launch_options& opts, std::ostream& out, std::ostream& err);
 
 struct spawn_options {

@@ -13,11 +13,12 @@ std::string store::get(const std::string& key) {
 }
 
 void store::throw_timeout(const char* store_name, const std::vector<std::string>& keys,
-                          milliseconds timeout) {
+                          milliseconds timeout,
+                          const std::function<bool(const std::string&)>& present) {
   std::vector<std::string> missing;
   try {
     for (const auto& k : keys)
-      if (!check({k}))
+      if (present ? !present(k) : !check({k}))
         missing.push_back(k);
   } catch (const std::exception&) {
     missing.clear(); // the store does not answer at all (a silent master): name every key

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,9 +50,11 @@ public:
 protected:
   /// The value of a key known to exist (get() calls it after wait()).
   virtual std::string get_now(const std::string& key) = 0;
-  /// "store: timed out after 2000 ms waiting for keys [a, b]" (the keys still missing).
+  /// "store: timed out after 2000 ms waiting for keys [a, b]" (the keys still missing, as
+  /// `present` tells, check({key}) by default; every key when it throws).
   [[noreturn]] void throw_timeout(const char* store_name, const std::vector<std::string>& keys,
-                                  milliseconds timeout);
+                                  milliseconds timeout,
+                                  const std::function<bool(const std::string&)>& present = {});
 
 private:
   milliseconds timeout_;

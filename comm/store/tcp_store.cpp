@@ -13,10 +13,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "base/error.hpp"
@@ -59,6 +61,12 @@ wire::dialect client_dialect() {
   ACTORCH_CHECK(std::string(v) == "2", "tcp_store: ACTORCH_TCPSTORE_PROTOCOL is '", v,
                 "'; expected 1.13 (torch 1.13's numbering) or 2 (PyTorch 2.x's, with VALIDATE)");
   return wire::dialect::torch2;
+}
+
+/// How long a timed-out wait may spend asking which of its keys are missing: a quarter of its
+/// timeout, at most a second.
+milliseconds follow_up_budget(milliseconds timeout) {
+  return std::min<milliseconds>(timeout / 4, milliseconds(1000));
 }
 
 int remaining_ms(clock_type::time_point deadline) {
@@ -151,9 +159,27 @@ struct tcp_store::impl {
         std::string hello;
         wire::put_u8(hello, uint8_t(op::auth));
         send_all(fd, hello, deadline);
-        const std::string nonce = recv_exact(fd, 32, deadline);
+        std::string nonce;
+        try {
+          nonce = recv_exact(fd, 32, deadline);
+        } catch (const closed&) {
+          ::close(fd);
+          ACTORCH_FAIL("tcp_store: the master at ", where(), " has no job secret, but this rank ",
+                       "has one (ACTORCH_JOB_TOKEN): it is another job's master on the same ",
+                       "port, or the ranks were not all given the secret");
+        }
         send_all(fd, hmac_sha256(secret, nonce), deadline);
-        recv_exact(fd, 1, deadline);
+        std::string verdict;
+        try {
+          verdict = recv_exact(fd, 1, deadline);
+        } catch (const closed&) {
+        }
+        if (verdict != std::string(1, '\1')) {
+          ::close(fd);
+          ACTORCH_FAIL("tcp_store: the master at ", where(), " refused this rank's job secret ",
+                       "(ACTORCH_JOB_TOKEN): it is another job's master on the same port, or ",
+                       "the ranks were given different secrets");
+        }
       }
       if (dialect == wire::dialect::torch2) {
         std::string v;
@@ -167,8 +193,8 @@ struct tcp_store::impl {
                    "answer within ", timeout.count(), " ms");
     } catch (const closed&) {
       ::close(fd);
-      ACTORCH_FAIL("tcp_store: the master at ", where(), " closed the connection",
-                   secret.empty() ? "" : " (is its job secret, ACTORCH_JOB_TOKEN, the same?)");
+      ACTORCH_FAIL("tcp_store: the master at ", where(), " closed the connection while this ",
+                   "rank was saying hello");
     }
     return fd;
   }
@@ -257,8 +283,14 @@ struct tcp_store::impl {
     } catch (const closed&) {
       ::close(fd);
       ACTORCH_FAIL("tcp_store: the master at ", where(), " closed the connection during ", what,
-                   " (its log says why: a malformed request, an ADD on a value that is not an ",
-                   "integer, ...)");
+                   " without answering: it drops a connection whose request breaks the protocol ",
+                   "or one of its bounds, and its standard error (rank 0's log) says which",
+                   what.starts_with("add(") ? " (for an ADD: a value at the key that is not an "
+                                              "integer)"
+                                            : "",
+                   secret.empty() ? "; if it requires a job secret (actorch launch makes one), "
+                                    "this rank has none (ACTORCH_JOB_TOKEN)"
+                                  : "");
     }
   }
 
@@ -354,8 +386,22 @@ void tcp_store::wait(const std::vector<std::string>& keys, milliseconds timeout)
           throw closed{};
         return 0;
       },
-      // The wait stays registered at the master: the connection was dropped with it.
-      [&] { throw_timeout("tcp_store", keys, timeout); });
+      // The wait stays registered at the master: the connection was dropped with it. Which
+      // keys are missing is asked within one short budget for all of them, not a timeout each:
+      // a silent master then costs 1.25 times the timeout at most, not twice it (or once more
+      // per key).
+      [&] {
+        const auto deadline = clock_type::now() + follow_up_budget(timeout);
+        throw_timeout("tcp_store", keys, timeout, [&](const std::string& key) {
+          const int left = remaining_ms(deadline);
+          if (left == 0)
+            throw std::runtime_error("no time left");
+          return impl_->call("check", milliseconds(left), [&](int fd, auto until) {
+            impl_->send_all(fd, keys_request(impl_->request(op::check), {key}), until);
+            return impl_->recv_int<uint8_t>(fd, until) == wire::check_ready;
+          });
+        });
+      });
 }
 
 bool tcp_store::delete_key(const std::string& key) {

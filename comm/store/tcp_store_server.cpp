@@ -25,6 +25,22 @@
 // ranks out either. What breaks a rule is dropped with a line
 // on stderr naming the peer and the rule (at most 20 such lines a second, then a count).
 //
+// Note [Store bounds]
+// ~~~~~~~~~~~~~~~~~~~
+// Whoever may speak, a client that knows the job secret included, the master holds bounded
+// memory and does bounded work per request (tcp_store_limits; README):
+// - the data: keys and values together, and the number of keys; a write past either is
+//   refused (the connection dropped, the log naming the bound's variable);
+// - replies: each is sized before it is built. One that could never be sent within a
+//   connection's bound (80 MiB: the largest value and the backlog) or the master's
+//   (ACTORCH_STORE_MAX_REPLY_BYTES, every connection's unsent replies together) is refused: a
+//   MULTI_GET naming a 1 MiB key 2,000 times, say. One that fits only once the connection's
+//   earlier replies have drained stalls the connection: its requests are neither read nor
+//   handled until then, so pipelined GETs whose replies are never read hold one backlog, not
+//   one reply each;
+// - pending WAITs: indexed by missing key, so a write touches only the waits for its key, and
+//   the keys they name together are bounded (ACTORCH_STORE_MAX_WAIT_KEYS).
+//
 // Note [Job secret]
 // ~~~~~~~~~~~~~~~~~
 // With ACTORCH_JOB_TOKEN (or ACTORCH_JOB_TOKEN_FILE) set, a connection's first request must
@@ -53,12 +69,15 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/parse.hpp"
 #include "comm/host_identity.hpp"
 #include "comm/store/hash_store.hpp"
 #include "comm/store/tcp_wire.hpp"
@@ -138,9 +157,18 @@ struct connection {
   bool dialect_known = false;
   wire::dialect dialect = wire::dialect::torch113;
   bool authed = false;
-  std::string nonce;  // sent, awaiting the proof
-  bool spoke = false; // it has made a complete request (after the proof, with a job secret)
-  std::vector<std::vector<std::string>> waits;
+  std::string nonce;    // sent, awaiting the proof
+  bool spoke = false;   // it has made a complete request (after the proof, with a job secret)
+  bool stalled = false; // its next reply does not fit yet: not read until its replies drain
+  size_t counted = 0;   // bytes of `out` counted in the master's unsent total
+  std::vector<std::unique_ptr<struct pending_wait>> waits;
+};
+
+/// A WAIT not answered yet: the keys it still misses. Note [Store bounds].
+struct pending_wait {
+  connection* c = nullptr;
+  std::vector<std::string> keys; // the missing keys, each once
+  size_t missing = 0;            // of them, those not written yet
 };
 
 std::string peer_of(const sockaddr_storage& a) {
@@ -164,6 +192,15 @@ size_t connection_cap() {
 constexpr size_t kMaxBufferedBytes = 512ull << 20;
 // Unsent replies past which a connection's requests are not read (see serve).
 constexpr size_t kMaxReplyBacklog = 16ull << 20;
+// One connection's unsent replies never pass this: the largest value's reply, and the backlog.
+constexpr size_t kMaxConnectionReplies = wire::max_value_bytes + 8 + kMaxReplyBacklog;
+
+uint64_t limit_from_env(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0')
+    return fallback;
+  return uint64_t(parse_int(v, name, 1, int64_t(1) << 50));
+}
 
 } // namespace
 
@@ -178,9 +215,16 @@ struct tcp_store_server::impl {
   std::atomic<int64_t> accepted{0}, dropped{0};
   std::thread loop_thread;
 
+  tcp_store_limits limits;
   std::map<std::string, std::string> data;
+  uint64_t data_bytes = 0; // keys and values of `data` together
   std::vector<std::unique_ptr<connection>> conns;
   size_t buffered = 0;
+  size_t unsent = 0; // every connection's counted unsent replies
+  // Note [Store bounds]: the pending waits by missing key, and how many keys they name.
+  std::unordered_map<std::string, std::vector<pending_wait*>> waiting;
+  uint64_t wait_keys = 0;
+  std::vector<std::string> fresh_keys; // added by the request being handled
 
   // Note [Strangers at the port]: rate-limited log lines.
   std::chrono::steady_clock::time_point log_window{};
@@ -227,7 +271,8 @@ struct tcp_store_server::impl {
       }
       if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
         not_local = not_local || errno == EADDRNOTAVAIL;
-        last_error = errno == EADDRINUSE ? "address already in use (another process holds the "
+        last_error = errno == EADDRINUSE ? "address already in use (another process, another job's "
+                                           "rank 0 perhaps, holds the "
                                            "port: choose another MASTER_PORT)"
                                          : errno_str(errno);
         ::close(fd);
@@ -263,8 +308,127 @@ struct tcp_store_server::impl {
       ++dropped;
     }
     buffered -= c.in.size() - c.head;
+    unsent -= c.counted;
+    cancel_waits(c);
     ::close(c.fd);
     conns.erase(conns.begin() + std::ptrdiff_t(i));
+  }
+
+  /// Counts what was added to or sent from c.out since it was last counted.
+  void recount(connection& c) {
+    unsent = unsent - c.counted + c.out.size();
+    c.counted = c.out.size();
+  }
+
+  // Note [Store bounds]: whether a reply of n more bytes fits now. A reply that can never fit
+  // is refused; one that fits once the connection's replies drain stalls it (false) until then.
+  bool room_for(connection& c, size_t n, const char* what) {
+    if (n > kMaxConnectionReplies || n > limits.max_reply_bytes)
+      throw violation{
+          std::string("a ") + what + " whose reply of " + std::to_string(n) +
+          " bytes is more than the master sends one connection at once (" +
+          std::to_string(std::min<uint64_t>(kMaxConnectionReplies, limits.max_reply_bytes)) +
+          " bytes)"};
+    const size_t pending = unsent - c.counted + c.out.size();
+    if (c.out.size() + n <= kMaxConnectionReplies && pending + n <= limits.max_reply_bytes)
+      return true;
+    c.stalled = true;
+    return false;
+  }
+
+  /// Stores `value` under `key` within the bounds, and answers the waits it completes.
+  void put(const std::string& key, std::string value) {
+    auto it = data.find(key);
+    const bool fresh = it == data.end();
+    if (fresh && data.size() >= limits.max_keys)
+      throw violation{"a new key '" + key + "', but the store holds " +
+                      std::to_string(data.size()) + " keys, its bound (ACTORCH_STORE_MAX_KEYS)"};
+    const uint64_t before = fresh ? 0 : key.size() + it->second.size();
+    const uint64_t after = data_bytes - before + key.size() + value.size();
+    if (after > limits.max_bytes)
+      throw violation{"a write of " + std::to_string(value.size()) + " bytes to '" + key +
+                      "' that would make the store hold " + std::to_string(after) +
+                      " bytes, more than its bound of " + std::to_string(limits.max_bytes) +
+                      " (ACTORCH_STORE_MAX_BYTES)"};
+    data_bytes = after;
+    if (!fresh) {
+      it->second = std::move(value);
+      return;
+    }
+    data.emplace(key, std::move(value));
+    fresh_keys.push_back(key); // its waits are answered after this request's reply (deliver)
+  }
+
+  void erase(const std::string& key) {
+    auto it = data.find(key);
+    if (it == data.end())
+      return;
+    data_bytes -= key.size() + it->second.size();
+    data.erase(it);
+  }
+
+  // See Note [TCPStore protocol]: the keys the last request added answer the waits they were
+  // the last ones missing of.
+  void deliver() {
+    for (const auto& k : fresh_keys)
+      written(k);
+    fresh_keys.clear();
+  }
+
+  void written(const std::string& key) {
+    auto it = waiting.find(key);
+    if (it == waiting.end())
+      return;
+    const std::vector<pending_wait*> ready = std::move(it->second);
+    waiting.erase(it);
+    for (pending_wait* w : ready) {
+      if (--w->missing > 0)
+        continue;
+      connection& c = *w->c;
+      wire::put_u8(c.out, wire::wait_stop_waiting);
+      recount(c);
+      wait_keys -= w->keys.size();
+      std::erase_if(c.waits, [&](const auto& p) { return p.get() == w; });
+    }
+  }
+
+  /// Forgets c's pending waits (CANCEL_WAIT, or the connection went).
+  void cancel_waits(connection& c) {
+    for (const auto& w : c.waits) {
+      wait_keys -= w->keys.size();
+      for (const auto& k : w->keys) {
+        auto it = waiting.find(k);
+        if (it == waiting.end())
+          continue; // written already
+        std::erase(it->second, w.get());
+        if (it->second.empty())
+          waiting.erase(it);
+      }
+    }
+    c.waits.clear();
+  }
+
+  /// Registers a WAIT of c for `keys`, answering it at once when none is missing.
+  void add_wait(connection& c, const std::vector<std::string>& keys) {
+    auto w = std::make_unique<pending_wait>();
+    w->c = &c;
+    for (const auto& k : keys)
+      if (!data.contains(k) && std::find(w->keys.begin(), w->keys.end(), k) == w->keys.end())
+        w->keys.push_back(k);
+    if (w->keys.empty()) {
+      wire::put_u8(c.out, wire::wait_stop_waiting);
+      return;
+    }
+    if (wait_keys + w->keys.size() > limits.max_wait_keys)
+      throw violation{"a WAIT for " + std::to_string(w->keys.size()) +
+                      " missing keys while the pending waits name " + std::to_string(wait_keys) +
+                      ", and their bound is " + std::to_string(limits.max_wait_keys) +
+                      " (ACTORCH_STORE_MAX_WAIT_KEYS)"};
+    wait_keys += w->keys.size();
+    w->missing = w->keys.size();
+    for (const auto& k : w->keys)
+      waiting[k].push_back(w.get());
+    c.waits.push_back(std::move(w));
   }
 
   // At the cap, the oldest connection that never made a request makes room (a stranger's idle
@@ -309,19 +473,6 @@ struct tcp_store_server::impl {
                        [&](const std::string& k) { return data.contains(k); });
   }
 
-  // See Note [TCPStore protocol]: a write delivers the waits it completes.
-  void wake() {
-    for (auto& c : conns)
-      for (size_t w = 0; w < c->waits.size();) {
-        if (has_all(c->waits[w])) {
-          wire::put_u8(c->out, wire::wait_stop_waiting);
-          c->waits.erase(c->waits.begin() + std::ptrdiff_t(w));
-        } else {
-          ++w;
-        }
-      }
-  }
-
   bool read_keys(cursor& in, std::vector<std::string>& keys) {
     uint64_t n = 0;
     if (!in.count(n, wire::max_keys_per_request, "keys"))
@@ -354,8 +505,14 @@ struct tcp_store_server::impl {
         const std::string proof = c.in.substr(c.head, 32);
         in.skip(32);
         const std::string want = hmac_sha256(secret, c.nonce);
-        if (CRYPTO_memcmp(proof.data(), want.data(), 32) != 0)
-          throw violation{"a wrong proof of the job secret"};
+        if (CRYPTO_memcmp(proof.data(), want.data(), 32) != 0) {
+          // The verdict byte 0 tells an actorch client that its secret was wrong (not that
+          // the master went away); best effort, as the connection is dropped right after.
+          const char no = 0;
+          [[maybe_unused]] const ssize_t sent = ::send(c.fd, &no, 1, MSG_NOSIGNAL);
+          throw violation{"a wrong proof of the job secret (a rank of another job on this "
+                          "port, or one given another secret)"};
+        }
         c.authed = true;
         wire::put_u8(c.out, 1);
       }
@@ -383,39 +540,53 @@ struct tcp_store_server::impl {
     std::vector<std::string> keys;
     switch (o) {
     case op::validate: throw violation{"VALIDATE after the first request"};
-    case op::auth: throw violation{"AUTH, but this store has no job secret"};
+    case op::auth:
+      throw violation{secret.empty() ? "AUTH, but this store has no job secret (a rank of "
+                                       "another job on this port, or one given a secret the "
+                                       "master was not)"
+                                     : "a second AUTH on a connection that proved the job "
+                                       "secret already"};
     case op::watch_key: throw violation{"WATCH_KEY, which actorch's store does not implement"};
     case op::set:
     case op::append:
       if (!in.str(key, wire::max_key_bytes, "key") || !in.str(a, wire::max_value_bytes, "value"))
         return false;
-      if (o == op::set)
-        data[key] = std::move(a);
-      else
-        data[key] += a;
       consume(c, in.pos());
-      wake();
+      if (o == op::append)
+        if (auto it = data.find(key); it != data.end()) {
+          if (it->second.size() + a.size() > wire::max_value_bytes)
+            throw violation{"an APPEND that would make '" + key + "' longer than " +
+                            std::to_string(wire::max_value_bytes) + " bytes"};
+          a = it->second + a;
+        }
+      put(key, std::move(a));
       return true;
     case op::compare_set: {
       if (!in.str(key, wire::max_key_bytes, "key") || !in.str(a, wire::max_value_bytes, "value") ||
           !in.str(b, wire::max_value_bytes, "value"))
         return false;
+      if (!room_for(
+              c,
+              8 + std::max(a.size(), b.size()) +
+                  [&] {
+                    auto it = data.find(key);
+                    return it == data.end() ? 0 : it->second.size();
+                  }(),
+              "COMPARE_SET"))
+        return false;
       consume(c, in.pos());
       auto it = data.find(key);
       if (it == data.end()) {
         if (a.empty()) {
-          data[key] = b;
+          put(key, b);
           wire::put_str(c.out, b);
-          wake();
         } else {
           wire::put_str(c.out, a);
         }
       } else {
-        if (it->second == a) {
-          it->second = b;
-          wake();
-        }
-        wire::put_str(c.out, it->second);
+        if (it->second == a)
+          put(key, std::move(b));
+        wire::put_str(c.out, data.at(key));
       }
       return true;
     }
@@ -425,6 +596,8 @@ struct tcp_store_server::impl {
       auto it = data.find(key);
       if (it == data.end())
         throw violation{"GET of key '" + key + "', which is not set (clients WAIT first)"};
+      if (!room_for(c, 8 + it->second.size(), "GET"))
+        return false;
       consume(c, in.pos());
       wire::put_str(c.out, it->second);
       return true;
@@ -436,10 +609,9 @@ struct tcp_store_server::impl {
       auto it = data.find(key);
       // A value that is not an integer throws: serve() drops the connection with the message.
       const int64_t v = (it == data.end() ? 0 : parse_counter(key, it->second)) + delta;
-      data[key] = std::to_string(v);
       consume(c, in.pos());
       wire::put_int<int64_t>(c.out, v);
-      wake();
+      put(key, std::to_string(v));
       return true;
     }
     case op::check:
@@ -449,31 +621,39 @@ struct tcp_store_server::impl {
       consume(c, in.pos());
       if (o == op::check)
         wire::put_u8(c.out, has_all(keys) ? wire::check_ready : wire::check_not_ready);
-      else if (has_all(keys))
-        wire::put_u8(c.out, wire::wait_stop_waiting);
       else
-        c.waits.push_back(std::move(keys));
+        add_wait(c, keys);
       return true;
     case op::num_keys:
       consume(c, in.pos());
       wire::put_int<int64_t>(c.out, int64_t(data.size()));
       return true;
-    case op::delete_key:
+    case op::delete_key: {
       if (!in.str(key, wire::max_key_bytes, "key"))
         return false;
       consume(c, in.pos());
-      wire::put_int<int64_t>(c.out, int64_t(data.erase(key)));
+      const bool had = data.contains(key);
+      erase(key);
+      wire::put_int<int64_t>(c.out, had ? 1 : 0);
       return true;
-    case op::multi_get:
+    }
+    case op::multi_get: {
       if (!read_keys(in, keys))
         return false;
-      for (const auto& k : keys)
-        if (!data.contains(k))
+      size_t reply = 0;
+      for (const auto& k : keys) {
+        auto it = data.find(k);
+        if (it == data.end())
           throw violation{"MULTI_GET of key '" + k + "', which is not set"};
+        reply += 8 + it->second.size();
+      }
+      if (!room_for(c, reply, "MULTI_GET"))
+        return false;
       consume(c, in.pos());
       for (const auto& k : keys)
         wire::put_str(c.out, data.at(k));
       return true;
+    }
     case op::multi_set: {
       uint64_t n = 0;
       if (!in.count(n, wire::max_keys_per_request, "keys"))
@@ -484,13 +664,12 @@ struct tcp_store_server::impl {
           return false;
       consume(c, in.pos());
       for (auto& [k, v] : kvs)
-        data[k] = std::move(v);
-      wake();
+        put(k, std::move(v));
       return true;
     }
     case op::cancel_wait:
       consume(c, in.pos());
-      c.waits.clear();
+      cancel_waits(c);
       wire::put_u8(c.out, wire::wait_canceled);
       return true;
     case op::ping: {
@@ -508,6 +687,33 @@ struct tcp_store_server::impl {
   void consume(connection& c, size_t n) {
     c.head += n;
     buffered -= n;
+  }
+
+  // Handles every complete request c holds, until one's reply must wait for room (Note [Store
+  // bounds]); false when c must be dropped (`why` says why).
+  bool process(connection& c, std::string& why) {
+    bool ok = true;
+    try {
+      while (handle_one(c)) {
+        c.spoke = c.authed; // the challenge alone does not count
+        recount(c);
+        deliver();
+      }
+      recount(c);
+    } catch (const violation& v) {
+      why = v.what;
+      ok = false;
+    } catch (const std::exception& e) {
+      why = e.what();
+      ok = false;
+    }
+    if (!ok) {
+      deliver(); // what the failed request stored before its violation stays stored
+      return false;
+    }
+    c.in.erase(0, c.head);
+    c.head = 0;
+    return true;
   }
 
   // Reads what `c` sent and handles every complete request; false when it must be dropped
@@ -535,22 +741,12 @@ struct tcp_store_server::impl {
       }
       c.in.append(buf, size_t(n));
       buffered += size_t(n);
-      try {
-        while (handle_one(c))
-          c.spoke = c.authed; // the challenge alone does not count
-      } catch (const violation& v) {
-        why = v.what;
+      if (!process(c, why))
         return false;
-      } catch (const std::exception& e) {
-        why = e.what();
-        return false;
-      }
-      c.in.erase(0, c.head);
-      c.head = 0;
       // Replies it does not read: stop reading its requests until they drain (loop() polls
       // it for input again then), so a client that pipelines and never reads holds at most
       // kMaxReplyBacklog and a chunk's replies.
-      if (size_t(n) < sizeof buf || c.out.size() > kMaxReplyBacklog)
+      if (size_t(n) < sizeof buf || c.stalled || c.out.size() > kMaxReplyBacklog)
         break;
     }
     return true;
@@ -559,10 +755,13 @@ struct tcp_store_server::impl {
   bool flush(connection& c) {
     while (!c.out.empty()) {
       const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
-      if (n < 0)
+      if (n < 0) {
+        recount(c);
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      }
       c.out.erase(0, size_t(n));
     }
+    recount(c);
     return true;
   }
 
@@ -574,7 +773,7 @@ struct tcp_store_server::impl {
       fds.push_back({listen_fd, POLLIN, 0});
       for (const auto& c : conns)
         fds.push_back({c->fd,
-                       short((c->out.size() > kMaxReplyBacklog ? 0 : POLLIN) |
+                       short((c->stalled || c->out.size() > kMaxReplyBacklog ? 0 : POLLIN) |
                              (c->out.empty() ? 0 : POLLOUT)),
                        0});
       if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR)
@@ -596,18 +795,39 @@ struct tcp_store_server::impl {
         if (!keep)
           drop(ci, why);
       }
-      // A write by one connection may complete another's wait: flush them all.
-      for (auto& c : conns)
-        flush(*c);
+      // A write by one connection may complete another's wait: flush them all. A stalled
+      // connection whose replies drained handles the requests it holds (Note [Store bounds]).
+      for (size_t i = conns.size(); i-- > 0;) {
+        connection& c = *conns[i];
+        std::string why = "it stopped reading its replies";
+        bool keep = flush(c);
+        if (keep && c.stalled && c.out.empty()) {
+          c.stalled = false;
+          keep = process(c, why) && flush(c);
+        }
+        if (!keep)
+          drop(i, why);
+      }
       if (fds[1].revents & POLLIN)
         accept_all();
     }
   }
 };
 
-tcp_store_server::tcp_store_server(const std::string& host, uint16_t port, std::string secret)
+tcp_store_limits tcp_store_limits::from_env() {
+  tcp_store_limits l;
+  l.max_bytes = limit_from_env("ACTORCH_STORE_MAX_BYTES", l.max_bytes);
+  l.max_keys = limit_from_env("ACTORCH_STORE_MAX_KEYS", l.max_keys);
+  l.max_wait_keys = limit_from_env("ACTORCH_STORE_MAX_WAIT_KEYS", l.max_wait_keys);
+  l.max_reply_bytes = limit_from_env("ACTORCH_STORE_MAX_REPLY_BYTES", l.max_reply_bytes);
+  return l;
+}
+
+tcp_store_server::tcp_store_server(const std::string& host, uint16_t port, std::string secret,
+                                   tcp_store_limits limits)
     : impl_(std::make_unique<impl>()) {
   impl_->secret = std::move(secret);
+  impl_->limits = limits;
   impl_->cap = connection_cap();
   impl_->listen_on(host, port);
   ACTORCH_CHECK(::pipe2(impl_->wake_pipe, O_CLOEXEC) == 0, "tcp_store: pipe: ", errno_str(errno));

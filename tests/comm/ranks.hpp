@@ -23,15 +23,17 @@ inline dist::process_group_gloo::options short_timeout(int ms = 3000) {
   return o;
 }
 
-/// Runs fn(rank, group) on `world` threads; returns each rank's result, or rethrows the first
-/// exception a rank threw.
+/// Runs fn(rank, group) on `world` threads, rendezvousing through `st` (a new hash_store when
+/// null); returns each rank's result, or rethrows the first exception a rank threw.
 template <class R>
 std::vector<R> on_ranks(int world, const std::function<R(int, dist::process_group_gloo&)>& fn,
-                        dist::process_group_gloo::options opts = short_timeout()) {
+                        dist::process_group_gloo::options opts = short_timeout(),
+                        std::shared_ptr<dist::store> st = nullptr) {
   static_assert(!std::is_same_v<R, bool>,
                 "std::vector<bool> packs the results into shared words that the rank threads "
                 "would race on: return int");
-  auto st = std::make_shared<dist::hash_store>(opts.timeout);
+  if (st == nullptr)
+    st = std::make_shared<dist::hash_store>(opts.timeout);
   std::vector<R> results(static_cast<size_t>(world));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;

@@ -42,6 +42,8 @@ struct node_run {
 // launchers of two nodes are: a launcher reaps any child of its process).
 std::vector<node_run> two_nodes(launch_options o) {
   o.nnodes = 2;
+  if (std::getenv("ACTORCH_JOB_TOKEN") == nullptr)
+    o.insecure = true; // these tests are about restarts; Note [Launch secrets] has its own
   o.master_port = free_port();
   const auto dir = actorch::test::scratch_dir("two_nodes");
   std::vector<pid_t> pids;
@@ -134,6 +136,7 @@ TEST_CASE("a node whose launchers' store never comes up fails naming the address
   std::ostringstream out, err;
   auto o = sh(1, "exit 0");
   o.nnodes = 2;
+  o.insecure = true;
   o.node_rank = 1;
   o.master_port = free_port();
   o.rdzv_timeout = 500ms;
@@ -244,4 +247,90 @@ TEST_CASE("launch passes --local_rank=N after the program with use_local_rank_ar
     CHECK_THAT(runs[1].out, Contains("[rank2]: --local_rank=0 a --b\n") &&
                                 Contains("[rank3]: --local_rank=1 a --b\n"));
   }
+}
+
+TEST_CASE("a job on one node gets a random job secret, and across nodes one must be given",
+          "[comm][launch][secret]") {
+  // Note [Launch secrets]: without a secret the ranks' store admitted anyone at the port.
+  ::unsetenv("ACTORCH_JOB_TOKEN");
+  ::unsetenv("ACTORCH_JOB_TOKEN_FILE");
+  std::ostringstream out1, out2, err;
+  REQUIRE(launch(sh(2, "echo ${#ACTORCH_JOB_TOKEN} $ACTORCH_JOB_TOKEN"), out1, err) == 0);
+  REQUIRE(launch(sh(1, "echo ${#ACTORCH_JOB_TOKEN} $ACTORCH_JOB_TOKEN"), out2, err) == 0);
+  const auto token_of = [](const std::string& text, const std::string& prefix) {
+    const size_t at = text.find(prefix);
+    REQUIRE(at != std::string::npos);
+    return text.substr(at + prefix.size(), text.find('\n', at) - at - prefix.size());
+  };
+  const std::string a = token_of(out1.str(), "[rank0]: 64 "),
+                    b = token_of(out1.str(), "[rank1]: 64 ");
+  CHECK(a == b);                                    // one secret for the job's ranks,
+  CHECK(token_of(out2.str(), "[rank0]: 64 ") != a); // another for the next job
+  SECTION("a secret in the environment is passed on as it is") {
+    actorch::test::env_var token("ACTORCH_JOB_TOKEN", "given-secret");
+    std::ostringstream out;
+    REQUIRE(launch(sh(1, "echo $ACTORCH_JOB_TOKEN"), out, err) == 0);
+    CHECK_THAT(out.str(), Contains("[rank0]: given-secret\n"));
+  }
+  SECTION("--insecure: no secret") {
+    auto o = sh(1, "echo \"token '$ACTORCH_JOB_TOKEN'\"");
+    o.insecure = true;
+    std::ostringstream out;
+    REQUIRE(launch(o, out, err) == 0);
+    CHECK_THAT(out.str(), Contains("[rank0]: token ''\n"));
+  }
+  SECTION("across nodes without a secret, the launcher refuses to start") {
+    auto o = sh(1, "exit 0");
+    o.nnodes = 2;
+    std::ostringstream out;
+    CHECK_THROWS_WITH(launch(o, out, err),
+                      Contains("a job across nodes needs one job secret on every node") &&
+                          Contains("ACTORCH_JOB_TOKEN") && Contains("--insecure"));
+  }
+  SECTION("across nodes with a secret, both launchers and their ranks share it") {
+    actorch::test::env_var token("ACTORCH_JOB_TOKEN", "shared-by-both-nodes");
+    const auto runs = two_nodes(sh(1, "echo $ACTORCH_JOB_TOKEN"));
+    for (const auto& r : runs) {
+      INFO(r.err);
+      CHECK(r.rc == 0);
+      CHECK_THAT(r.out, Contains(": shared-by-both-nodes\n"));
+    }
+  }
+}
+
+TEST_CASE("the ranks die with a launcher killed by SIGKILL", "[comm][launch]") {
+  // A rank that prints nothing outlived its launcher by 30 s and more (parent pid 1).
+  const auto dir = actorch::test::scratch_dir("launcher_killed");
+  const std::string pid_file = (dir / "rank_pid").string();
+  std::cout.flush();
+  const pid_t launcher = ::fork();
+  if (launcher == 0) {
+    std::ostringstream out, err;
+    auto o = sh(1, "echo $$ > " + pid_file + ".part && mv " + pid_file + ".part " + pid_file +
+                       " && exec sleep 60");
+    o.insecure = true;
+    ::_exit(launch(o, out, err));
+  }
+  pid_t rank = -1;
+  for (int i = 0; i < 500 && rank < 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+    if (std::filesystem::exists(pid_file))
+      rank = pid_t(std::stol(actorch::test::read_file(pid_file)));
+  }
+  REQUIRE(rank > 0);
+  ::kill(launcher, SIGKILL);
+  ::waitpid(launcher, nullptr, 0);
+  bool gone = false;
+  for (int i = 0; i < 300 && !gone; ++i) { // 3 s
+    gone = ::kill(rank, 0) != 0 && errno == ESRCH;
+    if (!gone) {
+      // A zombie reparented to init (or to this test, a subreaper) is gone too.
+      const std::string stat = actorch::test::read_file("/proc/" + std::to_string(rank) + "/stat");
+      gone = stat.find(") Z ") != std::string::npos;
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  CHECK(gone);
+  if (!gone)
+    ::kill(rank, SIGKILL);
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <thread>
 
+#include "comm/backend/gloo/gloo_checks.hpp"
 #include "core/ops/factory.hpp"
 #include "tests/comm/ranks.hpp"
 #include "tests/core/values.hpp"
@@ -179,4 +180,38 @@ TEST_CASE("a send and a recv that disagree on size fail clearly instead of crash
   CHECK_THAT(got[0], Catch::Contains("send to rank 1 (tag 0, float32 [8]) failed") &&
                          Catch::Contains("must agree on tag, dtype and number of elements"));
   CHECK_THAT(got[1], Catch::Contains("recv from rank 0 (tag 0, float32 [4]) failed"));
+}
+
+TEST_CASE("a send and a recv whose sizes once hashed to one slot still do not match",
+          "[comm][gloo][p2p][errors]") {
+  // float32 sends of 6,266 elements and recvs of 1,096 on tag 0 shared a slot when the slot
+  // held a 24-bit hash of dtype and size: the smaller recv aborted the process inside Gloo, the
+  // larger one "succeeded" with stale data. Both directions must fail on both sides instead.
+  for (const auto& [sent, wanted] : {std::pair<int64_t, int64_t>{6266, 1096}, {1096, 6266}}) {
+    INFO("send of " << sent << " elements, recv of " << wanted);
+    auto got = on_ranks<std::string>(
+        2,
+        [sent = sent, wanted = wanted](int r, process_group_gloo& pg) {
+          if (r == 0)
+            return error_of([&] { pg.send(ones({sent}), 1, 0).wait(); });
+          tensor t = zeros({wanted});
+          return error_of([&] { pg.recv(t, 0, 0).wait(); });
+        },
+        actorch::test::short_timeout(300));
+    CHECK_THAT(got[0], Catch::Contains("send to rank 1 (tag 0, float32 [" + std::to_string(sent) +
+                                       "]) failed"));
+    CHECK_THAT(got[1], Catch::Contains("recv from rank 0 (tag 0, float32 [" +
+                                       std::to_string(wanted) + "]) failed"));
+  }
+}
+
+TEST_CASE("point-to-point slots hold tag, dtype and size exactly", "[comm][gloo][p2p]") {
+  using gloo_checks::p2p_slot;
+  CHECK(p2p_slot(0, zeros({6266})) != p2p_slot(0, zeros({1096})));
+  CHECK(p2p_slot(0, zeros({4})) != p2p_slot(0, zeros({4}, {.dtype = dtype::int32})));
+  CHECK(p2p_slot(1, zeros({4})) != p2p_slot(0, zeros({4})));
+  CHECK(p2p_slot(70000, zeros({4})) != p2p_slot(70000 - 65536, zeros({4})));
+  CHECK(p2p_slot(70000, zeros({4})) != p2p_slot(70000, zeros({5})));
+  CHECK_THROWS_WITH(p2p_slot(70000, empty({int64_t(1) << 20})),
+                    Catch::Contains("tag 70000 with 1048576 elements cannot be matched exactly"));
 }

@@ -97,11 +97,7 @@ std::filesystem::path scratch() {
   return actorch::test::scratch_dir("store_wire");
 }
 
-struct env_var {
-  env_var(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~env_var() { ::unsetenv(name_); }
-  const char* name_;
-};
+using actorch::test::env_var;
 
 } // namespace
 
@@ -320,6 +316,27 @@ TEST_CASE("a master that accepted and went silent is an error within the timeout
   ::close(fd);
 }
 
+TEST_CASE("a wait on a silent master ends within 1.25 times its timeout, however many keys",
+          "[comm][store]") {
+  // Asking which keys are missing after the wait timed out took a full timeout per key.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(fd, 16) == 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  tcp_store client("127.0.0.1", ntohs(a.sin_port), false, 800ms);
+  const auto t0 = clock_type::now();
+  CHECK_THROWS_WITH(client.wait({"a", "b", "c"}, 800ms),
+                    Contains("timed out after 800 ms waiting for keys [a, b, c]"));
+  const auto took = clock_type::now() - t0;
+  CHECK(took >= 800ms);
+  CHECK(took < 1200ms); // 1.25 x 800 ms, and some slack
+  ::close(fd);
+}
+
 TEST_CASE("the master's address: MASTER_ADDR's own, and a port in use said so", "[comm][store]") {
   tcp_store master("127.0.0.1", 0, true, 2s);
   CHECK(master.listen_address() == "127.0.0.1"); // loopback only, not every interface
@@ -349,9 +366,25 @@ TEST_CASE("with a job secret, only connections that prove it may read or write",
   SECTION("a client with a wrong secret") {
     ::setenv("ACTORCH_JOB_TOKEN", "guess", 1);
     REQUIRE_THROWS_WITH(tcp_store("127.0.0.1", master.port(), false, 1s),
-                        Contains("closed the connection (is its job secret, ACTORCH_JOB_TOKEN, "
-                                 "the same?)"));
+                        Contains("refused this rank's job secret (ACTORCH_JOB_TOKEN): it is "
+                                 "another job's master on the same port"));
     ::setenv("ACTORCH_JOB_TOKEN", "s3cret-for-this-job", 1);
+  }
+  SECTION("a rank with a secret at a master without one: another job's, say") {
+    ::unsetenv("ACTORCH_JOB_TOKEN");
+    tcp_store open_master("127.0.0.1", 0, true, 2s);
+    ::setenv("ACTORCH_JOB_TOKEN", "s3cret-for-this-job", 1);
+    REQUIRE_THROWS_WITH(tcp_store("127.0.0.1", open_master.port(), false, 1s),
+                        Contains("has no job secret, but this rank has one"));
+  }
+  SECTION("a rank without the secret is told it may need one") {
+    ::unsetenv("ACTORCH_JOB_TOKEN");
+    tcp_store client("127.0.0.1", master.port(), false, 1s);
+    ::setenv("ACTORCH_JOB_TOKEN", "s3cret-for-this-job", 1);
+    CHECK_THROWS_WITH(client.add("k", 1), Contains("closed the connection during add('k') "
+                                                   "without answering") &&
+                                              Contains("this rank has none (ACTORCH_JOB_TOKEN)"));
+    CHECK(master.get("k") == "v");
   }
   SECTION("the proof is not the secret, and a replayed proof fails") {
     raw_conn c(master.port());
@@ -365,7 +398,8 @@ TEST_CASE("with a job secret, only connections that prove it may read or write",
     raw_conn replay(master.port());
     replay.send(request(wire::op::auth));
     CHECK(replay.recv(32) != nonce);
-    replay.send(proof); // the other connection's proof
-    CHECK(replay.closed_by_peer());
+    replay.send(proof);                            // the other connection's proof
+    CHECK(replay.recv(1) == std::string(1, '\0')); // refused, said so,
+    CHECK(replay.closed_by_peer());                // and dropped
   }
 }

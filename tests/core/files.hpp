@@ -1,14 +1,18 @@
 // Scratch files for tests: a folder of the test's own under the build's scratch directory
-// (ACTORCH_TEST_TMP), and whole-file reads and writes.
+// (ACTORCH_TEST_TMP), whole-file reads and writes, and environment variables set for a scope.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -50,5 +54,55 @@ inline int run_python(const std::filesystem::path& dir, const std::string& name,
   const int status = std::system(cmd.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
+
+/// Sets an environment variable for its lifetime, then restores what was there (or nothing).
+class env_var {
+public:
+  env_var(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name); old != nullptr)
+      old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~env_var() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  env_var(const env_var&) = delete;
+  env_var& operator=(const env_var&) = delete;
+
+private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+/// Sends this process's stderr (fd 2, every thread's) to a file for its lifetime; text() reads
+/// what was written so far.
+class stderr_capture {
+public:
+  explicit stderr_capture(const std::string& path) : path_(path), saved_(::dup(2)) {
+    std::fflush(stderr);
+    const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+    REQUIRE(fd >= 0);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  ~stderr_capture() {
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+  }
+  stderr_capture(const stderr_capture&) = delete;
+  stderr_capture& operator=(const stderr_capture&) = delete;
+  std::string text() const {
+    std::fflush(stderr);
+    return read_file(path_);
+  }
+
+private:
+  std::string path_;
+  int saved_;
+};
 
 } // namespace actorch::test

@@ -113,6 +113,8 @@ def two_nodes(actorch, digits, scratch, env, want):
     killed mid-training restarts both nodes' ranks, which resume and end as undisturbed."""
     out_dir = os.path.join(scratch, "two_nodes")
     port = str(free_port())
+    # Across nodes the launchers need one job secret (Note [Launch secrets]).
+    env = dict(env, ACTORCH_JOB_TOKEN=os.urandom(16).hex())
     nodes = [subprocess.Popen([actorch, "launch", "--nnodes", "2", "--node-rank", str(n),
                                "--nproc-per-node", "1", "--master-addr", "127.0.0.1",
                                "--master-port", port, "--max-restarts", "2", digits,

@@ -1,6 +1,7 @@
 // `actorch launch --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]
-// [--rdzv-endpoint HOST:PORT] [--max-restarts R] [--use-local-rank-arg] PROGRAM ARGS...`:
-// torchrun's launcher (comm/launch/launcher.hpp).
+// [--rdzv-endpoint HOST:PORT] [--max-restarts R] [--use-local-rank-arg] [--insecure]
+// PROGRAM ARGS...`: torchrun's launcher (comm/launch/launcher.hpp), with a job secret for its
+// ranks' store by default (Note [Launch secrets]).
 // torchrun's underscore spellings (--nproc_per_node, ...) are accepted too; --use-local-rank-arg is
 // torch.distributed.launch's older convention of passing --local_rank=N to each rank.
 #include <iostream>
@@ -31,6 +32,9 @@ void add_launch(CLI::App& app) {
   auto endpoint = std::make_shared<std::string>();
   cmd->add_option("--rdzv-endpoint,--rdzv_endpoint", *endpoint,
                   "HOST:PORT of the rendezvous (torchrun's; here: the master's address and port)");
+  cmd->add_flag("--insecure", opts->insecure,
+                "no job secret: the store admits anyone who reaches the port (needed across "
+                "nodes when ACTORCH_JOB_TOKEN is not set; see the README)");
   cmd->add_flag("--use-local-rank-arg,--use_local_rank_arg", opts->use_local_rank_arg,
                 "also pass --local_rank=N to each rank, after PROGRAM (torch.distributed.launch)");
   // PROGRAM and everything after it belong to the program, dashes included.

@@ -98,16 +98,30 @@ void check_list(const char* op, const std::vector<tensor>& list, const char* wha
 // Note [Point-to-point slots]
 // A Gloo recv smaller than the matching send aborts the process (an enforce in Gloo's device
 // thread) and a larger one silently keeps stale data. So a send and a recv only match when they
-// agree on tag, dtype and element count: all three go into the slot (prefix 0xA5 in bits 56-63,
-// the tag in bits 24-55, a 24-bit hash of dtype and numel below). Mismatched pairs do not
-// match, and both fail after the group's timeout with an error that says what must agree.
-constexpr uint64_t kP2PSlotPrefix = uint64_t(0xA5) << 56;
+// agree exactly on tag, dtype and element count: all three are written into the 64-bit slot,
+// whole, never hashed (a hash let float32 sends of 6,266 elements meet recvs of 1,096). The
+// slot's top byte says which layout holds the rest:
+//   0xA5: tag in bits 40-55 (tags below 2^16), dtype in bits 36-39, numel in bits 0-35
+//         (below 2^36 elements);
+//   0xA6: tag in bits 24-55 (any tag), dtype in bits 20-23, numel in bits 0-19 (below 2^20).
+// Gloo's own slots (its collectives) use top bytes below 0x20. A send or recv that fits neither
+// layout (a tag of 2^16 or more on a tensor of 2^20 elements or more) is refused at once. Pairs
+// that disagree never match, and both fail after the group's timeout with an error that says
+// what must agree.
+constexpr uint64_t kSmallTagPrefix = uint64_t(0xA5) << 56;
+constexpr uint64_t kLargeTagPrefix = uint64_t(0xA6) << 56;
+static_assert(num_dtypes <= 16, "a dtype takes 4 bits of a point-to-point slot");
 
 uint64_t p2p_slot(int tag, const tensor& t) {
-  uint64_t h = uint64_t(t.numel()) * 0x9E3779B97F4A7C15ull ^
-               (uint64_t(t.dtype()) + 1) * 0xC2B2AE3D27D4EB4Full;
-  h ^= h >> 29;
-  return kP2PSlotPrefix | (uint64_t(uint32_t(tag)) << 24) | (h & 0xFFFFFF);
+  const auto tg = uint64_t(uint32_t(tag));
+  const auto dt = uint64_t(t.dtype());
+  const auto n = uint64_t(t.numel());
+  if (tg < (uint64_t(1) << 16) && n < (uint64_t(1) << 36))
+    return kSmallTagPrefix | tg << 40 | dt << 36 | n;
+  ACTORCH_CHECK(n < (uint64_t(1) << 20), "send/recv: tag ", tag, " with ", n,
+                " elements cannot be matched exactly (a tag of 65536 or more takes tensors of "
+                "fewer than 1048576 elements; see Note [Point-to-point slots])");
+  return kLargeTagPrefix | tg << 24 | dt << 20 | n;
 }
 
 std::string p2p_what(const tensor& t, int tag) {

@@ -47,12 +47,13 @@ work process_group_gloo::send(const tensor& t, int dst, int tag) {
   op->what = "send to rank " + std::to_string(global_ranks_[size_t(dst)]) + " " + p2p_what(t, tag);
   op->is_send = true;
   op->peer = dst;
+  const uint64_t slot = p2p_slot(tag, op->data->flat); // See Note [Point-to-point slots]
   std::lock_guard lock(impl_->mu);
   if (!impl_->broken.empty())
     return work::failed(impl_->refused("send"));
   op->buf = impl_->ctx(uint32_t(tag))
                 ->createUnboundBuffer(op->data->flat.data_ptr(), op->data->flat.nbytes());
-  op->buf->send(dst, p2p_slot(tag, op->data->flat)); // See Note [Point-to-point slots]
+  op->buf->send(dst, slot);
   work w;
   impl_->wait_p2p(std::move(op), w);
   return w;
@@ -69,12 +70,12 @@ work process_group_gloo::recv(tensor& t, int src, int tag) {
   auto op = std::make_shared<impl::p2p_op>();
   op->data = std::make_shared<contiguous_buffer>(t);
   op->peer = src;
+  const uint64_t slot = p2p_slot(tag, op->data->flat); // See Note [Point-to-point slots]
   std::lock_guard lock(impl_->mu);
   if (!impl_->broken.empty())
     return work::failed(impl_->refused("recv"));
   op->buf = impl_->ctx(uint32_t(tag))
                 ->createUnboundBuffer(op->data->flat.data_ptr(), op->data->flat.nbytes());
-  const uint64_t slot = p2p_slot(tag, op->data->flat); // See Note [Point-to-point slots]
   if (src == -1) {
     std::vector<int> srcs;
     for (int r = 0; r < size(); ++r)

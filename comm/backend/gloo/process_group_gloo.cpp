@@ -218,7 +218,8 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
     }
     const char* shm_env = std::getenv("ACTORCH_GLOO_SHM");
     if (impl_->opts.shared_memory && !(shm_env && std::string(shm_env) == "0"))
-      impl_->shm = shm_allreduce::connect(*impl_->st, rank, size, impl_->opts.timeout);
+      impl_->shm =
+          shm_allreduce::connect(*impl_->st, rank, size, impl_->opts.timeout, impl_->where());
   } catch (const std::exception& e) {
     // Say how long it took: a peer that never joins fails the store's wait after the timeout,
     // one that joined and then never connects fails Gloo's connect after it (Note [Gloo

@@ -29,6 +29,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <stdexcept>
@@ -38,6 +39,7 @@
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -124,14 +126,26 @@ void copy(void* dst, const void* src, size_t n) {
 
 // A new POSIX shared-memory object of `bytes`, mapped, under a name unique to this process
 // ("/actorch_<pid>_<random><suffix>"); posix_fallocate reserves its pages, so a full /dev/shm
-// fails here, not with SIGBUS later. MAP_FAILED (and `name` empty) when it cannot be made.
-void* create_segment(std::string& name, size_t bytes, const std::string& suffix = "") {
+// fails here, not with SIGBUS later. MAP_FAILED (`name` empty, `why` saying which step failed
+// and the system's reason) when it cannot be made.
+void* create_segment(std::string& name, size_t bytes, std::string& why,
+                     const std::string& suffix = "") {
   std::random_device rd;
   name = "/actorch_" + std::to_string(::getpid()) + "_" + std::to_string(rd()) + suffix;
   void* base = MAP_FAILED;
   const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd >= 0 && ::ftruncate(fd, off_t(bytes)) == 0 && ::posix_fallocate(fd, 0, off_t(bytes)) == 0)
+  if (fd < 0) {
+    why = "shm_open: " + errno_str(errno);
+  } else if (::ftruncate(fd, off_t(bytes)) != 0) {
+    why = "ftruncate: " + errno_str(errno);
+  } else if (const int rc = ::posix_fallocate(fd, 0, off_t(bytes)); rc != 0) {
+    why = "reserving " + std::to_string(bytes >> 20) + " MiB in /dev/shm: " + errno_str(rc) +
+          (rc == ENOSPC ? " (/dev/shm is full or too small)" : "");
+  } else {
     base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED)
+      why = "mmap: " + errno_str(errno);
+  }
   if (fd >= 0)
     ::close(fd);
   if (base == MAP_FAILED) {
@@ -142,12 +156,26 @@ void* create_segment(std::string& name, size_t bytes, const std::string& suffix 
   return base;
 }
 
-// Another process's segment `name` (empty: none), mapped; MAP_FAILED when it cannot be.
-void* map_segment(const std::string& name, size_t bytes) {
-  const int fd = name.empty() ? -1 : ::shm_open(name.c_str(), O_RDWR, 0600);
-  if (fd < 0)
+// Another process's segment `name` (empty: none), mapped; MAP_FAILED (`why` saying why) when it
+// cannot be.
+void* map_segment(const std::string& name, size_t bytes, std::string& why) {
+  if (name.empty()) {
+    why = "rank 0 could not make one";
     return MAP_FAILED;
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) {
+    why = "shm_open('" + name + "'): " + errno_str(errno);
+    return MAP_FAILED;
+  }
+  struct stat st {};
+  void* base = MAP_FAILED;
+  if (::fstat(fd, &st) != 0 || uint64_t(st.st_size) < bytes)
+    why = "'" + name + "' holds " + std::to_string(st.st_size) + " bytes, not the " +
+          std::to_string(bytes) + " rank 0 makes";
+  else if (base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+           base == MAP_FAILED)
+    why = "mmap('" + name + "'): " + errno_str(errno);
   ::close(fd);
   return base;
 }
@@ -173,29 +201,62 @@ bool all_ranks(store& st, const std::string& prefix, int rank, int size, bool mi
 
 } // namespace
 
+// Note [Shared segment checks]
+// The segment's name travels through the store, where anyone who reaches an open store (one
+// without a job secret) can plant another before rank 0 writes it: the other ranks would then
+// map the planter's segment, or none. So, after every rank has mapped what it was given and
+// written its pid into its own block there, each rank checks that every block of its mapping
+// holds a pid: ranks that mapped different segments find the others' blocks empty. The ranks
+// agree on the outcome, and whenever the shared-memory path is not taken for a reason other
+// than the ranks being on several hosts, each rank that saw why logs it: all_reduce then runs
+// over TCP, several times slower, and the log is the only place that says so.
 std::unique_ptr<shm_allreduce> shm_allreduce::connect(store& st, int rank, int size,
-                                                      milliseconds timeout) {
+                                                      milliseconds timeout,
+                                                      const std::string& who) {
   const size_t bytes = (kBlock + 2 * kSmall) * size_t(size) + kChunk * size_t(size + 1);
   // Round 1: same host?
   if (!all_same(st, "shm/host/", rank, size, host_id(), timeout) || size < 2)
     return nullptr;
+  const auto fall_back = [&](const std::string& why) {
+    std::fprintf(stderr,
+                 "process_group_gloo: %s: all_reduce does not use shared memory (%s); it runs "
+                 "over TCP instead, several times slower\n",
+                 who.c_str(), why.c_str());
+  };
   // Round 2: rank 0 creates the segment, everyone maps it and reports.
-  std::string name;
+  std::string name, why;
   void* base = MAP_FAILED;
   if (rank == 0) {
-    base = create_segment(name, bytes);
+    base = create_segment(name, bytes, why);
     st.set("shm/name", name);
+    if (base == MAP_FAILED)
+      why = "cannot make the shared segment: " + why;
   } else {
     st.wait({"shm/name"}, timeout);
     name = st.get("shm/name");
-    base = map_segment(name, bytes);
+    base = map_segment(name, bytes, why);
+    if (base == MAP_FAILED)
+      why = "cannot map the shared segment rank 0 named (its key shm/name): " + why;
   }
   if (base != MAP_FAILED)
     *block(base, rank).pid = int32_t(::getpid());
-  const bool all_ok = all_ranks(st, "shm/ok/", rank, size, base != MAP_FAILED, timeout);
+  bool ok = all_ranks(st, "shm/ok/", rank, size, base != MAP_FAILED, timeout);
   if (rank == 0 && !name.empty())
     ::shm_unlink(name.c_str()); // mapped everywhere now; nothing is left behind on a crash
-  if (!all_ok) {
+  // Round 3: one segment for all? See Note [Shared segment checks].
+  if (ok) {
+    for (int q = 0; q < size && why.empty(); ++q)
+      if (*block(base, q).pid == 0)
+        why = "rank " + std::to_string(q) + " mapped another segment than this rank did ('" + name +
+              "' from the key shm/name, which someone else may have written: a job " +
+              "secret, ACTORCH_JOB_TOKEN, keeps strangers out of the store)";
+    ok = all_ranks(st, "shm/verified/", rank, size, why.empty(), timeout);
+  }
+  if (!ok) {
+    if (!why.empty())
+      fall_back(why);
+    else if (rank == 0)
+      fall_back("another rank could not map or verify the shared segment; its log says why");
     if (base != MAP_FAILED)
       ::munmap(base, bytes);
     return nullptr;
@@ -379,8 +440,8 @@ std::shared_ptr<shm_allreduce::shared_block> shm_allreduce::allocate(store& st, 
   block->bytes = bytes;
   block->base.assign(size_t(size_), nullptr);
   const std::string prefix = "shm/block/" + std::to_string(block->id) + "/";
-  std::string name;
-  void* mine = create_segment(name, bytes, "_" + std::to_string(block->id));
+  std::string name, why;
+  void* mine = create_segment(name, bytes, why, "_" + std::to_string(block->id));
   bool all = mine != MAP_FAILED;
   if (all)
     block->base[size_t(rank_)] = static_cast<char*>(mine);
@@ -390,7 +451,10 @@ std::shared_ptr<shm_allreduce::shared_block> shm_allreduce::allocate(store& st, 
       continue;
     const std::string key = prefix + "name/" + std::to_string(q);
     st.wait({key}, timeout_);
-    void* peer = map_segment(st.get(key), bytes);
+    std::string peer_why;
+    void* peer = map_segment(st.get(key), bytes, peer_why);
+    if (peer == MAP_FAILED && why.empty())
+      why = "cannot map rank " + std::to_string(q) + "'s: " + peer_why;
     all = all && peer != MAP_FAILED;
     if (peer != MAP_FAILED)
       block->base[size_t(q)] = static_cast<char*>(peer);
@@ -398,6 +462,11 @@ std::shared_ptr<shm_allreduce::shared_block> shm_allreduce::allocate(store& st, 
   all = all_ranks(st, prefix + "ok/", rank_, size_, all, timeout_);
   if (!name.empty())
     ::shm_unlink(name.c_str()); // mapped everywhere (or given up): nothing left behind
+  if (!why.empty())             // See Note [Shared segment checks]
+    std::fprintf(stderr,
+                 "process_group_gloo: rank %d: a shared block of %zu bytes cannot be made (%s); "
+                 "its tensor is an ordinary one\n",
+                 rank_, bytes, why.c_str());
   return all ? block : nullptr;
 }
 

@@ -23,10 +23,12 @@ public:
   static constexpr size_t header_len = 16;
 
   /// Collective over the group's store: every rank calls it. Returns nullptr on every rank
-  /// when the ranks are not all on this host or any rank cannot map the segment (the group
-  /// then uses Gloo's TCP algorithms). Throws actorch::error when the store times out.
-  static std::unique_ptr<shm_allreduce> connect(store& st, int rank, int size,
-                                                milliseconds timeout);
+  /// when the ranks are not all on this host, or any rank cannot make, map or verify the
+  /// segment (the group then uses Gloo's TCP algorithms); in the latter case each rank that
+  /// saw why logs a line on stderr beginning with `who` ("rank 3 of group [0, 1, 2, 3]").
+  /// Throws actorch::error when the store times out.
+  static std::unique_ptr<shm_allreduce> connect(store& st, int rank, int size, milliseconds timeout,
+                                                const std::string& who);
   ~shm_allreduce();
   shm_allreduce(const shm_allreduce&) = delete;
   shm_allreduce& operator=(const shm_allreduce&) = delete;
