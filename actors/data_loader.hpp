@@ -75,7 +75,9 @@ struct loader_options {
   /// kills the child and not the program: the worker is replaced and the batch loaded again
   /// (the epoch fails only after max 3 attempts at one batch), and `timeout` kills a load that
   /// passes it. Costs a copy of each batch and a process per worker: Note [Worker processes]
-  /// in actors/loader/worker_process.cpp, docs/performance.md. "spawn" and "forkserver" are
+  /// in actors/loader/worker_process.cpp, docs/performance.md. A batch's tensors come back
+  /// through shared memory, its structure and strings in a message of at most 64 MiB; a child
+  /// whose reply passes that is killed as a crashed one is. "spawn" and "forkserver" are
   /// refused: they would start a new program, which cannot rebuild a C++ dataset object.
   /// Only with num_workers > 0, as PyTorch requires.
   std::string multiprocessing_context{};

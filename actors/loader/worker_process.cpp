@@ -37,6 +37,24 @@
 // buffer pool; a dataset that takes a lock of its own that another thread may hold should use
 // worker_init_fn to re-create it. A child stuck on such a lock is a hang like any other: with
 // a timeout it is killed and replaced.
+//
+// Every frame is bounded before anything is allocated for it. The child runs the very code this
+// mode exists to contain, and that code can write on the socket too (or find the shared file), so
+// nothing the child says is trusted to size an allocation:
+// - a reply announced longer than max_frame_bytes (64 MiB: the batch's structure and strings;
+//   the tensors' bytes go through the shared file) is refused at its length, and the child is
+//   killed, which ends the worker as a death does (replaced, the batch loaded again). Under the
+//   bound the parent's buffer grows with the bytes that arrive, so a length that lies costs
+//   nothing;
+// - a count inside a frame (a tuple's or dict's items, a task's indices) is checked against the
+//   bytes left in the frame, and what the decoded structure takes against max_frame_bytes,
+//   before its vector is made (reader::get_count);
+// - the shared file must hold, in pages the child wrote, the bytes the reply says it used: a file
+//   grown with ftruncate alone costs the child nothing but would cost the parent the copy;
+// - a reply that breaks any of these, or does not parse, kills the child as a death does, the
+//   message saying what was wrong.
+// The child likewise ends (kBadTask) on a task frame over the bound; the parent sends none: load
+// fails such a batch as a batch error first.
 #include "actors/loader/worker_process.hpp"
 
 #include <poll.h>
@@ -64,8 +82,10 @@ namespace actorch::actors {
 namespace {
 
 constexpr auto kPollSlice = std::chrono::milliseconds(50);
-constexpr int kForeignException = 70; // the child's exit status for a non-std exception
-constexpr uint64_t kAlign = 64;       // tensors' offsets in the shared file
+constexpr int kForeignException = 70;  // the child's exit status for a non-std exception
+constexpr int kBadTask = 71;           // ... for a task frame over max_frame_bytes
+constexpr size_t kReadChunk = 1 << 20; // a reply's buffer grows by this much as bytes arrive
+constexpr uint64_t kAlign = 64;        // tensors' offsets in the shared file
 
 // Frames. ------------------------------------------------------------------------------------
 
@@ -100,11 +120,26 @@ public:
     pos_ += size_t(n);
     return s;
   }
+  /// A count of items that take at least one byte each in the frame and `item_bytes` each once
+  /// decoded, checked before a vector of them is made (Note [Worker processes]).
+  size_t get_count(size_t item_bytes) {
+    const uint64_t n = get<uint64_t>();
+    const size_t left = in_.size() - pos_;
+    ACTORCH_CHECK(n <= left, "worker process: a frame announces ", n, " items with ", left,
+                  " bytes left");
+    ACTORCH_CHECK(n <= decoded_left_ / item_bytes,
+                  "worker process: a frame whose structure "
+                  "takes more than ",
+                  worker_process::max_frame_bytes, " bytes once decoded");
+    decoded_left_ -= n * item_bytes;
+    return size_t(n);
+  }
   bool done() const { return pos_ == in_.size(); }
 
 private:
   std::string_view in_;
   size_t pos_ = 0;
+  uint64_t decoded_left_ = worker_process::max_frame_bytes;
 };
 
 /// Writes exactly n bytes; false if the peer is gone.
@@ -142,14 +177,6 @@ bool recv_all(int fd, char* p, size_t n) {
   return true;
 }
 
-bool recv_frame(int fd, std::string& body) {
-  uint64_t n = 0;
-  if (!recv_all(fd, reinterpret_cast<char*>(&n), sizeof n))
-    return false;
-  body.resize(size_t(n));
-  return recv_all(fd, body.data(), body.size());
-}
-
 std::string encode_task(const index_batch& t) {
   writer w;
   w.put(t.run_id);
@@ -174,10 +201,10 @@ index_batch decode_task(std::string_view frame) {
   t.seq = r.get<int64_t>();
   t.seed = r.get<uint64_t>();
   t.auto_collation = r.get<uint8_t>() != 0;
-  t.indices.resize(size_t(r.get<uint64_t>()));
+  t.indices.resize(r.get_count(sizeof(int64_t)));
   for (auto& i : t.indices)
     i = r.get<int64_t>();
-  t.skip_seeds.resize(size_t(r.get<uint64_t>()));
+  t.skip_seeds.resize(r.get_count(sizeof(uint64_t)));
   for (auto& s : t.skip_seeds)
     s = r.get<uint64_t>();
   return t;
@@ -298,7 +325,12 @@ std::string encode_reply(const loaded_batch& b, shared_writer& shm) {
   }
   shared_writer shm(shm_fd);
   std::string frame;
-  while (recv_frame(sock, frame)) {
+  for (uint64_t n = 0; recv_all(sock, reinterpret_cast<char*>(&n), sizeof n);) {
+    if (n > worker_process::max_frame_bytes)
+      ::_exit(kBadTask); // not a task the worker sent (see Note [Worker processes])
+    frame.resize(size_t(n));
+    if (!recv_all(sock, frame.data(), frame.size()))
+      break;
     loaded_batch out;
     try {
       const index_batch task = decode_task(frame);
@@ -365,13 +397,13 @@ data::sample decode_sample(reader& r, const char* base, uint64_t bytes, data::bu
   case kind::boolean: return r.get<uint8_t>() != 0;
   case kind::string: return r.get_string();
   case kind::tuple: {
-    data::sample::tuple items(size_t(r.get<uint64_t>()));
+    data::sample::tuple items(r.get_count(sizeof(data::sample)));
     for (auto& item : items)
       item = decode_sample(r, base, bytes, pool, depth + 1);
     return items;
   }
   case kind::dict: {
-    data::sample::dict items(size_t(r.get<uint64_t>()));
+    data::sample::dict items(r.get_count(sizeof(data::sample::dict::value_type)));
     for (auto& [key, item] : items) {
       key = r.get_string();
       item = decode_sample(r, base, bytes, pool, depth + 1);
@@ -398,6 +430,9 @@ std::string exit_text(int status) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == kForeignException)
     return "ended on an exception not derived from std::exception";
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kBadTask)
+    return "ended on a task frame longer than " + std::to_string(worker_process::max_frame_bytes) +
+           " bytes";
   if (WIFEXITED(status))
     return "exited with status " + std::to_string(WEXITSTATUS(status));
   return "ended (wait status " + std::to_string(status) + ")";
@@ -455,12 +490,25 @@ void worker_process::died(const index_batch& task, const std::string& how) {
   throw worker_process_died{message};
 }
 
+void worker_process::kill_child(const index_batch& task, const std::string& how) {
+  ::kill(pid_, SIGKILL);
+  reap(pid_);
+  died(task, how + " and was killed");
+}
+
 void worker_process::map_shared(uint64_t bytes) {
+  struct stat st {};
+  ACTORCH_CHECK(::fstat(shm_fd_, &st) == 0,
+                "cannot stat the shared batch file: ", errno_str(errno));
+  ACTORCH_CHECK(uint64_t(st.st_size) >= bytes, "the shared batch file holds ", st.st_size,
+                " bytes, fewer than the ", bytes, " the reply says it used");
+  // Pages the child wrote, not a size it set: see Note [Worker processes]. Every page up to
+  // `bytes` holds some tensor's bytes (they follow each other, 64-byte aligned).
+  ACTORCH_CHECK(uint64_t(st.st_blocks) * 512 >= bytes, "the shared batch file has ",
+                uint64_t(st.st_blocks) * 512, " bytes written, fewer than the ", bytes,
+                " the reply says it used");
   if (bytes <= shm_bytes_)
     return;
-  struct stat st {};
-  ACTORCH_CHECK(::fstat(shm_fd_, &st) == 0 && uint64_t(st.st_size) >= bytes, name_,
-                ": its shared batch file is shorter than the batch");
   if (shm_ != nullptr)
     ::munmap(shm_, shm_bytes_);
   shm_ = nullptr;
@@ -500,12 +548,9 @@ bool worker_process::transfer(bool out, char* p, size_t n, clock::time_point dea
     case wait_result::died: died(task, exit_text(exit_status_));
     case wait_result::shutdown: return false;
     case wait_result::expired: {
-      ::kill(pid_, SIGKILL);
-      reap(pid_);
       char secs[32];
       std::snprintf(secs, sizeof secs, "%g", timeout_s_);
-      died(task,
-           std::string("did not finish within the timeout of ") + secs + " seconds and was killed");
+      kill_child(task, std::string("did not finish within the timeout of ") + secs + " seconds");
     }
     }
     const ssize_t r =
@@ -530,30 +575,51 @@ loaded_batch worker_process::load(const index_batch& task) {
   out.seq = task.seq;
   out.error = "cancelled"; // the loader shuts down meanwhile: the destructor kills the child
   std::string frame = encode_task(task);
+  if (frame.size() > max_frame_bytes) { // a batch error: see Note [Worker processes]
+    out.error = name_ + ": batch " + std::to_string(task.seq) + " is a task of " +
+                std::to_string(frame.size()) + " bytes (" + std::to_string(task.indices.size()) +
+                " sample indices), more than the " + std::to_string(max_frame_bytes) +
+                " a frame to a worker process may hold";
+    return out;
+  }
   uint64_t n = frame.size();
   if (!transfer(true, reinterpret_cast<char*>(&n), sizeof n, deadline, task) ||
       !transfer(true, frame.data(), frame.size(), deadline, task) ||
       !transfer(false, reinterpret_cast<char*>(&n), sizeof n, deadline, task))
     return out;
-  frame.resize(size_t(n));
-  if (!transfer(false, frame.data(), frame.size(), deadline, task))
-    return out;
-  // The shared file's size used is the frame's last 8 bytes.
-  ACTORCH_CHECK(frame.size() >= sizeof(uint64_t), name_, ": a truncated reply");
-  uint64_t used = 0;
-  std::memcpy(&used, frame.data() + frame.size() - sizeof used, sizeof used);
-  map_shared(used);
-  reader r(std::string_view(frame).substr(0, frame.size() - sizeof used));
-  out.run_id = r.get<uint64_t>();
-  out.seq = r.get<int64_t>();
-  out.end_of_data = r.get<uint8_t>() != 0;
-  out.collated = r.get<uint8_t>() != 0;
-  out.error = r.get_string();
-  if (out.error.empty()) {
-    out.data = decode_sample(r, static_cast<const char*>(shm_), used, pool_, 0);
-    out.pinned = pin_memory_ && pool_ != nullptr;
+  // The length is the child's word: checked before anything is allocated for it, and the buffer
+  // grows only with the bytes that arrive (Note [Worker processes]).
+  if (n > max_frame_bytes)
+    kill_child(task, "announced a reply of " + std::to_string(n) + " bytes, more than the " +
+                         std::to_string(max_frame_bytes) + " a reply may hold,");
+  frame.clear();
+  while (frame.size() < n) {
+    const size_t at = frame.size();
+    frame.resize(at + size_t(std::min<uint64_t>(n - at, kReadChunk)));
+    if (!transfer(false, frame.data() + at, frame.size() - at, deadline, task))
+      return out;
   }
-  ACTORCH_CHECK(r.done(), name_, ": a reply longer than its batch");
+  try {
+    // The shared file's size used is the frame's last 8 bytes.
+    ACTORCH_CHECK(frame.size() >= sizeof(uint64_t), "a truncated reply");
+    uint64_t used = 0;
+    std::memcpy(&used, frame.data() + frame.size() - sizeof used, sizeof used);
+    map_shared(used);
+    reader r(std::string_view(frame).substr(0, frame.size() - sizeof used));
+    out.run_id = r.get<uint64_t>();
+    out.seq = r.get<int64_t>();
+    out.end_of_data = r.get<uint8_t>() != 0;
+    out.collated = r.get<uint8_t>() != 0;
+    out.error = r.get_string();
+    if (out.error.empty()) {
+      out.data = decode_sample(r, static_cast<const char*>(shm_), used, pool_, 0);
+      out.pinned = pin_memory_ && pool_ != nullptr;
+    }
+    ACTORCH_CHECK(r.done(), "a reply longer than its batch");
+  } catch (const actorch::error& e) {
+    // The child is out of step with us, or lies: it goes as a death does.
+    kill_child(task, std::string("sent a reply that cannot be taken (") + e.what() + "),");
+  }
   return out;
 }
 

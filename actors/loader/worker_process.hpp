@@ -32,6 +32,13 @@ public:
   /// What the child does for one task (load_one on its copy of the worker's state).
   using load_fn = std::function<loaded_batch(const index_batch&)>;
 
+  /// The most bytes a frame between the worker and its child may hold, either way: a task (8
+  /// bytes per sample index, so up to about 8 million in a batch) or a reply (the batch's
+  /// structure and strings; the tensors' bytes go through the shared file). The parent refuses a
+  /// reply announced longer before allocating for it, and kills the child (Note [Worker
+  /// processes] in worker_process.cpp says what else is bounded).
+  static constexpr uint64_t max_frame_bytes = uint64_t(64) << 20;
+
   /// Forks the child, which first runs `init` (pinning, worker_init_fn; a non-empty result is an
   /// error reported with the first batch) and then answers each task with `load`. The batches
   /// come back into `pool` (nullptr: plain memory), marked pinned when `pin_memory`. A load that
@@ -46,7 +53,9 @@ public:
   worker_process& operator=(const worker_process&) = delete;
 
   /// Loads `task` in the child. @throws worker_process_died naming the worker, its process, the
-  /// batch and how it ended (a signal, an exit, the deadline).
+  /// batch and how it ended: a signal, an exit, or killed on the deadline, on a reply announced
+  /// longer than max_frame_bytes or on one that cannot be taken. A task longer than
+  /// max_frame_bytes is a batch error in the result (the child never sees it).
   loaded_batch load(const index_batch& task);
 
   pid_t pid() const { return pid_; }
@@ -61,6 +70,9 @@ private:
   /// worker_process_died when the child ends or passes the deadline (killed then).
   bool transfer(bool out, char* p, size_t n, clock::time_point deadline, const index_batch& task);
   [[noreturn]] void died(const index_batch& task, const std::string& how);
+  /// Kills and reaps the child, then died(task, how + " and was killed").
+  [[noreturn]] void kill_child(const index_batch& task, const std::string& how);
+  /// Maps the shared file, after checking that the child wrote the `bytes` its reply used.
   void map_shared(uint64_t bytes);
 
   std::string name_;

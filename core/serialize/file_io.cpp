@@ -26,7 +26,9 @@ void memory_source::read_at(uint64_t offset, void* dst, size_t n) {
 }
 
 int open_regular_file(const std::string& path, uint64_t* size, std::string* why) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer, for ever if none comes,
+  // before fstat could refuse it. Cleared below once the file is known to be regular.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     *why = errno_str(errno);
     return -1;
@@ -39,6 +41,8 @@ int open_regular_file(const std::string& path, uint64_t* size, std::string* why)
     problem = "Is a directory"; // open() takes a directory: only its reads would fail
   else if (!S_ISREG(st.st_mode))
     problem = "not a regular file (a pipe or device cannot be loaded)";
+  else if (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+    problem = errno_str(errno);
   if (!problem.empty()) {
     ::close(fd);
     *why = std::move(problem);

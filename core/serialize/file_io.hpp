@@ -27,7 +27,8 @@ struct where {
   ACTORCH_CHECK(cond, (w).op, ": ", (w).name, ": ", __VA_ARGS__)
 #define ACTORCH_IO_FAIL(w, ...) ACTORCH_FAIL((w).op, ": ", (w).name, ": ", __VA_ARGS__)
 
-/// Opens `path` for reading; it must be a regular file. Returns its descriptor (and its size in
+/// Opens `path` for reading; it must be a regular file, and anything else is refused without
+/// waiting (a FIFO with no writer included). Returns its descriptor (and its size in
 /// *size when given), or -1 with *why the system's reason: "No such file or directory", "Is a
 /// directory", "not a regular file (a pipe or device cannot be loaded)".
 int open_regular_file(const std::string& path, uint64_t* size, std::string* why);

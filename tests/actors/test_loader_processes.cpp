@@ -1,9 +1,14 @@
 // Dataset workers in forked processes (multiprocessing_context = "fork"; Note [Worker processes]
-// in actors/loader/worker_process.cpp): the same batches as worker threads, and a crash, a hang
-// or an exception in the dataset's code that the program survives.
+// in actors/loader/worker_process.cpp): the same batches as worker threads, and a crash, a hang,
+// an exception or a forged reply in the dataset's code that the program survives.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -12,8 +17,10 @@
 #include <fstream>
 #include <set>
 
+#include "actors/loader/worker_process.hpp"
 #include "tests/actors/loader_fixtures.hpp"
 #include "tests/core/files.hpp"
+#include "tests/core/memory.hpp"
 #include "tests/core/values.hpp"
 
 using namespace actorch;
@@ -55,6 +62,128 @@ std::set<pid_t> child_processes() {
       out.insert(p);
   }
   return out;
+}
+
+/// What a loader run in a limited process (in_limited_process) ended with.
+struct limited_run {
+  std::string message;      // the epoch's error, or how the process ended
+  uint64_t peak_growth = 0; // how far its peak resident memory grew over the run, in bytes
+};
+
+/// Runs `body` (which returns an epoch's error) in a forked copy of this process whose data
+/// may grow by at most 1 GiB (RLIMIT_DATA): a memory attack the code under test falls for fails
+/// an allocation there instead of taking the machine down.
+limited_run in_limited_process(const std::function<std::string()>& body) {
+  int out[2];
+  REQUIRE(::pipe(out) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(out[0]);
+    std::string text;
+    try {
+      const uint64_t limit = status_bytes("VmData") + (uint64_t(1) << 30);
+      const rlimit r{limit, limit};
+      ACTORCH_CHECK(::setrlimit(RLIMIT_DATA, &r) == 0, "setrlimit: ", errno_str(errno));
+      const uint64_t peak = status_bytes("VmHWM");
+      const std::string message = body();
+      text = std::to_string(status_bytes("VmHWM") - peak) + "\n" + message;
+    } catch (const std::exception& e) {
+      text = "0\nthe test's process failed: " + std::string(e.what());
+    }
+    (void)!::write(out[1], text.data(), text.size());
+    ::_exit(0);
+  }
+  ::close(out[1]);
+  std::string text;
+  const auto t0 = clock_type::now();
+  for (char buf[4096];;) {
+    pollfd p{out[0], POLLIN, 0};
+    if (::poll(&p, 1, 1000) == 0 && seconds_since(t0) < 120)
+      continue;
+    const ssize_t n = ::read(out[0], buf, sizeof buf);
+    if (n <= 0)
+      break;
+    text.append(buf, size_t(n));
+  }
+  ::close(out[0]);
+  ::kill(pid, SIGKILL); // if it hung past the poll's patience; it has ended otherwise
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const size_t eol = text.find('\n');
+  if (eol == std::string::npos)
+    return {"the test's process ended without an answer (wait status " + std::to_string(status) +
+            ")"};
+  return {text.substr(eol + 1), std::stoull(text.substr(0, eol))};
+}
+
+/// The files open in this process, as (device, inode): descriptors' numbers are reused.
+std::set<std::pair<dev_t, ino_t>> open_files() {
+  std::set<std::pair<dev_t, ino_t>> out;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    struct stat st {};
+    if (::stat(fd.path().c_str(), &st) == 0)
+      out.emplace(st.st_dev, st.st_ino);
+  }
+  return out;
+}
+
+/// A dataset whose get(), in the worker's child process, writes `frame` on the child's socket
+/// to the loader, as the loader's own reply would start, and then hangs (the child is killed).
+/// The socket is the one opened since the dataset was made; with `shared_bytes`, the shared
+/// batch file (a memfd named after the worker) is first grown to that size, unwritten.
+class forging_dataset : public data::dataset {
+public:
+  forging_dataset(std::string frame, uint64_t shared_bytes)
+      : frame_(std::move(frame)), shared_bytes_(shared_bytes), before_(open_files()) {}
+  int64_t size() const override { return 4; }
+  data::sample get(int64_t) const override {
+    std::vector<int> sockets;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+      const int fd = std::stoi(entry.path().filename().string());
+      struct stat st {};
+      if (::fstat(fd, &st) != 0 || before_.count({st.st_dev, st.st_ino}))
+        continue;
+      char link[256] = {};
+      if (S_ISSOCK(st.st_mode))
+        sockets.push_back(fd);
+      else if (shared_bytes_ > 0 && ::readlink(entry.path().c_str(), link, sizeof link - 1) > 0 &&
+               std::string_view(link).starts_with("/memfd:actorch "))
+        (void)!::ftruncate(fd, off_t(shared_bytes_));
+    }
+    // After the file is grown: the frame's arrival starts the loader's checks. A socket of a
+    // worker gone before has no reader: no harm.
+    for (const int fd : sockets)
+      (void)!::send(fd, frame_.data(), frame_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    sleep_ms(60'000);
+    return {};
+  }
+
+private:
+  std::string frame_;
+  uint64_t shared_bytes_;
+  std::set<std::pair<dev_t, ino_t>> before_;
+};
+
+/// Bytes of a frame, as worker_process.cpp lays them out (host order).
+struct frame_bytes {
+  template <class T> frame_bytes& put(T v) {
+    out.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return *this;
+  }
+  /// The frame with its length in front.
+  std::string framed() const { return frame_bytes().put<uint64_t>(out.size()).out + out; }
+  std::string out;
+};
+
+/// A reply's head: run id, batch, end_of_data, collated, no error.
+frame_bytes reply_head() {
+  return frame_bytes()
+      .put<uint64_t>(0)
+      .put<int64_t>(0)
+      .put<uint8_t>(0)
+      .put<uint8_t>(1)
+      .put<uint64_t>(0);
 }
 
 /// Sample i: (tensor [2] = {i, i}, label i, the pid of the process that loaded it).
@@ -253,4 +382,68 @@ TEST_CASE("multiprocessing_context is checked as PyTorch checks it", "[actors][l
                       "(num_workers > 0), but got num_workers=0"));
   CHECK_THAT(error_of({.num_workers = 2, .multiprocessing_context = "spawn"}),
              Contains("multiprocessing_context 'spawn' is not supported"));
+}
+
+TEST_CASE("a worker process's reply is bounded before the loader allocates for it",
+          "[actors][loader][process]") {
+  // See Note [Worker processes] in actors/loader/worker_process.cpp. The dataset in the child
+  // forges the start of a reply; each run is in a process of its own whose memory may grow by
+  // 1 GiB at most, and its peak resident memory must not grow by even 32 MiB.
+  using actorch::actors::worker_process;
+  const uint64_t absurd = uint64_t(3) << 29; // 1.5 GiB
+  auto run = [](std::string frame, uint64_t shared_bytes, double timeout) {
+    return in_limited_process([&] {
+      auto ds = std::make_shared<forging_dataset>(std::move(frame), shared_bytes);
+      data_loader loader(ds, {.batch_size = 2,
+                              .num_workers = 1,
+                              .timeout = timeout,
+                              .multiprocessing_context = "fork"});
+      return run_until_error(loader).message;
+    });
+  };
+  const std::string died_thrice = "DataLoader worker 0 died 3 times while loading batch 0 "
+                                  "(sample indices [0, 1]); last exit reason: DataLoader worker "
+                                  "0 (process ";
+  limited_run r;
+  SECTION("a length over the bound is refused as it is announced") {
+    r = run(frame_bytes().put<uint64_t>(absurd).out, 0, kHeal);
+    CHECK_THAT(r.message, Contains(died_thrice) &&
+                              Contains(") announced a reply of 1610612736 bytes, more than the " +
+                                       std::to_string(worker_process::max_frame_bytes) +
+                                       " a reply may hold, and was killed while loading batch 0"));
+  }
+  SECTION("a length within the bound costs only the bytes that arrive") {
+    r = run(frame_bytes().put<uint64_t>(worker_process::max_frame_bytes).out, 0, 1);
+    CHECK_THAT(r.message, Contains(died_thrice) &&
+                              Contains(") did not finish within the timeout of 1 seconds and was "
+                                       "killed while loading batch 0"));
+  }
+  SECTION("a count of items is bounded by the bytes left in the frame") {
+    const uint64_t items = uint64_t(1) << 40;
+    r = run(reply_head()
+                .put<uint8_t>(uint8_t(data::sample::kind::tuple))
+                .put<uint64_t>(items)
+                .put<uint64_t>(0) // the shared file's bytes used
+                .framed(),
+            0, kHeal);
+    CHECK_THAT(r.message, Contains(died_thrice) &&
+                              Contains(") sent a reply that cannot be taken (worker process: a "
+                                       "frame announces 1099511627776 items with 0 bytes left"));
+  }
+  SECTION("a tensor must lie in pages of the shared file the child wrote") {
+    r = run(reply_head()
+                .put<uint8_t>(uint8_t(data::sample::kind::tensor))
+                .put<uint8_t>(uint8_t(dtype::uint8))
+                .put<uint64_t>(1)      // dims
+                .put<int64_t>(absurd)  // its size
+                .put<uint64_t>(0)      // its offset in the shared file
+                .put<uint64_t>(absurd) // the shared file's bytes used
+                .framed(),
+            absurd, kHeal);
+    CHECK_THAT(r.message,
+               Contains(died_thrice) &&
+                   Contains(") sent a reply that cannot be taken (the shared batch file has 0 "
+                            "bytes written, fewer than the 1610612736 the reply says it used"));
+  }
+  CHECK(r.peak_growth < (uint64_t(32) << 20));
 }

@@ -1,11 +1,15 @@
 // Scratch files for tests: a folder of the test's own under the build's scratch directory
-// (ACTORCH_TEST_TMP), whole-file reads and writes, and environment variables set for a scope.
+// (ACTORCH_TEST_TMP), whole-file reads and writes, a FIFO nobody writes to, and environment
+// variables and stderr redirected for a scope.
 #pragma once
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -42,6 +47,46 @@ inline void write_file(const std::string& path, const std::string& bytes) {
   out.write(bytes.data(), std::streamsize(bytes.size()));
   REQUIRE(out);
 }
+
+/// A FIFO at `path` that nobody writes to, for readers that must refuse it at once. Should one
+/// wait for a writer instead (in open or in a read), a writer comes after 5 seconds and leaves
+/// at once, so that the test fails on the time or the message instead of hanging.
+class unwritten_fifo {
+public:
+  explicit unwritten_fifo(std::string path) : path_(std::move(path)) {
+    std::filesystem::remove(path_);
+    REQUIRE(::mkfifo(path_.c_str(), 0600) == 0);
+    watchdog_ = std::thread([this] {
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!done_) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (std::chrono::steady_clock::now() < give_up)
+          continue;
+        // Succeeds only while a reader has it open (or waits in open): no wait here.
+        const int fd = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) {
+          waited_on_ = true;
+          ::close(fd);
+        }
+      }
+    });
+  }
+  ~unwritten_fifo() {
+    done_ = true;
+    watchdog_.join();
+    std::filesystem::remove(path_);
+  }
+  unwritten_fifo(const unwritten_fifo&) = delete;
+  unwritten_fifo& operator=(const unwritten_fifo&) = delete;
+  const std::string& path() const { return path_; }
+  /// Whether a reader had it open long enough for the writer to come.
+  bool waited_on() const { return waited_on_; }
+
+private:
+  std::string path_;
+  std::atomic<bool> done_{false}, waited_on_{false};
+  std::thread watchdog_;
+};
 
 /// Runs `code` under Debian's python3 (ACTORCH_PYTHON, which has numpy) as a script in `dir`,
 /// with `sys` imported and the folder's path in `d`; returns the exit status (a failed assert

@@ -2,7 +2,10 @@
 // random_split, npy_dataset and digits_dataset, and the sample type they return.
 #include <catch2/catch.hpp>
 
+#include <zlib.h>
+
 #include <algorithm>
+#include <chrono>
 #include <set>
 
 #include "core/data/dataset.hpp"
@@ -11,6 +14,7 @@
 #include "core/ops/factory.hpp"
 #include "core/serialize/npy.hpp"
 #include "tests/core/files.hpp"
+#include "tests/core/memory.hpp"
 #include "tests/core/values.hpp"
 
 using namespace actorch;
@@ -156,6 +160,14 @@ TEST_CASE("digits_dataset parses the gzipped digits CSV", "[data][dataset]") {
   CHECK(ds.get(1)[1].as_int() == 1);
   CHECK(ds.labels().max().item<int64_t>() == 9);
   CHECK(ds.images().max().item<double>() == 16.0);
+  // Every row where it belongs (the file is read in buffers that cut rows): sums weighted by
+  // row and by pixel, computed with Python's gzip and csv from the same file.
+  const tensor pixels = ds.images().to(dtype::int64).reshape({1797, 64});
+  const tensor rows = arange(1797, {.dtype = dtype::int64});
+  CHECK(pixels.sum().item<int64_t>() == 561718);
+  CHECK(rows.matmul(pixels.sum({1})).item<int64_t>() == 503342547);
+  CHECK(pixels.sum({0}).matmul(arange(64, {.dtype = dtype::int64})).item<int64_t>() == 17660653);
+  CHECK(rows.matmul(ds.labels()).item<int64_t>() == 7264791);
   // Each failure to open says the system's reason.
   CHECK_THROWS_WITH(digits_dataset("/nonexistent/digits.csv.gz"),
                     Contains("digits_dataset: cannot open /nonexistent/digits.csv.gz: No such file "
@@ -190,4 +202,55 @@ TEST_CASE("digits_dataset names the line and field of a malformed CSV", "[data][
                     Contains("line 2: expected an integer in field 1"));
   CHECK_THROWS_WITH(load(line(0, 1).insert(0, "1,")), Contains("line 1: expected 65"));
   CHECK_THROWS_WITH(load("\n\n"), Contains("holds no samples"));
+  // The last line needs no newline; "\r\n" ends a line as "\n" does.
+  std::string unended = line(0, 0), crlf = line(3, 4);
+  unended.pop_back();
+  crlf.back() = '\r';
+  CHECK(load(line(16, 9) + unended).size() == 2);
+  CHECK(load("\r\n" + crlf + "\n").size() == 1);
+  CHECK_THROWS_WITH(load(line(0, 1) + std::string(5000, ' ')),
+                    Contains("digits_dataset: " + path + " line 2 is longer than " +
+                             std::to_string(digits_dataset::max_line_bytes) + " bytes"));
+}
+
+TEST_CASE("digits_dataset stops a gzip bomb at its bound, holding a buffer of it at most",
+          "[data][dataset][digits]") {
+  // 64 MiB of text in 64 KiB of gzip: one line of '0's, or newlines alone.
+  auto bomb = [](const std::string& name, char fill) {
+    const std::string path = (test::scratch_dir("digits") / name).string();
+    gzFile out = gzopen(path.c_str(), "wb9");
+    REQUIRE(out != nullptr);
+    const std::string mib(1 << 20, fill);
+    for (int i = 0; i < 64; ++i)
+      REQUIRE(gzwrite(out, mib.data(), unsigned(mib.size())) == int(mib.size()));
+    REQUIRE(gzclose(out) == Z_OK);
+    return path;
+  };
+  const std::string zeros = bomb("zeros.csv.gz", '0'), newlines = bomb("newlines.csv.gz", '\n');
+  const bool measured = test::reset_peak_memory();
+  const uint64_t before = test::status_bytes("VmRSS");
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(digits_dataset(zeros),
+                    Contains("digits_dataset: " + zeros + " line 1 is longer than " +
+                             std::to_string(digits_dataset::max_line_bytes) + " bytes"));
+  CHECK_THROWS_WITH(digits_dataset(newlines),
+                    Contains("digits_dataset: " + newlines + " decompresses to more than " +
+                             std::to_string(digits_dataset::max_text_bytes) +
+                             " bytes, the most a digits CSV may hold"));
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5);
+  if (measured)
+    CHECK(test::status_bytes("VmHWM") - before < (uint64_t(8) << 20));
+  else
+    WARN("/proc/self/clear_refs cannot reset the peak memory here: not measured");
+}
+
+TEST_CASE("digits_dataset refuses a FIFO or a device at once, naming it",
+          "[data][dataset][digits]") {
+  const test::unwritten_fifo fifo((test::scratch_dir("digits") / "digits.fifo").string());
+  CHECK_THROWS_WITH(digits_dataset(fifo.path()),
+                    Contains("digits_dataset: cannot open " + fifo.path() +
+                             ": not a regular file (a pipe or device cannot be loaded)"));
+  CHECK_FALSE(fifo.waited_on()); // refused at once, not after the watchdog's writer came
+  CHECK_THROWS_WITH(digits_dataset("/dev/null"),
+                    Contains("digits_dataset: cannot open /dev/null: not a regular file"));
 }

@@ -827,6 +827,14 @@ TEST_CASE("load_safetensors rejects headers that do not describe the data", "[co
     REQUIRE_THROWS_WITH(load_safetensors(tmp_dir().string()),
                         Contains(tmp_dir().string()) &&
                             Contains(": cannot open the file: Is a directory"));
+    // A FIFO is refused at once, not waited on for a writer (nor /dev/null read as empty).
+    const test::unwritten_fifo fifo(tmp_path("a_fifo.safetensors"));
+    REQUIRE_THROWS_WITH(load_safetensors(fifo.path()),
+                        Contains(fifo.path() + ": cannot open the file: not a regular file (a pipe "
+                                               "or device cannot be loaded)"));
+    CHECK_FALSE(fifo.waited_on());
+    REQUIRE_THROWS_WITH(load_safetensors("/dev/null"),
+                        Contains("/dev/null: cannot open the file: not a regular file"));
     const std::string under_a_file = tmp_path("a_file.safetensors") + "/inside.safetensors";
     write_file(tmp_path("a_file.safetensors"), "not a directory");
     REQUIRE_THROWS_WITH(load_safetensors(under_a_file),
