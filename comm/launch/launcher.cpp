@@ -13,6 +13,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include <fcntl.h>
@@ -283,11 +284,22 @@ std::string run_attempt(const launch_options& o, const std::string& token, int r
 // /worker/attempt_N). The store's "/launch/generation" is the job's attempt. A launcher whose
 // rank fails records why under "/launch/reason/N+1" (the first to fail wins), then moves the
 // generation from N to N + 1 (compare-and-set: two failing nodes restart the job once). Every
-// launcher polls it while its ranks run, and when it moves, stops its own ranks and starts
+// launcher watches it while its ranks run, and when it moves, stops its own ranks and starts
 // them again as attempt N + 1, saying which node's rank failed and how; when no restart is
 // left, they stop their ranks and fail too. A launcher whose ranks all succeeded adds itself
 // to "/launch/done/N"; node 0 keeps the store up until every node has (or the attempt moves
 // on, or the store's timeout passes).
+//
+// Note [Supervision off the network]
+// Supervision (reaping ranks, relaying their output, forwarding signals) must never wait on
+// the network: a cut link would otherwise hold it inside a store call for the whole store
+// timeout, deaf to SIGTERM, its exited rank a zombie. So the store is watched from a thread of
+// its own (node_coordinator::watch), which the supervision loop only asks for a verdict. The
+// watcher also beats a heartbeat ("/launch/heartbeat/K", every 200 ms), and node 0's watcher
+// reads the others': a node not heard from for the launchers' timeout (a cut link, a stopped
+// or killed launcher) stops node 0's ranks, as a node whose watcher cannot reach the store
+// stops its own. Both then exit non-zero saying why, without the calls that would wait on the
+// network again (moving the generation, waiting for the others to finish).
 class node_coordinator {
 public:
   explicit node_coordinator(const launch_options& o)
@@ -298,16 +310,41 @@ public:
 
   int generation() { return parse_generation(store_.get(kGeneration)); }
 
-  // While attempt `g` runs: why to stop this node's ranks, or "". `now` is the attempt the job
-  // moved to (g while it did not).
-  std::string moved_on(int g, int& now) {
-    now = generation();
-    if (now <= g)
-      return "";
-    // fail() wrote the reason before it moved the generation: "<node>\n<why>".
-    const std::string r = store_.get(reason_key(now));
-    const size_t nl = r.find('\n');
-    return "node " + r.substr(0, nl) + ": " + r.substr(nl + 1);
+  /// What a watcher found: why to stop this node's ranks ("" while nothing), the attempt the
+  /// job moved to, and whether the store itself was lost.
+  struct verdict {
+    std::string reason;
+    int moved_to = -1;
+    bool lost = false;
+  };
+
+  /// Starts watching attempt g from a thread of its own (Note [Supervision off the network]);
+  /// `self` keeps the coordinator alive for it. The previous watch ends.
+  static void watch(const std::shared_ptr<node_coordinator>& self, int g) {
+    self->unwatch();
+    auto w = std::make_shared<watch_state>();
+    {
+      std::lock_guard lock(self->mu_);
+      self->watch_ = w;
+    }
+    std::thread([self, w, g] { self->run_watch(*w, g); }).detach();
+  }
+
+  /// Asks the watcher to stop; does not wait for it (it may be inside a store call).
+  void unwatch() {
+    std::lock_guard lock(mu_);
+    if (watch_)
+      watch_->stop = true;
+    watch_.reset();
+  }
+
+  /// The current watch's verdict; never waits on the network.
+  verdict current() {
+    std::lock_guard lock(mu_);
+    if (!watch_)
+      return {};
+    std::lock_guard wl(watch_->mu);
+    return watch_->found;
   }
 
   // This node's rank failed in attempt g: the attempt to run next (g + 1, or a later one
@@ -336,12 +373,68 @@ public:
 private:
   static constexpr const char* kGeneration = "/launch/generation";
   static std::string reason_key(int g) { return "/launch/reason/" + std::to_string(g); }
+  static std::string heartbeat_key(int node) { return "/launch/heartbeat/" + std::to_string(node); }
   static int parse_generation(const std::string& text) {
     return int(parse_int(text, "the launchers' generation", 0, 1 << 30));
   }
 
+  struct watch_state {
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    verdict found;
+  };
+
+  void run_watch(watch_state& w, int g) {
+    using clock = std::chrono::steady_clock;
+    // Node 0: each other node's last heartbeat count, and when it last changed.
+    std::vector<std::pair<int64_t, clock::time_point>> heard(size_t(o_.nnodes), {-1, clock::now()});
+    const auto found = [&](verdict v) {
+      std::lock_guard lock(w.mu);
+      w.found = std::move(v);
+    };
+    try {
+      while (!w.stop) {
+        store_.add(heartbeat_key(o_.node_rank), 1);
+        if (const int now = generation(); now > g) {
+          // fail() wrote the reason before it moved the generation: "<node>\n<why>".
+          const std::string r = store_.get(reason_key(now));
+          const size_t nl = r.find('\n');
+          found({"node " + r.substr(0, nl) + ": " + r.substr(nl + 1), now, false});
+          return;
+        }
+        for (int k = 1; o_.node_rank == 0 && k < o_.nnodes; ++k) {
+          const int64_t beats = store_.add(heartbeat_key(k), 0);
+          auto& [last, when] = heard[size_t(k)];
+          if (beats != last) {
+            last = beats;
+            when = clock::now();
+          } else if (clock::now() - when > o_.rdzv_timeout) {
+            found({"node " + std::to_string(k) + "'s launcher has not been heard from for " +
+                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          clock::now() - when)
+                                          .count()) +
+                       " ms (the launchers' timeout is " + std::to_string(o_.rdzv_timeout.count()) +
+                       " ms): a cut link, or a launcher stopped or killed",
+                   -1, true});
+            return;
+          }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    } catch (const std::exception& e) {
+      if (!w.stop)
+        found({"node " + std::to_string(o_.node_rank) +
+                   " lost the launchers' store (node 0's "
+                   "launcher): " +
+                   e.what(),
+               -1, true});
+    }
+  }
+
   const launch_options& o_;
   tcp_store store_;
+  std::mutex mu_;
+  std::shared_ptr<watch_state> watch_;
 };
 
 } // namespace
@@ -373,22 +466,34 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
 
-  std::unique_ptr<node_coordinator> nodes;
+  std::shared_ptr<node_coordinator> nodes;
   if (o.nnodes > 1)
-    nodes = std::make_unique<node_coordinator>(chosen);
+    nodes = std::make_shared<node_coordinator>(chosen);
   std::string failure;
   for (int restart = 0;;) {
-    int moved_to = restart;                // another node's failure moved the job to this attempt
-    std::function<std::string()> moved_on; // one node: nothing to poll
-    if (nodes)
-      moved_on = [&] { return nodes->moved_on(restart, moved_to); };
-    failure = run_attempt(chosen, token, restart, out, moved_on);
+    node_coordinator::verdict seen;       // why the watcher stopped this attempt, if it did
+    std::function<std::string()> watched; // one node: nothing to watch
+    if (nodes) {
+      node_coordinator::watch(nodes, restart);
+      watched = [&] { return (seen = nodes->current()).reason; };
+    }
+    failure = run_attempt(chosen, token, restart, out, watched);
+    if (nodes) {
+      if (seen.reason.empty())
+        seen = nodes->current(); // found after the last look
+      nodes->unwatch();
+    }
+    // A lost store or node: no call that would wait on the network again (Note [Supervision
+    // off the network]).
+    if (seen.lost)
+      break;
     if (failure.empty() && nodes)
       nodes->done(restart);
     // A job that ended well or one the user interrupted: done. (A failed last attempt still
     // tells the other nodes, below.)
     if (failure.empty() || g_interrupted != 0)
       break;
+    const int moved_to = seen.moved_to; // another node's failure moved the job to this attempt
     const bool moved = moved_to > restart;
     const int next = !nodes ? restart + 1 : moved ? moved_to : nodes->fail(restart, failure);
     if (next > o.max_restarts)

@@ -38,42 +38,46 @@ struct node_run {
   std::string out, err;
 };
 
-// Launches `o` as node 0 and node 1 of two, at once, each in a process of its own (as the
-// launchers of two nodes are: a launcher reaps any child of its process).
+// Starts launch(o) as node n in a process of its own (as the launchers of two nodes are: a
+// launcher reaps any child of its process), its output going to files in `dir`.
+pid_t fork_node(launch_options o, int n, const std::filesystem::path& dir) {
+  std::cout.flush();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    o.node_rank = n;
+    std::ostringstream out, err;
+    int rc = 99;
+    try {
+      rc = launch(o, out, err);
+    } catch (const std::exception& e) {
+      err << "threw: " << e.what();
+    }
+    actorch::test::write_file((dir / ("out" + std::to_string(n))).string(), out.str());
+    actorch::test::write_file((dir / ("err" + std::to_string(n))).string(), err.str());
+    ::_exit(rc);
+  }
+  return pid;
+}
+
+node_run wait_node(pid_t pid, int n, const std::filesystem::path& dir) {
+  node_run r;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = actorch::test::read_file((dir / ("out" + std::to_string(n))).string());
+  r.err = actorch::test::read_file((dir / ("err" + std::to_string(n))).string());
+  return r;
+}
+
+// Launches `o` as node 0 and node 1 of two, at once, and waits for both.
 std::vector<node_run> two_nodes(launch_options o) {
   o.nnodes = 2;
   if (std::getenv("ACTORCH_JOB_TOKEN") == nullptr)
     o.insecure = true; // these tests are about restarts; Note [Launch secrets] has its own
   o.master_port = free_port();
   const auto dir = actorch::test::scratch_dir("two_nodes");
-  std::vector<pid_t> pids;
-  for (int n = 0; n < 2; ++n) {
-    std::cout.flush();
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      o.node_rank = n;
-      std::ostringstream out, err;
-      int rc = 99;
-      try {
-        rc = launch(o, out, err);
-      } catch (const std::exception& e) {
-        err << "threw: " << e.what();
-      }
-      actorch::test::write_file((dir / ("out" + std::to_string(n))).string(), out.str());
-      actorch::test::write_file((dir / ("err" + std::to_string(n))).string(), err.str());
-      ::_exit(rc);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<node_run> runs(2);
-  for (int n = 0; n < 2; ++n) {
-    int status = 0;
-    ::waitpid(pids[size_t(n)], &status, 0);
-    runs[size_t(n)].rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    runs[size_t(n)].out = actorch::test::read_file((dir / ("out" + std::to_string(n))).string());
-    runs[size_t(n)].err = actorch::test::read_file((dir / ("err" + std::to_string(n))).string());
-  }
-  return runs;
+  const pid_t p0 = fork_node(o, 0, dir), p1 = fork_node(o, 1, dir);
+  return {wait_node(p0, 0, dir), wait_node(p1, 1, dir)};
 }
 
 } // namespace
@@ -333,4 +337,46 @@ TEST_CASE("the ranks die with a launcher killed by SIGKILL", "[comm][launch]") {
   CHECK(gone);
   if (!gone)
     ::kill(rank, SIGKILL);
+}
+
+TEST_CASE("a launcher cut off from the other node stops its ranks and exits within its timeout",
+          "[comm][launch]") {
+  // Note [Supervision off the network]: a launcher waited inside store calls for minutes after
+  // a link cut, deaf to signals, its ranks left running. A SIGSTOPped launcher is silent as a
+  // cut link is: its store (node 0) or its heartbeat (node 1) stops.
+  const auto dir = actorch::test::scratch_dir("cut_off");
+  for (const int stopped : {0, 1}) {
+    INFO("node " << stopped << "'s launcher stopped");
+    const int other = 1 - stopped;
+    for (int n = 0; n < 2; ++n)
+      std::filesystem::remove(dir / ("up" + std::to_string(n)));
+    auto o =
+        sh(1, "echo $$ > " + (dir / "up").string() + "$RANK.part && mv " + (dir / "up").string() +
+                  "$RANK.part " + (dir / "up").string() + "$RANK && exec sleep 60");
+    o.nnodes = 2;
+    o.insecure = true;
+    o.master_port = free_port();
+    o.rdzv_timeout = 1500ms;
+    const pid_t pids[2] = {fork_node(o, 0, dir), fork_node(o, 1, dir)};
+    for (int i = 0; i < 1000 &&
+                    !(std::filesystem::exists(dir / "up0") && std::filesystem::exists(dir / "up1"));
+         ++i)
+      std::this_thread::sleep_for(10ms);
+    REQUIRE(std::filesystem::exists(dir / "up1"));
+    const pid_t rank =
+        pid_t(std::stol(actorch::test::read_file((dir / ("up" + std::to_string(other))).string())));
+    const auto t0 = std::chrono::steady_clock::now();
+    ::kill(pids[stopped], SIGSTOP);
+    const node_run r = wait_node(pids[other], other, dir);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    ::kill(pids[stopped], SIGKILL);
+    ::waitpid(pids[stopped], nullptr, 0);
+    CHECK(r.rc != 0);
+    CHECK(took < 1500ms + 4s);
+    CHECK((::kill(rank, 0) != 0 && errno == ESRCH)); // its rank was stopped and reaped
+    if (stopped == 0)
+      CHECK_THAT(r.err, Contains("node 1 lost the launchers' store (node 0's launcher)"));
+    else
+      CHECK_THAT(r.err, Contains("node 1's launcher has not been heard from for"));
+  }
 }

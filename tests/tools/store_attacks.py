@@ -180,7 +180,10 @@ def main():
         # 4. WAITs naming 60,000 missing keys each: the second passes the pending waits' bound.
         first, second = connect(port), connect(port)
         keys = [b"/missing/%06d" % i for i in range(60_000)]
-        first.sendall(wait_req(keys))
+        # A CHECK after the first WAIT: its answer says the WAIT is registered.
+        first.sendall(wait_req(keys) + b"\x04" + u64(1) + string(b"/big"))
+        first.settimeout(20)
+        assert recv_exact(first, 1) == b"\x00"
         second.sendall(wait_req([k + b"b" for k in keys]))
         assert closed_by_master(second), "the master took 120,000 pending wait keys"
         master.check_alive("two WAITs of 60,000 missing keys each")
