@@ -36,22 +36,6 @@ using wire::op;
 struct timed_out {};
 struct closed {};
 
-/// ACTORCH_JOB_TOKEN, or the first line of ACTORCH_JOB_TOKEN_FILE; empty when neither is set.
-std::string job_secret() {
-  if (const char* t = std::getenv("ACTORCH_JOB_TOKEN"); t != nullptr && *t != '\0')
-    return t;
-  const char* path = std::getenv("ACTORCH_JOB_TOKEN_FILE");
-  if (path == nullptr || *path == '\0')
-    return {};
-  std::ifstream in(path);
-  ACTORCH_CHECK(in.good(), "tcp_store: cannot read ACTORCH_JOB_TOKEN_FILE '", path, "'");
-  std::string line;
-  std::getline(in, line);
-  ACTORCH_CHECK(!line.empty(), "tcp_store: ACTORCH_JOB_TOKEN_FILE '", path,
-                "' is empty (its first line is the secret)");
-  return line;
-}
-
 /// ACTORCH_TCPSTORE_PROTOCOL: "1.13" (the default: Debian's torch, torchrun's agent store) or
 /// "2" (PyTorch 2.x masters, which want VALIDATE first).
 wire::dialect client_dialect() {
@@ -418,6 +402,21 @@ int64_t tcp_store::num_keys() {
     impl_->send_all(fd, impl_->request(op::num_keys), deadline);
     return impl_->recv_int<int64_t>(fd, deadline);
   });
+}
+
+std::string job_secret() {
+  if (const char* t = std::getenv("ACTORCH_JOB_TOKEN"); t != nullptr && *t != '\0')
+    return t;
+  const char* path = std::getenv("ACTORCH_JOB_TOKEN_FILE");
+  if (path == nullptr || *path == '\0')
+    return {};
+  std::ifstream in(path);
+  ACTORCH_CHECK(in.good(), "tcp_store: cannot read ACTORCH_JOB_TOKEN_FILE '", path, "'");
+  std::string line;
+  std::getline(in, line);
+  ACTORCH_CHECK(!line.empty(), "tcp_store: ACTORCH_JOB_TOKEN_FILE '", path,
+                "' is empty (its first line is the secret)");
+  return line;
 }
 
 std::string tcp_store::get_now(const std::string& key) {

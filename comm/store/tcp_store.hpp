@@ -53,4 +53,8 @@ private:
   bool is_master_;
 };
 
+/// The job secret of this process: ACTORCH_JOB_TOKEN, or the first line of the file
+/// ACTORCH_JOB_TOKEN_FILE names; empty when neither is set. Throws when the file cannot be read.
+std::string job_secret();
+
 } // namespace actorch::dist

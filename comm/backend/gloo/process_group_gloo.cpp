@@ -34,11 +34,16 @@
 
 #include <gloo/allgather.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
 
 #include "base/error.hpp"
 #include "comm/backend/socket_ifname.hpp"
 #include "comm/store/gloo_store.hpp"
 #include "comm/store/prefix_store.hpp"
+#include "comm/store/tcp_store.hpp"
+#include "comm/store/tcp_store_server.hpp"
 
 namespace actorch::dist {
 
@@ -76,6 +81,85 @@ namespace {
 long long ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t)
       .count();
+}
+
+} // namespace
+
+namespace {
+
+// Note [Gloo pair proofs]
+// Gloo's pairs accept whoever connects first to the port a rank published (Debian's Gloo is
+// prebuilt: its handshake cannot change), so a process that reaches the port between the
+// publication and the real peer's connect takes the peer's place. With a job secret, every
+// pair therefore proves it after connecting and before carrying data: each rank sends each
+// peer 32 random bytes, and answers the peer's with HMAC-SHA256(secret, their bytes, its own
+// global rank, the peer's); a peer that sends no bytes or a wrong answer within the timeout
+// fails the rendezvous, naming that peer. Strangers who know no secret cannot answer, and a
+// recorded answer is useless for other bytes. The two messages use slots outside Gloo's and
+// the point-to-point ones (top byte 0xA7).
+void prove_pairs(gloo::rendezvous::Context& ctx, const std::string& secret,
+                 const std::vector<int>& global, int rank, milliseconds timeout) {
+  using gloo::transport::UnboundBuffer;
+  constexpr uint64_t kNonceSlot = uint64_t(0xA7) << 56, kProofSlot = kNonceSlot | 1;
+  const int size = int(global.size());
+  const auto n = size_t(size);
+  std::string mine(32, '\0');
+  ACTORCH_CHECK(RAND_bytes(reinterpret_cast<unsigned char*>(mine.data()), 32) == 1,
+                "process_group_gloo: no random bytes for the pairs' proofs");
+  const auto proof = [&](const std::string& nonce, int prover, int verifier) {
+    return hmac_sha256(secret, "actorch gloo pair " + nonce + " " + std::to_string(prover) + " " +
+                                   std::to_string(verifier));
+  };
+  std::vector<std::string> theirs(n, std::string(32, '\0')), answers(n),
+      got(n, std::string(32, '\0'));
+  std::vector<std::unique_ptr<UnboundBuffer>> sends, recvs(n);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto left = [&] {
+    return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(
+                                         deadline - std::chrono::steady_clock::now()));
+  };
+  // Waits for peer q's message in recvs[q], naming q and `what` when it does not come.
+  const auto receive = [&](int q, const char* what) {
+    try {
+      if (recvs[size_t(q)]->waitRecv(left()))
+        return;
+    } catch (const std::exception& e) {
+      ACTORCH_FAIL("rank ", global[size_t(q)], " sent no ", what, " over its Gloo connection (",
+                   e.what(), "): a process that is not rank ", global[size_t(q)],
+                   " may have connected in its place");
+    }
+    ACTORCH_FAIL("rank ", global[size_t(q)], "'s ", what, " was aborted");
+  };
+  for (int q = 0; q < size; ++q) {
+    if (q == rank)
+      continue;
+    sends.push_back(ctx.createUnboundBuffer(mine.data(), mine.size()));
+    sends.back()->send(q, kNonceSlot);
+    recvs[size_t(q)] = ctx.createUnboundBuffer(theirs[size_t(q)].data(), 32);
+    recvs[size_t(q)]->recv(q, kNonceSlot);
+  }
+  for (int q = 0; q < size; ++q) {
+    if (q == rank)
+      continue;
+    receive(q, "challenge");
+    answers[size_t(q)] = proof(theirs[size_t(q)], global[size_t(rank)], global[size_t(q)]);
+    sends.push_back(ctx.createUnboundBuffer(answers[size_t(q)].data(), 32));
+    sends.back()->send(q, kProofSlot);
+    recvs[size_t(q)] = ctx.createUnboundBuffer(got[size_t(q)].data(), 32);
+    recvs[size_t(q)]->recv(q, kProofSlot);
+  }
+  for (int q = 0; q < size; ++q) {
+    if (q == rank)
+      continue;
+    receive(q, "proof of the job secret");
+    const std::string want = proof(mine, global[size_t(q)], global[size_t(rank)]);
+    ACTORCH_CHECK(CRYPTO_memcmp(want.data(), got[size_t(q)].data(), 32) == 0, "rank ",
+                  global[size_t(q)], " answered with a wrong proof of the job secret over its ",
+                  "Gloo connection: a process of another job, or one given another secret "
+                  "(ACTORCH_JOB_TOKEN), is connected in its place");
+  }
+  for (auto& b : sends)
+    b->waitSend(left());
 }
 
 } // namespace
@@ -199,6 +283,7 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
     attr.hostname = impl_->opts.hostname;
     attrs.push_back(attr);
   }
+  const std::string secret = impl_->opts.secret.empty() ? job_secret() : impl_->opts.secret;
   const auto began = std::chrono::steady_clock::now();
   try {
     for (size_t i = 0; i < attrs.size(); ++i) {
@@ -214,6 +299,8 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
           impl_->opts.timeout);
       context->connectFullMesh(adapter, impl_->devices.back());
       context->setTimeout(impl_->opts.timeout);
+      if (!secret.empty() && size > 1) // See Note [Gloo pair proofs]
+        prove_pairs(*context, secret, global_ranks_, rank, impl_->opts.timeout);
       impl_->contexts.push_back(std::move(context));
     }
     const char* shm_env = std::getenv("ACTORCH_GLOO_SHM");

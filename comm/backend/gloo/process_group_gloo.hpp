@@ -25,6 +25,10 @@ public:
     /// all_reduce through shared memory when every rank runs on this host (see
     /// shm_allreduce.hpp); the environment variable ACTORCH_GLOO_SHM=0 turns it off.
     bool shared_memory = true;
+    /// The job secret every pair proves before it carries data (Note [Gloo pair proofs] in
+    /// process_group_gloo.cpp); empty: ACTORCH_JOB_TOKEN's (or ACTORCH_JOB_TOKEN_FILE's),
+    /// and no proof when there is none.
+    std::string secret = {};
   };
 
   /// Rendezvous of `size` ranks through `store` (which no other group may share: give each a
