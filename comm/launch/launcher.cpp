@@ -431,7 +431,7 @@ private:
     }
   }
 
-  const launch_options& o_;
+  const launch_options o_; // a copy: a detached watcher may outlive launch()
   tcp_store store_;
   std::mutex mu_;
   std::shared_ptr<watch_state> watch_;

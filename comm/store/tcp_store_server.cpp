@@ -74,6 +74,7 @@
 #include <thread>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/error.hpp"
@@ -412,8 +413,9 @@ struct tcp_store_server::impl {
   void add_wait(connection& c, const std::vector<std::string>& keys) {
     auto w = std::make_unique<pending_wait>();
     w->c = &c;
+    std::unordered_set<std::string_view> seen; // a key named twice is waited for once
     for (const auto& k : keys)
-      if (!data.contains(k) && std::find(w->keys.begin(), w->keys.end(), k) == w->keys.end())
+      if (!data.contains(k) && seen.insert(k).second)
         w->keys.push_back(k);
     if (w->keys.empty()) {
       wire::put_u8(c.out, wire::wait_stop_waiting);
