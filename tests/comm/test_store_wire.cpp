@@ -99,6 +99,29 @@ std::filesystem::path scratch() {
 
 using actorch::test::env_var;
 
+/// A listening socket nobody serves: connections complete in its backlog, no byte comes.
+class silent_master {
+public:
+  silent_master() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd_, 16) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  ~silent_master() { ::close(fd_); }
+  silent_master(const silent_master&) = delete;
+  silent_master& operator=(const silent_master&) = delete;
+  uint16_t port() const { return port_; }
+
+private:
+  int fd_;
+  uint16_t port_ = 0;
+};
+
 } // namespace
 
 TEST_CASE("PyTorch's own TCPStore client reads and writes an actorch master's store",
@@ -295,16 +318,8 @@ TEST_CASE("at the connection cap, a stranger's idle connections make room for a 
 
 TEST_CASE("a master that accepted and went silent is an error within the timeout",
           "[comm][store]") {
-  // A listening socket nobody serves: connections complete in its backlog, no byte comes.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::listen(fd, 16) == 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const auto port = ntohs(a.sin_port);
+  silent_master silent;
+  const auto port = silent.port();
   tcp_store client("127.0.0.1", port, false, 300ms);
   auto t0 = clock_type::now();
   CHECK_THROWS_WITH(client.add("k", 1), Contains("the master at 127.0.0.1:" + std::to_string(port) +
@@ -313,28 +328,19 @@ TEST_CASE("a master that accepted and went silent is an error within the timeout
   t0 = clock_type::now();
   CHECK_THROWS_WITH(client.get("k"), Contains("timed out after 300 ms waiting for keys [k]"));
   CHECK(clock_type::now() - t0 < 1s);
-  ::close(fd);
 }
 
 TEST_CASE("a wait on a silent master ends within 1.25 times its timeout, however many keys",
           "[comm][store]") {
   // Asking which keys are missing after the wait timed out took a full timeout per key.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::listen(fd, 16) == 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  tcp_store client("127.0.0.1", ntohs(a.sin_port), false, 800ms);
+  silent_master silent;
+  tcp_store client("127.0.0.1", silent.port(), false, 800ms);
   const auto t0 = clock_type::now();
   CHECK_THROWS_WITH(client.wait({"a", "b", "c"}, 800ms),
                     Contains("timed out after 800 ms waiting for keys [a, b, c]"));
   const auto took = clock_type::now() - t0;
   CHECK(took >= 800ms);
   CHECK(took < 1200ms); // 1.25 x 800 ms, and some slack
-  ::close(fd);
 }
 
 TEST_CASE("the master's address: MASTER_ADDR's own, and a port in use said so", "[comm][store]") {

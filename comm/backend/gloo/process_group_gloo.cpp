@@ -130,23 +130,22 @@ void prove_pairs(gloo::rendezvous::Context& ctx, const std::string& secret,
     }
     ACTORCH_FAIL("rank ", global[size_t(q)], "'s ", what, " was aborted");
   };
-  for (int q = 0; q < size; ++q) {
-    if (q == rank)
-      continue;
-    sends.push_back(ctx.createUnboundBuffer(mine.data(), mine.size()));
-    sends.back()->send(q, kNonceSlot);
-    recvs[size_t(q)] = ctx.createUnboundBuffer(theirs[size_t(q)].data(), 32);
-    recvs[size_t(q)]->recv(q, kNonceSlot);
-  }
+  // Sends 32 bytes to peer q and posts the receive of its 32 into `in`, both on `slot`.
+  const auto exchange = [&](int q, std::string& out, std::string& in, uint64_t slot) {
+    sends.push_back(ctx.createUnboundBuffer(out.data(), 32));
+    sends.back()->send(q, slot);
+    recvs[size_t(q)] = ctx.createUnboundBuffer(in.data(), 32);
+    recvs[size_t(q)]->recv(q, slot);
+  };
+  for (int q = 0; q < size; ++q)
+    if (q != rank)
+      exchange(q, mine, theirs[size_t(q)], kNonceSlot);
   for (int q = 0; q < size; ++q) {
     if (q == rank)
       continue;
     receive(q, "challenge");
     answers[size_t(q)] = proof(theirs[size_t(q)], global[size_t(rank)], global[size_t(q)]);
-    sends.push_back(ctx.createUnboundBuffer(answers[size_t(q)].data(), 32));
-    sends.back()->send(q, kProofSlot);
-    recvs[size_t(q)] = ctx.createUnboundBuffer(got[size_t(q)].data(), 32);
-    recvs[size_t(q)]->recv(q, kProofSlot);
+    exchange(q, answers[size_t(q)], got[size_t(q)], kProofSlot);
   }
   for (int q = 0; q < size; ++q) {
     if (q == rank)
