@@ -52,8 +52,13 @@ TEST_CASE("with a job secret, every Gloo pair proves it before carrying data",
     const auto t0 = std::chrono::steady_clock::now();
     const auto got = two_ranks({"job-secret", "another-secret"});
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
-    CHECK_THAT(got[0], Contains("rank 1 answered with a wrong proof of the job secret over its "
-                                "Gloo connection"));
-    CHECK_THAT(got[1], Contains("rank 0 answered with a wrong proof of the job secret"));
+    // Each names the other: its proof was wrong or, when the other hung up first, never came.
+    for (int r = 0; r < 2; ++r) {
+      const std::string peer = "rank " + std::to_string(1 - r);
+      CHECK_THAT(got[size_t(r)],
+                 Contains(peer + " answered with a wrong proof of the job secret over its Gloo "
+                                 "connection") ||
+                     Contains(peer + " sent no proof of the job secret over its Gloo connection"));
+    }
   }
 }

@@ -147,18 +147,21 @@ void prove_pairs(gloo::rendezvous::Context& ctx, const std::string& secret,
     answers[size_t(q)] = proof(theirs[size_t(q)], global[size_t(rank)], global[size_t(q)]);
     exchange(q, answers[size_t(q)], got[size_t(q)], kProofSlot);
   }
+  int wrong = -1;
   for (int q = 0; q < size; ++q) {
     if (q == rank)
       continue;
     receive(q, "proof of the job secret");
     const std::string want = proof(mine, global[size_t(q)], global[size_t(rank)]);
-    ACTORCH_CHECK(CRYPTO_memcmp(want.data(), got[size_t(q)].data(), 32) == 0, "rank ",
-                  global[size_t(q)], " answered with a wrong proof of the job secret over its ",
-                  "Gloo connection: a process of another job, or one given another secret "
-                  "(ACTORCH_JOB_TOKEN), is connected in its place");
+    if (wrong < 0 && CRYPTO_memcmp(want.data(), got[size_t(q)].data(), 32) != 0)
+      wrong = q;
   }
+  // This rank's own proofs go out first, so that its peers judge them before it hangs up.
   for (auto& b : sends)
     b->waitSend(left());
+  ACTORCH_CHECK(wrong < 0, "rank ", global[size_t(wrong)], " answered with a wrong proof of the ",
+                "job secret over its Gloo connection: a process of another job, or one given ",
+                "another secret (ACTORCH_JOB_TOKEN), is connected in its place");
 }
 
 } // namespace
