@@ -190,6 +190,9 @@ void init_process_group(const init_options& opts) {
                 "(-1: from the environment), but got ", opts.world_size);
   std::string rank_src = "the rank argument", world_src = "the world_size argument";
   int rank = opts.rank, world_size = opts.world_size;
+  ACTORCH_CHECK(opts.store == nullptr || opts.init_method.empty(),
+                "init_process_group: cannot specify both init_method ('", opts.init_method,
+                "') and store: the store is the rendezvous (torch refuses the two together too)");
   std::string url = opts.init_method.empty() ? "env://" : opts.init_method;
 
   // tcp:// and file:// may carry ?rank=R&world_size=N.

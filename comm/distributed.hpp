@@ -31,8 +31,9 @@ struct init_options {
   /// case.
   std::string backend = Backend::GLOO;
   /// "env://" (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK), "tcp://host:port" or
-  /// "file:///path". Ignored when `store` is given.
-  std::string init_method = "env://";
+  /// "file:///path"; empty (torch's None): "env://" unless `store` is given. Giving both is an
+  /// error, as in torch.
+  std::string init_method = "";
   /// -1: from RANK / WORLD_SIZE, else OMPI_COMM_WORLD_RANK / _SIZE, else SLURM_PROCID /
   /// SLURM_NTASKS (tcp:// and file:// also accept ?rank=R&world_size=N).
   int world_size = -1;

@@ -15,6 +15,7 @@
 #include "comm/ddp/distributed_data_parallel.hpp"
 #include "comm/distributed.hpp"
 #include "comm/launch/launcher.hpp"
+#include "comm/store/hash_store.hpp"
 #include "core/data/distributed_sampler.hpp"
 #include "core/nn/functional.hpp"
 #include "core/nn/layers.hpp"
@@ -158,6 +159,11 @@ TEST_CASE("init_process_group rejects bad input clearly and in time", "[comm][in
   env.unset("MASTER_ADDR");
   env.unset("MASTER_PORT");
   auto init = [](init_options o) { return error_of([&] { init_process_group(o); }); };
+  CHECK_THAT(init({.init_method = "env://",
+                   .world_size = 1,
+                   .rank = 0,
+                   .store = std::make_shared<hash_store>()}),
+             Contains("cannot specify both init_method ('env://') and store"));
   CHECK_THAT(init({.init_method = "udp://x:1", .world_size = 1, .rank = 0}),
              Contains("unsupported init_method 'udp://x:1'"));
   CHECK_THAT(init({.init_method = "tcp://127.0.0.1", .world_size = 1, .rank = 0}),
