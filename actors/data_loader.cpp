@@ -254,7 +254,7 @@ struct loader_impl {
     if (auto* g = sampler_rng())
       sampler_gen_at_start = g->get_state();
     if (batches)
-      batches->set_epoch(epoch);
+      batches->loader_epoch(epoch);
     base_seed = random_u64(*gen);
     delivered.clear();
     resumed.clear();

@@ -19,8 +19,9 @@ public:
   virtual std::vector<std::vector<int64_t>> batches();
   /// len(batch_sampler): batches per epoch.
   virtual int64_t size() const;
-  /// Forwarded to the sampler (DistributedSampler reshuffles per epoch).
-  virtual void set_epoch(int64_t epoch);
+  /// The loader's epoch count, forwarded to the sampler's loader_epoch (DistributedSampler
+  /// reshuffles per epoch unless the user sets its epoch).
+  virtual void loader_epoch(int64_t epoch);
   /// The generator of the sampler, if any (save/resume).
   virtual generator* rng();
 

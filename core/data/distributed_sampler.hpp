@@ -1,8 +1,8 @@
 // DistributedSampler: each of num_replicas ranks gets its own 1/num_replicas of the indices.
 // Without drop_last the index list is padded (wrapping around) so that every rank gets the same
 // count; with drop_last the tail is dropped instead. Shuffling uses a generator seeded with
-// seed + epoch, so every rank draws the same permutation: call set_epoch before each epoch (the
-// loader does).
+// seed + epoch, so every rank draws the same permutation: call set_epoch before each epoch, as
+// with torch (the loader advances the epoch itself for a sampler whose set_epoch is never called).
 #pragma once
 
 #include <functional>
@@ -31,9 +31,11 @@ public:
   /// Samples per rank (num_samples in PyTorch).
   int64_t size() const override { return num_samples_; }
   std::vector<int64_t> indices() override;
-  void set_epoch(int64_t epoch) override { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
   int64_t total_size() const { return total_size_; }
+
+protected:
+  void apply_epoch(int64_t epoch) override { epoch_ = epoch; }
 
 private:
   int64_t n_, num_replicas_, rank_;

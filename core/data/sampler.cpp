@@ -167,9 +167,9 @@ int64_t batch_sampler::size() const {
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
-void batch_sampler::set_epoch(int64_t epoch) {
+void batch_sampler::loader_epoch(int64_t epoch) {
   if (sampler_)
-    sampler_->set_epoch(epoch);
+    sampler_->loader_epoch(epoch);
 }
 
 generator* batch_sampler::rng() {

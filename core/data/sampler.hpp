@@ -20,11 +20,28 @@ public:
   virtual int64_t size() const = 0;
   /// The indices of the next epoch; a random sampler advances its generator.
   virtual std::vector<int64_t> indices() = 0;
-  /// DistributedSampler.set_epoch; the loader calls it before every epoch (no-op by default).
-  virtual void set_epoch(int64_t /*epoch*/) {}
+  /// DistributedSampler.set_epoch, the user's: from the first call on, the loader leaves the
+  /// epoch to the user, as torch's loader does (it never sets one).
+  void set_epoch(int64_t epoch) {
+    epoch_set_by_user_ = true;
+    apply_epoch(epoch);
+  }
+  /// The loader's epoch count, applied before every epoch unless the user ever called
+  /// set_epoch: a sampler the user never sets still reshuffles per epoch.
+  void loader_epoch(int64_t epoch) {
+    if (!epoch_set_by_user_)
+      apply_epoch(epoch);
+  }
   /// The generator this sampler draws from, or nullptr: the loader saves and restores its
   /// state to resume an epoch (see data_loader::state()).
   virtual generator* rng() { return nullptr; }
+
+protected:
+  /// What an epoch changes in this sampler (DistributedSampler's shuffle); nothing by default.
+  virtual void apply_epoch(int64_t /*epoch*/) {}
+
+private:
+  bool epoch_set_by_user_ = false;
 };
 
 using sampler_ptr = std::shared_ptr<sampler>;

@@ -468,6 +468,18 @@ TEST_CASE("a distributed sampler gets set_epoch from the loader every epoch", "[
   distributed_sampler replay(20, 2, 1, true, 5);
   replay.set_epoch(1);
   CHECK(e1 == replay.indices());
+  SECTION("once the user sets the epoch, as torch's users do, the loader uses theirs") {
+    auto mine = std::make_shared<distributed_sampler>(20, 2, 1, true, 5);
+    data_loader own(ds, {.batch_size = 5, .sampler = mine, .num_workers = 1});
+    for (const int64_t e : {7, 3}) {
+      mine->set_epoch(e);
+      const auto got = flat(epoch_labels(own));
+      CHECK(mine->epoch() == e);
+      distributed_sampler expected(20, 2, 1, true, 5);
+      expected.set_epoch(e);
+      CHECK(got == expected.indices());
+    }
+  }
 }
 
 TEST_CASE("one loader serves a range-for and a consumer actor in turn", "[actors][loader]") {
