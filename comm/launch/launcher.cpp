@@ -479,8 +479,11 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
     }
     failure = run_attempt(chosen, token, restart, out, watched);
     if (nodes) {
-      if (seen.reason.empty())
-        seen = nodes->current(); // found after the last look
+      // A store lost after the last look still spares the calls below; a move found after it
+      // is left to fail(), which returns the attempt the job moved to, so that a failure of
+      // this node's own rank is reported as its own.
+      if (const auto late = nodes->current(); seen.reason.empty() && late.lost)
+        seen = late;
       nodes->unwatch();
     }
     // A lost store or node: no call that would wait on the network again (Note [Supervision
