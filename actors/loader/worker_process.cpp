@@ -127,10 +127,8 @@ public:
     const size_t left = in_.size() - pos_;
     ACTORCH_CHECK(n <= left, "worker process: a frame announces ", n, " items with ", left,
                   " bytes left");
-    ACTORCH_CHECK(n <= decoded_left_ / item_bytes,
-                  "worker process: a frame whose structure "
-                  "takes more than ",
-                  worker_process::max_frame_bytes, " bytes once decoded");
+    ACTORCH_CHECK(n <= decoded_left_ / item_bytes, "worker process: a frame whose structure ",
+                  "takes more than ", worker_process::max_frame_bytes, " bytes once decoded");
     decoded_left_ -= n * item_bytes;
     return size_t(n);
   }

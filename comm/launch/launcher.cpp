@@ -188,11 +188,7 @@ namespace {
 // started by the launcher hosts torch's own TCPStore, which ignores the secret: its store is as
 // open as under torchrun (README).
 std::string job_token_for_ranks(const launch_options& o) {
-  const auto set = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v != nullptr && *v != '\0';
-  };
-  if (o.insecure || set("ACTORCH_JOB_TOKEN") || set("ACTORCH_JOB_TOKEN_FILE"))
+  if (o.insecure || !job_secret().empty()) // an unreadable ACTORCH_JOB_TOKEN_FILE throws here
     return "";
   ACTORCH_CHECK(o.nnodes == 1,
                 "launch: a job across nodes needs one job secret on every node, "
@@ -240,9 +236,9 @@ std::string run_attempt(const launch_options& o, const std::string& token, int r
       set_env("GROUP_RANK", std::to_string(o.node_rank));
       set_env("MASTER_ADDR", o.master_addr);
       set_env("MASTER_PORT", std::to_string(o.master_port));
-      // torchrun's names: a program sees which restart this is as it would under torchrun.
       if (!token.empty()) // See Note [Launch secrets]
         set_env("ACTORCH_JOB_TOKEN", token);
+      // torchrun's names: a program sees which restart this is as it would under torchrun.
       set_env("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
       set_env("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
       if (o.nnodes > 1)
@@ -322,17 +318,12 @@ public:
   /// `self` keeps the coordinator alive for it. The previous watch ends.
   static void watch(const std::shared_ptr<node_coordinator>& self, int g) {
     self->unwatch();
-    auto w = std::make_shared<watch_state>();
-    {
-      std::lock_guard lock(self->mu_);
-      self->watch_ = w;
-    }
-    std::thread([self, w, g] { self->run_watch(*w, g); }).detach();
+    self->watch_ = std::make_shared<watch_state>();
+    std::thread([self, w = self->watch_, g] { self->run_watch(*w, g); }).detach();
   }
 
   /// Asks the watcher to stop; does not wait for it (it may be inside a store call).
   void unwatch() {
-    std::lock_guard lock(mu_);
     if (watch_)
       watch_->stop = true;
     watch_.reset();
@@ -340,10 +331,9 @@ public:
 
   /// The current watch's verdict; never waits on the network.
   verdict current() {
-    std::lock_guard lock(mu_);
     if (!watch_)
       return {};
-    std::lock_guard wl(watch_->mu);
+    std::lock_guard lock(watch_->mu);
     return watch_->found;
   }
 
@@ -394,7 +384,8 @@ private:
     };
     try {
       while (!w.stop) {
-        store_.add(heartbeat_key(o_.node_rank), 1);
+        if (o_.node_rank != 0) // node 0's watcher reads the others' heartbeats; nobody reads its
+          store_.add(heartbeat_key(o_.node_rank), 1);
         if (const int now = generation(); now > g) {
           // fail() wrote the reason before it moved the generation: "<node>\n<why>".
           const std::string r = store_.get(reason_key(now));
@@ -424,16 +415,15 @@ private:
     } catch (const std::exception& e) {
       if (!w.stop)
         found({"node " + std::to_string(o_.node_rank) +
-                   " lost the launchers' store (node 0's "
-                   "launcher): " +
-                   e.what(),
+                   " lost the launchers' store (node 0's launcher): " + e.what(),
                -1, true});
     }
   }
 
   const launch_options o_; // a copy: a detached watcher may outlive launch()
   tcp_store store_;
-  std::mutex mu_;
+  // The current watch: watch(), unwatch() and current() run on launch()'s thread alone; the
+  // watcher thread touches only its watch_state.
   std::shared_ptr<watch_state> watch_;
 };
 

@@ -59,6 +59,19 @@ int remaining_ms(clock_type::time_point deadline) {
   return left <= 0 ? 0 : int(std::min<int64_t>(left, 1 << 30));
 }
 
+/// torch's client puts "/" before every key; so does ours, so both see the same keys.
+std::string wire_key(const std::string& key) {
+  return "/" + key;
+}
+
+std::string keys_request(const std::string& head, const std::vector<std::string>& keys) {
+  std::string r = head;
+  wire::put_int<uint64_t>(r, keys.size());
+  for (const auto& k : keys)
+    wire::put_str(r, wire_key(k));
+  return r;
+}
+
 } // namespace
 
 struct tcp_store::impl {
@@ -283,14 +296,15 @@ struct tcp_store::impl {
     wire::put_u8(r, wire::code_of(o, dialect));
     return r;
   }
-};
 
-namespace {
-/// torch's client puts "/" before every key; so does ours, so both see the same keys.
-std::string wire_key(const std::string& key) {
-  return "/" + key;
-}
-} // namespace
+  /// CHECK: whether every key is set, answered within `timeout`.
+  bool check(const std::vector<std::string>& keys, milliseconds timeout) {
+    return call("check", timeout, [&](int fd, auto deadline) {
+      send_all(fd, keys_request(request(op::check), keys), deadline);
+      return recv_int<uint8_t>(fd, deadline) == wire::check_ready;
+    });
+  }
+};
 
 tcp_store::tcp_store(std::string host, uint16_t port, bool is_master, milliseconds timeout)
     : store(timeout), impl_(std::make_unique<impl>()), host_(std::move(host)), port_(port),
@@ -344,21 +358,8 @@ std::string tcp_store::compare_set(const std::string& key, const std::string& ex
   });
 }
 
-namespace {
-std::string keys_request(const std::string& head, const std::vector<std::string>& keys) {
-  std::string r = head;
-  wire::put_int<uint64_t>(r, keys.size());
-  for (const auto& k : keys)
-    wire::put_str(r, wire_key(k));
-  return r;
-}
-} // namespace
-
 bool tcp_store::check(const std::vector<std::string>& keys) {
-  return impl_->call("check", timeout(), [&](int fd, auto deadline) {
-    impl_->send_all(fd, keys_request(impl_->request(op::check), keys), deadline);
-    return impl_->recv_int<uint8_t>(fd, deadline) == wire::check_ready;
-  });
+  return impl_->check(keys, timeout());
 }
 
 void tcp_store::wait(const std::vector<std::string>& keys, milliseconds timeout) {
@@ -380,10 +381,7 @@ void tcp_store::wait(const std::vector<std::string>& keys, milliseconds timeout)
           const int left = remaining_ms(deadline);
           if (left == 0)
             throw std::runtime_error("no time left");
-          return impl_->call("check", milliseconds(left), [&](int fd, auto until) {
-            impl_->send_all(fd, keys_request(impl_->request(op::check), {key}), until);
-            return impl_->recv_int<uint8_t>(fd, until) == wire::check_ready;
-          });
+          return impl_->check({key}, milliseconds(left));
         });
       });
 }

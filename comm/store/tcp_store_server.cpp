@@ -360,12 +360,14 @@ struct tcp_store_server::impl {
     fresh_keys.push_back(key); // its waits are answered after this request's reply (deliver)
   }
 
-  void erase(const std::string& key) {
+  /// Removes `key`; false when it was not there.
+  bool erase(const std::string& key) {
     auto it = data.find(key);
     if (it == data.end())
-      return;
+      return false;
     data_bytes -= key.size() + it->second.size();
     data.erase(it);
+    return true;
   }
 
   // See Note [TCPStore protocol]: the keys the last request added answer the waits they were
@@ -567,29 +569,17 @@ struct tcp_store_server::impl {
       if (!in.str(key, wire::max_key_bytes, "key") || !in.str(a, wire::max_value_bytes, "value") ||
           !in.str(b, wire::max_value_bytes, "value"))
         return false;
-      if (!room_for(
-              c,
-              8 + std::max(a.size(), b.size()) +
-                  [&] {
-                    auto it = data.find(key);
-                    return it == data.end() ? 0 : it->second.size();
-                  }(),
-              "COMPARE_SET"))
+      // torch's rule: `desired` when the key holds `expected` (or is absent and `expected` is
+      // empty); the answer is the value the key holds then, `expected` for an absent key.
+      auto it = data.find(key);
+      const bool swap = it == data.end() ? a.empty() : it->second == a;
+      const std::string& answer = swap ? b : it == data.end() ? a : it->second;
+      if (!room_for(c, 8 + answer.size(), "COMPARE_SET"))
         return false;
       consume(c, in.pos());
-      auto it = data.find(key);
-      if (it == data.end()) {
-        if (a.empty()) {
-          put(key, b);
-          wire::put_str(c.out, b);
-        } else {
-          wire::put_str(c.out, a);
-        }
-      } else {
-        if (it->second == a)
-          put(key, std::move(b));
-        wire::put_str(c.out, data.at(key));
-      }
+      wire::put_str(c.out, answer);
+      if (swap)
+        put(key, std::move(b));
       return true;
     }
     case op::get: {
@@ -630,15 +620,12 @@ struct tcp_store_server::impl {
       consume(c, in.pos());
       wire::put_int<int64_t>(c.out, int64_t(data.size()));
       return true;
-    case op::delete_key: {
+    case op::delete_key:
       if (!in.str(key, wire::max_key_bytes, "key"))
         return false;
       consume(c, in.pos());
-      const bool had = data.contains(key);
-      erase(key);
-      wire::put_int<int64_t>(c.out, had ? 1 : 0);
+      wire::put_int<int64_t>(c.out, erase(key) ? 1 : 0);
       return true;
-    }
     case op::multi_get: {
       if (!read_keys(in, keys))
         return false;

@@ -1,6 +1,6 @@
-// Ports for tests that start masters or expect none: a free one for a master to take, or one
+// Ports for tests that start masters or expect none: a free one for a master to take, one
 // held bound but not listening, so that connecting to it is refused and no other process (a
-// test running in parallel) can start listening there.
+// test running in parallel) can start listening there, or one listening that nobody serves.
 #pragma once
 
 #include <netinet/in.h>
@@ -33,6 +33,30 @@ public:
 private:
   int fd_;
   int port_ = 0;
+};
+
+/// A listening socket nobody serves, for its lifetime: connections complete in its backlog, and
+/// no byte ever comes (a master that accepted and went silent).
+class silent_master {
+public:
+  silent_master() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 16);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  ~silent_master() { ::close(fd_); }
+  silent_master(const silent_master&) = delete;
+  silent_master& operator=(const silent_master&) = delete;
+  uint16_t port() const { return port_; }
+
+private:
+  int fd_;
+  uint16_t port_ = 0;
 };
 
 } // namespace actorch::test

@@ -23,36 +23,16 @@
 #include "comm/distributed.hpp"
 #include "core/ops/factory.hpp"
 #include "tests/comm/ranks.hpp"
+#include "tests/core/files.hpp"
 
 using namespace actorch;
 using namespace actorch::dist;
+using actorch::test::env_var;
 using actorch::test::error_of;
 using actorch::test::on_ranks;
 using Catch::Contains;
 
 namespace {
-
-// Sets an environment variable for the scope's lifetime (restoring the previous value).
-class scoped_env {
-public:
-  scoped_env(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name))
-      old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~scoped_env() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-  scoped_env(const scoped_env&) = delete;
-  scoped_env& operator=(const scoped_env&) = delete;
-
-private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 std::string run_capture(const std::string& cmd, int& status) {
   std::string out;
@@ -108,18 +88,18 @@ TEST_CASE("GLOO_SOCKET_IFNAME names existing interfaces, one or several", "[comm
   CHECK_THAT(error_of([] { parse_gloo_ifnames("lo,,lo"); }), Contains("empty interface name"));
   CHECK_THAT(error_of([] { parse_gloo_ifnames("lo,"); }), Contains("empty interface name"));
   {
-    scoped_env env("GLOO_SOCKET_IFNAME", "lo");
+    env_var env("GLOO_SOCKET_IFNAME", "lo");
     CHECK(gloo_socket_ifnames() == std::vector<std::string>{"lo"});
   }
   {
-    scoped_env env("GLOO_SOCKET_IFNAME", "");
+    env_var env("GLOO_SOCKET_IFNAME", "");
     CHECK(gloo_socket_ifnames().empty());
   }
   CHECK(interface_family("lo") == AF_INET);
 }
 
 TEST_CASE("a Gloo group refuses an unknown interface before connecting", "[comm][ifname]") {
-  scoped_env env("GLOO_SOCKET_IFNAME", "nosuch0");
+  env_var env("GLOO_SOCKET_IFNAME", "nosuch0");
   const auto t0 = std::chrono::steady_clock::now();
   const std::string e =
       error_of([] { on_ranks<int>(2, [](int, process_group_gloo&) { return 0; }); });
@@ -127,7 +107,7 @@ TEST_CASE("a Gloo group refuses an unknown interface before connecting", "[comm]
                     Contains("the interfaces are: ") && Contains("lo"));
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
   SECTION("options::interfaces is checked the same way") {
-    scoped_env unset("GLOO_SOCKET_IFNAME", "");
+    env_var unset("GLOO_SOCKET_IFNAME", "");
     auto o = actorch::test::short_timeout();
     o.interfaces = {"lo", "nosuch1"};
     CHECK_THAT(error_of([&] {
@@ -142,7 +122,7 @@ TEST_CASE("a Gloo group refuses an unknown interface before connecting", "[comm]
 TEST_CASE("a Gloo group over GLOO_SOCKET_IFNAME=lo,lo runs collectives and p2p", "[comm][ifname]") {
   // Two devices on one interface: the contexts alternate, which the results do not show, but
   // both meshes must connect and every op must land on a context both ranks agree on.
-  scoped_env env("GLOO_SOCKET_IFNAME", "lo,lo");
+  env_var env("GLOO_SOCKET_IFNAME", "lo,lo");
   auto o = actorch::test::short_timeout();
   o.shared_memory = false;
   const auto sums = on_ranks<std::vector<double>>(
@@ -187,7 +167,7 @@ TEST_CASE("NCCL_SOCKET_IFNAME is checked with NCCL's prefix, exact and exclude r
              Contains("excludes every network interface on this host"));
 
   SECTION("init_process_group with nccl checks it before NCCL starts") {
-    scoped_env env("NCCL_SOCKET_IFNAME", "nosuch0");
+    env_var env("NCCL_SOCKET_IFNAME", "nosuch0");
     auto st = std::make_shared<hash_store>();
     const std::string e = error_of(
         [&] { init_process_group({.backend = "nccl", .world_size = 1, .rank = 0, .store = st}); });
@@ -203,7 +183,7 @@ TEST_CASE("NCCL_SOCKET_IFNAME is checked with NCCL's prefix, exact and exclude r
 // Runs inside the namespace set up by the next test (hidden: "[.]").
 TEST_CASE("netns half of the two-interface test", "[.][ifname-netns]") {
   REQUIRE(std::getenv("ACTORCH_IFNAME_NETNS") != nullptr);
-  scoped_env env("GLOO_SOCKET_IFNAME", std::string("lo,actorch0"));
+  env_var env("GLOO_SOCKET_IFNAME", std::string("lo,actorch0"));
   auto o = actorch::test::short_timeout(10000);
   o.shared_memory = false;            // the TCP path: that is what the interfaces carry
   constexpr int64_t kElems = 1 << 20; // 4 MiB of float32 per all_reduce

@@ -80,6 +80,11 @@ std::vector<node_run> two_nodes(launch_options o) {
   return {wait_node(p0, 0, dir), wait_node(p1, 1, dir)};
 }
 
+// A rank's shell command that writes its pid to `path` (whole, by a rename) and then sleeps.
+std::string record_pid_and_sleep(const std::string& path) {
+  return "echo $$ > " + path + ".part && mv " + path + ".part " + path + " && exec sleep 60";
+}
+
 } // namespace
 
 TEST_CASE("launch sets torchrun's variables and prefixes output with the rank", "[comm][launch]") {
@@ -256,8 +261,8 @@ TEST_CASE("launch passes --local_rank=N after the program with use_local_rank_ar
 TEST_CASE("a job on one node gets a random job secret, and across nodes one must be given",
           "[comm][launch][secret]") {
   // Note [Launch secrets]: without a secret the ranks' store admitted anyone at the port.
-  ::unsetenv("ACTORCH_JOB_TOKEN");
-  ::unsetenv("ACTORCH_JOB_TOKEN_FILE");
+  const actorch::test::env_var no_token("ACTORCH_JOB_TOKEN", std::nullopt),
+      no_file("ACTORCH_JOB_TOKEN_FILE", std::nullopt);
   std::ostringstream out1, out2, err;
   REQUIRE(launch(sh(2, "echo ${#ACTORCH_JOB_TOKEN} $ACTORCH_JOB_TOKEN"), out1, err) == 0);
   REQUIRE(launch(sh(1, "echo ${#ACTORCH_JOB_TOKEN} $ACTORCH_JOB_TOKEN"), out2, err) == 0);
@@ -310,8 +315,7 @@ TEST_CASE("the ranks die with a launcher killed by SIGKILL", "[comm][launch]") {
   const pid_t launcher = ::fork();
   if (launcher == 0) {
     std::ostringstream out, err;
-    auto o = sh(1, "echo $$ > " + pid_file + ".part && mv " + pid_file + ".part " + pid_file +
-                       " && exec sleep 60");
+    auto o = sh(1, record_pid_and_sleep(pid_file));
     o.insecure = true;
     ::_exit(launch(o, out, err));
   }
@@ -350,9 +354,7 @@ TEST_CASE("a launcher cut off from the other node stops its ranks and exits with
     const int other = 1 - stopped;
     for (int n = 0; n < 2; ++n)
       std::filesystem::remove(dir / ("up" + std::to_string(n)));
-    auto o =
-        sh(1, "echo $$ > " + (dir / "up").string() + "$RANK.part && mv " + (dir / "up").string() +
-                  "$RANK.part " + (dir / "up").string() + "$RANK && exec sleep 60");
+    auto o = sh(1, record_pid_and_sleep((dir / "up").string() + "$RANK"));
     o.nnodes = 2;
     o.insecure = true;
     o.master_port = free_port();

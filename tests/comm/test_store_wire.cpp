@@ -21,7 +21,9 @@
 #include "comm/store/tcp_store.hpp"
 #include "comm/store/tcp_store_server.hpp"
 #include "comm/store/tcp_wire.hpp"
+#include "tests/comm/ports.hpp"
 #include "tests/core/files.hpp"
+#include "tests/core/memory.hpp"
 
 using namespace actorch;
 using namespace actorch::dist;
@@ -85,43 +87,12 @@ std::string request(wire::op o, wire::dialect d = wire::dialect::torch113) {
   return r;
 }
 
-int64_t rss_kib() {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::stoll(line.substr(6));
-  return -1;
-}
-
 std::filesystem::path scratch() {
   return actorch::test::scratch_dir("store_wire");
 }
 
 using actorch::test::env_var;
-
-/// A listening socket nobody serves: connections complete in its backlog, no byte comes.
-class silent_master {
-public:
-  silent_master() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd_, 16) == 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-  }
-  ~silent_master() { ::close(fd_); }
-  silent_master(const silent_master&) = delete;
-  silent_master& operator=(const silent_master&) = delete;
-  uint16_t port() const { return port_; }
-
-private:
-  int fd_;
-  uint16_t port_ = 0;
-};
-
+using actorch::test::silent_master;
 } // namespace
 
 TEST_CASE("PyTorch's own TCPStore client reads and writes an actorch master's store",
@@ -255,7 +226,7 @@ TEST_CASE("the master speaks 2.x's numbering to a client that opens with VALIDAT
 TEST_CASE("strangers at the port never crash or stall the master", "[comm][store][hostile]") {
   tcp_store master("127.0.0.1", 0, true, 5s);
   tcp_store rank("127.0.0.1", master.port(), false, 5s);
-  const int64_t rss_before = rss_kib();
+  const auto rss_before = int64_t(actorch::test::status_bytes("VmRSS"));
   SECTION("a header claiming a 4 GiB key, three times") {
     for (int i = 0; i < 3; ++i) {
       raw_conn c(master.port());
@@ -265,7 +236,8 @@ TEST_CASE("strangers at the port never crash or stall the master", "[comm][store
       c.send(r);
       CHECK(c.closed_by_peer());
     }
-    CHECK(rss_kib() - rss_before < 256 * 1024); // nothing near 4 GiB was allocated
+    // nothing near 4 GiB was allocated
+    CHECK(int64_t(actorch::test::status_bytes("VmRSS")) - rss_before < (int64_t(256) << 20));
   }
   SECTION("garbage bytes") {
     std::mt19937 gen(7);

@@ -100,13 +100,17 @@ inline int run_python(const std::filesystem::path& dir, const std::string& name,
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/// Sets an environment variable for its lifetime, then restores what was there (or nothing).
+/// Sets an environment variable (std::nullopt: unsets it) for its lifetime, then restores what
+/// was there (or nothing).
 class env_var {
 public:
-  env_var(const char* name, const char* value) : name_(name) {
+  env_var(const char* name, const std::optional<std::string>& value) : name_(name) {
     if (const char* old = std::getenv(name); old != nullptr)
       old_ = old;
-    ::setenv(name, value, 1);
+    if (value)
+      ::setenv(name, value->c_str(), 1);
+    else
+      ::unsetenv(name);
   }
   ~env_var() {
     if (old_)

@@ -83,10 +83,6 @@ long long ms_since(std::chrono::steady_clock::time_point t) {
       .count();
 }
 
-} // namespace
-
-namespace {
-
 // Note [Gloo pair proofs]
 // Gloo's pairs accept whoever connects first to the port a rank published (Debian's Gloo is
 // prebuilt: its handshake cannot change), so a process that reaches the port between the
@@ -101,8 +97,11 @@ void prove_pairs(gloo::rendezvous::Context& ctx, const std::string& secret,
                  const std::vector<int>& global, int rank, milliseconds timeout) {
   using gloo::transport::UnboundBuffer;
   constexpr uint64_t kNonceSlot = uint64_t(0xA7) << 56, kProofSlot = kNonceSlot | 1;
-  const int size = int(global.size());
-  const auto n = size_t(size);
+  const size_t n = global.size();
+  std::vector<int> peers;
+  for (int q = 0; q < int(n); ++q)
+    if (q != rank)
+      peers.push_back(q);
   std::string mine(32, '\0');
   ACTORCH_CHECK(RAND_bytes(reinterpret_cast<unsigned char*>(mine.data()), 32) == 1,
                 "process_group_gloo: no random bytes for the pairs' proofs");
@@ -137,20 +136,15 @@ void prove_pairs(gloo::rendezvous::Context& ctx, const std::string& secret,
     recvs[size_t(q)] = ctx.createUnboundBuffer(in.data(), 32);
     recvs[size_t(q)]->recv(q, slot);
   };
-  for (int q = 0; q < size; ++q)
-    if (q != rank)
-      exchange(q, mine, theirs[size_t(q)], kNonceSlot);
-  for (int q = 0; q < size; ++q) {
-    if (q == rank)
-      continue;
+  for (const int q : peers)
+    exchange(q, mine, theirs[size_t(q)], kNonceSlot);
+  for (const int q : peers) {
     receive(q, "challenge");
     answers[size_t(q)] = proof(theirs[size_t(q)], global[size_t(rank)], global[size_t(q)]);
     exchange(q, answers[size_t(q)], got[size_t(q)], kProofSlot);
   }
   int wrong = -1;
-  for (int q = 0; q < size; ++q) {
-    if (q == rank)
-      continue;
+  for (const int q : peers) {
     receive(q, "proof of the job secret");
     const std::string want = proof(mine, global[size_t(q)], global[size_t(rank)]);
     if (wrong < 0 && CRYPTO_memcmp(want.data(), got[size_t(q)].data(), 32) != 0)
