@@ -13,50 +13,46 @@ namespace actorch::test {
 
 // A free port for a master: dist::free_port() (comm/launch/launcher.hpp).
 
+/// A TCP socket bound to a port the kernel picks on `address` (host order); its port in `port`.
+inline int bound_socket(in_addr_t address, int& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(address);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
 /// Holds a port bound without listening for its lifetime: connections to it are refused.
 class refused_port {
 public:
-  refused_port() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-  }
+  refused_port() : fd_(bound_socket(INADDR_ANY, port_)) {}
   ~refused_port() { ::close(fd_); }
   refused_port(const refused_port&) = delete;
   refused_port& operator=(const refused_port&) = delete;
   int port() const { return port_; }
 
 private:
+  int port_ = 0; // before fd_: bound_socket writes it while fd_ is initialised
   int fd_;
-  int port_ = 0;
 };
 
 /// A listening socket nobody serves, for its lifetime: connections complete in its backlog, and
 /// no byte ever comes (a master that accepted and went silent).
 class silent_master {
 public:
-  silent_master() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::listen(fd_, 16);
-    socklen_t len = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-  }
+  silent_master() : fd_(bound_socket(INADDR_LOOPBACK, port_)) { ::listen(fd_, 16); }
   ~silent_master() { ::close(fd_); }
   silent_master(const silent_master&) = delete;
   silent_master& operator=(const silent_master&) = delete;
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return uint16_t(port_); }
 
 private:
+  int port_ = 0; // before fd_: bound_socket writes it while fd_ is initialised
   int fd_;
-  uint16_t port_ = 0;
 };
 
 } // namespace actorch::test
