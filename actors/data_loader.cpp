@@ -191,6 +191,7 @@ struct loader_impl {
   actors::coordinator_config coordinator_config() {
     actors::coordinator_config cfg;
     cfg.in_order = opts.in_order;
+    cfg.round_robin = opts.round_robin;
     cfg.iterable = iterable != nullptr;
     cfg.auto_collation = auto_collation();
     // Worker processes keep their deadlines themselves: one that passes it is killed and
@@ -220,11 +221,14 @@ struct loader_impl {
       proto.active_run_id = active_run_id;
       proto.process = processes;
       proto.timeout_s = opts.timeout;
+      proto.hooks = opts.fork_hooks;
       // See Note [Batch shelf]: the coordinator alone decides which runs it is open for.
       cfg.shelf = std::make_shared<actors::batch_shelf>();
       proto.shelf = cfg.shelf;
-      cfg.board = std::make_shared<actors::task_board>(); // Note [Task stealing]
-      proto.board = cfg.board;
+      if (!opts.round_robin) {
+        cfg.board = std::make_shared<actors::task_board>(); // Note [Task stealing]
+        proto.board = cfg.board;
+      }
       auto spawn = [sys = &sys(), proto, cpus = opts.worker_cpus](int64_t id) {
         actors::worker_config w = proto;
         w.id = id;

@@ -26,6 +26,7 @@
 #include "core/data/buffer_pool.hpp"
 #include "core/data/collate.hpp"
 #include "core/data/dataset.hpp"
+#include "core/data/worker_info.hpp"
 #include "core/random.hpp"
 
 namespace caf {
@@ -81,6 +82,12 @@ struct loader_options {
   /// refused: they would start a new program, which cannot rebuild a C++ dataset object.
   /// Only with num_workers > 0, as PyTorch requires.
   std::string multiprocessing_context{};
+  /// Run around each worker process's fork(), on the forking worker's thread: how an embedded
+  /// runtime keeps its state sound across the fork (the Python module takes the GIL and calls
+  /// CPython's PyOS_BeforeFork / PyOS_AfterFork_Parent / PyOS_AfterFork_Child, as os.fork
+  /// does). `before` runs first; then `parent` in this process, `child` in the new one before it
+  /// runs worker_init_fn. Any of them may be empty. Only with multiprocessing_context "fork".
+  data::fork_hooks fork_hooks{};
   /// Draws the shuffle order and the base seed; one seeded from the default generator if null.
   std::shared_ptr<actorch::generator> generator{};
   /// Batches in flight per worker (2 when unset): prefetch_factor x num_workers in all, queued
@@ -97,6 +104,13 @@ struct loader_options {
   /// only with num_workers > 0. Note [Worker CPUs] in actors/loader/worker.cpp and
   /// docs/performance.md say when it pays.
   std::vector<int> worker_cpus{};
+  /// As PyTorch's loader sends them: the k-th batch of an epoch goes to worker k %
+  /// num_workers, and no worker takes another's (Note [Task stealing] in
+  /// actors/loader/task_board.cpp). What code drawing from per-worker generators needs to
+  /// repeat a run (random, numpy or torch seeded per worker process: the Python module sets it
+  /// for Python datasets). false, the default: the least busy worker gets the next batch, and
+  /// idle workers take queued ones; batch randomness from batch_generator() repeats either way.
+  bool round_robin = false;
 };
 
 /// Where a loader stands, to resume mid-epoch with exactly the batches it would have given.

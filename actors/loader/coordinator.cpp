@@ -228,7 +228,7 @@ void coordinator::start(epoch_plan plan) {
   st.active = true;
   st.failed = false;
   st.delivered = 0;
-  st.disp.start(st.plan, st.sup.size());
+  st.disp.start(st.plan, st.sup.size(), st.cfg.round_robin);
   st.reorder.start(st.plan);
   collect(); // drops what the last run left on the shelf, and opens it for this run
   if (!st.plan.iterable && st.plan.batches.empty()) {

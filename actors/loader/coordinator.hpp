@@ -32,6 +32,7 @@ struct coordinator_config {
   /// false: batch_size = nullopt, each task is one sample, converted rather than collated.
   bool auto_collation = true;
   bool in_order = true;
+  bool round_robin = false;   // map-style: the k-th task to source k % sources
   double timeout_s = 0;       // 0: wait forever for a source
   data::collate_fn collate;   // for batches a source returns uncollated
   data::buffer_pool_ptr pool; // batch buffers (pinned when pin_memory)

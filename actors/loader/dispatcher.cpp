@@ -39,8 +39,9 @@
 
 namespace actorch::actors {
 
-void dispatcher::start(const epoch_plan& plan, size_t sources) {
+void dispatcher::start(const epoch_plan& plan, size_t sources, bool round_robin) {
   credit_ = plan.credits;
+  round_robin_ = round_robin;
   next_emit_ = 0;
   outstanding_.clear();
   queued_.assign(sources, {});
@@ -74,9 +75,9 @@ std::optional<dispatcher::pick> dispatcher::next(const epoch_plan& plan) {
   }
   if (next_emit_ >= plan.batches.size())
     return std::nullopt;
-  // The least busy source; ties go to the lowest id.
-  size_t w = 0;
-  for (size_t i = 1; i < queued_.size(); ++i)
+  // The least busy source, ties to the lowest id; or, round robin, the next in turn.
+  size_t w = round_robin_ ? next_emit_ % queued_.size() : 0;
+  for (size_t i = 1; !round_robin_ && i < queued_.size(); ++i)
     if (queued_[i].size() < queued_[w].size())
       w = i;
   const int64_t seq = plan.batches[next_emit_++].first;

@@ -33,8 +33,9 @@ public:
     std::vector<uint64_t> skip_seeds;
   };
 
-  /// A new run over `sources` sources: plan.credits credits, no task out.
-  void start(const epoch_plan& plan, size_t sources);
+  /// A new run over `sources` sources: plan.credits credits, no task out. `round_robin`: a
+  /// map-style run's k-th task goes to source k % sources, not to the least busy.
+  void start(const epoch_plan& plan, size_t sources, bool round_robin = false);
   /// The next task while credit lasts, its credit taken; nullopt when there is none to send.
   std::optional<pick> next(const epoch_plan& plan);
   /// A batch was taken by the consumer, or an iterable task yielded nothing: one more credit.
@@ -68,6 +69,7 @@ private:
   bool ended(size_t w) const { return end_k_[w] != kNoEnd; }
 
   int64_t credit_ = 0;
+  bool round_robin_ = false;
   size_t next_emit_ = 0;                                      // map-style: position in plan.batches
   std::unordered_map<int64_t, outstanding_task> outstanding_; // by seq
   // Per source, its outstanding tasks (seqs) in the order sent: it works on the first

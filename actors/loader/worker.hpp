@@ -46,6 +46,7 @@ struct worker_config {
   /// in worker_process.cpp), killed when a load passes `timeout_s` (> 0).
   bool process = false;
   double timeout_s = 0;
+  data::fork_hooks hooks; // around the fork (loader_options::fork_hooks)
 };
 
 /// Loads one batch on the calling thread: get() each index, collate (default_convert the one

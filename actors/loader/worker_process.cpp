@@ -440,7 +440,8 @@ std::string exit_text(int status) {
 
 worker_process::worker_process(std::string name, std::function<std::string()> init, load_fn load,
                                data::buffer_pool* pool, bool pin_memory, double timeout_s,
-                               const std::atomic<uint64_t>* active_run_id)
+                               const std::atomic<uint64_t>* active_run_id,
+                               const data::fork_hooks& hooks)
     : name_(std::move(name)), pool_(pool), pin_memory_(pin_memory), timeout_s_(timeout_s),
       active_run_id_(active_run_id) {
   int fds[2];
@@ -454,12 +455,18 @@ worker_process::worker_process(std::string name, std::function<std::string()> in
     ACTORCH_FAIL(name_, ": cannot make its shared batch file: ", errno_str(err));
   }
   const pid_t parent = ::getpid();
+  if (hooks.before)
+    hooks.before();
   pid_ = ::fork();
   if (pid_ == 0) {
     ::close(fds[0]);
+    if (hooks.child)
+      hooks.child();
     child_main(fds[1], shm_fd_, parent, name_, init, load);
   }
   const int err = errno;
+  if (hooks.parent)
+    hooks.parent();
   ::close(fds[1]);
   sock_ = fds[0];
   ACTORCH_CHECK(pid_ > 0, name_, ": cannot fork its process: ", errno_str(err));

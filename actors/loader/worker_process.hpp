@@ -17,6 +17,7 @@
 
 #include "actors/messages.hpp"
 #include "core/data/buffer_pool.hpp"
+#include "core/data/worker_info.hpp"
 
 namespace actorch::actors {
 
@@ -43,10 +44,11 @@ public:
   /// error reported with the first batch) and then answers each task with `load`. The batches
   /// come back into `pool` (nullptr: plain memory), marked pinned when `pin_memory`. A load that
   /// passes `timeout_s` (> 0) is killed. `name` ("DataLoader worker 1") starts every message.
+  /// `hooks` run around the fork (hooks.child in the child, before `init`).
   /// @throws actorch::error when the child cannot be started.
   worker_process(std::string name, std::function<std::string()> init, load_fn load,
                  data::buffer_pool* pool, bool pin_memory, double timeout_s,
-                 const std::atomic<uint64_t>* active_run_id);
+                 const std::atomic<uint64_t>* active_run_id, const data::fork_hooks& hooks = {});
   /// Kills and reaps the child.
   ~worker_process();
   worker_process(const worker_process&) = delete;

@@ -8,12 +8,19 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/data/dataset.hpp"
 #include "core/random.hpp"
 
 namespace actorch::data {
+
+/// What runs around a loader worker process's fork(), on the forking thread (see
+/// loader_options::fork_hooks): `before`, then `parent` here or `child` in the new process.
+struct fork_hooks {
+  std::function<void()> before, parent, child;
+};
 
 struct worker_info {
   int64_t id = 0;

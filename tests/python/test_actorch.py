@@ -1,4 +1,4 @@
-"""The Python module (python/actorch_module.cpp) against numpy and PyTorch:
+"""The Python package (python/actorch, python/src) against numpy and PyTorch:
 DLPack both ways without copies (values, strides, lifetimes), the data loader's batches, a
 Python collate_fn and worker_init_fn, and a PyTorch training loop fed by actorch.DataLoader."""
 import gc
@@ -181,7 +181,9 @@ def test_transforms_run_in_the_workers_and_a_python_lambda_too():
     assert np.from_dlpack(batches[0][0]).max() <= 2 * images.max()
 
 
-def test_the_sqlite_source_actor_feeds_a_python_loader(tmp_path):
+def test_a_python_dataset_over_sqlite_in_worker_processes(tmp_path):
+    # What the C++ example's source actor does (examples/sqlite_source.cpp), as a Python user
+    # writes it: each worker process opens its own connection (worker_init_fn), as sqlite3 needs.
     import sqlite3
     path = str(tmp_path / "samples.db")
     db = sqlite3.connect(path)
@@ -191,18 +193,30 @@ def test_the_sqlite_source_actor_feeds_a_python_loader(tmp_path):
                    (i, i % 3, np.full(4, i, dtype=np.float32).tobytes()))
     db.commit()
     db.close()
-    source = actorch.data.SQLiteSource(path)
-    assert len(source) == 10
-    loader = actorch.DataLoader(source, batch_size=4, shuffle=True, seed=0)
-    del source  # the loader keeps the source's actor system alive
+
+    class Samples(torch.utils.data.Dataset):
+        def __init__(self, path):
+            self.path, self.db = path, None
+
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            label, blob = self.db.execute("SELECT label, features FROM samples WHERE id = ?",
+                                          (i,)).fetchone()
+            return np.frombuffer(blob, dtype=np.float32).copy(), label
+
+    def connect(worker_id):
+        ds = actorch.data.get_worker_info().dataset
+        ds.db = sqlite3.connect(ds.path)
+
+    loader = actorch.DataLoader(Samples(path), batch_size=4, shuffle=True, num_workers=2,
+                                worker_init_fn=connect, seed=0)
     seen = []
-    for x, y in loader.__iter__(as_torch=False):
-        xs, ys = np.from_dlpack(x), np.from_dlpack(y)
-        assert xs.shape[1] == 4 and (xs[:, 0].astype(np.int64) % 3 == ys).all()
-        seen += xs[:, 0].astype(int).tolist()
+    for x, y in loader:
+        assert x.shape[1] == 4 and ((x[:, 0].long() % 3) == y).all()
+        seen += x[:, 0].long().tolist()
     assert sorted(seen) == list(range(10))
-    with pytest.raises(actorch.Error, match="No such file or directory"):
-        actorch.data.SQLiteSource(str(tmp_path / "missing.db"))
 
 
 def test_resize_matches_torch_interpolate():

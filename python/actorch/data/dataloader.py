@@ -1,0 +1,248 @@
+"""actorch.DataLoader: torch.utils.data.DataLoader's arguments, defaults and errors, over
+actorch's C++ loader (actorch._C._Loader).
+
+Where the workers run (num_workers > 0):
+- a Python dataset (or a C++ one with Python code in it) loads in worker processes by default, as
+  torch's does on Linux: each is forked from its worker's thread on its first batch, collates its
+  samples in C++ straight into a shared-memory file, and no tensor is pickled. A worker that dies
+  or passes `timeout` is replaced and its batch loaded again, up to 3 attempts, then the epoch
+  fails naming the signal and the batch.
+- multiprocessing_context="thread" runs them as threads of this process instead: no fork, no
+  copy of the batch, but the GIL serialises the Python code. It pays when __getitem__ spends its
+  time in code that releases the GIL (numpy on large arrays, file reads, decoding).
+- actorch's C++ datasets (NpyDataset, TransformedDataset, ...) load on threads by default,
+  without the GIL; "fork" puts them in processes.
+"spawn" and "forkserver" are refused for now: see the README.
+
+Seeding, as torch's worker processes: worker i's seed is base_seed + i, with base_seed drawn per
+epoch from `generator` (or torch's default generator); each worker process seeds `random`,
+torch and numpy's global generator from it before worker_init_fn runs.
+"""
+import math
+import random
+import re
+
+from .. import _C
+from . import get_worker_info as _get_worker_info
+
+try:
+    import torch as _torch
+except ImportError:  # actorch's loader works without torch; batches are then actorch.Tensor
+    _torch = None
+
+
+def _is_iterable(dataset):
+    """torch's rule (an IterableDataset), and for any other object: iterable without
+    __getitem__ (a generator, a stream class of the user's)."""
+    if _torch is not None and isinstance(dataset, _torch.utils.data.IterableDataset):
+        return True
+    if isinstance(dataset, _C.data.Dataset):
+        return False
+    return hasattr(dataset, "__iter__") and not hasattr(dataset, "__getitem__")
+
+
+def _start_method(context):
+    if context is None or isinstance(context, str):
+        return context
+    if hasattr(context, "get_start_method"):  # a multiprocessing context object
+        return context.get_start_method()
+    raise TypeError("multiprocessing_context option should be a valid context object or a "
+                    f"string specifying the start method, but got multiprocessing_context={context}")
+
+
+def _draw_seed(generator):
+    """A 63-bit seed from `generator` (a torch.Generator) or torch's default generator, as torch's
+    loader draws its base seed, so torch.manual_seed makes a run repeat."""
+    if _torch is None:
+        if generator is not None:
+            raise ValueError("DataLoader: generator needs torch")
+        return random.getrandbits(63)
+    return int(_torch.empty((), dtype=_torch.int64).random_(generator=generator).item())
+
+
+def _worker_setup(worker_id, user_fn, processes):
+    """worker_init_fn as actorch's loader runs it in each worker: in a worker process, first
+    what torch's worker loop does (seeds, one intra-op thread, torch's worker info)."""
+    if processes:
+        info = _get_worker_info()
+        random.seed(info.seed)
+        if _torch is not None:
+            _torch.set_num_threads(1)
+            _torch.manual_seed(info.seed)
+            worker = _torch.utils.data._utils.worker
+            worker._worker_info = worker.WorkerInfo(id=info.id, num_workers=info.num_workers,
+                                                    seed=info.seed, dataset=info.dataset)
+            try:
+                import numpy as np
+                np.random.seed(worker._generate_state(info.seed - info.id, info.id))
+            except ImportError:
+                pass
+    if user_fn is not None:
+        user_fn(worker_id)
+
+
+_PY_EXCEPTION = re.compile(
+    r"\(Python exception type ([\w.]+):([\w.]+); the worker's traceback follows\)")
+
+
+def _reraise(error):
+    """An actorch.Error from the loader as the exception the user's code raised: its type where
+    it can be rebuilt from a message, RuntimeError otherwise (as torch's ExceptionWrapper)."""
+    message = str(error)
+    match = _PY_EXCEPTION.search(message)
+    if match is None:
+        raise error
+    module, qualname = match.groups()
+    try:
+        cls = __import__(module, fromlist=["_"])
+        for part in qualname.split("."):
+            cls = getattr(cls, part)
+    except (ImportError, AttributeError):
+        cls = None
+    if cls is KeyError and _torch is not None:  # keep the newlines in str(), as torch does
+        message = _torch._utils.KeyErrorMessage(message)
+    try:
+        exc = cls(message) if isinstance(cls, type) and issubclass(cls, BaseException) else None
+    except Exception:
+        exc = None
+    raise (exc if exc is not None else RuntimeError(message)) from None
+
+
+class _Iterator:
+    """One epoch of a DataLoader: torch's batches, errors as the dataset raised them."""
+    __slots__ = ("_it",)
+
+    def __init__(self, it):
+        self._it = it
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return self._it.__next__()
+        except _C.Error as e:
+            _reraise(e)
+
+
+class DataLoader:
+    """torch.utils.data.DataLoader over actorch's loader: the same arguments and defaults, and
+    batches of torch tensors (zero-copy over actorch's buffers; actorch.Tensor without torch).
+    Beyond torch: `seed` (the loader's own generator, instead of drawing from `generator`) and
+    `in_order=False` (batches as they are ready). See the module's docstring for where workers
+    run."""
+
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
+                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=2, persistent_workers=False, pin_memory_device="", seed=None,
+                 in_order=True):
+        if num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; "
+                             "use num_workers=0 to disable multiprocessing.")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor != 2:
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing."
+                             "let num_workers > 0 to enable multiprocessing.")
+        if prefetch_factor is not None and prefetch_factor <= 0:
+            raise ValueError(f"prefetch_factor option should be positive (got {prefetch_factor})")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        if pin_memory_device:
+            raise ValueError("pin_memory_device: actorch pins for the current CUDA device only; "
+                             f"got {pin_memory_device!r}")
+        iterable = _is_iterable(dataset)
+        if iterable:
+            if shuffle not in {False, None}:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle "
+                                 f"option, but got shuffle={shuffle}")
+            if sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler "
+                                 f"option, but got sampler={sampler}")
+            if batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified "
+                                 f"batch_sampler option, but got batch_sampler={batch_sampler}")
+        elif not (isinstance(dataset, _C.data.Dataset) or hasattr(dataset, "__getitem__")):
+            raise TypeError(f"DataLoader: the dataset ({type(dataset).__name__}) has neither "
+                            "__getitem__ and __len__ (a map-style dataset) nor __iter__ (an "
+                            "iterable one)")
+        shuffle = bool(shuffle)
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
+                                 "shuffle, sampler, and drop_last")
+            batch_size, drop_last = None, False
+        elif batch_size is None and drop_last:
+            raise ValueError("batch_size=None option disables auto-batching and is mutually "
+                             "exclusive with drop_last")
+
+        method = _start_method(multiprocessing_context)
+        if method is not None and num_workers == 0:
+            raise ValueError("multiprocessing_context can only be used with multi-process "
+                             f"loading (num_workers > 0), but got num_workers={num_workers}")
+        if method in ("spawn", "forkserver"):
+            raise ValueError(f"multiprocessing_context={method!r}: actorch forks its worker "
+                             "processes (the child shares the dataset in memory) and cannot "
+                             "start them as a new program yet; use 'fork' (the default for a "
+                             "Python dataset) or 'thread'")
+        if method not in (None, "fork", "thread"):
+            raise ValueError("multiprocessing_context option should specify a valid start method "
+                             "in ['fork', 'thread'] (actorch's), but got "
+                             f"multiprocessing_context={method!r}")
+        cxx = isinstance(dataset, _C.data.Dataset)
+        processes = num_workers > 0 and (method == "fork" or (method is None and not cxx))
+
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        self.num_workers = num_workers
+        self.collate_fn = collate_fn
+        self.pin_memory = pin_memory
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.generator = generator
+        self.prefetch_factor = prefetch_factor
+        self.persistent_workers = persistent_workers
+        self._iterable = iterable
+        # The containers torch's default_collate or default_convert would make of a batch; a
+        # collate_fn's batch comes back as it returned it (from a worker process, rebuilt).
+        self._form = ("sample" if collate_fn is not None else
+                      "collated" if batch_size is not None or batch_sampler is not None else
+                      "converted")
+        self._as_torch = _torch is not None
+
+        init = worker_init_fn
+        if num_workers > 0 and (processes or worker_init_fn is not None):
+            def init(worker_id, user_fn=worker_init_fn, processes=processes):
+                _worker_setup(worker_id, user_fn, processes)
+        self._loader = _C._Loader(
+            dataset, iterable=iterable,
+            batch_size=1 if batch_sampler is not None else batch_size, shuffle=shuffle, sampler=sampler,
+            batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
+            pin_memory=pin_memory, drop_last=drop_last, timeout=float(timeout),
+            worker_init_fn=init, processes=processes,
+            seed=seed if seed is not None else _draw_seed(generator),
+            prefetch_factor=prefetch_factor if num_workers > 0 else None,
+            persistent_workers=persistent_workers, in_order=in_order,
+            # torch's order of batches to workers: Python code draws from per-worker generators
+            round_robin=not cxx)
+
+    def __iter__(self, as_torch=None):
+        """One epoch's batches; as_torch=False gives actorch.Tensor objects instead of torch
+        tensors."""
+        return _Iterator(self._loader._iter(self._as_torch if as_torch is None else as_torch,
+                                            self._form))
+
+    def __len__(self):
+        if not self._iterable:
+            return len(self._loader)
+        n = len(self.dataset)  # torch's: the dataset's length, as batches (TypeError without)
+        if self.batch_size is not None:
+            n = n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+        return n

@@ -1,0 +1,339 @@
+// Between Python values and actorch's (convert.hpp).
+//
+// Note [Namedtuples in samples]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torch's default_collate keeps a namedtuple's type (Point(x=tensor, y=tensor)) and turns other
+// tuples and lists into lists. A sample has tuples and dicts only, and it crosses into worker
+// processes and through the C++ collate, so a namedtuple travels as a dict whose first key is
+// kNamedtupleKey, holding "module:qualname" (a string, collated to a list of equal strings), then
+// its fields by name. to_python rebuilds the class from that name. A namedtuple class that
+// cannot be imported by name (made inside a function) comes back as a dict of its fields.
+//
+// Note [Python exceptions across workers]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An exception a Python dataset raises in a loader worker (a thread or a process) travels as an
+// actorch::error's text, since that is what crosses a worker process's socket. The text names the
+// exception's type and message first, as the loader prefixes it ("DataLoader worker 1 failed on
+// sample index 17 (batch 3): ValueError: ..."), then a line "(Python exception type
+// module:qualname; the worker's traceback follows)" and the worker's traceback. actorch.data's
+// DataLoader finds that line and raises the original type with the whole text as its message,
+// as torch's ExceptionWrapper does (RuntimeError where the type cannot be rebuilt).
+//
+// Note [Worker thread states]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Python code runs on a thread only with a PyThreadState of that thread. pybind11's
+// gil_scoped_acquire makes one on a thread that has none and deletes it when it lets go, which
+// costs microseconds per call: per sample, on a loader worker's thread. keep_thread_state()
+// makes the thread's state once (PyGILState_Ensure, then releasing the GIL but not the state),
+// and a thread_local deletes it when the thread ends, unless the interpreter is gone by then;
+// gil_scoped_acquire then finds it and only takes the GIL. The fork hooks (loader.cpp) rely on
+// it too: the worker's thread forks holding the GIL through this state, which the child keeps.
+#include "python/src/convert.hpp"
+
+#include <pybind11/stl.h>
+
+#include "base/error.hpp"
+#include "core/dlpack.hpp"
+
+namespace actorch::python {
+
+namespace {
+
+constexpr const char* kCapsuleName = "dltensor";
+constexpr const char* kUsedName = "used_dltensor";
+constexpr const char* kNamedtupleKey = "\x01namedtuple"; // Note [Namedtuples in samples]
+
+/// numpy, imported once (nullptr-like none when absent).
+py::object numpy_module() {
+  static py::object* np = [] {
+    try {
+      return new py::object(py::module_::import("numpy"));
+    } catch (const py::error_already_set&) {
+      return new py::object(py::none());
+    }
+  }();
+  return *np;
+}
+
+py::object namedtuple_class(const std::string& name) {
+  const size_t colon = name.find(':');
+  if (colon == std::string::npos)
+    return py::none();
+  try {
+    py::object cls = py::module_::import(name.substr(0, colon).c_str());
+    std::string rest = name.substr(colon + 1);
+    for (size_t at = 0; at <= rest.size();) {
+      const size_t dot = std::min(rest.find('.', at), rest.size());
+      cls = cls.attr(rest.substr(at, dot - at).c_str());
+      at = dot + 1;
+    }
+    return cls;
+  } catch (const py::error_already_set&) {
+    return py::none();
+  }
+}
+
+} // namespace
+
+py::capsule to_capsule(const tensor& t) {
+  DLManagedTensor* m = to_dlpack(t);
+  return py::capsule(m, kCapsuleName, [](PyObject* capsule) {
+    // Not consumed (its name is still "dltensor"): the producer's memory is released here.
+    if (PyCapsule_IsValid(capsule, kCapsuleName)) {
+      auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, kCapsuleName));
+      if (managed && managed->deleter)
+        managed->deleter(managed);
+    }
+  });
+}
+
+tensor tensor_from_dlpack(const py::object& obj) {
+  py::object capsule = obj;
+  if (py::hasattr(obj, "__dlpack__"))
+    capsule = obj.attr("__dlpack__")();
+  ACTORCH_CHECK(PyCapsule_IsValid(capsule.ptr(), kCapsuleName),
+                "from_dlpack: expected an object with __dlpack__ or an unused 'dltensor' capsule, "
+                "got ",
+                std::string(py::str(py::type::of(obj))));
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kCapsuleName));
+  tensor t = from_dlpack(m); // throws without taking m: the capsule still deletes it
+  PyCapsule_SetName(capsule.ptr(), kUsedName);
+  return t;
+}
+
+bool torch_available() {
+  static const bool available = [] {
+    try {
+      py::module_::import("torch");
+      return true;
+    } catch (const py::error_already_set&) {
+      return false;
+    }
+  }();
+  return available;
+}
+
+python_value::python_value(py::object o)
+    : obj_(std::move(o)), type_name_(py::str(py::type::of(obj_))) {}
+
+python_value::~python_value() {
+  gil_lock gil;
+  obj_ = py::object();
+}
+
+std::string python_value::type_name() const {
+  return type_name_;
+}
+
+void python_value::for_each_tensor(const std::function<void(tensor&)>& /*f*/) {}
+
+namespace {
+
+struct kept_thread_state {
+  PyThreadState* state = nullptr;
+  ~kept_thread_state() {
+    if (state == nullptr || !Py_IsInitialized() || _Py_IsFinalizing())
+      return;
+    PyEval_RestoreThread(state);
+    PyGILState_Release(PyGILState_UNLOCKED); // deletes the state and lets the GIL go
+  }
+};
+
+} // namespace
+
+void keep_thread_state() {
+  thread_local kept_thread_state kept;
+  if (kept.state != nullptr || PyGILState_GetThisThreadState() != nullptr)
+    return; // kept already, or a thread Python made
+  PyGILState_Ensure();
+  kept.state = PyEval_SaveThread();
+}
+
+gil_lock::gil_lock() : gil_((keep_thread_state(), py::gil_scoped_acquire())) {}
+
+gil_object::~gil_object() {
+  gil_lock gil;
+  obj = py::object();
+}
+
+/// Whether `s` is what default_collate makes of strings: a tuple of them.
+bool strings_batch(const data::sample& s) {
+  for (const auto& item : s.as_tuple())
+    if (item.type() != data::sample::kind::string)
+      return false;
+  return s.size() > 0;
+}
+
+namespace {
+
+/// to_python; `in_sequence`: s is an element of a tuple or namedtuple (see kind::tuple).
+py::object to_python(const data::sample& s, const to_python_options& o, bool in_sequence) {
+  using form = to_python_options::form;
+  using kind = data::sample::kind;
+  switch (s.type()) {
+  case kind::none: return py::none();
+  case kind::tensor: {
+    const tensor& t = s.as_tensor();
+    if (o.as_torch) {
+      static py::object* from_dlpack =
+          new py::object(py::module_::import("torch").attr("from_dlpack")); // kept to the end
+      if (t.dtype() == dtype::bool_) // DLPack 0.6 has no bool: across as bytes, then a view
+        return (*from_dlpack)(py::cast(t.to(dtype::uint8)))
+            .attr("view")(py::module_::import("torch").attr("bool"));
+      return (*from_dlpack)(py::cast(t));
+    }
+    return py::cast(t);
+  }
+  case kind::integer: return py::int_(s.as_int());
+  case kind::floating: return py::float_(s.as_double());
+  case kind::boolean: return py::bool_(s.as_bool());
+  case kind::string: return py::str(s.as_string());
+  case kind::tuple: {
+    // torch 1.13's default_collate hands strings back in what held them: the tuple zip()
+    // made of a sequence's elements, the list a dict's value or the batch itself was; other
+    // sequences become lists (so does default_convert).
+    const bool as_list =
+        o.as == form::converted || (o.as == form::collated && !(in_sequence && strings_batch(s)));
+    if (as_list) {
+      py::list out(s.size());
+      for (size_t i = 0; i < s.size(); ++i)
+        out[i] = to_python(s[i], o, true);
+      return out;
+    }
+    py::tuple out(s.size());
+    for (size_t i = 0; i < s.size(); ++i)
+      out[i] = to_python(s[i], o, true);
+    return out;
+  }
+  case kind::dict: {
+    const auto& items = s.as_dict();
+    if (!items.empty() && items[0].first == kNamedtupleKey) { // Note [Namedtuples in samples]
+      const data::sample& name = items[0].second;
+      py::object cls = namedtuple_class(name.type() == kind::string ? name.as_string()
+                                        : name.size() > 0           ? name[0].as_string()
+                                                                    : std::string());
+      py::dict fields;
+      for (size_t i = 1; i < items.size(); ++i)
+        fields[py::str(items[i].first)] = to_python(items[i].second, o, true);
+      return cls.is_none() ? py::object(fields) : cls(**fields);
+    }
+    py::dict out;
+    for (const auto& [key, value] : items)
+      out[py::str(key)] = to_python(value, o, false);
+    return out;
+  }
+  case kind::custom: {
+    if (auto* v = dynamic_cast<python_value*>(s.as_custom().get()))
+      return v->object();
+    ACTORCH_FAIL("a ", s.as_custom()->type_name(),
+                 " (a C++ batch type of its own) has no Python form; make the batch of "
+                 "tensors, numbers, strings, tuples and dicts for Python");
+  }
+  }
+  return py::none();
+}
+
+} // namespace
+
+py::object to_python(const data::sample& s, const to_python_options& o) {
+  return to_python(s, o, false);
+}
+
+data::sample from_python(const py::handle& obj) {
+  // The types a dataset returns most, by exact type first: each pybind11 isinstance costs a
+  // lookup, per sample (bool before int: a bool is an int to Python).
+  PyObject* p = obj.ptr();
+  if (PyLong_CheckExact(p))
+    return obj.cast<int64_t>();
+  if (PyFloat_CheckExact(p))
+    return PyFloat_AS_DOUBLE(p);
+  if (PyTuple_CheckExact(p) || PyList_CheckExact(p)) {
+    data::sample::tuple items;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(p);
+    items.reserve(size_t(n));
+    for (Py_ssize_t i = 0; i < n; ++i)
+      items.push_back(from_python(PySequence_Fast_GET_ITEM(p, i)));
+    return items;
+  }
+  if (obj.is_none())
+    return {};
+  if (py::isinstance<tensor>(obj))
+    return obj.cast<tensor>();
+  if (PyBool_Check(p))
+    return p == Py_True;
+  const py::object np = numpy_module();
+  if (!np.is_none()) {
+    if (py::isinstance(obj, np.attr("bool_")))
+      return obj.cast<bool>();
+    if (py::isinstance(obj, np.attr("generic"))) // a numpy scalar (np.float64 is a float too)
+      return tensor_from_dlpack(np.attr("asarray")(obj));
+    if (py::isinstance(obj, np.attr("ndarray")) &&
+        !obj.attr("flags").attr("writeable").cast<bool>()) // DLPack cannot say read-only
+      return tensor_from_dlpack(np.attr("array")(obj));
+  }
+  if (py::isinstance<py::int_>(obj))
+    return obj.cast<int64_t>();
+  if (py::isinstance<py::float_>(obj))
+    return obj.cast<double>();
+  if (py::isinstance<py::str>(obj))
+    return obj.cast<std::string>();
+  if (py::isinstance<py::tuple>(obj) && py::hasattr(obj, "_fields")) {
+    // Note [Namedtuples in samples]
+    const py::handle type = py::type::of(obj);
+    data::sample::dict items;
+    items.emplace_back(kNamedtupleKey, py::str(type.attr("__module__")).cast<std::string>() + ":" +
+                                           py::str(type.attr("__qualname__")).cast<std::string>());
+    const py::tuple fields = obj.attr("_fields");
+    const py::tuple values = py::reinterpret_borrow<py::tuple>(obj);
+    for (size_t i = 0; i < fields.size(); ++i)
+      items.emplace_back(fields[i].cast<std::string>(), from_python(values[i]));
+    return items;
+  }
+  if (py::isinstance<py::tuple>(obj) || py::isinstance<py::list>(obj)) {
+    data::sample::tuple items;
+    items.reserve(size_t(py::len(obj)));
+    for (const py::handle item : obj)
+      items.push_back(from_python(item));
+    return items;
+  }
+  if (py::isinstance<py::dict>(obj)) {
+    data::sample::dict items;
+    for (const auto& [key, value] : obj.cast<py::dict>()) {
+      ACTORCH_CHECK(py::isinstance<py::str>(key), "a sample's dict has a key of type ",
+                    std::string(py::str(py::type::of(key))), " (", std::string(py::repr(key)),
+                    "); actorch's batches take str keys only");
+      items.emplace_back(key.cast<std::string>(), from_python(value));
+    }
+    return items;
+  }
+  if (py::hasattr(obj, "__dlpack__")) {
+    py::object o = py::reinterpret_borrow<py::object>(obj);
+    if (py::hasattr(o, "requires_grad") && o.attr("requires_grad").cast<bool>())
+      o = o.attr("detach")(); // torch refuses to export a tensor that requires grad
+    return tensor_from_dlpack(o);
+  }
+  return std::make_shared<python_value>(py::reinterpret_borrow<py::object>(obj));
+}
+
+void rethrow_python_error(py::error_already_set& e, const std::string& context) {
+  // Note [Python exceptions across workers]
+  const py::object type = e.type(), value = e.value(), trace = e.trace();
+  std::string text = context + py::str(type.attr("__name__")).cast<std::string>();
+  const std::string message = py::str(value);
+  if (!message.empty())
+    text += ": " + message;
+  text += "\n(Python exception type " + py::str(type.attr("__module__")).cast<std::string>() + ":" +
+          py::str(type.attr("__qualname__")).cast<std::string>() +
+          "; the worker's traceback follows)\n";
+  try {
+    const py::list lines =
+        py::module_::import("traceback").attr("format_exception")(type, value, trace);
+    for (const py::handle line : lines)
+      text += line.cast<std::string>();
+  } catch (const py::error_already_set&) {
+    text += "(its traceback could not be formatted)\n";
+  }
+  throw actorch::error(text);
+}
+
+} // namespace actorch::python

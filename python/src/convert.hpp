@@ -1,0 +1,96 @@
+// Between Python values and actorch's: tensors through DLPack (zero-copy both ways), samples
+// (numbers, strings, tuples, dicts, tensors, nested) to and from Python objects, and Python
+// objects that a thread without the GIL may drop last. Shared by every binding file of the _C
+// module (see Note [Python module] in module.cpp).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include "core/data/sample.hpp"
+#include "core/tensor.hpp"
+
+namespace actorch::python {
+
+namespace py = pybind11;
+
+/// A "dltensor" capsule over `t`; a capsule nobody consumes releases `t` itself.
+py::capsule to_capsule(const tensor& t);
+
+/// actorch.from_dlpack: an object with __dlpack__ (numpy array, torch tensor), or a capsule.
+tensor tensor_from_dlpack(const py::object& obj);
+
+/// Whether `import torch` works (asked once).
+bool torch_available();
+
+/// How a sample becomes Python objects.
+struct to_python_options {
+  /// Tensors as torch tensors (zero-copy) rather than actorch.Tensor.
+  bool as_torch = false;
+  /// A batch as torch's default_convert (converted) or default_collate (collated) gives it:
+  /// tuples become lists, except that a collated batch of strings inside a sequence is a tuple.
+  enum class form { sample, converted, collated };
+  form as = form::sample;
+};
+
+/// A sample as Python objects: numbers, strings, tuples (lists for a batch), dicts, tensors;
+/// a namedtuple and a Python object the sample holds opaquely come back as they went in.
+py::object to_python(const data::sample& s, const to_python_options& o);
+
+/// A Python value as a sample: tensors through DLPack (numpy arrays, torch tensors,
+/// actorch.Tensor; a read-only numpy array is copied), numpy scalars as 0-dim tensors, bool,
+/// int, float, str, tuples and lists, dicts with str keys, namedtuples (kept by name, see Note
+/// [Namedtuples in samples] in convert.cpp). Anything else is held as an opaque Python object
+/// (python_value), which a Python collate_fn may take and default_collate refuses, naming its
+/// type. @pre the GIL is held.
+data::sample from_python(const py::handle& obj);
+
+/// A Python object held inside a sample (kind custom): what a Python dataset returned that is
+/// no tensor, number, string or container of them (a PIL image for a collate_fn of the user's).
+/// It cannot leave its process: worker processes refuse it, naming its type.
+class python_value : public data::custom_value {
+public:
+  explicit python_value(py::object o);
+  ~python_value() override;
+  std::string type_name() const override;
+  void for_each_tensor(const std::function<void(tensor&)>& f) override;
+  const py::object& object() const { return obj_; }
+
+private:
+  py::object obj_;
+  std::string type_name_;
+};
+
+/// The GIL, taken on any thread: a loader worker's thread keeps one Python thread state for its
+/// life instead of making and deleting one per call, as pybind11's gil_scoped_acquire alone would
+/// (Note [Worker thread states] in convert.cpp).
+class gil_lock {
+public:
+  gil_lock();
+  gil_lock(const gil_lock&) = delete;
+  gil_lock& operator=(const gil_lock&) = delete;
+
+private:
+  py::gil_scoped_acquire gil_;
+};
+
+/// Keeps a Python thread state for the calling thread's life (see gil_lock); what a worker
+/// thread calls before it takes the GIL. @pre the GIL is not held by this thread.
+void keep_thread_state();
+
+/// A Python object that a thread without the GIL may drop last (a collate_fn held by the
+/// loader's workers, a dataset): it takes the GIL to let go of it.
+struct gil_object {
+  explicit gil_object(py::object o) : obj(std::move(o)) {}
+  ~gil_object();
+  gil_object(const gil_object&) = delete;
+  gil_object& operator=(const gil_object&) = delete;
+  py::object obj;
+};
+
+/// Where a Python exception caught in C++ goes on: an actorch::error whose message carries the
+/// exception's type (module and qualified name), message and traceback in a form
+/// actorch.data's loader turns back into the original type (Note [Python exceptions across
+/// workers] in convert.cpp). @pre the GIL is held.
+[[noreturn]] void rethrow_python_error(py::error_already_set& e, const std::string& context);
+
+} // namespace actorch::python

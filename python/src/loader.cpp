@@ -1,0 +1,207 @@
+// _C._Loader: the C++ loader (actors/data_loader.hpp) under actorch.DataLoader, which checks
+// torch's arguments in Python (python/actorch/data/dataloader.py) and hands them here: a C++
+// dataset, or the user's Python dataset, sampler and batch sampler through python_dataset.hpp;
+// worker threads or worker processes, whose fork keeps the interpreter sound (fork hooks).
+//
+// Note [Python module]
+// ~~~~~~~~~~~~~~~~~~~~
+// The loader runs in C++: its workers are actor threads, or processes forked from them, that
+// touch Python only for the user's Python code (a dataset's __getitem__, a collate_fn, a
+// worker_init_fn, a Lambda transform), under the GIL. The iterator releases the GIL while it
+// waits for a batch, so the workers' Python code and other Python threads run. A batch's
+// tensors are handed out as actorch.Tensor objects (or torch tensors over them) holding the
+// batch buffer: the buffer goes back to the loader's pool only when Python drops the last of
+// them (and a DLPack consumer, like torch, releases its capsule), so a batch kept past the next
+// iteration stays valid. A capsule not consumed calls the DLPack deleter itself, as PyTorch's
+// do. The loader is destroyed without the GIL, since its shutdown waits for workers that may
+// need the GIL.
+//
+// Note [Forking a Python worker]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A worker process is forked from its worker actor's thread, not from the main thread. The fork
+// hooks do what os.fork does from any thread: take the GIL (through the thread's kept state,
+// Note [Worker thread states] in convert.cpp), PyOS_BeforeFork (the import lock, the at-fork
+// handlers of threading, random, logging), fork, then PyOS_AfterFork_Parent in the parent, which
+// lets the GIL go, and PyOS_AfterFork_Child in the child, which makes the forking thread the
+// child's main thread and deletes the other threads' states. The child keeps the GIL from then
+// on: it has one thread, so every later gil_lock there costs a counter, not a lock.
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+
+#include "actors/data_loader.hpp"
+#include "python/src/bindings.hpp"
+#include "python/src/convert.hpp"
+#include "python/src/python_dataset.hpp"
+
+namespace actorch::python {
+
+namespace {
+
+/// A loader owned by Python: destroyed without the GIL (Note [Python module]).
+std::shared_ptr<data::data_loader> python_owned(data::data_loader loader) {
+  return std::shared_ptr<data::data_loader>(new data::data_loader(std::move(loader)),
+                                            [](data::data_loader* p) {
+                                              std::optional<py::gil_scoped_release> no_gil;
+                                              if (PyGILState_Check())
+                                                no_gil.emplace();
+                                              delete p;
+                                            });
+}
+
+/// See Note [Forking a Python worker].
+data::fork_hooks python_fork_hooks() {
+  static thread_local PyGILState_STATE state;
+  return {.before =
+              [] {
+                keep_thread_state();
+                state = PyGILState_Ensure();
+                PyOS_BeforeFork();
+              },
+          .parent =
+              [] {
+                PyOS_AfterFork_Parent();
+                PyGILState_Release(state);
+              },
+          .child = [] { PyOS_AfterFork_Child(); }};
+}
+
+/// The Python iterator over one epoch of a loader.
+class loader_iterator {
+public:
+  loader_iterator(std::shared_ptr<data::data_loader> loader, bool as_torch,
+                  to_python_options::form form)
+      : loader_(std::move(loader)), as_torch_(as_torch), form_(form) {}
+  py::object next() {
+    {
+      py::gil_scoped_release no_gil; // Note [Python module]
+      if (!it_)
+        it_ = loader_->begin();
+      else if (*it_ != loader_->end())
+        ++*it_;
+    }
+    if (*it_ == loader_->end())
+      throw py::stop_iteration();
+    return to_python(**it_, {.as_torch = as_torch_, .as = form_});
+  }
+
+private:
+  std::shared_ptr<data::data_loader> loader_;
+  std::optional<data::data_loader::iterator> it_;
+  bool as_torch_;
+  to_python_options::form form_;
+};
+
+data::sampler_ptr sampler_of(const py::object& s) {
+  if (s.is_none())
+    return nullptr;
+  if (py::isinstance<data::sampler>(s))
+    return s.cast<data::sampler_ptr>();
+  return std::make_shared<python_sampler>(s);
+}
+
+data::batch_sampler_ptr batch_sampler_of(const py::object& s) {
+  if (s.is_none())
+    return nullptr;
+  if (py::isinstance<data::batch_sampler>(s))
+    return s.cast<data::batch_sampler_ptr>();
+  return std::make_shared<python_batch_sampler>(s);
+}
+
+/// Python code as a collate_fn: the samples as Python objects in, the batch back as the very
+/// object it returned (`keep`), or as a sample where it must leave a worker process.
+data::collate_fn python_collate(py::object fn, bool keep) {
+  return [held = std::make_shared<gil_object>(std::move(fn)),
+          keep](std::vector<data::sample> samples) -> data::sample {
+    gil_lock gil;
+    try {
+      py::list items;
+      for (const auto& s : samples)
+        items.append(to_python(s, {}));
+      py::object batch = held->obj(items);
+      if (keep)
+        return std::make_shared<python_value>(std::move(batch));
+      return from_python(batch);
+    } catch (py::error_already_set& e) {
+      rethrow_python_error(e, "collate_fn raised ");
+    }
+  };
+}
+
+} // namespace
+
+void bind_loader(py::module_& m) {
+  py::class_<loader_iterator>(m, "_LoaderIterator")
+      .def("__iter__", [](loader_iterator& it) -> loader_iterator& { return it; })
+      .def("__next__", &loader_iterator::next);
+  py::class_<data::data_loader, std::shared_ptr<data::data_loader>>(m, "_Loader")
+      .def(py::init([](py::object dataset, bool iterable, std::optional<int64_t> batch_size,
+                       bool shuffle, py::object sampler, py::object batch_sampler,
+                       int64_t num_workers, py::object collate_fn, bool pin_memory, bool drop_last,
+                       double timeout, py::object worker_init_fn, bool processes,
+                       std::optional<uint64_t> seed, std::optional<int64_t> prefetch_factor,
+                       bool persistent_workers, bool in_order, bool round_robin) {
+             data::loader_options o;
+             o.batch_size = batch_size;
+             o.shuffle = shuffle;
+             o.sampler = sampler_of(sampler);
+             o.batch_sampler = batch_sampler_of(batch_sampler);
+             o.num_workers = num_workers;
+             o.pin_memory = pin_memory;
+             o.drop_last = drop_last;
+             o.timeout = timeout;
+             o.prefetch_factor = prefetch_factor;
+             o.persistent_workers = persistent_workers;
+             o.in_order = in_order;
+             o.round_robin = round_robin;
+             if (seed)
+               o.generator = std::make_shared<generator>(*seed);
+             if (processes) {
+               o.multiprocessing_context = "fork";
+               o.fork_hooks = python_fork_hooks();
+             }
+             const bool cxx_dataset = py::isinstance<data::dataset>(dataset);
+             if (!collate_fn.is_none())
+               o.collate_fn = python_collate(collate_fn, !processes);
+             else if (!cxx_dataset && !batch_size)
+               // torch's default_convert keeps a Python dataset's numbers and containers as they
+               // are (from_python already made its arrays tensors): nothing to do per sample.
+               o.collate_fn = [](std::vector<data::sample> s) { return std::move(s[0]); };
+             if (!worker_init_fn.is_none())
+               o.worker_init_fn = [fn = std::make_shared<gil_object>(worker_init_fn)](int64_t id) {
+                 gil_lock gil;
+                 try {
+                   fn->obj(id);
+                 } catch (py::error_already_set& e) {
+                   rethrow_python_error(e, "");
+                 }
+               };
+             if (cxx_dataset)
+               return python_owned(
+                   data::data_loader(dataset.cast<std::shared_ptr<data::dataset>>(), std::move(o)));
+             const bool opaque = !collate_fn.is_none(); // the collate_fn takes them as they are
+             if (iterable)
+               return python_owned(data::data_loader(
+                   std::make_shared<python_iterable_dataset>(dataset, opaque), std::move(o)));
+             return python_owned(data::data_loader(
+                 std::make_shared<python_map_dataset>(dataset, opaque), std::move(o)));
+           }),
+           py::arg("dataset"), py::arg("iterable"), py::arg("batch_size"), py::arg("shuffle"),
+           py::arg("sampler"), py::arg("batch_sampler"), py::arg("num_workers"),
+           py::arg("collate_fn"), py::arg("pin_memory"), py::arg("drop_last"), py::arg("timeout"),
+           py::arg("worker_init_fn"), py::arg("processes"), py::arg("seed"),
+           py::arg("prefetch_factor"), py::arg("persistent_workers"), py::arg("in_order"),
+           py::arg("round_robin"))
+      .def("__len__", &data::data_loader::size)
+      .def("_iter",
+           [](std::shared_ptr<data::data_loader> self, bool as_torch, const std::string& form) {
+             using f = to_python_options::form;
+             return loader_iterator(std::move(self), as_torch,
+                                    form == "collated"    ? f::collated
+                                    : form == "converted" ? f::converted
+                                                          : f::sample);
+           });
+}
+
+} // namespace actorch::python

@@ -1,0 +1,109 @@
+"""What the loader tests share: datasets written as PyTorch users write them, and a comparison of
+batches that holds tensors to their dtype and values and containers to their type."""
+import collections
+import os
+
+import numpy as np
+import torch
+
+import actorch
+
+Point = collections.namedtuple("Point", "x y")
+
+# Where the workers run: no workers, worker processes (actorch's default for a Python dataset,
+# as torch's), worker threads.
+WORKERS = [(0, None), (2, None), (2, "thread")]
+WORKER_IDS = ["no-workers", "processes", "threads"]
+
+
+class Squares(torch.utils.data.Dataset):
+    """A map-style dataset of (index, index squared as float, an array, a string)."""
+
+    def __init__(self, n=23):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return i, float(i * i), np.full((2, 3), i, dtype=np.float32), f"s{i}"
+
+
+class Nested(torch.utils.data.Dataset):
+    """Every type default_collate takes, nested."""
+
+    def __len__(self):
+        return 9
+
+    def __getitem__(self, i):
+        return {
+            "array": np.arange(4, dtype=np.int32) + i,
+            "tensor": torch.full((2,), float(i), dtype=torch.float16),
+            "int": i, "float": i / 4, "bool": i % 2 == 0, "str": f"n{i}",
+            "np_scalar": np.float32(i) / 2,
+            "point": Point(i, np.int64(2 * i)),
+            "list": [i, [i + 1, f"deep{i}"]],
+            "tuple": (torch.tensor([i]), i),
+        }
+
+
+class Stream(torch.utils.data.IterableDataset):
+    """An iterable dataset that shards itself with torch's get_worker_info()."""
+
+    def __init__(self, n=30):
+        self.n = n
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        return iter(range(start, self.n, step))
+
+
+class ActorchStream(Stream):
+    """The same, through actorch.data.get_worker_info() (which worker threads answer too)."""
+
+    def __iter__(self):
+        info = actorch.data.get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        return iter(range(start, self.n, step))
+
+
+def assert_same(got, want, where="batch"):
+    """got (actorch's) equals want (torch's): the same container types, tensors of the same
+    dtype, shape and values, the same numbers and strings."""
+    if isinstance(want, torch.Tensor):
+        assert isinstance(got, torch.Tensor), f"{where}: {type(got)} instead of a tensor"
+        assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} vs {want.dtype}"
+        assert got.shape == want.shape, f"{where}: shape {got.shape} vs {want.shape}"
+        assert torch.equal(got, want), f"{where}: {got} vs {want}"
+        return
+    assert type(got) is type(want), f"{where}: {type(got)} vs {type(want)}"
+    if isinstance(want, dict):
+        assert list(got) == list(want), f"{where}: keys {list(got)} vs {list(want)}"
+        for k in want:
+            assert_same(got[k], want[k], f"{where}[{k!r}]")
+    elif isinstance(want, (list, tuple)):
+        assert len(got) == len(want), f"{where}: {len(got)} vs {len(want)} items"
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_same(g, w, f"{where}[{i}]")
+    else:
+        assert got == want, f"{where}: {got!r} vs {want!r}"
+
+
+def both(dataset, **kwargs):
+    """The batches of torch's DataLoader and of actorch's, given the same arguments (actorch's
+    multiprocessing_context may be 'thread', which torch's gets as None)."""
+    torch_kwargs = dict(kwargs)
+    if torch_kwargs.get("multiprocessing_context") == "thread":
+        torch_kwargs["multiprocessing_context"] = None
+    return (list(torch.utils.data.DataLoader(dataset, **torch_kwargs)),
+            list(actorch.DataLoader(dataset, **kwargs)))
+
+
+def flatten(batches):
+    """The samples of a list of index batches (tensors), for a multiset comparison."""
+    return sorted(v for b in batches for v in (b.tolist() if isinstance(b, torch.Tensor) else b))
+
+
+def pid_of_worker(_):
+    return os.getpid()

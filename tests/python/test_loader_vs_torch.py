@@ -1,0 +1,159 @@
+"""actorch.DataLoader against torch.utils.data.DataLoader on the same Python datasets: the same
+batches in the same order where nothing is random (sequential order, given samplers and batch
+samplers, drop_last and len(), batch_size=None, every collate type nested), the same multiset of
+samples where something is (shuffle, iterable datasets sharded by worker info), with no workers,
+with worker processes and with worker threads."""
+import numpy as np
+import pytest
+import torch
+
+import actorch
+from loader_cases import (WORKER_IDS, WORKERS, ActorchStream, Nested, Point, Squares,
+                          Stream, assert_same, both, flatten)
+
+
+@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+@pytest.mark.parametrize("batch_size,drop_last", [(1, False), (4, False), (4, True), (23, False),
+                                                  (50, True)])
+def test_sequential_batches_and_len(workers, context, batch_size, drop_last):
+    kw = dict(batch_size=batch_size, drop_last=drop_last, num_workers=workers,
+              multiprocessing_context=context)
+    want, got = both(Squares(), **kw)
+    assert_same(got, want)
+    assert len(actorch.DataLoader(Squares(), **kw)) == len(
+        torch.utils.data.DataLoader(Squares(), batch_size=batch_size, drop_last=drop_last))
+
+
+@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+def test_every_collate_type_nested(workers, context):
+    want, got = both(Nested(), batch_size=4, num_workers=workers, multiprocessing_context=context)
+    assert_same(got, want)
+    assert type(got[0]["point"]) is Point
+
+
+@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+def test_no_batching_converts_as_torch(workers, context):
+    want, got = both(Nested(), batch_size=None, num_workers=workers,
+                     multiprocessing_context=context)
+    assert_same(got, want)
+    want, got = both(Squares(5), batch_size=None)
+    assert_same(got, want)
+
+
+def test_plain_lists_are_datasets():
+    data = [(i, np.float64(i) / 3) for i in range(10)]
+    want, got = both(data, batch_size=3)
+    assert_same(got, want)
+    want, got = both(list(range(7)), batch_size=2, num_workers=2)
+    assert_same(got, want)
+
+
+@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+def test_given_samplers_and_batch_samplers(workers, context):
+    kw = dict(num_workers=workers, multiprocessing_context=context)
+    order = [5, 3, 3, 0, 22, 7, 1]
+    want, got = both(Squares(), sampler=order, batch_size=3, **kw)  # any iterable of indices
+    assert_same(got, want)
+    sampler = torch.utils.data.SequentialSampler(range(11))
+    want, got = both(Squares(), sampler=sampler, batch_size=4, drop_last=True, **kw)
+    assert_same(got, want)
+    batches = [[1, 2], [9], [4, 4, 0]]  # any iterable of index lists
+    want, got = both(Squares(), batch_sampler=batches, **kw)
+    assert_same(got, want)
+    batch_sampler = torch.utils.data.BatchSampler(sampler, batch_size=5, drop_last=False)
+    want, got = both(Squares(), batch_sampler=batch_sampler, **kw)
+    assert_same(got, want)
+    assert len(actorch.DataLoader(Squares(), batch_sampler=batch_sampler, **kw)) == 3
+
+
+@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+def test_shuffle_gives_the_same_samples_and_a_seed_repeats(workers, context):
+    kw = dict(batch_size=4, shuffle=True, num_workers=workers, multiprocessing_context=context)
+    want, got = both(list(range(40)), **kw)
+    assert flatten(got) == flatten(want) == list(range(40))
+    runs = [[b.tolist() for b in actorch.DataLoader(
+        list(range(40)), generator=torch.Generator().manual_seed(7), **kw)] for _ in range(2)]
+    assert runs[0] == runs[1]
+    assert runs[0] != [list(range(i, i + 4)) for i in range(0, 40, 4)]
+    torch.manual_seed(3)
+    first = [b.tolist() for b in actorch.DataLoader(list(range(40)), **kw)]
+    torch.manual_seed(3)
+    assert [b.tolist() for b in actorch.DataLoader(list(range(40)), **kw)] == first
+
+
+@pytest.mark.parametrize("workers,context", [(0, None), (2, None), (3, None)])
+def test_an_iterable_dataset_sharded_by_torch_worker_info(workers, context):
+    want, got = both(Stream(), batch_size=4, num_workers=workers, multiprocessing_context=context)
+    assert flatten(got) == flatten(want) == list(range(30))
+    assert len(got) == len(want)
+
+
+@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+def test_an_iterable_dataset_sharded_by_actorch_worker_info(workers, context):
+    got = list(actorch.DataLoader(ActorchStream(), batch_size=4, num_workers=workers,
+                                  multiprocessing_context=context))
+    assert flatten(got) == list(range(30))
+
+
+def test_any_iterable_object_is_an_iterable_dataset():
+    class Numbers(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            yield from ({"i": i, "half": i / 2} for i in range(7))
+
+    want, got = both(Numbers(), batch_size=3)
+    assert_same(got, want)
+
+    class Plain:  # torch would take it for a map-style dataset and fail on len()
+        def __iter__(self):
+            yield from ({"i": i, "half": i / 2} for i in range(7))
+
+    assert_same(list(actorch.DataLoader(Plain(), batch_size=3)), want)
+
+
+@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+def test_a_python_collate_fn_gets_the_samples_as_returned(workers, context):
+    class Opaque:
+        def __init__(self, i):
+            self.i = i
+
+    class Objects(torch.utils.data.Dataset):
+        def __len__(self):
+            return 6
+
+        def __getitem__(self, i):
+            return Opaque(i), np.array([i])
+
+    def collate(samples):
+        assert all(isinstance(o, Opaque) and isinstance(a, np.ndarray) for o, a in samples)
+        return torch.tensor([o.i for o, _ in samples]), np.concatenate([a for _, a in samples])
+
+    want, got = both(Objects(), batch_size=4, collate_fn=collate, num_workers=workers,
+                     multiprocessing_context=context)
+    assert [[x.tolist(), y.tolist()] for x, y in got] == [[x.tolist(), y.tolist()]
+                                                          for x, y in want]
+
+
+def test_arguments_refused_as_torch_refuses_them():
+    cases = [dict(shuffle=True, sampler=[0]), dict(batch_sampler=[[0]], batch_size=2),
+             dict(batch_size=None, drop_last=True), dict(num_workers=-1), dict(timeout=-1),
+             dict(persistent_workers=True), dict(prefetch_factor=4),
+             dict(multiprocessing_context="fork")]
+    for kw in cases:
+        with pytest.raises(ValueError) as want:
+            torch.utils.data.DataLoader(Squares(), **kw)
+        with pytest.raises(ValueError) as got:
+            actorch.DataLoader(Squares(), **kw)
+        assert str(got.value) == str(want.value), kw
+    with pytest.raises(ValueError, match="expected unspecified shuffle"):
+        actorch.DataLoader(Stream(), shuffle=True)
+    with pytest.raises(ValueError, match="spawn"):
+        actorch.DataLoader(Squares(), num_workers=1, multiprocessing_context="spawn")
+    with pytest.raises(TypeError, match="neither __getitem__"):
+        actorch.DataLoader(42)
+
+
+def test_unbatchable_samples_name_their_type():
+    with pytest.raises(actorch.Error, match="object"):
+        list(actorch.DataLoader([object(), object()], batch_size=2))
+    with pytest.raises(actorch.Error, match="key of type <class 'int'>"):
+        list(actorch.DataLoader([{1: 2}], batch_size=1))

@@ -1,0 +1,208 @@
+"""actorch.DataLoader's workers as a PyTorch user meets them: exceptions from __getitem__ with
+their type, message, worker, index and traceback; a worker process killed by a signal; a stuck
+__getitem__ and `timeout`; worker_init_fn and get_worker_info() (actorch's and torch's); seeds
+as torch's workers get them; persistent workers; breaking out of an epoch and starting again."""
+import os
+import random
+import signal
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import actorch
+from loader_cases import WORKER_IDS, WORKERS
+
+
+class BadIndex(Exception):
+    """A user's own exception type, raised from __getitem__."""
+
+
+class Failing(torch.utils.data.Dataset):
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        if i == 6:
+            raise self.exc(f"no sample {i}")
+        return i
+
+
+@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+@pytest.mark.parametrize("exc", [ValueError, KeyError, BadIndex, ZeroDivisionError])
+def test_getitem_exceptions_keep_their_type_and_say_where(workers, context, exc):
+    # torch's without workers: with them it takes 10 s to shut its workers down after the error.
+    with pytest.raises(exc) as want:
+        list(torch.utils.data.DataLoader(Failing(exc), batch_size=4))
+    with pytest.raises(exc) as got:
+        list(actorch.DataLoader(Failing(exc), batch_size=4, num_workers=workers,
+                                multiprocessing_context=context))
+    text = str(got.value)
+    assert "no sample 6" in str(want.value) and "no sample 6" in text
+    assert "sample index 6" in text and "batch 1" in text
+    assert "Traceback (most recent call last)" in text and "in __getitem__" in text
+    if workers:
+        assert "DataLoader worker" in text
+
+
+def test_an_exception_that_cannot_be_rebuilt_is_a_runtime_error():
+    class Two(Exception):
+        def __init__(self, a, b):
+            super().__init__(a, b)
+
+    class Raising(torch.utils.data.Dataset):
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            raise Two(1, 2)
+
+    with pytest.raises(RuntimeError, match="Two"):
+        list(actorch.DataLoader(Raising(), num_workers=1))
+
+
+class Killing(torch.utils.data.Dataset):
+    """Kills its own worker process on sample 9 (and only in a worker)."""
+
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        if i == 9 and torch.utils.data.get_worker_info() is not None:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return i
+
+
+def test_a_killed_worker_process_names_its_signal_and_batch():
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as got:
+        list(actorch.DataLoader(Killing(), batch_size=4, num_workers=2))
+    text = str(got.value)
+    assert "signal 9" in text and "batch 2" in text and "[8, 9, 10, 11]" in text, text
+    assert time.monotonic() - start < 30
+
+
+def test_a_worker_killed_from_outside_is_replaced():
+    class Slow(torch.utils.data.Dataset):
+        def __len__(self):
+            return 12
+
+        def __getitem__(self, i):
+            time.sleep(0.02)
+            return os.getpid()
+
+    loader = actorch.DataLoader(Slow(), batch_size=2, num_workers=2, persistent_workers=True)
+    it = iter(loader)
+    first = next(it)
+    os.kill(int(first[0]), signal.SIGKILL)  # the real signal, from outside the worker
+    rest = list(it)
+    assert len(rest) == 5  # the batch the dead worker held is loaded again by its replacement
+
+
+class Stuck(torch.utils.data.Dataset):
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        if i == 13 and actorch.data.get_worker_info() is not None:
+            time.sleep(60)
+        return i
+
+
+@pytest.mark.parametrize("context", [None, "thread"], ids=["processes", "threads"])
+def test_a_stuck_getitem_fails_when_timeout_passes(context):
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as got:
+        list(actorch.DataLoader(Stuck(), batch_size=4, num_workers=2, timeout=0.5,
+                                multiprocessing_context=context))
+    assert "batch 3" in str(got.value) and "timeout" in str(got.value).replace("timed out",
+                                                                               "timeout")
+    # A process is killed and its batch tried again, up to 3 attempts; a thread cannot be killed.
+    assert time.monotonic() - start < 10
+
+
+class WhoLoads(torch.utils.data.Dataset):
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, i):
+        a, t = actorch.data.get_worker_info(), torch.utils.data.get_worker_info()
+        return {"i": i, "pid": os.getpid(), "worker": -1 if a is None else a.id,
+                "torch_worker": -1 if t is None else t.id, "tag": getattr(self, "tag", -1)}
+
+
+def test_worker_init_fn_and_worker_info_in_processes():
+    def init(worker_id):
+        info = torch.utils.data.get_worker_info()
+        assert info.id == worker_id and info.num_workers == 3
+        info.dataset.tag = 100 + worker_id  # the worker's own copy of the dataset
+
+    batches = list(actorch.DataLoader(WhoLoads(), batch_size=4, num_workers=3,
+                                      worker_init_fn=init))
+    workers = {w for b in batches for w in b["worker"].tolist()}
+    assert workers == {0, 1, 2}
+    for b in batches:
+        assert b["torch_worker"].tolist() == b["worker"].tolist()
+        assert (b["tag"] == 100 + b["worker"]).all()
+        assert len(set(b["pid"].tolist()) | {os.getpid()}) == 2  # one worker process per batch
+    assert actorch.data.get_worker_info() is None
+
+
+def test_worker_info_in_threads():
+    batches = list(actorch.DataLoader(WhoLoads(), batch_size=4, num_workers=2,
+                                      multiprocessing_context="thread"))
+    assert {w for b in batches for w in b["worker"].tolist()} == {0, 1}
+    assert all(p == os.getpid() for b in batches for p in b["pid"].tolist())
+
+
+class Draws(torch.utils.data.Dataset):
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        return {"random": random.random(), "numpy": float(np.random.rand()),
+                "torch": float(torch.rand(())), "worker": torch.utils.data.get_worker_info().id}
+
+
+def draws(seed):
+    loader = actorch.DataLoader(Draws(), batch_size=2, num_workers=2,
+                                generator=torch.Generator().manual_seed(seed))
+    return [{k: v.tolist() for k, v in b.items()} for b in loader]
+
+
+def test_workers_are_seeded_as_torch_seeds_them():
+    first, again, other = draws(5), draws(5), draws(6)
+    assert first == again and first != other
+    # Each worker draws differently from the others, from every generator (numpy included).
+    for key in ("random", "numpy", "torch"):
+        per_worker = {}
+        for b in first:
+            for w, v in zip(b["worker"], b[key]):
+                per_worker.setdefault(w, []).append(v)
+        assert per_worker[0] != per_worker[1], key
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+def test_persistent_workers_live_across_epochs(persistent):
+    loader = actorch.DataLoader(WhoLoads(), batch_size=4, num_workers=2,
+                                persistent_workers=persistent)
+    pids = [{p for b in loader for p in b["pid"].tolist()} for _ in range(2)]
+    assert len(pids[0]) == 2
+    assert (pids[0] == pids[1]) == persistent
+
+
+@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+def test_breaking_out_mid_epoch_and_iterating_again(workers, context):
+    loader = actorch.DataLoader(list(range(40)), batch_size=4, num_workers=workers,
+                                multiprocessing_context=context)
+    for k, _ in enumerate(loader):
+        if k == 2:
+            break
+    assert [b.tolist() for b in loader] == [list(range(i, i + 4)) for i in range(0, 40, 4)]
+    it = iter(loader)
+    next(it)
+    assert [b.tolist() for b in loader][-1] == [36, 37, 38, 39]
