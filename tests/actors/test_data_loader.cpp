@@ -598,3 +598,34 @@ TEST_CASE("a batch type of the user's own cannot leave a worker process, and say
   CHECK_THAT(f.message, Contains("a batch holding a SimpleCustomBatch (a type of your own) cannot "
                                  "leave a worker process"));
 }
+
+TEST_CASE("round_robin sends the k-th batch to worker k % num_workers, as PyTorch's loader",
+          "[actors][loader]") {
+  // Worker 0 is slow on every batch: the least busy worker, or stealing, would move its
+  // batches to the others; round_robin keeps each where PyTorch's order puts it.
+  class who_dataset : public dataset {
+  public:
+    int64_t size() const override { return 36; }
+    sample get(int64_t) const override {
+      const int64_t id = get_worker_info()->id;
+      if (id == 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      return id;
+    }
+  };
+  for (const bool round_robin : {true, false}) {
+    data_loader loader(std::make_shared<who_dataset>(),
+                       {.batch_size = 2, .num_workers = 3, .round_robin = round_robin});
+    std::vector<int64_t> got;
+    for (const auto& b : loader)
+      got.push_back(test::ints_of(b.as_tensor())[0]);
+    REQUIRE(got.size() == 18);
+    int64_t in_turn = 0;
+    for (size_t k = 0; k < got.size(); ++k)
+      in_turn += got[k] == int64_t(k % 3);
+    if (round_robin)
+      CHECK(in_turn == 18);
+    else
+      CHECK(in_turn < 18); // worker 0's share went to the others
+  }
+}

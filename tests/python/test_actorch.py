@@ -10,6 +10,7 @@ import pytest
 import torch  # the test command always has it (scripts/setup.sh test): none is skipped
 
 import actorch
+from loader_cases import processes
 
 DIGITS = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "data", "digits.csv.gz")
 
@@ -181,6 +182,7 @@ def test_transforms_run_in_the_workers_and_a_python_lambda_too():
     assert np.from_dlpack(batches[0][0]).max() <= 2 * images.max()
 
 
+@processes
 def test_a_python_dataset_over_sqlite_in_worker_processes(tmp_path):
     # What the C++ example's source actor does (examples/sqlite_source.cpp), as a Python user
     # writes it: each worker process opens its own connection (worker_init_fn), as sqlite3 needs.

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import actorch
-from loader_cases import (WORKER_IDS, WORKERS, ActorchStream, Nested, Point, Squares,
+from loader_cases import (WORKERS, processes, ActorchStream, Nested, Point, Squares,
                           Stream, assert_same, both, flatten)
 
 
-@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+@pytest.mark.parametrize("workers,context", WORKERS)
 @pytest.mark.parametrize("batch_size,drop_last", [(1, False), (4, False), (4, True), (23, False),
                                                   (50, True)])
 def test_sequential_batches_and_len(workers, context, batch_size, drop_last):
@@ -24,14 +24,14 @@ def test_sequential_batches_and_len(workers, context, batch_size, drop_last):
         torch.utils.data.DataLoader(Squares(), batch_size=batch_size, drop_last=drop_last))
 
 
-@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+@pytest.mark.parametrize("workers,context", WORKERS)
 def test_every_collate_type_nested(workers, context):
     want, got = both(Nested(), batch_size=4, num_workers=workers, multiprocessing_context=context)
     assert_same(got, want)
     assert type(got[0]["point"]) is Point
 
 
-@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+@pytest.mark.parametrize("workers,context", WORKERS)
 def test_no_batching_converts_as_torch(workers, context):
     want, got = both(Nested(), batch_size=None, num_workers=workers,
                      multiprocessing_context=context)
@@ -40,6 +40,7 @@ def test_no_batching_converts_as_torch(workers, context):
     assert_same(got, want)
 
 
+@processes
 def test_plain_lists_are_datasets():
     data = [(i, np.float64(i) / 3) for i in range(10)]
     want, got = both(data, batch_size=3)
@@ -48,7 +49,7 @@ def test_plain_lists_are_datasets():
     assert_same(got, want)
 
 
-@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+@pytest.mark.parametrize("workers,context", WORKERS)
 def test_given_samplers_and_batch_samplers(workers, context):
     kw = dict(num_workers=workers, multiprocessing_context=context)
     order = [5, 3, 3, 0, 22, 7, 1]
@@ -66,7 +67,7 @@ def test_given_samplers_and_batch_samplers(workers, context):
     assert len(actorch.DataLoader(Squares(), batch_sampler=batch_sampler, **kw)) == 3
 
 
-@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+@pytest.mark.parametrize("workers,context", WORKERS)
 def test_shuffle_gives_the_same_samples_and_a_seed_repeats(workers, context):
     kw = dict(batch_size=4, shuffle=True, num_workers=workers, multiprocessing_context=context)
     want, got = both(list(range(40)), **kw)
@@ -81,14 +82,15 @@ def test_shuffle_gives_the_same_samples_and_a_seed_repeats(workers, context):
     assert [b.tolist() for b in actorch.DataLoader(list(range(40)), **kw)] == first
 
 
-@pytest.mark.parametrize("workers,context", [(0, None), (2, None), (3, None)])
+@pytest.mark.parametrize("workers,context", [(0, None), pytest.param(2, None, marks=processes),
+                                             pytest.param(3, None, marks=processes)])
 def test_an_iterable_dataset_sharded_by_torch_worker_info(workers, context):
     want, got = both(Stream(), batch_size=4, num_workers=workers, multiprocessing_context=context)
     assert flatten(got) == flatten(want) == list(range(30))
     assert len(got) == len(want)
 
 
-@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+@pytest.mark.parametrize("workers,context", WORKERS)
 def test_an_iterable_dataset_sharded_by_actorch_worker_info(workers, context):
     got = list(actorch.DataLoader(ActorchStream(), batch_size=4, num_workers=workers,
                                   multiprocessing_context=context))
@@ -110,7 +112,7 @@ def test_any_iterable_object_is_an_iterable_dataset():
     assert_same(list(actorch.DataLoader(Plain(), batch_size=3)), want)
 
 
-@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+@pytest.mark.parametrize("workers,context", WORKERS)
 def test_a_python_collate_fn_gets_the_samples_as_returned(workers, context):
     class Opaque:
         def __init__(self, i):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import actorch
-from loader_cases import WORKER_IDS, WORKERS
+from loader_cases import WORKERS, processes
 
 
 class BadIndex(Exception):
@@ -32,7 +32,7 @@ class Failing(torch.utils.data.Dataset):
         return i
 
 
-@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+@pytest.mark.parametrize("workers,context", WORKERS)
 @pytest.mark.parametrize("exc", [ValueError, KeyError, BadIndex, ZeroDivisionError])
 def test_getitem_exceptions_keep_their_type_and_say_where(workers, context, exc):
     # torch's without workers: with them it takes 10 s to shut its workers down after the error.
@@ -49,6 +49,7 @@ def test_getitem_exceptions_keep_their_type_and_say_where(workers, context, exc)
         assert "DataLoader worker" in text
 
 
+@processes
 def test_an_exception_that_cannot_be_rebuilt_is_a_runtime_error():
     class Two(Exception):
         def __init__(self, a, b):
@@ -77,6 +78,7 @@ class Killing(torch.utils.data.Dataset):
         return i
 
 
+@processes
 def test_a_killed_worker_process_names_its_signal_and_batch():
     start = time.monotonic()
     with pytest.raises(RuntimeError) as got:
@@ -86,6 +88,7 @@ def test_a_killed_worker_process_names_its_signal_and_batch():
     assert time.monotonic() - start < 30
 
 
+@processes
 def test_a_worker_killed_from_outside_is_replaced():
     class Slow(torch.utils.data.Dataset):
         def __len__(self):
@@ -113,7 +116,8 @@ class Stuck(torch.utils.data.Dataset):
         return i
 
 
-@pytest.mark.parametrize("context", [None, "thread"], ids=["processes", "threads"])
+@pytest.mark.parametrize("context", [pytest.param(None, id="processes", marks=processes),
+                                     pytest.param("thread", id="threads")])
 def test_a_stuck_getitem_fails_when_timeout_passes(context):
     start = time.monotonic()
     with pytest.raises(RuntimeError) as got:
@@ -135,6 +139,7 @@ class WhoLoads(torch.utils.data.Dataset):
                 "torch_worker": -1 if t is None else t.id, "tag": getattr(self, "tag", -1)}
 
 
+@processes
 def test_worker_init_fn_and_worker_info_in_processes():
     def init(worker_id):
         info = torch.utils.data.get_worker_info()
@@ -174,6 +179,7 @@ def draws(seed):
     return [{k: v.tolist() for k, v in b.items()} for b in loader]
 
 
+@processes
 def test_workers_are_seeded_as_torch_seeds_them():
     first, again, other = draws(5), draws(5), draws(6)
     assert first == again and first != other
@@ -186,6 +192,7 @@ def test_workers_are_seeded_as_torch_seeds_them():
         assert per_worker[0] != per_worker[1], key
 
 
+@processes
 @pytest.mark.parametrize("persistent", [True, False])
 def test_persistent_workers_live_across_epochs(persistent):
     loader = actorch.DataLoader(WhoLoads(), batch_size=4, num_workers=2,
@@ -195,7 +202,7 @@ def test_persistent_workers_live_across_epochs(persistent):
     assert (pids[0] == pids[1]) == persistent
 
 
-@pytest.mark.parametrize("workers,context", WORKERS, ids=WORKER_IDS)
+@pytest.mark.parametrize("workers,context", WORKERS)
 def test_breaking_out_mid_epoch_and_iterating_again(workers, context):
     loader = actorch.DataLoader(list(range(40)), batch_size=4, num_workers=workers,
                                 multiprocessing_context=context)
