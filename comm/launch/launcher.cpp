@@ -283,8 +283,14 @@ std::string run_attempt(const launch_options& o, const std::string& token, int r
 // launcher watches it while its ranks run, and when it moves, stops its own ranks and starts
 // them again as attempt N + 1, saying which node's rank failed and how; when no restart is
 // left, they stop their ranks and fail too. A launcher whose ranks all succeeded adds itself
-// to "/launch/done/N"; node 0 keeps the store up until every node has (or the attempt moves
-// on, or the store's timeout passes).
+// to "/launch/done/N" and waits (an exit barrier, as torchrun's agents have) until every node
+// has, or the attempt moves on, or the launchers' timeout passes: a node whose ranks finished
+// while another node's rank was killed then restarts its ranks with the others (they resume
+// from their checkpoint), or fails with them when no restart is left, so that every node
+// restarts as often and ends as the others do. Before, such a node exited 0, node 0's taking
+// the store with it, and the other node's launcher crashed mid-restart, its new rank orphaned.
+// The other nodes then add themselves to "/launch/left/N", and node 0 keeps the store up until
+// they all have (bounded by the timeout), so that none finds the store gone while it looks.
 //
 // Note [Supervision off the network]
 // Supervision (reaping ranks, relaying their output, forwarding signals) must never wait on
@@ -349,15 +355,38 @@ public:
     return std::max(parse_generation(moved), g + 1);
   }
 
-  // This node's ranks all succeeded in attempt g.
-  void done(int g) {
-    store_.add("/launch/done/" + std::to_string(g), 1);
-    if (o_.node_rank != 0)
-      return;
+  // This node's ranks all succeeded in attempt g: waits for the other nodes' (Note [Node
+  // restarts]). The attempt the job moved to when another node's rank failed meanwhile, else -1.
+  int done(int g) {
+    const std::string done_key = "/launch/done/" + std::to_string(g);
+    const std::string left_key = "/launch/left/" + std::to_string(g);
+    store_.add(done_key, 1);
     const auto deadline = std::chrono::steady_clock::now() + o_.rdzv_timeout;
-    while (std::chrono::steady_clock::now() < deadline && generation() == g &&
-           store_.add("/launch/done/" + std::to_string(g), 0) < o_.nnodes)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto wait_for = [&](const std::string& key, int64_t count) {
+      while (std::chrono::steady_clock::now() < deadline) {
+        if (const int now = generation(); now > g)
+          return now;
+        if (store_.add(key, 0) >= count)
+          return -1;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      return -1; // the timeout: leave as before (a node that never reports is its own failure)
+    };
+    if (const int moved = wait_for(done_key, o_.nnodes); moved > g)
+      return moved;
+    if (o_.node_rank != 0) {
+      store_.add(left_key, 1);
+      return -1;
+    }
+    wait_for(left_key, o_.nnodes - 1); // the store stays up until the others have looked
+    return -1;
+  }
+
+  // Why the job moved to attempt g: "node K: <what failed>".
+  std::string reason(int g) {
+    const std::string r = store_.get(reason_key(g)); // fail() wrote "<node>\n<why>"
+    const size_t nl = r.find('\n');
+    return "node " + r.substr(0, nl) + ": " + r.substr(nl + 1);
   }
 
 private:
@@ -387,10 +416,8 @@ private:
         if (o_.node_rank != 0) // node 0's watcher reads the others' heartbeats; nobody reads its
           store_.add(heartbeat_key(o_.node_rank), 1);
         if (const int now = generation(); now > g) {
-          // fail() wrote the reason before it moved the generation: "<node>\n<why>".
-          const std::string r = store_.get(reason_key(now));
-          const size_t nl = r.find('\n');
-          found({"node " + r.substr(0, nl) + ": " + r.substr(nl + 1), now, false});
+          // fail() wrote the reason before it moved the generation.
+          found({reason(now), now, false});
           return;
         }
         for (int k = 1; o_.node_rank == 0 && k < o_.nnodes; ++k) {
@@ -480,8 +507,15 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
     // off the network]).
     if (seen.lost)
       break;
-    if (failure.empty() && nodes)
-      nodes->done(restart);
+    bool finished =
+        false; // this node's ranks succeeded, another node's failed (Note [Node restarts])
+    if (failure.empty() && nodes && g_interrupted == 0) {
+      if (const int moved = nodes->done(restart); moved > restart) {
+        seen.moved_to = moved;
+        failure = nodes->reason(moved);
+        finished = true;
+      }
+    }
     // A job that ended well or one the user interrupted: done. (A failed last attempt still
     // tells the other nodes, below.)
     if (failure.empty() || g_interrupted != 0)
@@ -492,8 +526,9 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
     if (next > o.max_restarts)
       break;
     err << "actorch launch: " << failure
-        << (moved ? "; stopped this node's ranks; restarting them"
-                  : "; stopped the other ranks; restarting the job")
+        << (finished ? "; this node's ranks had finished; restarting them with the others"
+            : moved  ? "; stopped this node's ranks; restarting them"
+                     : "; stopped the other ranks; restarting the job")
         << " (restart " << next << " of " << o.max_restarts << ")\n";
     err.flush();
     restart = next;

@@ -140,6 +140,56 @@ TEST_CASE("across nodes, a rank that fails restarts every node's ranks, and each
   }
 }
 
+TEST_CASE("across nodes, a rank killed after the other node's ranks finished restarts both "
+          "nodes alike, and both end alike",
+          "[comm][launch]") {
+  // Attempt 0: rank 0 (node 0) finishes at once; rank 1 (node 1) records its pid and sleeps
+  // until the test kills it with SIGKILL, once rank 0 is done and its launcher is waiting for
+  // the other node. Attempt 1: both succeed. Before, node 0's launcher exited 0 as soon as the
+  // job moved on, taking the store with it: node 1's launcher crashed mid-restart.
+  const auto dir = actorch::test::scratch_dir("finished_then_killed");
+  const std::string pid_file = (dir / "rank1_pid").string(), done = (dir / "rank0_done").string();
+  for (const int max_restarts : {3, 0}) {
+    std::filesystem::remove(pid_file);
+    std::filesystem::remove(done);
+    auto o = sh(1, "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then if [ $RANK = 0 ]; then touch " +
+                       done + "; exit 0; fi; " + record_pid_and_sleep(pid_file) +
+                       "; fi; echo attempt $TORCHELASTIC_RESTART_COUNT");
+    o.max_restarts = max_restarts;
+    o.nnodes = 2;
+    o.insecure = true;
+    o.master_port = free_port();
+    const pid_t p0 = fork_node(o, 0, dir), p1 = fork_node(o, 1, dir);
+    pid_t rank1 = -1;
+    for (int i = 0; i < 1000 && (rank1 < 0 || !std::filesystem::exists(done)); ++i) {
+      std::this_thread::sleep_for(10ms);
+      if (rank1 < 0 && std::filesystem::exists(pid_file))
+        rank1 = pid_t(std::stol(actorch::test::read_file(pid_file)));
+    }
+    REQUIRE(rank1 > 0);
+    REQUIRE(std::filesystem::exists(done));
+    std::this_thread::sleep_for(300ms); // node 0's launcher is past its rank, in the barrier
+    ::kill(rank1, SIGKILL);
+    const auto runs = std::vector<node_run>{wait_node(p0, 0, dir), wait_node(p1, 1, dir)};
+    INFO("max_restarts " << max_restarts << "\nnode 0:\n"
+                         << runs[0].err << "\nnode 1:\n"
+                         << runs[1].err);
+    CHECK_THAT(runs[1].err, Contains("rank 1 was killed by signal 9"));
+    CHECK_THAT(runs[0].err, Contains("node 1: rank 1 was killed by signal 9"));
+    if (max_restarts > 0) {
+      for (const auto& r : runs) {
+        CHECK(r.rc == 0);
+        CHECK_THAT(r.out, Contains(": attempt 1\n"));
+      }
+      CHECK_THAT(runs[0].err, Contains("this node's ranks had finished; restarting them with the "
+                                       "others (restart 1 of 3)"));
+    } else {
+      CHECK(runs[0].rc != 0);
+      CHECK(runs[1].rc != 0);
+    }
+  }
+}
+
 TEST_CASE("a node whose launchers' store never comes up fails naming the address",
           "[comm][launch]") {
   std::ostringstream out, err;

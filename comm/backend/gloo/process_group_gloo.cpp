@@ -165,9 +165,11 @@ process_group_gloo::impl::fail_group(const std::string& op, const std::string& w
                                      std::chrono::steady_clock::time_point began) {
   std::string msg = op + " failed on " + where() + " after " + std::to_string(ms_since(began)) +
                     " ms (the group's timeout is " + std::to_string(opts.timeout.count()) +
-                    " ms; peers " + peers() + "): " + what +
-                    ". The group's Gloo context is unusable now: destroy it and create a new "
-                    "group";
+                    " ms; peers " + peers() + "): " + what;
+  if (ledger) // See Note [Collective ledger]: who the wait was for.
+    msg += ". Roll call: " +
+           ledger->roll_call(std::clamp(opts.timeout / 4, milliseconds(200), milliseconds(5000)));
+  msg += ". The group's Gloo context is unusable now: destroy it and create a new group";
   {
     std::lock_guard lock(mu);
     if (broken.empty())
@@ -199,6 +201,8 @@ work process_group_gloo::impl::enqueue(std::string op,
     std::vector<tensor> result;
     std::exception_ptr err;
     const auto began = std::chrono::steady_clock::now();
+    if (ledger)
+      ledger->enter(seq, op);
     try {
       result = run(seq);
     } catch (const actorch::error&) {
@@ -206,6 +210,8 @@ work process_group_gloo::impl::enqueue(std::string op,
     } catch (const std::exception& e) {
       err = fail_group(op, e.what(), began); // Gloo's own failure
     }
+    if (ledger)
+      ledger->finish(seq); // failed or not, this rank is out of it
     if (err)
       w.mark_failed(err);
     else
@@ -303,6 +309,14 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
     if (impl_->opts.shared_memory && !(shm_env && std::string(shm_env) == "0"))
       impl_->shm =
           shm_allreduce::connect(*impl_->st, rank, size, impl_->opts.timeout, impl_->where());
+    if (size > 1) {
+      const auto delay = impl_->opts.report_delay.count() > 0
+                             ? std::min(impl_->opts.report_delay, impl_->opts.timeout / 2)
+                             : milliseconds(0);
+      impl_->ledger =
+          std::make_unique<collective_ledger>(impl_->st, rank, global_ranks_, impl_->where(),
+                                              collective_ledger::options{.report_delay = delay});
+    }
   } catch (const std::exception& e) {
     // Say how long it took: a peer that never joins fails the store's wait after the timeout,
     // one that joined and then never connects fails Gloo's connect after it (Note [Gloo

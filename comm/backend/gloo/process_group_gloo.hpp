@@ -29,6 +29,10 @@ public:
     /// process_group_gloo.cpp); empty: ACTORCH_JOB_TOKEN's (or ACTORCH_JOB_TOKEN_FILE's),
     /// and no proof when there is none.
     std::string secret = {};
+    /// A collective waiting longer than min(report_delay, timeout / 2) prints the roll call of
+    /// the group's ranks on stderr and goes on waiting (Note [Collective ledger] in
+    /// comm/backend/ledger.cpp); 0: never. The error at the timeout carries it always.
+    milliseconds report_delay{10000};
   };
 
   /// Rendezvous of `size` ranks through `store` (which no other group may share: give each a

@@ -17,6 +17,7 @@
 #include "comm/backend/gloo/gloo_checks.hpp"
 #include "comm/backend/gloo/process_group_gloo.hpp"
 #include "comm/backend/gloo/shm_allreduce.hpp"
+#include "comm/backend/ledger.hpp"
 #include "comm/backend/serial_executor.hpp"
 #include "kernels/cpu/elementwise.hpp"
 
@@ -35,7 +36,8 @@ struct process_group_gloo::impl {
   // One device and full mesh per interface; see Note [Socket interfaces].
   std::vector<std::shared_ptr<gloo::transport::Device>> devices;
   std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;
-  std::unique_ptr<shm_allreduce> shm; // all_reduce's path when every rank is on this host
+  std::unique_ptr<shm_allreduce> shm;        // all_reduce's path when every rank is on this host
+  std::unique_ptr<collective_ledger> ledger; // Note [Collective ledger]; set once connected
   // The shared blocks empty_shared handed out, by this rank's address of each; a block goes
   // when its last tensor does.
   std::mutex shared_mu;

@@ -1,0 +1,217 @@
+// The ledger of a process group's collectives (ledger.hpp).
+//
+// Note [Collective ledger]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// A hang that names nobody is what distributed training users meet most: over TCP a rank's
+// timeout names only the peer its own step waited for ("Timed out waiting 8000ms for recv ...
+// peers [1, ..., 7]"), which in a ring is a neighbour of the rank that stopped, not that rank.
+// So each rank keeps, in memory, the collective it last entered and last finished (sequence
+// number, op, when), set by the group's collectives thread with no I/O (a lock, uncontended but
+// for one reader a second). A thread of the ledger's own publishes that entry, with the time
+// of publishing as a heartbeat, under the group's store key "ledger/<rank>" once per beat: one
+// SET a second per rank, none per op. A rank whose collective has waited past the report delay
+// reads every rank's entry and prints the roll call (once per collective) while it goes on
+// waiting; the error at the group's timeout carries the same roll call, on the TCP path as on
+// the shared-memory one. A rank that is stopped (SIGSTOP), hung in its own code or dead stops
+// beating: its heartbeat's age says so; one alive but elsewhere (not in this collective) still
+// beats. Ages compare the publisher's wall clock with the reader's: across hosts they are off
+// by the clocks' skew. The store calls never run on the collectives thread; the roll call of an
+// error is read within a budget, by a thread that may be left behind if the store is gone.
+#include "comm/backend/ledger.hpp"
+
+#include <condition_variable>
+#include <cstdio>
+#include <future>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+namespace actorch::dist {
+
+namespace {
+
+using milliseconds = std::chrono::milliseconds;
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string seconds(int64_t ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", double(ms) / 1000.0);
+  return buf;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+/// One rank's published entry.
+struct entry {
+  int64_t beat_ms = 0;
+  int64_t entered = -1, entered_ms = 0;
+  int64_t finished = -1, finished_ms = 0;
+  std::string entered_op, finished_op;
+
+  std::string encode() const {
+    std::ostringstream s;
+    s << beat_ms << ' ' << entered << ' ' << entered_ms << ' ' << finished << ' ' << finished_ms
+      << '\n'
+      << entered_op << '\n'
+      << finished_op;
+    return s.str();
+  }
+  static bool decode(const std::string& text, entry& e) {
+    std::istringstream s(text);
+    s >> e.beat_ms >> e.entered >> e.entered_ms >> e.finished >> e.finished_ms;
+    s.ignore(1);
+    return bool(s) && std::getline(s, e.entered_op) && (std::getline(s, e.finished_op), true);
+  }
+};
+
+} // namespace
+
+struct collective_ledger::state {
+  std::shared_ptr<store> st;
+  int rank;
+  std::vector<int> global_ranks;
+  std::string where;
+  options opts;
+  std::mutex mu;
+  std::condition_variable wake;
+  bool stop = false;
+  entry mine;
+  int64_t reported = -1; // the collective whose wait was last reported
+
+  std::string key(size_t r) const { return "ledger/" + std::to_string(r); }
+
+  /// Reads every rank's entry and says what it shows (see collective_ledger::roll_call).
+  std::string read_roll_call() {
+    const int64_t now = unix_ms();
+    std::map<std::pair<int64_t, std::string>, std::pair<std::vector<int>, int64_t>> in_op;
+    std::vector<std::string> others;
+    for (size_t r = 0; r < global_ranks.size(); ++r) {
+      const int g = global_ranks[r];
+      entry e;
+      if (!st->check({key(r)}) || !entry::decode(st->get(key(r)), e)) {
+        others.push_back("rank " + std::to_string(g) +
+                         " has published nothing (never started, or gone before its first "
+                         "heartbeat)");
+        continue;
+      }
+      const int64_t beat_age = now - e.beat_ms;
+      const bool silent = beat_age > 3 * opts.beat.count();
+      if (e.entered > e.finished && !silent) {
+        auto& [ranks, since] = in_op[{e.entered, e.entered_op}];
+        ranks.push_back(g);
+        since = std::max(since, now - e.entered_ms);
+        continue;
+      }
+      std::string s = "rank " + std::to_string(g);
+      if (e.entered > e.finished)
+        s += " is in " + e.entered_op + " #" + std::to_string(e.entered) + " (for " +
+             seconds(now - e.entered_ms) + ")";
+      else if (e.finished >= 0)
+        s += " last finished " + e.finished_op + " #" + std::to_string(e.finished) + " " +
+             seconds(now - e.finished_ms) + " ago";
+      else
+        s += " has finished no collective yet";
+      s += ", heartbeat " + seconds(beat_age) + " ago";
+      s += silent ? " (stopped or hung)" : " (alive, in none of this group's collectives)";
+      others.push_back(s);
+    }
+    std::string out;
+    for (const auto& s : others)
+      out += (out.empty() ? "" : "; ") + s;
+    for (const auto& [op, who] : in_op)
+      out += (out.empty() ? "" : "; ") +
+             (who.first.size() == 1 ? "rank " + rank_list(who.first) + " is in "
+                                    : "ranks " + rank_list(who.first) + " are in ") +
+             op.second + " #" + std::to_string(op.first) + " (for " + seconds(who.second) + ")";
+    return out;
+  }
+
+  /// The publishing thread: a heartbeat per beat, and the report of a long wait.
+  void run() {
+    std::unique_lock lock(mu);
+    while (!stop) {
+      mine.beat_ms = unix_ms();
+      const entry now = mine;
+      lock.unlock();
+      try {
+        st->set(key(size_t(rank)), now.encode());
+        const int64_t delay = opts.report_delay.count();
+        if (delay > 0 && now.entered > now.finished && now.entered != reported &&
+            unix_ms() - now.entered_ms >= delay) {
+          reported = now.entered;
+          const std::string calls = read_roll_call();
+          std::fprintf(stderr, "actorch: %s #%lld on %s has waited %s: %s\n",
+                       now.entered_op.c_str(), static_cast<long long>(now.entered), where.c_str(),
+                       seconds(unix_ms() - now.entered_ms).c_str(), calls.c_str());
+        }
+      } catch (const std::exception&) {
+        // The store is gone or refused: the group's own ops will say so; keep beating.
+      }
+      lock.lock();
+      wake.wait_for(lock, opts.beat, [&] { return stop; });
+    }
+  }
+};
+
+collective_ledger::collective_ledger(std::shared_ptr<store> st, int rank,
+                                     std::vector<int> global_ranks, std::string where, options o)
+    : state_(std::make_shared<state>()) {
+  state_->st = std::move(st);
+  state_->rank = rank;
+  state_->global_ranks = std::move(global_ranks);
+  state_->where = std::move(where);
+  state_->opts = o;
+  // Detached: a store call in flight (a stopped master) must not hold up the group's end.
+  std::thread([s = state_] { s->run(); }).detach();
+}
+
+collective_ledger::~collective_ledger() {
+  {
+    std::lock_guard lock(state_->mu);
+    state_->stop = true;
+  }
+  state_->wake.notify_all();
+}
+
+void collective_ledger::enter(int64_t seq, const std::string& op) {
+  std::lock_guard lock(state_->mu);
+  state_->mine.entered = seq;
+  state_->mine.entered_op = op;
+  state_->mine.entered_ms = unix_ms();
+}
+
+void collective_ledger::finish(int64_t seq) {
+  std::lock_guard lock(state_->mu);
+  state_->mine.finished = seq;
+  state_->mine.finished_op = state_->mine.entered_op;
+  state_->mine.finished_ms = unix_ms();
+}
+
+std::string collective_ledger::roll_call(milliseconds budget) {
+  auto done = std::make_shared<std::promise<std::string>>();
+  auto result = done->get_future();
+  std::thread([s = state_, done] {
+    try {
+      done->set_value(s->read_roll_call());
+    } catch (const std::exception& e) {
+      done->set_value(std::string("the ledger could not be read: ") + e.what());
+    }
+  }).detach();
+  if (result.wait_for(budget) != std::future_status::ready)
+    return "the ledger could not be read within " + std::to_string(budget.count()) +
+           " ms (the store's host may be gone)";
+  return result.get();
+}
+
+} // namespace actorch::dist
