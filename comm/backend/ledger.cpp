@@ -15,8 +15,9 @@
 // the shared-memory one. A rank that is stopped (SIGSTOP), hung in its own code or dead stops
 // beating: its heartbeat's age says so; one alive but elsewhere (not in this collective) still
 // beats. Ages compare the publisher's wall clock with the reader's: across hosts they are off
-// by the clocks' skew. The store calls never run on the collectives thread; the roll call of an
-// error is read within a budget, by a thread that may be left behind if the store is gone.
+// by the clocks' skew. A rank that destroys its group publishes a last entry saying it left. The
+// store calls never run on the collectives thread; the roll call of an error is read within a
+// budget, by a thread that may be left behind if the store is gone.
 #include "comm/backend/ledger.hpp"
 
 #include <condition_variable>
@@ -57,19 +58,20 @@ struct entry {
   int64_t beat_ms = 0;
   int64_t entered = -1, entered_ms = 0;
   int64_t finished = -1, finished_ms = 0;
+  int64_t left = 0; // 1: the rank destroyed its group (its last entry)
   std::string entered_op, finished_op;
 
   std::string encode() const {
     std::ostringstream s;
     s << beat_ms << ' ' << entered << ' ' << entered_ms << ' ' << finished << ' ' << finished_ms
-      << '\n'
+      << ' ' << left << '\n'
       << entered_op << '\n'
       << finished_op;
     return s.str();
   }
   static bool decode(const std::string& text, entry& e) {
     std::istringstream s(text);
-    s >> e.beat_ms >> e.entered >> e.entered_ms >> e.finished >> e.finished_ms;
+    s >> e.beat_ms >> e.entered >> e.entered_ms >> e.finished >> e.finished_ms >> e.left;
     s.ignore(1);
     return bool(s) && std::getline(s, e.entered_op) && (std::getline(s, e.finished_op), true);
   }
@@ -106,6 +108,14 @@ struct collective_ledger::state {
         continue;
       }
       const int64_t beat_age = now - e.beat_ms;
+      if (e.left) {
+        others.push_back("rank " + std::to_string(g) + " left the group (destroyed it) " +
+                         seconds(beat_age) + " ago" +
+                         (e.finished >= 0
+                              ? ", after " + e.finished_op + " #" + std::to_string(e.finished)
+                              : std::string()));
+        continue;
+      }
       const bool silent = beat_age > 3 * opts.beat.count();
       if (e.entered > e.finished && !silent) {
         auto& [ranks, since] = in_op[{e.entered, e.entered_op}];
@@ -160,6 +170,15 @@ struct collective_ledger::state {
       }
       lock.lock();
       wake.wait_for(lock, opts.beat, [&] { return stop; });
+    }
+    // The last entry says the rank left: a peer still waiting then knows why it hears nothing.
+    mine.beat_ms = unix_ms();
+    mine.left = 1;
+    const entry last = mine;
+    lock.unlock();
+    try {
+      st->set(key(size_t(rank)), last.encode());
+    } catch (const std::exception&) {
     }
   }
 };

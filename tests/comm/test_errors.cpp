@@ -257,8 +257,9 @@ TEST_CASE("a rank that dies mid-run makes the others fail within the timeout",
       },
       short_timeout(1000));
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);
-  CHECK_THAT(got[0],
-             Contains("all_reduce failed on rank 0 of group [0, 1]") && Contains("peers [1]"));
+  CHECK_THAT(got[0], Contains("all_reduce failed on rank 0 of group [0, 1]") &&
+                         Contains("peers [1]") &&
+                         Contains("rank 1 left the group (destroyed it) ")); // its ledger says so
 }
 
 TEST_CASE("monitored_barrier names the ranks that did not arrive", "[comm][gloo][errors]") {
