@@ -19,7 +19,7 @@ main=(
   libcli11-dev zlib1g-dev libsqlite3-dev libdlpack-dev libssl-dev
   gnuplot-nox
 )
-test=(python3 python3-numpy python3-torch iproute2 clang-format python3-dev pybind11-dev
+test=(python3 python3-numpy python3-torch libtorch-dev iproute2 clang-format python3-dev pybind11-dev
   python3-pytest openmpi-bin)
 bench=(python3 python3-numpy python3-torch valgrind nlohmann-json3-dev)
 ci=(debootstrap ca-certificates)

@@ -6,7 +6,10 @@ are processes or threads (see actorch.data.dataloader). The compiled half is act
 """
 from . import _C
 from ._C import Error, Tensor, arange, from_dlpack
-from . import data, transforms
+from . import data, distributed, transforms
 from .data.dataloader import DataLoader
 
-__all__ = ["DataLoader", "Error", "Tensor", "arange", "data", "from_dlpack", "transforms"]
+distributed.register()  # torch.distributed's backend "actorch", where torch is
+
+__all__ = ["DataLoader", "Error", "Tensor", "arange", "data", "distributed", "from_dlpack",
+           "transforms"]

@@ -234,7 +234,7 @@ TEST_CASE("a stopped rank is named, with its silent heartbeat, while the others 
     CHECK_THAT(err, Contains("has waited "));
     CHECK(named(err));
     CHECK_THAT(result, Contains("all_reduce failed on rank " + std::to_string(r)) &&
-                           Contains("Roll call: rank 2 "));
+                           Contains("Roll call: ")); // the other rank may have failed and left
     CHECK(named(result));
   }
 }
