@@ -72,11 +72,17 @@ def test_a_seed_program_ends_as_over_gloo_started_by_mp_spawn(tmp_path, program,
         same(got[1], got[0], f"{program}: the ranks' parameters agree")
 
 
+@pytest.mark.parametrize("launcher", ["torchrun", "actorch launch"])
 @pytest.mark.parametrize("program", ["p2p", "demo_basic"])
-def test_a_seed_program_runs_under_the_real_torchrun(tmp_path, program):
+def test_a_seed_program_runs_under_the_real_torchrun_and_actorch_launch(tmp_path, program,
+                                                                       launcher):
     for backend in ("gloo", "actorch"):
         os.makedirs(tmp_path / backend)
-        torchrun(program, backend, tmp_path / backend)
+        if launcher == "torchrun":
+            torchrun(program, backend, tmp_path / backend)
+        else:  # a job secret in the ranks' environment: the pairs prove it (README)
+            run([os.environ["ACTORCH_CLI"], "launch", "--nproc-per-node", "2", sys.executable,
+                 PROGRAMS, program, backend, str(tmp_path / backend)])
     same(results(tmp_path / "actorch", program, 2), results(tmp_path / "gloo", program, 2),
          program)
 
