@@ -20,6 +20,7 @@
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <optional>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -280,10 +281,9 @@ public:
                                                  std::vector<int64_t>& out_splits,
                                                  std::vector<int64_t>& in_splits,
                                                  const ::c10d::AllToAllOptions&) override {
-    TORCH_CHECK(out_splits.empty() && in_splits.empty(),
-                "actorch backend: all_to_all_single with split sizes is not supported yet; "
-                "equal splits are");
     const int64_t n = getSize();
+    if (!out_splits.empty() || !in_splits.empty())
+      return alltoall_uneven(out, in, out_splits, in_splits);
     TORCH_CHECK(in.dim() > 0 && in.size(0) % n == 0 && out.size(0) % n == 0,
                 "actorch backend: all_to_all_single: dim 0 (", in.dim() ? in.size(0) : 0,
                 ") must divide by the world size ", n);
@@ -292,6 +292,55 @@ public:
                         o = wrap_all(outs, "all_to_all_single");
     return make_work(pg_->all_to_all(o, i), {out}, ::c10d::OpType::ALLTOALL_BASE);
   }
+  /// all_to_all_single with split sizes: each rank's chunks padded to the largest split of any
+  /// rank (agreed by a MAX all-reduce first), one equal all_to_all, then each received chunk's
+  /// rows copied out of its padding (on the group's worker, when the exchange is done).
+  c10::intrusive_ptr<::c10d::Work> alltoall_uneven(at::Tensor& out, at::Tensor& in,
+                                                   std::vector<int64_t> out_splits,
+                                                   std::vector<int64_t> in_splits) {
+    const int64_t n = getSize();
+    const auto equal = [&](const at::Tensor& t, std::vector<int64_t>& splits, const char* what) {
+      if (splits.empty()) {
+        TORCH_CHECK(t.dim() > 0 && t.size(0) % n == 0, "actorch backend: all_to_all_single: ", what,
+                    "'s dim 0 must divide by the world size ", n, " without split sizes");
+        splits.assign(size_t(n), t.size(0) / n);
+      }
+      TORCH_CHECK(int64_t(splits.size()) == n, "actorch backend: all_to_all_single: ", what,
+                  " split sizes has ", splits.size(), " entries for a world of ", n);
+      int64_t total = 0;
+      for (const int64_t s : splits) {
+        TORCH_CHECK(s >= 0, "actorch backend: all_to_all_single: a negative ", what, " split");
+        total += s;
+      }
+      TORCH_CHECK(t.dim() > 0 && total == t.size(0), "actorch backend: all_to_all_single: ", what,
+                  " split sizes sum to ", total, " but dim 0 is ", t.dim() ? t.size(0) : 0);
+    };
+    equal(in, in_splits, "input");
+    equal(out, out_splits, "output");
+    at::Tensor longest =
+        at::full({1}, *std::max_element(in_splits.begin(), in_splits.end()), at::kLong);
+    tensor l = wrap(longest, "all_to_all_single");
+    pg_->all_reduce(l, dist::reduce_op::max).wait();
+    const int64_t m = longest.item<int64_t>();
+    std::vector<int64_t> shape(in.sizes().begin(), in.sizes().end());
+    shape[0] = n * m;
+    at::Tensor padded_in = at::zeros(shape, in.options()),
+               padded_out = at::empty(shape, in.options());
+    for (int64_t i = 0, at = 0; i < n; at += in_splits[size_t(i)], ++i)
+      padded_in.narrow(0, i * m, in_splits[size_t(i)])
+          .copy_(in.narrow(0, at, in_splits[size_t(i)]));
+    std::vector<tensor> ins = wrap_all(padded_in.chunk(n), "all_to_all_single"),
+                        outs = wrap_all(padded_out.chunk(n), "all_to_all_single");
+    dist::work w = pg_->all_to_all(outs, ins).then([=](const dist::work& done) mutable {
+      if (done.exception())
+        return; // the work fails with it
+      for (int64_t i = 0, at = 0; i < n; at += out_splits[size_t(i)], ++i)
+        out.narrow(0, at, out_splits[size_t(i)])
+            .copy_(padded_out.narrow(0, i * m, out_splits[size_t(i)]));
+    });
+    return make_work(std::move(w), {out}, ::c10d::OpType::ALLTOALL_BASE);
+  }
+
   c10::intrusive_ptr<::c10d::Work> alltoall(std::vector<at::Tensor>& outs,
                                             std::vector<at::Tensor>& ins,
                                             const ::c10d::AllToAllOptions&) override {

@@ -116,6 +116,11 @@ if not gloo:
     o = torch.zeros(3)
     dist.reduce_scatter(o, [torch.ones(3) * (r + i) for i in range(n)]); out["reduce_scatter"] = o
 a = torch.zeros(2 * n); dist.all_to_all_single(a, torch.arange(2.0 * n) + 10 * r); out["all_to_all_single"] = a
+u = torch.zeros(3, 2)  # uneven: rank r sends 1 + r rows to rank 0 and 2 - r to rank 1
+dist.all_to_all_single(u, torch.arange(6.0).reshape(3, 2) + 10 * r,
+                       output_split_sizes=[1, 2] if r == 0 else [2, 1],
+                       input_split_sizes=[1 + r, 2 - r])
+out["all_to_all_single uneven"] = u
 if not gloo:
     lst = [torch.zeros(2) for _ in range(n)]
     dist.all_to_all(lst, [torch.ones(2) * (10 * r + i) for i in range(n)]); out["all_to_all"] = lst
