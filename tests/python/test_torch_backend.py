@@ -17,7 +17,7 @@ import actorch
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "torch_programs.py")
 TORCHRUN = os.path.join(HERE, "..", "tools", "torchrun.py")
-DIGITS = os.path.join(HERE, "..", "..", "..", "shared", "data", "digits.csv.gz")
+DIGITS = os.path.join(HERE, "..", "..", "examples", "data", "digits.csv.gz")
 ENV = dict(os.environ, OMP_NUM_THREADS="1",
            ACTORCH_DIGITS=os.environ.get("ACTORCH_DIGITS", os.path.abspath(DIGITS)))
 
