@@ -222,6 +222,8 @@ struct loader_impl {
       proto.process = processes;
       proto.timeout_s = opts.timeout;
       proto.hooks = opts.fork_hooks;
+      proto.report_delay_s = opts.report_delay;
+      proto.stack_signal = opts.worker_stack_signal;
       // See Note [Batch shelf]: the coordinator alone decides which runs it is open for.
       cfg.shelf = std::make_shared<actors::batch_shelf>();
       proto.shelf = cfg.shelf;

@@ -67,6 +67,14 @@ struct loader_options {
   /// batch; 0: forever. PyTorch's bounds the wait for a batch instead: see Note [Loader
   /// timeout] in actors/loader/supervisor.cpp.
   double timeout = 0;
+  /// Beyond PyTorch: a worker process still loading one batch after this many seconds is named
+  /// on stderr, with the batch's sample indices and how long it has been at it (and its stack,
+  /// where fork_hooks::stack_signal asks the child for it), once per batch, while it goes on;
+  /// 0: never. Worker threads are not reported yet.
+  double report_delay = 10;
+  /// A signal a worker process answers by printing its stack on stderr, sent with its
+  /// report_delay report (the Python module's: SIGUSR1, which faulthandler answers); 0: none.
+  int worker_stack_signal = 0;
   /// Called with the worker id on each worker's thread before its first batch (in the worker's
   /// process with multiprocessing_context "fork").
   std::function<void(int64_t)> worker_init_fn{};

@@ -308,7 +308,8 @@ void start_process(worker_state& s) {
   };
   s.proc = std::make_unique<worker_process>(
       s.name, init, [&s](const index_batch& task) { return load_one(s, task); }, s.cfg.pool.get(),
-      s.cfg.pin_memory, s.cfg.timeout_s, s.cfg.active_run_id.get(), s.cfg.hooks);
+      s.cfg.pin_memory, s.cfg.timeout_s, s.cfg.active_run_id.get(), s.cfg.hooks,
+      s.cfg.report_delay_s, s.cfg.stack_signal);
 }
 
 /// Before the worker's first batch: run_init on this thread, or with cfg.process in the child it

@@ -46,7 +46,9 @@ struct worker_config {
   /// in worker_process.cpp), killed when a load passes `timeout_s` (> 0).
   bool process = false;
   double timeout_s = 0;
-  data::fork_hooks hooks; // around the fork (loader_options::fork_hooks)
+  data::fork_hooks hooks;    // around the fork (loader_options::fork_hooks)
+  double report_delay_s = 0; // loader_options::report_delay
+  int stack_signal = 0;      // loader_options::worker_stack_signal
 };
 
 /// Loads one batch on the calling thread: get() each index, collate (default_convert the one

@@ -441,9 +441,10 @@ std::string exit_text(int status) {
 worker_process::worker_process(std::string name, std::function<std::string()> init, load_fn load,
                                data::buffer_pool* pool, bool pin_memory, double timeout_s,
                                const std::atomic<uint64_t>* active_run_id,
-                               const data::fork_hooks& hooks)
+                               const data::fork_hooks& hooks, double report_delay_s,
+                               int stack_signal)
     : name_(std::move(name)), pool_(pool), pin_memory_(pin_memory), timeout_s_(timeout_s),
-      active_run_id_(active_run_id) {
+      report_delay_s_(report_delay_s), stack_signal_(stack_signal), active_run_id_(active_run_id) {
   int fds[2];
   ACTORCH_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0, name_,
                 ": cannot make the socket to its process: ", errno_str(errno));
@@ -542,7 +543,24 @@ worker_process::wait_result worker_process::wait_for(short events, clock::time_p
       return wait_result::shutdown;
     if (clock::now() >= deadline)
       return wait_result::expired;
+    report_if_slow();
   }
+}
+
+void worker_process::report_if_slow() {
+  if (reported_ || task_ == nullptr || report_delay_s_ <= 0)
+    return;
+  const double secs = std::chrono::duration<double>(clock::now() - task_began_).count();
+  if (secs < report_delay_s_)
+    return;
+  reported_ = true;
+  std::fprintf(
+      stderr, "%s (process %d) has been loading batch %lld (sample indices %s) for %.1f s%s\n",
+      name_.c_str(), int(pid_), static_cast<long long>(task_->seq),
+      indices_str(task_->indices).c_str(), secs, stack_signal_ != 0 ? "; its stack follows" : "");
+  std::fflush(stderr);
+  if (stack_signal_ != 0)
+    ::kill(pid_, stack_signal_);
 }
 
 bool worker_process::transfer(bool out, char* p, size_t n, clock::time_point deadline,
@@ -575,6 +593,13 @@ loaded_batch worker_process::load(const index_batch& task) {
   const auto deadline =
       clock::now() + std::chrono::duration_cast<clock::duration>(
                          std::chrono::duration<double>(timeout_s_ > 0 ? timeout_s_ : 1e9));
+  task_ = &task; // See report_if_slow
+  task_began_ = clock::now();
+  reported_ = false;
+  struct done_with_task {
+    const index_batch*& t;
+    ~done_with_task() { t = nullptr; }
+  } done{task_};
   loaded_batch out;
   out.run_id = task.run_id;
   out.seq = task.seq;

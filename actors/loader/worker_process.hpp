@@ -44,11 +44,14 @@ public:
   /// error reported with the first batch) and then answers each task with `load`. The batches
   /// come back into `pool` (nullptr: plain memory), marked pinned when `pin_memory`. A load that
   /// passes `timeout_s` (> 0) is killed. `name` ("DataLoader worker 1") starts every message.
-  /// `hooks` run around the fork (hooks.child in the child, before `init`).
+  /// `hooks` run around the fork (hooks.child in the child, before `init`). A load still running
+  /// after `report_delay_s` (> 0) is reported on stderr once, the child asked for its stack
+  /// with `stack_signal` when not 0.
   /// @throws actorch::error when the child cannot be started.
   worker_process(std::string name, std::function<std::string()> init, load_fn load,
                  data::buffer_pool* pool, bool pin_memory, double timeout_s,
-                 const std::atomic<uint64_t>* active_run_id, const data::fork_hooks& hooks = {});
+                 const std::atomic<uint64_t>* active_run_id, const data::fork_hooks& hooks = {},
+                 double report_delay_s = 0, int stack_signal = 0);
   /// Kills and reaps the child.
   ~worker_process();
   worker_process(const worker_process&) = delete;
@@ -81,6 +84,13 @@ private:
   data::buffer_pool* pool_;
   bool pin_memory_;
   double timeout_s_;
+  double report_delay_s_;
+  int stack_signal_;
+  const index_batch* task_ = nullptr; // the load in progress, for its report
+  clock::time_point task_began_{};
+  bool reported_ = false;
+  /// Reports the load in progress once it has run past report_delay_s_.
+  void report_if_slow();
   const std::atomic<uint64_t>* active_run_id_;
   pid_t pid_ = -1;
   int sock_ = -1;   // our end of the socket pair

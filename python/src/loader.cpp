@@ -27,6 +27,7 @@
 // on: it has one thread, so every later gil_lock there costs a counter, not a lock.
 #include <pybind11/stl.h>
 
+#include <csignal>
 #include <memory>
 #include <optional>
 
@@ -141,7 +142,8 @@ void bind_loader(py::module_& m) {
                        int64_t num_workers, py::object collate_fn, bool pin_memory, bool drop_last,
                        double timeout, py::object worker_init_fn, bool processes,
                        std::optional<uint64_t> seed, std::optional<int64_t> prefetch_factor,
-                       bool persistent_workers, bool in_order, bool round_robin) {
+                       bool persistent_workers, bool in_order, bool round_robin,
+                       double report_delay) {
              data::loader_options o;
              o.batch_size = batch_size;
              o.shuffle = shuffle;
@@ -155,11 +157,14 @@ void bind_loader(py::module_& m) {
              o.persistent_workers = persistent_workers;
              o.in_order = in_order;
              o.round_robin = round_robin;
+             o.report_delay = report_delay;
              if (seed)
                o.generator = std::make_shared<generator>(*seed);
              if (processes) {
                o.multiprocessing_context = "fork";
                o.fork_hooks = python_fork_hooks();
+               // faulthandler prints the child's Python stack on it (actorch.data.dataloader)
+               o.worker_stack_signal = SIGUSR1;
              }
              const bool cxx_dataset = py::isinstance<data::dataset>(dataset);
              if (!collate_fn.is_none())
@@ -192,7 +197,7 @@ void bind_loader(py::module_& m) {
            py::arg("collate_fn"), py::arg("pin_memory"), py::arg("drop_last"), py::arg("timeout"),
            py::arg("worker_init_fn"), py::arg("processes"), py::arg("seed"),
            py::arg("prefetch_factor"), py::arg("persistent_workers"), py::arg("in_order"),
-           py::arg("round_robin"))
+           py::arg("round_robin"), py::arg("report_delay"))
       .def("__len__", &data::data_loader::size)
       .def("_iter",
            [](std::shared_ptr<data::data_loader> self, bool as_torch, const std::string& form) {

@@ -129,6 +129,19 @@ def test_a_stuck_getitem_fails_when_timeout_passes(context):
     assert time.monotonic() - start < 10
 
 
+@processes
+def test_a_slow_worker_process_is_named_with_its_indices_and_python_stack(capfd):
+    # Past report_delay the parent names the worker and batch on stderr and the child prints its
+    # Python stack (faulthandler on SIGUSR1); the load goes on until `timeout` ends it.
+    with pytest.raises(RuntimeError, match="batch 3"):
+        list(actorch.DataLoader(Stuck(), batch_size=4, num_workers=2, timeout=1.5,
+                                report_delay=0.3))
+    err = capfd.readouterr().err
+    assert "has been loading batch 3 (sample indices [12, 13, 14, 15]) for 0." in err, err
+    assert "its stack follows" in err and "in __getitem__" in err, err
+    assert err.count("has been loading batch 3") >= 1
+
+
 class WhoLoads(torch.utils.data.Dataset):
     def __len__(self):
         return 24

@@ -18,9 +18,11 @@ Seeding, as torch's worker processes: worker i's seed is base_seed + i, with bas
 epoch from `generator` (or torch's default generator); each worker process seeds `random`,
 torch and numpy's global generator from it before worker_init_fn runs.
 """
+import faulthandler
 import math
 import random
 import re
+import signal
 
 from .. import _C
 from . import get_worker_info as _get_worker_info
@@ -64,6 +66,8 @@ def _worker_setup(worker_id, user_fn, processes):
     """worker_init_fn as actorch's loader runs it in each worker: in a worker process, first
     what torch's worker loop does (seeds, one intra-op thread, torch's worker info)."""
     if processes:
+        # The parent asks for the Python stack of a load past report_delay with SIGUSR1.
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         info = _get_worker_info()
         random.seed(info.seed)
         if _torch is not None:
@@ -128,15 +132,17 @@ class _Iterator:
 class DataLoader:
     """torch.utils.data.DataLoader over actorch's loader: the same arguments and defaults, and
     batches of torch tensors (zero-copy over actorch's buffers; actorch.Tensor without torch).
-    Beyond torch: `seed` (the loader's own generator, instead of drawing from `generator`) and
-    `in_order=False` (batches as they are ready). See the module's docstring for where workers
-    run."""
+    Beyond torch: `seed` (the loader's own generator, instead of drawing from `generator`),
+    `in_order=False` (batches as they are ready) and `report_delay` (a worker process still on
+    one batch after this many seconds is named on stderr with the batch's indices and its
+    Python stack, once, while it goes on; 0: never). See the module's docstring for where
+    workers run."""
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
                  prefetch_factor=2, persistent_workers=False, pin_memory_device="", seed=None,
-                 in_order=True):
+                 in_order=True, report_delay=10.0):
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; "
                              "use num_workers=0 to disable multiprocessing.")
@@ -231,7 +237,7 @@ class DataLoader:
             prefetch_factor=prefetch_factor if num_workers > 0 else None,
             persistent_workers=persistent_workers, in_order=in_order,
             # torch's order of batches to workers: Python code draws from per-worker generators
-            round_robin=not cxx)
+            round_robin=not cxx, report_delay=float(report_delay))
 
     def __iter__(self, as_torch=None):
         """One epoch's batches; as_torch=False gives actorch.Tensor objects instead of torch
