@@ -24,7 +24,8 @@
 // handlers of threading, random, logging), fork, then PyOS_AfterFork_Parent in the parent, which
 // lets the GIL go, and PyOS_AfterFork_Child in the child, which makes the forking thread the
 // child's main thread and deletes the other threads' states. The child keeps the GIL from then
-// on: it has one thread, so every later gil_lock there costs a counter, not a lock.
+// on: it has one thread, so every later gil_lock there costs a counter, not a lock. Its
+// faulthandler answers SIGUSR1 with its Python stack (a slow load's report) from then on.
 #include <pybind11/stl.h>
 
 #include <csignal>
@@ -54,18 +55,28 @@ std::shared_ptr<data::data_loader> python_owned(data::data_loader loader) {
 /// See Note [Forking a Python worker].
 data::fork_hooks python_fork_hooks() {
   static thread_local PyGILState_STATE state;
-  return {.before =
-              [] {
-                keep_thread_state();
-                state = PyGILState_Ensure();
-                PyOS_BeforeFork();
-              },
-          .parent =
-              [] {
-                PyOS_AfterFork_Parent();
-                PyGILState_Release(state);
-              },
-          .child = [] { PyOS_AfterFork_Child(); }};
+  data::fork_hooks hooks;
+  hooks.before = [] {
+    keep_thread_state();
+    state = PyGILState_Ensure();
+    PyOS_BeforeFork();
+  };
+  hooks.parent = [] {
+    PyOS_AfterFork_Parent();
+    PyGILState_Release(state);
+  };
+  hooks.child = [] {
+    PyOS_AfterFork_Child();
+    // The parent asks a slow load for its Python stack with SIGUSR1 (loader_options::
+    // worker_stack_signal): answered by faulthandler from the first instant, so that the
+    // signal never finds its default action, which would end the child.
+    std::signal(SIGUSR1, SIG_IGN);
+    try {
+      py::module_::import("faulthandler").attr("register")(SIGUSR1, py::arg("all_threads") = true);
+    } catch (py::error_already_set&) {
+    }
+  };
+  return hooks;
 }
 
 /// The Python iterator over one epoch of a loader.

@@ -18,11 +18,9 @@ Seeding, as torch's worker processes: worker i's seed is base_seed + i, with bas
 epoch from `generator` (or torch's default generator); each worker process seeds `random`,
 torch and numpy's global generator from it before worker_init_fn runs.
 """
-import faulthandler
 import math
 import random
 import re
-import signal
 
 from .. import _C
 from . import get_worker_info as _get_worker_info
@@ -66,8 +64,6 @@ def _worker_setup(worker_id, user_fn, processes):
     """worker_init_fn as actorch's loader runs it in each worker: in a worker process, first
     what torch's worker loop does (seeds, one intra-op thread, torch's worker info)."""
     if processes:
-        # The parent asks for the Python stack of a load past report_delay with SIGUSR1.
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
         info = _get_worker_info()
         random.seed(info.seed)
         if _torch is not None:
