@@ -131,14 +131,14 @@ class DataLoader:
     Beyond torch: `seed` (the loader's own generator, instead of drawing from `generator`),
     `in_order=False` (batches as they are ready) and `report_delay` (a worker process still on
     one batch after this many seconds is named on stderr with the batch's indices and its
-    Python stack, once, while it goes on; 0: never). See the module's docstring for where
-    workers run."""
+    Python stack, once, while it goes on; 0, the default for now: never). See the module's
+    docstring for where workers run."""
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
                  prefetch_factor=2, persistent_workers=False, pin_memory_device="", seed=None,
-                 in_order=True, report_delay=10.0):
+                 in_order=True, report_delay=0):
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; "
                              "use num_workers=0 to disable multiprocessing.")
