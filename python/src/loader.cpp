@@ -25,8 +25,13 @@
 // lets the GIL go, and PyOS_AfterFork_Child in the child, which makes the forking thread the
 // child's main thread and deletes the other threads' states. The child keeps the GIL from then
 // on: it has one thread, so every later gil_lock there costs a counter, not a lock. Its
-// faulthandler answers SIGUSR1 with its Python stack (a slow load's report) from then on.
+// faulthandler answers SIGUSR1 with its Python stack (a slow load's report) from then on. The
+// child inherits the parent's Python objects, loaders among them, whose threads it does not
+// have: gc.freeze() keeps its collector off them, and a loader reached from the child is never
+// destroyed there (python_owned).
 #include <pybind11/stl.h>
+
+#include <unistd.h>
 
 #include <csignal>
 #include <memory>
@@ -41,10 +46,14 @@ namespace actorch::python {
 
 namespace {
 
-/// A loader owned by Python: destroyed without the GIL (Note [Python module]).
+/// A loader owned by Python: destroyed without the GIL (Note [Python module]), and never in a
+/// process forked from the one that made it (Note [Forking a Python worker]): there its threads
+/// do not exist, and its destructor would wait for them for ever.
 std::shared_ptr<data::data_loader> python_owned(data::data_loader loader) {
   return std::shared_ptr<data::data_loader>(new data::data_loader(std::move(loader)),
-                                            [](data::data_loader* p) {
+                                            [maker = ::getpid()](data::data_loader* p) {
+                                              if (::getpid() != maker)
+                                                return; // a fork's copy: left as it is
                                               std::optional<py::gil_scoped_release> no_gil;
                                               if (PyGILState_Check())
                                                 no_gil.emplace();
@@ -73,6 +82,11 @@ data::fork_hooks python_fork_hooks() {
     std::signal(SIGUSR1, SIG_IGN);
     try {
       py::module_::import("faulthandler").attr("register")(SIGUSR1, py::arg("all_threads") = true);
+      // Everything the parent had goes to the permanent generation: the child's collector never
+      // frees it (a loader of the parent's that was garbage there would be destroyed here, and
+      // wait for threads the child does not have: CI's fresh root hung so), and never touches
+      // those objects' pages (less copy-on-write).
+      py::module_::import("gc").attr("freeze")();
     } catch (py::error_already_set&) {
     }
   };

@@ -20,6 +20,8 @@
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <optional>
 
@@ -193,6 +195,10 @@ public:
   /// Without the GIL: the group's worker may be running a Future's callbacks (a comm hook's
   /// Python `then`), which take it, and the group's end waits for that worker.
   ~process_group_actorch() override {
+    if (::getpid() != maker_) { // a fork's copy (a DataLoader worker): its threads are not here
+      (void)pg_.release();
+      return;
+    }
     std::optional<py::gil_scoped_release> no_gil;
     if (PyGILState_Check())
       no_gil.emplace();
@@ -365,6 +371,7 @@ public:
 
 private:
   std::unique_ptr<dist::process_group_gloo> pg_;
+  pid_t maker_ = ::getpid();
 };
 
 } // namespace actorch::torch_backend

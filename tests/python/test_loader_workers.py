@@ -2,6 +2,7 @@
 their type, message, worker, index and traceback; a worker process killed by a signal; a stuck
 __getitem__ and `timeout`; worker_init_fn and get_worker_info() (actorch's and torch's); seeds
 as torch's workers get them; persistent workers; breaking out of an epoch and starting again."""
+import gc
 import os
 import random
 import signal
@@ -140,6 +141,35 @@ def test_a_slow_worker_process_is_named_with_its_indices_and_python_stack(capfd)
     assert "has been loading batch 3 (sample indices [12, 13, 14, 15]) for 0." in err, err
     assert "its stack follows" in err and "in __getitem__" in err, err
     assert err.count("has been loading batch 3") >= 1
+
+
+@processes
+def test_a_worker_process_never_destroys_the_parents_garbage_loader():
+    # A loader that was garbage in the parent at the fork is the child's too: the child's
+    # collector must not destroy it, since its threads do not exist there (a child hung in CI's
+    # fresh root so). Here a loader in a reference cycle, a fork, and gc.collect() in the child.
+    class Collecting(torch.utils.data.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            gc.collect()
+            return i
+
+    gc.disable()
+    try:
+        old = actorch.DataLoader(list(range(8)), batch_size=2, num_workers=1,
+                                 persistent_workers=True)
+        next(iter(old))
+        cycle = {"loader": old}
+        cycle["self"] = cycle  # only the collector frees it
+        del old, cycle
+        got = [b.tolist() for b in actorch.DataLoader(Collecting(), batch_size=2, num_workers=1,
+                                                       timeout=3)]
+        assert got == [[0, 1], [2, 3]]
+    finally:
+        gc.enable()
+        gc.collect()
 
 
 class WhoLoads(torch.utils.data.Dataset):
