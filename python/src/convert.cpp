@@ -43,16 +43,49 @@ constexpr const char* kCapsuleName = "dltensor";
 constexpr const char* kUsedName = "used_dltensor";
 constexpr const char* kNamedtupleKey = "\x01namedtuple"; // Note [Namedtuples in samples]
 
-/// numpy, imported once (nullptr-like none when absent).
-py::object numpy_module() {
-  static py::object* np = [] {
+/// What from_python asks of numpy per sample, looked up once (the interpreter keeps them to
+/// its end, so they are never released); `available` is false without numpy.
+struct numpy_types {
+  bool available = false;
+  py::object bool_, generic, ndarray, asarray, array;
+};
+
+const numpy_types& numpy() {
+  static const numpy_types* np = [] {
+    auto* t = new numpy_types;
     try {
-      return new py::object(py::module_::import("numpy"));
+      py::module_ m = py::module_::import("numpy");
+      *t = {
+          true,           m.attr("bool_"), m.attr("generic"), m.attr("ndarray"), m.attr("asarray"),
+          m.attr("array")};
     } catch (const py::error_already_set&) {
-      return new py::object(py::none());
     }
+    return t;
   }();
   return *np;
+}
+
+/// torch.from_dlpack and torch.bool, looked up once, as numpy's above.
+struct torch_handles {
+  py::object from_dlpack, bool_;
+};
+
+const torch_handles& torch_functions() {
+  static const torch_handles* t = [] {
+    py::module_ m = py::module_::import("torch");
+    return new torch_handles{m.attr("from_dlpack"), m.attr("bool")};
+  }();
+  return *t;
+}
+
+/// The items of a tuple or list (a subclass too, but for namedtuples), as a sample's tuple.
+data::sample sequence_sample(PyObject* p) {
+  data::sample::tuple items;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(p);
+  items.reserve(size_t(n));
+  for (Py_ssize_t i = 0; i < n; ++i)
+    items.push_back(from_python(PySequence_Fast_GET_ITEM(p, i)));
+  return items;
 }
 
 py::object namedtuple_class(const std::string& name) {
@@ -175,12 +208,10 @@ py::object to_python(const data::sample& s, const to_python_options& o, bool in_
   case kind::tensor: {
     const tensor& t = s.as_tensor();
     if (o.as_torch) {
-      static py::object* from_dlpack =
-          new py::object(py::module_::import("torch").attr("from_dlpack")); // kept to the end
+      const torch_handles& torch = torch_functions();
       if (t.dtype() == dtype::bool_) // DLPack 0.6 has no bool: across as bytes, then a view
-        return (*from_dlpack)(py::cast(t.to(dtype::uint8)))
-            .attr("view")(py::module_::import("torch").attr("bool"));
-      return (*from_dlpack)(py::cast(t));
+        return torch.from_dlpack(py::cast(t.to(dtype::uint8))).attr("view")(torch.bool_);
+      return torch.from_dlpack(py::cast(t));
     }
     return py::cast(t);
   }
@@ -247,29 +278,22 @@ data::sample from_python(const py::handle& obj) {
     return obj.cast<int64_t>();
   if (PyFloat_CheckExact(p))
     return PyFloat_AS_DOUBLE(p);
-  if (PyTuple_CheckExact(p) || PyList_CheckExact(p)) {
-    data::sample::tuple items;
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(p);
-    items.reserve(size_t(n));
-    for (Py_ssize_t i = 0; i < n; ++i)
-      items.push_back(from_python(PySequence_Fast_GET_ITEM(p, i)));
-    return items;
-  }
+  if (PyTuple_CheckExact(p) || PyList_CheckExact(p))
+    return sequence_sample(p);
   if (obj.is_none())
     return {};
   if (py::isinstance<tensor>(obj))
     return obj.cast<tensor>();
   if (PyBool_Check(p))
     return p == Py_True;
-  const py::object np = numpy_module();
-  if (!np.is_none()) {
-    if (py::isinstance(obj, np.attr("bool_")))
+  if (const numpy_types& np = numpy(); np.available) {
+    if (py::isinstance(obj, np.bool_))
       return obj.cast<bool>();
-    if (py::isinstance(obj, np.attr("generic"))) // a numpy scalar (np.float64 is a float too)
-      return tensor_from_dlpack(np.attr("asarray")(obj));
-    if (py::isinstance(obj, np.attr("ndarray")) &&
+    if (py::isinstance(obj, np.generic)) // a numpy scalar (np.float64 is a float too)
+      return tensor_from_dlpack(np.asarray(obj));
+    if (py::isinstance(obj, np.ndarray) &&
         !obj.attr("flags").attr("writeable").cast<bool>()) // DLPack cannot say read-only
-      return tensor_from_dlpack(np.attr("array")(obj));
+      return tensor_from_dlpack(np.array(obj));
   }
   if (py::isinstance<py::int_>(obj))
     return obj.cast<int64_t>();
@@ -289,13 +313,8 @@ data::sample from_python(const py::handle& obj) {
       items.emplace_back(fields[i].cast<std::string>(), from_python(values[i]));
     return items;
   }
-  if (py::isinstance<py::tuple>(obj) || py::isinstance<py::list>(obj)) {
-    data::sample::tuple items;
-    items.reserve(size_t(py::len(obj)));
-    for (const py::handle item : obj)
-      items.push_back(from_python(item));
-    return items;
-  }
+  if (PyTuple_Check(p) || PyList_Check(p)) // subclasses: PySequence_Fast reads them as they are
+    return sequence_sample(p);
   if (py::isinstance<py::dict>(obj)) {
     data::sample::dict items;
     for (const auto& [key, value] : obj.cast<py::dict>()) {

@@ -119,20 +119,14 @@ private:
   to_python_options::form form_;
 };
 
-data::sampler_ptr sampler_of(const py::object& s) {
+/// A sampler (or batch sampler) argument: null for None, the C++ one actorch.data made, or the
+/// user's Python iterable through its adapter (python_dataset.hpp).
+template <class Cxx, class Adapter> std::shared_ptr<Cxx> cxx_or_adapted(const py::object& s) {
   if (s.is_none())
     return nullptr;
-  if (py::isinstance<data::sampler>(s))
-    return s.cast<data::sampler_ptr>();
-  return std::make_shared<python_sampler>(s);
-}
-
-data::batch_sampler_ptr batch_sampler_of(const py::object& s) {
-  if (s.is_none())
-    return nullptr;
-  if (py::isinstance<data::batch_sampler>(s))
-    return s.cast<data::batch_sampler_ptr>();
-  return std::make_shared<python_batch_sampler>(s);
+  if (py::isinstance<Cxx>(s))
+    return s.cast<std::shared_ptr<Cxx>>();
+  return std::make_shared<Adapter>(s);
 }
 
 /// Python code as a collate_fn: the samples as Python objects in, the batch back as the very
@@ -172,8 +166,9 @@ void bind_loader(py::module_& m) {
              data::loader_options o;
              o.batch_size = batch_size;
              o.shuffle = shuffle;
-             o.sampler = sampler_of(sampler);
-             o.batch_sampler = batch_sampler_of(batch_sampler);
+             o.sampler = cxx_or_adapted<data::sampler, python_sampler>(sampler);
+             o.batch_sampler =
+                 cxx_or_adapted<data::batch_sampler, python_batch_sampler>(batch_sampler);
              o.num_workers = num_workers;
              o.pin_memory = pin_memory;
              o.drop_last = drop_last;
