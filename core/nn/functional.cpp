@@ -252,21 +252,25 @@ tensor nll_loss(const tensor& input, const tensor& target, const tensor& weight,
   ACTORCH_CHECK(!weight.defined() || (weight.dim() == 1 && weight.size(0) == classes),
                 "nll_loss: weight must have shape [", classes, "] but has ",
                 shape_str(weight.sizes()));
-  // Validate targets: a class index out of range is the caller's mistake, named here. On a GPU
-  // gather's own index check (one synchronisation instead of two) finds it, named below.
-  if (t.device().is_cpu()) {
-    const tensor tc = t.contiguous();
+  // Validate targets: a class index out of range is the caller's mistake, named here with its
+  // position. On a GPU gather's own index check (one synchronisation instead of two) finds it,
+  // and only then are the targets read back to name it the same way.
+  const auto check_targets = [&](const tensor& targets) {
+    const tensor tc = targets.to(kCPU).contiguous();
     const int64_t* tp = tc.data_ptr<int64_t>();
     for (int64_t i = 0; i < tc.numel(); ++i)
       ACTORCH_CHECK(tp[i] == ignore_index || (tp[i] >= 0 && tp[i] < classes), "nll_loss: target ",
                     tp[i], " at position ", i, " is out of bounds for ", classes, " classes");
-  }
+  };
+  if (t.device().is_cpu())
+    check_targets(t);
   const tensor valid = t.ne(ignore_index);
   const tensor safe = where(valid, t, scalar(int64_t(0)));
   tensor picked;
   try {
     picked = -x.gather(1, safe.unsqueeze(1)).squeeze(1);
   } catch (const error& e) {
+    check_targets(t); // names the target and its position, as on the CPU
     ACTORCH_FAIL("nll_loss: a target is out of bounds for ", classes, " classes: ", e.what());
   }
   tensor w = valid.to(x.dtype());
