@@ -13,6 +13,7 @@
 #include "actors/loader/host.hpp"
 #include "actors/loader/inline_source.hpp"
 #include "actors/loader/plan.hpp"
+#include "actors/loader/starvation_meter.hpp"
 #include "actors/loader/worker.hpp"
 #include "actors/source_loader.hpp"
 #include "core/cuda_memory.hpp"
@@ -91,6 +92,7 @@ struct loader_impl {
   std::optional<generator::state> sampler_gen_at_start;
   std::optional<loader_state> resume;
   sample current;
+  starvation_meter meter; // the consumer's waits, for timing()
   // With opts.device: batches copied to the GPU one ahead of the consumer, and, once the feed's
   // run ended while they were ahead, how: null at the end of the epoch, else the error to raise.
   std::unique_ptr<actors::device_prefetch> to_device;
@@ -249,6 +251,7 @@ struct loader_impl {
   /// Draws the epoch's batches and base seed, then starts loading them.
   void start_run(const caf::actor* sink) {
     end_run();
+    meter.start_epoch();
     if (resume) {
       epoch = resume->epoch;
       gen->set_state(resume->loader_generator);
@@ -328,8 +331,14 @@ struct loader_impl {
     if (!running)
       return false;
     current = sample(); // release the batch: its buffers go back to the pool
-    if (to_device)
-      return advance_on_device();
+    const auto asked = meter.asking();
+    const bool more = to_device ? advance_on_device() : advance_on_host();
+    if (more)
+      meter.delivered(asked);
+    return more;
+  }
+
+  bool advance_on_host() {
     actors::delivery d;
     try {
       if (!next_batch(d)) {
@@ -586,6 +595,10 @@ void data_loader::load_state(const loader_state& s) {
                 s.streams, " streams) on a map-style dataset");
   impl_->end_run();
   impl_->resume = s;
+}
+
+loader_timing data_loader::timing() const {
+  return impl_->meter.timing();
 }
 
 buffer_pool::stats data_loader::pool_stats() const {

@@ -22,6 +22,7 @@
 #include <optional>
 #include <vector>
 
+#include "actors/loader/starvation_meter.hpp"
 #include "core/data/batch_sampler.hpp"
 #include "core/data/buffer_pool.hpp"
 #include "core/data/collate.hpp"
@@ -194,6 +195,9 @@ public:
   /// Where the loader stands; load_state() on a loader built the same way resumes there.
   loader_state state() const;
   void load_state(const loader_state& s);
+  /// The current (or last) epoch's timing as the range-for consumer saw it: the time to its
+  /// first batch and the starvation figure (the share of the step spent waiting for a batch).
+  loader_timing timing() const;
   /// The batch buffer pool (bounded-memory checks).
   buffer_pool::stats pool_stats() const;
   const loader_options& options() const;

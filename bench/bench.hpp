@@ -86,6 +86,18 @@ void run_loader_raw(const loader_bench_options& opts, std::ostream& out);
 /// RandomHorizontalFlip per sample in the workers (`actorch bench loader --transforms 1`).
 void run_loader_transforms(const loader_bench_options& opts, std::ostream& out);
 
+struct images_options {
+  std::string root;    // an ImageFolder tree (bench/make_images.py writes one)
+  int64_t workers = 2; // dataset worker actors (0: load in the consumer's thread)
+  bool fuse = true;    // decode only the crop, at a reduced scale (Note [Fused image path])
+  double step_ms = 0;  // > 0: a third pass with a consumer of this step time (starvation)
+  std::string multiprocessing_context{}; // "fork": worker processes
+};
+
+/// The `images` workload: images per second, first batch, CPU seconds per image and peak RSS
+/// of the ImageFolder JPEG pipeline, as ../shared/bench/peer/torch_images.py measures them.
+void run_images(const images_options& opts, std::ostream& out);
+
 struct report_options {
   int rounds = 3;
   std::string out_dir = "bench-report";

@@ -95,3 +95,7 @@ endif()
 # actor (examples/sqlite_source.*).
 find_package(ZLIB REQUIRED)
 find_package(SQLite3 REQUIRED)
+# libjpeg (libjpeg-turbo's libjpeg API: cropped and scaled decoding) and libpng: image decoding
+# in the loader's workers (core/data/vision/decode.cpp).
+find_package(JPEG REQUIRED)
+find_package(PNG REQUIRED)

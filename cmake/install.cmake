@@ -46,7 +46,7 @@ install(FILES ${PROJECT_BINARY_DIR}/actorchConfig.cmake
 
 # pkg-config: the same libraries, in link order, and their dependencies' flags.
 set(actorch_pc_libs "-lactorch_actors -lactorch_comm -lactorch_core -lactorch_kernels -lactorch_base")
-set(actorch_pc_deps "-lgloo ${CAF_CORE_LIB} ${OpenBLAS_LIBRARIES} -lcrypto -lz -pthread")
+set(actorch_pc_deps "-lgloo ${CAF_CORE_LIB} ${OpenBLAS_LIBRARIES} -lcrypto -ljpeg -lpng16 -lz -pthread")
 set(actorch_pc_cflags "-I\${includedir}/actorch -I\${includedir}")
 if(ACTORCH_HAVE_CUDA)
   # With an rpath, as CMake gives its imported targets: CUDA's folder is not the loader's.

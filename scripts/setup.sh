@@ -3,11 +3,13 @@
 # present it touches nothing (no apt-get update), so repeated runs cost a second.
 #
 # Usage: setup.sh [PROFILE...]   (default: main)
-#   main   build the library, the tools and the examples, and run the main job (its plot too)
+#   main   build the library (libjpeg and libpng decode images), the tools and the examples, and
+#          run the main job (its plot too)
 #   test   main, plus what only the test suite uses (numpy and PyTorch for the independent
 #          readers and writers and the checks against torch, iproute2 for the network-namespace
 #          tests, clang-format for the layout check, pybind11 and pytest for the Python module,
-#          OpenMPI's mpirun and PyTorch's torchrun for the launcher tests)
+#          OpenMPI's mpirun and PyTorch's torchrun for the launcher tests, torchvision and PIL
+#          for the image checks)
 #   bench  main, plus what only the benchmarks use (PyTorch for the peer scripts, valgrind
 #          for bench/loader_work.py, nlohmann-json for bench/json/json_compare.cpp)
 #   ci     test, plus what only .ci/run uses (debootstrap for its fresh Debian 12 root)
@@ -17,11 +19,11 @@ main=(
   build-essential cmake ninja-build ccache git pkg-config
   libcaf-dev libgloo-dev libconcurrentqueue-dev catch2 libopenblas-dev
   libcli11-dev zlib1g-dev libsqlite3-dev libdlpack-dev libssl-dev
-  gnuplot-nox
+  libjpeg62-turbo-dev libpng-dev gnuplot-nox
 )
 test=(python3 python3-numpy python3-torch libtorch-dev iproute2 clang-format python3-dev pybind11-dev
-  python3-pytest openmpi-bin)
-bench=(python3 python3-numpy python3-torch valgrind nlohmann-json3-dev)
+  python3-pytest openmpi-bin python3-torchvision python3-pil)
+bench=(python3 python3-numpy python3-torch python3-torchvision python3-pil valgrind nlohmann-json3-dev)
 ci=(debootstrap ca-certificates)
 
 packages=("${main[@]}")

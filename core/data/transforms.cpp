@@ -17,21 +17,6 @@ namespace actorch::data::transforms {
 
 namespace {
 
-// 64 random bits: one Philox block of the batch's generator.
-uint64_t draw_bits() {
-  const generator::state s = batch_generator().reserve(1);
-  const auto v = generator::philox(s.seed, s.offset);
-  return uint64_t(v[0]) << 32 | v[1];
-}
-// Uniform in [0, n) (the modulo bias, n / 2^64, is far below anything observable).
-int64_t draw_index(int64_t n) {
-  return int64_t(draw_bits() % uint64_t(n));
-}
-// Uniform in [0, 1), 53 bits.
-double draw_unit() {
-  return double(draw_bits() >> 11) * 0x1.0p-53;
-}
-
 void check_image(const char* op, const tensor& t, int64_t min_dim) {
   check_defined(op, {&t});
   check_cpu(op, {&t});

@@ -31,6 +31,21 @@ generator& batch_generator() {
   return current_batch_gen ? *current_batch_gen : default_generator();
 }
 
+namespace {
+uint64_t draw_bits() {
+  const generator::state s = batch_generator().reserve(1);
+  const auto v = generator::philox(s.seed, s.offset);
+  return uint64_t(v[0]) << 32 | v[1];
+}
+} // namespace
+
+int64_t draw_index(int64_t n) {
+  return int64_t(draw_bits() % uint64_t(n));
+}
+double draw_unit() {
+  return double(draw_bits() >> 11) * 0x1.0p-53;
+}
+
 uint64_t batch_seed(uint64_t base_seed, int64_t epoch, int64_t batch_index) {
   return splitmix64(splitmix64(splitmix64(base_seed) ^ uint64_t(epoch)) ^ uint64_t(batch_index));
 }

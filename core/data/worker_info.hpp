@@ -40,6 +40,12 @@ const worker_info* get_worker_info();
 /// generator. See Note [Batch randomness].
 generator& batch_generator();
 
+/// Draws from batch_generator(), one Philox block each (the transforms' random choices):
+/// uniform in [0, n) (the modulo bias, n / 2^64, is far below anything observable), and
+/// uniform in [0, 1) with 53 bits.
+int64_t draw_index(int64_t n);
+double draw_unit();
+
 /// The seed of batch `batch_index` of epoch `epoch` (a SplitMix64 mix of the three).
 uint64_t batch_seed(uint64_t base_seed, int64_t epoch, int64_t batch_index);
 

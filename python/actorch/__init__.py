@@ -5,11 +5,12 @@ samplers and collate functions, or actorch's C++ datasets) and yields torch tens
 are processes or threads (see actorch.data.dataloader). The compiled half is actorch._C.
 """
 from . import _C
-from ._C import Error, Tensor, arange, from_dlpack
+from ._C import Error, Tensor, arange, from_dlpack, manual_seed
 from . import data, distributed, transforms
 from .data.dataloader import DataLoader
 
 distributed.register()  # torch.distributed's backend "actorch", where torch is
 
 __all__ = ["DataLoader", "Error", "Tensor", "arange", "data", "distributed", "from_dlpack",
+           "manual_seed",
            "transforms"]

@@ -10,5 +10,6 @@ void bind_tensor(pybind11::module_& m);      // actorch.Tensor, from_dlpack, ara
 void bind_data(pybind11::module_& data);     // datasets, samplers, worker info (data.cpp)
 void bind_transforms(pybind11::module_& tf); // torchvision's transforms, in C++ (transforms.cpp)
 void bind_loader(pybind11::module_& m);      // the loader under actorch.DataLoader (loader.cpp)
+void bind_vision(pybind11::module_& data);   // ImageFolder, ImageFiles (vision.cpp)
 
 } // namespace actorch::python

@@ -219,6 +219,11 @@ void bind_loader(py::module_& m) {
            py::arg("prefetch_factor"), py::arg("persistent_workers"), py::arg("in_order"),
            py::arg("round_robin"), py::arg("report_delay"))
       .def("__len__", &data::data_loader::size)
+      .def("_timing",
+           [](const data::data_loader& l) {
+             const data::loader_timing t = l.timing();
+             return py::make_tuple(t.first_batch_s, t.wait_s, t.work_s, t.batches, t.starvation());
+           })
       .def("_iter",
            [](std::shared_ptr<data::data_loader> self, bool as_torch, const std::string& form) {
              using f = to_python_options::form;

@@ -14,5 +14,6 @@ PYBIND11_MODULE(_C, m) {
   actorch::python::bind_data(data);
   auto transforms = m.def_submodule("transforms", "torchvision's per-sample transforms, in C++");
   actorch::python::bind_transforms(transforms);
+  actorch::python::bind_vision(data);
   actorch::python::bind_loader(m);
 }

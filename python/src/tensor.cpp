@@ -4,6 +4,7 @@
 
 #include "core/dlpack.hpp"
 #include "core/ops/factory.hpp"
+#include "core/random.hpp"
 #include "python/src/bindings.hpp"
 #include "python/src/convert.hpp"
 
@@ -44,6 +45,10 @@ void bind_tensor(py::module_& m) {
   m.def("from_dlpack", &tensor_from_dlpack, py::arg("obj"),
         "A tensor over the memory of `obj` (numpy array, torch tensor, capsule), without a copy");
   m.def("arange", [](int64_t n) { return arange(n); });
+  m.def(
+      "manual_seed", [](uint64_t seed) { actorch::manual_seed(seed); }, py::arg("seed"),
+      "torch.manual_seed for actorch's default generator: the draws of transforms called "
+      "outside a loader (a loader seeds each batch's own generator)");
 }
 
 } // namespace actorch::python

@@ -629,3 +629,25 @@ TEST_CASE("round_robin sends the k-th batch to worker k % num_workers, as PyTorc
       CHECK(in_turn < 18); // worker 0's share went to the others
   }
 }
+
+TEST_CASE("timing() keeps the starvation figure: the share of the step spent waiting",
+          "[actors][loader]") {
+  // One worker takes 20 ms a batch. A consumer whose own step is 10 ms waits the other 10 ms
+  // for every batch (starvation 0.5); one whose step is 40 ms finds each batch ready (0).
+  auto ds = std::make_shared<probe_dataset>(24);
+  ds->hook = [](int64_t) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  auto consume = [&](int work_ms) {
+    data_loader loader(ds, {.batch_size = 1, .num_workers = 1});
+    for (auto it = loader.begin(); it != loader.end(); ++it)
+      std::this_thread::sleep_for(std::chrono::milliseconds(work_ms));
+    return loader.timing();
+  };
+  const loader_timing fast = consume(10);
+  CHECK(fast.batches == 24);
+  CHECK(fast.first_batch_s >= 0.018);
+  CHECK(fast.starvation() == Approx(0.5).margin(0.15));
+  CHECK(fast.work_s == Approx(23 * 0.010).margin(0.1));
+  const loader_timing slow = consume(40);
+  CHECK(slow.batches == 24);
+  CHECK(slow.starvation() < 0.1);
+}

@@ -90,6 +90,26 @@ void add_bench(CLI::App& app) {
   rep_cmd->add_flag("--quick", rep->quick, "small sizes and few steps (a check, not figures)");
   rep_cmd->callback([rep] { bench::run_report(*rep, std::cerr); });
 
+  auto im = std::make_shared<bench::images_options>();
+  auto* im_cmd = bench->add_subcommand(
+      "images", "images/s of the ImageFolder JPEG pipeline (RandomResizedCrop(224), flip, "
+                "ToTensor, Normalize; batch 64)");
+  im_cmd->add_option("--root", im->root, "the ImageFolder tree (bench/make_images.py)")->required();
+  im_cmd->add_option("--workers", im->workers, "dataset workers")->check(CLI::Range(0, 64));
+  im_cmd->add_option("--fuse", im->fuse,
+                     "1: decode only the crop at a reduced scale; 0: "
+                     "decode whole images (prints fused=0)");
+  im_cmd
+      ->add_option("--step-ms", im->step_ms,
+                   "a third pass with a consumer spending this long on each batch: prints "
+                   "images-starvation")
+      ->check(CLI::Range(0.0, 10000.0));
+  im_cmd
+      ->add_option("--multiprocessing-context", im->multiprocessing_context,
+                   "fork: the workers load in forked processes")
+      ->check(CLI::IsMember({"", "fork"}));
+  im_cmd->callback([im] { bench::run_images(*im, std::cout); });
+
   auto ld = std::make_shared<bench::loader_bench_options>();
   auto ld_transforms = std::make_shared<int>(0); // `loader --transforms 1`: loader-transforms
   for (const char* name : {"loader", "loader-raw"}) {

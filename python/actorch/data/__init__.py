@@ -1,8 +1,9 @@
 """actorch.data: what torch.utils.data offers, over actorch's C++ loader.
 
 DataLoader takes your own Python datasets (map-style or iterable), samplers and collate_fn, or
-the C++ datasets here (NpyDataset, DigitsDataset, TensorDataset, TransformedDataset), which load
-without the GIL. get_worker_info() answers inside a worker as torch's does; frozen() holds a large
+the C++ datasets here (NpyDataset, DigitsDataset, TensorDataset, TransformedDataset, and the
+image datasets ImageFolder and ImageFiles, which decode JPEG and PNG files), which load without
+the GIL. get_worker_info() answers inside a worker as torch's does; frozen() holds a large
 list of small Python objects in memory that forked workers share instead of copying.
 """
 from .. import _C
@@ -12,6 +13,8 @@ NpyDataset = _C.data.NpyDataset
 DigitsDataset = _C.data.DigitsDataset
 TensorDataset = _C.data.TensorDataset
 TransformedDataset = _C.data.TransformedDataset
+ImageFolder = _C.data.ImageFolder
+ImageFiles = _C.data.ImageFiles
 Sampler = _C.data.Sampler
 SequentialSampler = _C.data.SequentialSampler
 RandomSampler = _C.data.RandomSampler
@@ -48,6 +51,6 @@ from .frozen import frozen  # noqa: E402
 from .dataloader import DataLoader  # noqa: E402
 
 __all__ = ["BatchSampler", "DataLoader", "Dataset", "DigitsDataset", "DistributedSampler",
-           "NpyDataset", "RandomSampler", "Sampler", "SequentialSampler", "SubsetRandomSampler",
+           "ImageFiles", "ImageFolder", "NpyDataset", "RandomSampler", "Sampler", "SequentialSampler", "SubsetRandomSampler",
            "TensorDataset", "TransformedDataset", "WeightedRandomSampler", "WorkerInfo", "frozen",
            "get_worker_info"]

@@ -18,6 +18,7 @@ Seeding, as torch's worker processes: worker i's seed is base_seed + i, with bas
 epoch from `generator` (or torch's default generator); each worker process seeds `random`,
 torch and numpy's global generator from it before worker_init_fn runs.
 """
+import collections
 import math
 import random
 import re
@@ -125,6 +126,10 @@ class _Iterator:
             _reraise(e)
 
 
+LoaderTiming = collections.namedtuple(
+    "LoaderTiming", ["first_batch_s", "wait_s", "work_s", "batches", "starvation"])
+
+
 class DataLoader:
     """torch.utils.data.DataLoader over actorch's loader: the same arguments and defaults, and
     batches of torch tensors (zero-copy over actorch's buffers; actorch.Tensor without torch).
@@ -194,7 +199,9 @@ class DataLoader:
             raise ValueError("multiprocessing_context option should specify a valid start method "
                              "in ['fork', 'thread'] (actorch's), but got "
                              f"multiprocessing_context={method!r}")
-        cxx = isinstance(dataset, _C.data.Dataset)
+        # A C++ dataset that calls Python code (an ImageFolder with torchvision's transforms)
+        # loads in processes, as a Python dataset does: under one GIL, threads would take turns.
+        cxx = isinstance(dataset, _C.data.Dataset) and not getattr(dataset, "_python_code", False)
         processes = num_workers > 0 and (method == "fork" or (method is None and not cxx))
 
         self.dataset = dataset
@@ -240,6 +247,13 @@ class DataLoader:
         tensors."""
         return _Iterator(self._loader._iter(self._as_torch if as_torch is None else as_torch,
                                             self._form))
+
+    def timing(self):
+        """The current (or last) epoch as this consumer saw it: a LoaderTiming with
+        `first_batch_s`, `wait_s` (waiting for the batches after the first), `work_s` (the
+        consumer's own time between batches), `batches`, and `starvation`, the fraction of the
+        consumer's step time spent waiting for the next batch (wait / (wait + work))."""
+        return LoaderTiming(*self._loader._timing())
 
     def __len__(self):
         if not self._iterable:
