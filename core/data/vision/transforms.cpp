@@ -204,13 +204,22 @@ std::optional<tensor> fused_tail(const std::vector<step>& steps, size_t first, c
   for (int64_t c = 0; c < C; ++c) {
     const float m = norm ? float(norm->mean[norm->mean.size() == 1 ? 0 : size_t(c)]) : 0.0f;
     const float sd = norm ? float(norm->std[norm->std.size() == 1 ? 0 : size_t(c)]) : 1.0f;
+    // Each of the 256 byte values through ToTensor's division and Normalize's two float ops,
+    // once: the same floats the unfused steps compute.
+    std::array<float, 256> lut;
+    for (int v = 0; v < 256; ++v) {
+      const float x = float(v) / 255.0f;
+      lut[size_t(v)] = norm ? (x - m) / sd : x;
+    }
     for (int64_t y = 0; y < H; ++y) {
-      const uint8_t* row = img.row(flip_y ? H - 1 - y : y);
+      const uint8_t* row = img.row(flip_y ? H - 1 - y : y) + c;
       float* dst = o + (c * H + y) * W;
-      for (int64_t x = 0; x < W; ++x) {
-        const float v = float(row[(flip_x ? W - 1 - x : x) * C + c]) / 255.0f;
-        dst[x] = norm ? (v - m) / sd : v;
-      }
+      if (flip_x)
+        for (int64_t x = 0; x < W; ++x)
+          dst[x] = lut[row[(W - 1 - x) * C]];
+      else
+        for (int64_t x = 0; x < W; ++x)
+          dst[x] = lut[row[x * C]];
     }
   }
   return out;
@@ -508,12 +517,16 @@ tensor image_to_float(const image& img) {
   const int64_t C = img.channels, H = img.height, W = img.width;
   tensor out = empty({C, H, W}, {.dtype = dtype::float32});
   float* o = out.data_ptr<float>();
-  for (int64_t y = 0; y < H; ++y) {
-    const uint8_t* row = img.row(y);
-    for (int64_t x = 0; x < W; ++x)
-      for (int64_t c = 0; c < C; ++c)
-        o[(c * H + y) * W + x] = float(row[x * C + c]) / 255.0f;
-  }
+  std::array<float, 256> lut;
+  for (int v = 0; v < 256; ++v)
+    lut[size_t(v)] = float(v) / 255.0f;
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t y = 0; y < H; ++y) {
+      const uint8_t* row = img.row(y) + c;
+      float* dst = o + (c * H + y) * W;
+      for (int64_t x = 0; x < W; ++x)
+        dst[x] = lut[row[x * C]];
+    }
   return out;
 }
 
