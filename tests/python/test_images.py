@@ -17,6 +17,7 @@ from PIL import Image
 import actorch
 import actorch.transforms as A
 import actorch.transforms.functional as AF
+from loader_cases import processes
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
@@ -289,6 +290,7 @@ def test_fused_decode_is_within_tolerance_of_the_unfused(jpeg_tree, size, mean_b
     assert d.mean() > 0 or size == 224  # the scaled decode did run
 
 
+@processes
 def test_a_torchvision_transform_runs_on_actorchs_image_folder(tree):
     tf = T.Compose([T.Resize(20), T.CenterCrop(16), T.ToTensor()])
     mine = actorch.data.ImageFolder(str(tree), transform=tf, target_transform=lambda y: y + 10)
@@ -302,6 +304,7 @@ def test_a_torchvision_transform_runs_on_actorchs_image_folder(tree):
         assert torch.equal(ya, yb)
 
 
+@processes
 def test_loader_keeps_the_starvation_figure():
     """A consumer with a 10 ms step over a loader that makes a batch every 20 ms waits half of
     each step; with a 40 ms step it never waits."""
