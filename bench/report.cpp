@@ -39,8 +39,9 @@ struct line {
 };
 
 // The keys that identify a measurement (the rest are its values).
-const std::array<const char*, 10> kIdentity = {"op",      "mode",   "world",   "hidden", "depth",
-                                               "workers", "passes", "threads", "bytes",  "n"};
+const std::array<const char*, 11> kIdentity = {"op",      "mode",   "world",   "hidden",
+                                               "depth",   "workers", "passes", "threads",
+                                               "bytes",   "n",       "which"};
 
 std::string key_of(const line& l) {
   std::string k = l.name;
@@ -119,7 +120,8 @@ struct medians {
   void add(const std::vector<line>& lines) {
     for (const line& l : lines)
       for (const char* metric :
-           {"ms_per_step", "samples_per_s", "time_us", "gflops", "gbps", "busbw_GBps"})
+           {"ms_per_step", "samples_per_s", "time_us", "gflops", "gbps", "busbw_GBps", "rate",
+            "first_batch_s", "cpu_s_per_image", "rss_mb"})
         if (auto it = l.kv.find(metric); it != l.kv.end())
           seen[key_of(l) + " " + metric].push_back(std::strtod(it->second.c_str(), nullptr));
   }
@@ -246,6 +248,20 @@ void run_report(const report_options& o, std::ostream& log) {
       jobs.push_back({exe + " bench ddp-mlp --mode " + mode + wide, ""});
   }
 
+  // The images workload reads a tree of JPEGs this report writes once (bench/make_images.py).
+  const std::vector<int> image_workers =
+      o.quick ? std::vector<int>{0, 2} : std::vector<int>{0, 1, 2};
+  const std::string images = (fs::path(o.out_dir) / "images").string();
+  if (!fs::exists(images)) {
+    log << "bench report: writing the image set " << images << std::endl;
+    run(py + " " + quote(std::string(ACTORCH_SOURCE_DIR) + "/bench/make_images.py") + " " +
+        quote(images) + (o.quick ? " --n 128" : " --n 3000"));
+  }
+  for (int w : image_workers)
+    jobs.push_back({exe + " bench images --root " + quote(images) + " --workers " +
+                        std::to_string(w),
+                    peer("torch_images.py", quote(images) + " " + std::to_string(w))});
+
   medians m;
   std::ofstream raw(fs::path(o.out_dir) / "raw.txt");
   for (int r = 0; r < o.rounds; ++r) {
@@ -357,6 +373,26 @@ void run_report(const report_options& o, std::ostream& log) {
            ddp(mode, 2, h), ddp("single", 1, h), false, "ms/step",
            "world-2 step / world-1 step; target <= 1.1", true});
   }
+
+  auto image = [&](const char* which, int w, const char* metric) {
+    return m.get(key("images", {{"which", which}, {"workers", std::to_string(w)}}), metric);
+  };
+  double images_best = -1, torch_images_best = -1;
+  for (int w : image_workers) {
+    images_best = std::max(images_best, image("actorch", w, "rate"));
+    torch_images_best = std::max(torch_images_best, image("torch", w, "rate"));
+    rows.push_back({"images W=" + std::to_string(w) + " (JPEG, RandomResizedCrop 224)",
+                    image("actorch", w, "rate"), image("torch", w, "rate"), false, "images/s",
+                    ""});
+  }
+  rows.push_back({"images, best W vs torchvision's best W", images_best, torch_images_best, false,
+                  "images/s", "target >= 2.5x"});
+  rows.push_back({"images W=2 first batch", image("actorch", 2, "first_batch_s"),
+                  image("torch", 2, "first_batch_s"), true, "s", "target >= 4x (a quarter)"});
+  rows.push_back({"images W=2 CPU per image", image("actorch", 2, "cpu_s_per_image"),
+                  image("torch", 2, "cpu_s_per_image"), true, "s", "target: below torch's"});
+  rows.push_back({"images W=2 peak RSS", image("actorch", 2, "rss_mb"),
+                  image("torch", 2, "rss_mb"), true, "MB", "target: below torch's"});
 
   std::ofstream md(fs::path(o.out_dir) / "report.md");
   md << "# actorch benchmark report\n\n"

@@ -27,6 +27,11 @@ with open(os.path.join(peers, "torch_loader.py"), "w") as f:
             "print(f'torch-loader workers={w} passes={p} n={n} samples={n} time_s=1 "
             "samples_per_s={6000 if int(w) == 0 else 1000 * (int(w) + 1)}')\n")
 
+with open(os.path.join(peers, "torch_images.py"), "w") as f:
+    f.write("import sys\nroot, w = sys.argv[1:3]\n"
+            "print(f'images which=torch workers={w} images=128 rate={100 * (int(w) + 1)}.0 "
+            "first_batch_s=0.400 cpu_s_per_image=0.00250 rss_mb=500')\n")
+
 
 def report(out, peer_dir, rounds):
     r = subprocess.run([actorch, "bench", "report", "--quick", "--rounds", str(rounds), "--out",
@@ -67,6 +72,15 @@ assert row(md, "loader W=2 P=1 vs PyTorch's best worker count")[2] == "6000.00"
 # The peer directory's own peer_tensor.py stands in for bench/peer_tensor.py.
 assert row(md, "GEMM 1024, float32, 1 thread")[2] == "100.00"
 assert row(md, "add_ 64 MiB")[2] == "50.00"
+# Images, on the set the report wrote: rates ours / theirs, torch's best W being W=2's 300;
+# first batch, CPU and RSS: theirs / ours.
+ours, theirs, ratio = row(md, "images W=2 (JPEG, RandomResizedCrop 224)")[1:4]
+assert theirs == "300.00" and abs(float(ratio.rstrip("x")) - round(float(ours) / 300, 2)) <= 0.011
+assert row(md, "images, best W vs torchvision's best W")[2] == "300.00"
+ours, theirs, ratio = row(md, "images W=2 first batch")[1:4]
+assert theirs == "0.40" and float(ours) > 0, (ours, theirs)
+assert row(md, "images W=2 peak RSS")[2] == "500.00"
+assert len(os.listdir(os.path.join(work, "with-peers", "images"))) == 10  # the classes
 # Two rounds, ours and the peer alternating which goes first.
 runs = re.findall(r"^# round (\d): (.*)$", raw, re.M)
 ddp = [(rnd, "peers" in cmd) for rnd, cmd in runs
