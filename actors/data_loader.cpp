@@ -233,11 +233,19 @@ struct loader_impl {
         cfg.board = std::make_shared<actors::task_board>(); // Note [Task stealing]
         proto.board = cfg.board;
       }
-      auto spawn = [sys = &sys(), proto, cpus = opts.worker_cpus](int64_t id) {
+      // See Note [First batches shared]: threads only (a worker process loads in its child),
+      // and not with round_robin, whose per-worker generators must see their own batches' loads.
+      if (!processes && !opts.round_robin && !iterable && opts.num_workers > 1)
+        proto.sharing = std::make_shared<actors::batch_sharing>(opts.num_workers);
+      // See Note [Worker CPUs]: pinned when asked, else spread for their first batch.
+      const bool spread = opts.worker_cpus.empty() && opts.num_workers > 1;
+      auto spawn = [sys = &sys(), proto, cpus = opts.worker_cpus, spread](int64_t id) {
         actors::worker_config w = proto;
         w.id = id;
         if (!cpus.empty())
           w.cpu = cpus[size_t(id) % cpus.size()];
+        else if (spread)
+          w.start_cpu = int(id);
         return actors::spawn_dataset_worker(*sys, std::move(w));
       };
       for (int64_t id = 0; id < opts.num_workers; ++id)

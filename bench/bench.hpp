@@ -92,6 +92,7 @@ struct images_options {
   bool fuse = true;    // decode only the crop, at a reduced scale (Note [Fused image path])
   double step_ms = 0;  // > 0: a third pass with a consumer of this step time (starvation)
   std::string multiprocessing_context{}; // "fork": worker processes
+  std::string trace{};                   // write a Chrome trace of the two passes here
 };
 
 /// The `images` workload: images per second, first batch, CPU seconds per image and peak RSS

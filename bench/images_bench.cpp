@@ -12,6 +12,7 @@
 #include "actors/data_loader.hpp"
 #include "bench/bench.hpp"
 #include "core/data/vision/image_folder.hpp"
+#include "core/trace.hpp"
 
 namespace actorch::bench {
 
@@ -49,6 +50,8 @@ void run_images(const images_options& o, std::ostream& out) {
                                 .num_workers = o.workers,
                                 .multiprocessing_context = o.multiprocessing_context});
   using clock = std::chrono::steady_clock;
+  if (!o.trace.empty())
+    trace::enable();
   const double cpu0 = cpu_seconds();
   double best = 0, first = -1;
   for (int pass = 0; pass < 2; ++pass) {
@@ -62,6 +65,10 @@ void run_images(const images_options& o, std::ostream& out) {
     best = std::max(best, double(k) / std::chrono::duration<double>(clock::now() - t0).count());
   }
   const double cpu_per_image = (cpu_seconds() - cpu0) / double(2 * ds->size());
+  if (!o.trace.empty()) {
+    trace::write_chrome_json(o.trace, 0, "actorch bench images");
+    trace::enable(false);
+  }
   out << "images which=actorch workers=" << o.workers << " images=" << ds->size()
       << " rate=" << std::fixed << std::setprecision(1) << best
       << " first_batch_s=" << std::setprecision(3) << first

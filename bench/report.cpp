@@ -39,9 +39,9 @@ struct line {
 };
 
 // The keys that identify a measurement (the rest are its values).
-const std::array<const char*, 11> kIdentity = {"op",      "mode",   "world",   "hidden",
-                                               "depth",   "workers", "passes", "threads",
-                                               "bytes",   "n",       "which"};
+const std::array<const char*, 11> kIdentity = {"op",    "mode",    "world",  "hidden",
+                                               "depth", "workers", "passes", "threads",
+                                               "bytes", "n",       "which"};
 
 std::string key_of(const line& l) {
   std::string k = l.name;
@@ -258,9 +258,9 @@ void run_report(const report_options& o, std::ostream& log) {
         quote(images) + (o.quick ? " --n 128" : " --n 3000"));
   }
   for (int w : image_workers)
-    jobs.push_back({exe + " bench images --root " + quote(images) + " --workers " +
-                        std::to_string(w),
-                    peer("torch_images.py", quote(images) + " " + std::to_string(w))});
+    jobs.push_back(
+        {exe + " bench images --root " + quote(images) + " --workers " + std::to_string(w),
+         peer("torch_images.py", quote(images) + " " + std::to_string(w))});
 
   medians m;
   std::ofstream raw(fs::path(o.out_dir) / "raw.txt");
@@ -382,8 +382,7 @@ void run_report(const report_options& o, std::ostream& log) {
     images_best = std::max(images_best, image("actorch", w, "rate"));
     torch_images_best = std::max(torch_images_best, image("torch", w, "rate"));
     rows.push_back({"images W=" + std::to_string(w) + " (JPEG, RandomResizedCrop 224)",
-                    image("actorch", w, "rate"), image("torch", w, "rate"), false, "images/s",
-                    ""});
+                    image("actorch", w, "rate"), image("torch", w, "rate"), false, "images/s", ""});
   }
   rows.push_back({"images, best W vs torchvision's best W", images_best, torch_images_best, false,
                   "images/s", "target >= 2.5x"});
@@ -391,8 +390,8 @@ void run_report(const report_options& o, std::ostream& log) {
                   image("torch", 2, "first_batch_s"), true, "s", "target >= 4x (a quarter)"});
   rows.push_back({"images W=2 CPU per image", image("actorch", 2, "cpu_s_per_image"),
                   image("torch", 2, "cpu_s_per_image"), true, "s", "target: below torch's"});
-  rows.push_back({"images W=2 peak RSS", image("actorch", 2, "rss_mb"),
-                  image("torch", 2, "rss_mb"), true, "MB", "target: below torch's"});
+  rows.push_back({"images W=2 peak RSS", image("actorch", 2, "rss_mb"), image("torch", 2, "rss_mb"),
+                  true, "MB", "target: below torch's"});
 
   std::ofstream md(fs::path(o.out_dir) / "report.md");
   md << "# actorch benchmark report\n\n"

@@ -77,38 +77,110 @@ private:
 
 loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
                         const data::collate_fn& collate, data::buffer_pool* pool, bool pin_memory,
-                        const std::string& who, const std::atomic<uint64_t>* active_run_id) {
+                        const std::string& who, const std::atomic<uint64_t>* active_run_id,
+                        batch_sharing* sharing) {
   loaded_batch out;
   out.run_id = task.run_id;
   out.seq = task.seq;
-  data::batch_scope randomness(task.seed); // See Note [Batch randomness]
   auto collate_failure = [&] {
     return who + " failed to collate batch " + std::to_string(task.seq) + " (sample indices " +
            indices_str(task.indices) + "): ";
   };
   batch_builder batch(int64_t(task.indices.size()), task.auto_collation, collate, pool, pin_memory);
   const auto load_begin = trace::clock::now();
-  for (int64_t index : task.indices) {
-    // A new run started (early exit, new epoch): stop loading what nobody will read.
-    if (active_run_id && active_run_id->load(std::memory_order_relaxed) != task.run_id) {
-      out.error = "cancelled";
-      return out;
+  // A new run started (early exit, new epoch): stop loading what nobody will read.
+  auto cancelled = [&] {
+    return active_run_id && active_run_id->load(std::memory_order_relaxed) != task.run_id;
+  };
+  // See Note [First batches shared]: an earlier batch open to all comes before this one.
+  auto help_earlier = [&] {
+    while (auto earlier = sharing->earliest_before(task.run_id, task.seq))
+      if (cancelled() || !batch_sharing::load_next(*earlier, ds, who))
+        break;
+  };
+  std::optional<data::batch_scope> randomness; // Note [Batch randomness]
+  if (sharing && sharing->shares(task)) {
+    const auto open = sharing->open(task);
+    const batch_sharing::closing_guard close{*sharing, *open};
+    const int64_t n = int64_t(task.indices.size());
+    int64_t added = 0;
+    // Collates the samples that are in, in order, as far as they go (with `wait`: all of
+    // them); false, with out.error set, when one failed.
+    auto collate_in = [&](bool wait) {
+      while (added < n) {
+        data::sample s;
+        std::string error;
+        const auto state = batch_sharing::take(*open, added, wait, s, error);
+        if (state == batch_sharing::open_batch::slot::pending)
+          return true;
+        if (state == batch_sharing::open_batch::slot::lost) { // its loader died: load it here
+          data::batch_scope again(data::sample_seed(task.seed, added));
+          try {
+            s = ds.get(task.indices[size_t(added)]);
+          } catch (const std::exception& e) {
+            error = who + " failed on sample index " + std::to_string(task.indices[size_t(added)]) +
+                    " (batch " + std::to_string(task.seq) + "): " + e.what();
+          }
+        }
+        if (!error.empty()) {
+          out.error = std::move(error);
+          return false;
+        }
+        try {
+          batch.add(std::move(s));
+        } catch (const std::exception& e) {
+          out.error = collate_failure() + e.what();
+          return false;
+        }
+        ++added;
+      }
+      return true;
+    };
+    for (;;) {
+      if (cancelled()) {
+        out.error = "cancelled";
+        return out;
+      }
+      if (auto earlier = sharing->earliest_before(task.run_id, task.seq);
+          earlier && batch_sharing::load_next(*earlier, ds, who))
+        continue;
+      if (!batch_sharing::load_next(*open, ds, who))
+        break;
+      if (!collate_in(false))
+        return out;
     }
-    data::sample s;
-    try {
-      s = ds.get(index);
-    } catch (const std::exception& e) {
-      out.error = who + " failed on sample index " + std::to_string(index) + " (batch " +
-                  std::to_string(task.seq) + "): " + e.what();
+    if (!collate_in(true))
       return out;
-    }
-    try {
-      batch.add(std::move(s));
-    } catch (const std::exception& e) {
-      out.error = collate_failure() + e.what();
-      return out;
+  } else {
+    for (size_t i = 0; i < task.indices.size(); ++i) {
+      if (sharing)
+        help_earlier();
+      if (cancelled()) {
+        out.error = "cancelled";
+        return out;
+      }
+      const int64_t index = task.indices[i];
+      randomness.reset();
+      randomness.emplace(data::sample_seed(task.seed, int64_t(i))); // Note [Batch randomness]
+      data::sample s;
+      try {
+        s = ds.get(index);
+      } catch (const std::exception& e) {
+        out.error = who + " failed on sample index " + std::to_string(index) + " (batch " +
+                    std::to_string(task.seq) + "): " + e.what();
+        return out;
+      }
+      try {
+        batch.add(std::move(s));
+      } catch (const std::exception& e) {
+        out.error = collate_failure() + e.what();
+        return out;
+      }
     }
   }
+  // A collate_fn draws from a generator of its own, the one after the last sample's.
+  randomness.reset();
+  randomness.emplace(data::sample_seed(task.seed, int64_t(task.indices.size())));
   const auto collate_begin = trace::clock::now();
   batch.finish(out, collate_failure);
   if (trace::enabled()) {
@@ -259,6 +331,8 @@ struct worker_state {
   bool exhausted = false;
   // Its child process, with cfg.process (Note [Worker processes] in worker_process.cpp).
   std::unique_ptr<worker_process> proc;
+  // With cfg.start_cpu: the CPUs it may use again once its first batch is loaded.
+  std::vector<int> unpin_after_first;
 };
 
 using worker_pointer = source_actor::stateful_pointer<worker_state>;
@@ -276,6 +350,14 @@ using worker_pointer = source_actor::stateful_pointer<worker_state>;
 // consumer cannot give the kernel the hint a pipe write gives, that the waker is about to
 // sleep. Measured with perf sched and bench/loader_efficiency.py: docs/performance.md,
 // "Worker CPUs".
+// Without worker_cpus, the workers' threads are still spread for their first batch: after
+// worker_init_fn, worker i keeps to the i-th of the CPUs it may use until its first batch is
+// loaded, then may run on all of them again. The workers of a fresh loader otherwise often shared
+// one CPU for tens of milliseconds, just when the first batches (Note [First batches shared])
+// needed every core: the images workload's first batch took 69-93 ms in half the runs and 41-54 ms
+// in the others (moving each thread once at its start did not keep them apart: the wake-ups of the
+// shared batch brought them together again); spread for the first batch, see docs/performance.md,
+// "Images".
 
 loaded_batch load_one(worker_state& s, const index_batch& task);
 
@@ -288,6 +370,15 @@ std::string run_init(worker_state& s) {
     step = "worker_init_fn";
     if (s.cfg.worker_init_fn)
       s.cfg.worker_init_fn(s.cfg.id);
+    step = "keeping to a CPU for the first batch";
+    if (s.cfg.cpu < 0 && s.cfg.start_cpu >= 0) {
+      // Among the CPUs it may use now, worker_init_fn's choice included.
+      std::vector<int> allowed = data::usable_cpus();
+      if (allowed.size() > 1) {
+        data::pin_thread_to_cpu(allowed[size_t(s.cfg.start_cpu) % allowed.size()]);
+        s.unpin_after_first = std::move(allowed);
+      }
+    }
   } catch (const std::exception& e) {
     return s.name + ": " + step + " failed: " + e.what();
   }
@@ -337,16 +428,28 @@ bool initialize(worker_state& s, const index_batch& task, loaded_batch& out) {
   return false;
 }
 
+loaded_batch load_task(worker_state& s, const index_batch& task);
+
 /// Loads `task` on this worker's thread; the reply names this worker.
 loaded_batch load_one(worker_state& s, const index_batch& task) {
+  loaded_batch out = load_task(s, task);
+  if (!s.unpin_after_first.empty()) { // See Note [Worker CPUs]
+    data::allow_thread_cpus(s.unpin_after_first);
+    s.unpin_after_first.clear();
+  }
+  return out;
+}
+
+loaded_batch load_task(worker_state& s, const index_batch& task) {
   if (s.proc) { // the parent of a worker process: the child loads (with its own load_one)
     loaded_batch out = s.proc->load(task);
     out.worker = s.cfg.id;
     return out;
   }
   if (s.cfg.dataset) {
-    loaded_batch out = load_batch(task, *s.cfg.dataset, s.cfg.collate, s.cfg.pool.get(),
-                                  s.cfg.pin_memory, s.name, s.cfg.active_run_id.get());
+    loaded_batch out =
+        load_batch(task, *s.cfg.dataset, s.cfg.collate, s.cfg.pool.get(), s.cfg.pin_memory, s.name,
+                   s.cfg.active_run_id.get(), s.cfg.sharing.get());
     out.worker = s.cfg.id;
     return out;
   }

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "actors/interfaces.hpp"
+#include "actors/loader/batch_sharing.hpp"
 #include "actors/loader/batch_shelf.hpp"
 #include "actors/loader/task_board.hpp"
 #include "core/data/buffer_pool.hpp"
@@ -36,12 +37,19 @@ struct worker_config {
   bool drop_last = false;     // iterable: drop this worker's last, short batch
   std::function<void(int64_t)> worker_init_fn;
   int cpu = -1; // pin the worker's thread to this CPU first (Note [Worker CPUs]); -1: don't
+  /// Without `cpu`: after worker_init_fn the thread keeps to the start_cpu-th of the CPUs it
+  /// may use for its first batch, then runs where the kernel puts it (Note [Worker CPUs]); -1:
+  /// wherever the kernel puts it from the start.
+  int start_cpu = -1;
   /// The run the loader currently wants; tasks of older runs are answered at once, unloaded.
   std::shared_ptr<std::atomic<uint64_t>> active_run_id;
   /// Offered each loaded batch before replying (Note [Batch shelf]); null: always reply.
   std::shared_ptr<batch_shelf> shelf;
   /// Where the worker claims its tasks and takes others' (Note [Task stealing]); null: neither.
   std::shared_ptr<task_board> board;
+  /// The epoch's first batches, open to every worker (Note [First batches shared]); null:
+  /// each batch is loaded by one worker.
+  std::shared_ptr<batch_sharing> sharing;
   /// Load in a forked child process (multiprocessing_context = "fork"; Note [Worker processes]
   /// in worker_process.cpp), killed when a load passes `timeout_s` (> 0).
   bool process = false;
@@ -55,10 +63,13 @@ struct worker_config {
 /// sample when !task.auto_collation), pin. Any exception from the dataset or collate becomes
 /// `error` naming `who` ("DataLoader worker 2"), the sample index and batch, and the original
 /// message.
+/// With `sharing`, the epoch's first batches are loaded by every worker at once, and this
+/// worker loads an earlier open batch's samples before its own (Note [First batches shared]).
 loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
                         const data::collate_fn& collate, data::buffer_pool* pool, bool pin_memory,
                         const std::string& who,
-                        const std::atomic<uint64_t>* active_run_id = nullptr);
+                        const std::atomic<uint64_t>* active_run_id = nullptr,
+                        batch_sharing* sharing = nullptr);
 
 /// Pulls the next batch from `it` (made by ds.iter() first when null) on the calling thread:
 /// batch_size samples (one when !task.auto_collation), fewer at the end of the stream, then

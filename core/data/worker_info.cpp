@@ -46,6 +46,10 @@ double draw_unit() {
   return double(draw_bits() >> 11) * 0x1.0p-53;
 }
 
+uint64_t sample_seed(uint64_t batch_seed, int64_t position) {
+  return splitmix64(batch_seed ^ splitmix64(uint64_t(position) + 1));
+}
+
 uint64_t batch_seed(uint64_t base_seed, int64_t epoch, int64_t batch_index) {
   return splitmix64(splitmix64(splitmix64(base_seed) ^ uint64_t(epoch)) ^ uint64_t(batch_index));
 }
@@ -70,6 +74,17 @@ void pin_thread_to_cpu(int cpu) {
   // pid 0: the calling thread alone (Linux affinity is per thread).
   ACTORCH_CHECK(::sched_setaffinity(0, sizeof mask, &mask) == 0, "could not pin the thread to CPU ",
                 cpu, ": ", std::strerror(errno));
+}
+
+void allow_thread_cpus(const std::vector<int>& cpus) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  for (const int cpu : cpus) {
+    ACTORCH_CHECK(cpu >= 0 && cpu < CPU_SETSIZE, "allow_thread_cpus: no CPU ", cpu);
+    CPU_SET(cpu, &mask);
+  }
+  ACTORCH_CHECK(::sched_setaffinity(0, sizeof mask, &mask) == 0,
+                "could not let the thread run on its CPUs again: ", std::strerror(errno));
 }
 
 worker_scope::worker_scope(const worker_info* info) : previous_(current_worker) {

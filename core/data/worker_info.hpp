@@ -1,10 +1,12 @@
 // What a dataset can ask about where it runs: get_worker_info() (torch.utils.data's) inside a
 // loader worker, the batch's own generator, and the CPUs its thread may run on.
 // Note [Batch randomness]: randomness a dataset or collate_fn needs (augmentation) should come
-// from batch_generator(), which the loader seeds from (base seed, epoch, batch index) before
-// loading each batch, so a run yields the same batches whatever num_workers is and whichever
-// worker loads a batch. Both are thread-local: the loader sets them around each batch, on the
-// thread that loads it.
+// from batch_generator(), which the loader seeds before each sample from (base seed, epoch,
+// batch index, position in the batch), so a run yields the same batches whatever num_workers
+// is and whichever worker loads a batch or one of its samples (the epoch's first batches are
+// loaded by all workers at once: Note [First batches shared]). A collate_fn draws from one of
+// its own (position = the batch's size). Both are thread-local: the loader sets them around each
+// sample, on the thread that loads it.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +48,11 @@ generator& batch_generator();
 int64_t draw_index(int64_t n);
 double draw_unit();
 
+/// The seed of the sample at `position` of a batch whose seed is `batch_seed`: each sample
+/// draws from its own generator, so it does not matter which worker loads it or what was
+/// loaded before it (Note [Batch randomness]).
+uint64_t sample_seed(uint64_t batch_seed, int64_t position);
+
 /// The seed of batch `batch_index` of epoch `epoch` (a SplitMix64 mix of the three).
 uint64_t batch_seed(uint64_t base_seed, int64_t epoch, int64_t batch_index);
 
@@ -56,6 +63,9 @@ std::vector<int> usable_cpus();
 /// Restricts the calling thread to CPU `cpu` (what a loader worker with worker_cpus does before
 /// worker_init_fn); throws actorch::error naming the CPU if the system refuses.
 void pin_thread_to_cpu(int cpu);
+
+/// Lets the calling thread run on `cpus` (usable_cpus()'s answer before a pin, to undo it).
+void allow_thread_cpus(const std::vector<int>& cpus);
 
 /// Sets the thread's worker info / batch generator for the scope's lifetime (loader internals).
 class worker_scope {

@@ -127,10 +127,12 @@ TEST_CASE("in_order delivers in sampler order under uneven delays, false as read
           "[actors][loader]") {
   // The delay goes with the batch, not the worker: a worker with nothing left takes batches
   // queued at another (Note [Task stealing]), so a slow worker may load any of them.
+  // Batch 2 is slow (past the epoch's first batches, which every worker loads together: Note
+  // [First batches shared]).
   auto ds = std::make_shared<probe_dataset>(16);
   ds->hook = [](int64_t i) {
-    if (i < 2)
-      sleep_ms(15); // batch 0 is slow, whoever loads it
+    if (i == 4 || i == 5)
+      sleep_ms(15); // batch 2 is slow, whoever loads it
   };
   std::vector<int64_t> in_order_seen, as_ready_seen;
   {
@@ -147,9 +149,12 @@ TEST_CASE("in_order delivers in sampler order under uneven delays, false as read
   std::iota(order.begin(), order.end(), int64_t(0));
   CHECK(in_order_seen == order);
   CHECK(std::set<int64_t>(as_ready_seen.begin(), as_ready_seen.end()).size() == 8);
-  // Batch 1, loaded at once by the other worker, arrives before batch 0.
+  // Batch 3, loaded at once by the other worker, arrives before batch 2.
   CHECK(as_ready_seen != order);
-  CHECK(as_ready_seen[0] != 0);
+  const auto at = [&](int64_t b) {
+    return std::find(as_ready_seen.begin(), as_ready_seen.end(), b) - as_ready_seen.begin();
+  };
+  CHECK(at(3) < at(2));
 }
 
 TEST_CASE("a worker with nothing left loads a batch queued behind another's slow one",
@@ -330,8 +335,10 @@ TEST_CASE("get_worker_info gives each worker its id, count, seed and dataset", "
   CHECK(test::ints_of((*main_thread.begin())[0].as_tensor()) == std::vector<int64_t>{-1, -1});
 }
 
-TEST_CASE("worker_cpus pins each worker's thread before worker_init_fn, and unset pins none",
-          "[actors][loader]") {
+TEST_CASE(
+    "worker_cpus pins each worker's thread before worker_init_fn, and unset, each keeps to one "
+    "CPU for its first batch only",
+    "[actors][loader]") {
   // Sample i: (worker id, the CPUs its thread may run on when it loads i, as a tensor).
   class cpus_dataset : public dataset {
   public:
@@ -352,8 +359,15 @@ TEST_CASE("worker_cpus pins each worker's thread before worker_init_fn, and unse
       out[b[0].as_tensor().item<int64_t>()].insert(test::ints_of(b[1].as_tensor()[0]));
     return out;
   };
-  for (const auto& [id, seen] : masks({.num_workers = 3}))
-    CHECK(seen == std::set<std::vector<int64_t>>{all});
+  // Unset (Note [Worker CPUs]): a worker's first batch (one sample here) on one of the CPUs,
+  // every later one on all of them.
+  for (const auto& [id, seen] : masks({.num_workers = 3})) {
+    CHECK(seen.count(all) == 1);
+    for (const auto& mask : seen)
+      CHECK((mask == all || mask.size() == 1));
+    if (all.size() > 1)
+      CHECK(seen.size() == 2);
+  }
 
   // Worker i on cpus[i % size]: with the usable CPUs listed twice over, as many workers as
   // entries, whatever the machine's CPU count.
@@ -650,4 +664,42 @@ TEST_CASE("timing() keeps the starvation figure: the share of the step spent wai
   const loader_timing slow = consume(40);
   CHECK(slow.batches == 24);
   CHECK(slow.starvation() < 0.1);
+}
+
+TEST_CASE("the epoch's first batches are loaded by every worker at once", "[actors][loader]") {
+  // See Note [First batches shared]: batch 0 (and 1) take samples from both workers; later
+  // batches are one worker's each. The batches are those of num_workers = 0 all the same.
+  auto ds = std::make_shared<probe_dataset>(48);
+  ds->noise = true;
+  std::mutex m;
+  std::map<int64_t, int64_t> loaded_by; // index -> worker id
+  ds->hook = [&](int64_t i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::lock_guard lock(m);
+    loaded_by[i] = get_worker_info()->id;
+  };
+  const auto run = [&](int64_t workers) {
+    data_loader loader(
+        ds, {.batch_size = 8, .num_workers = workers, .generator = std::make_shared<generator>(5)});
+    std::vector<tensor> out;
+    for (const auto& b : loader)
+      out.push_back(b[0].as_tensor());
+    return out;
+  };
+  const auto shared = run(2);
+  std::set<int64_t> first, later;
+  for (int64_t i = 0; i < 8; ++i)
+    first.insert(loaded_by.at(i));
+  CHECK(first == std::set<int64_t>{0, 1});
+  for (int64_t b = 2; b < 6; ++b) {
+    std::set<int64_t> by;
+    for (int64_t i = b * 8; i < b * 8 + 8; ++i)
+      by.insert(loaded_by.at(i));
+    CHECK(by.size() == 1);
+  }
+  ds->hook = {};
+  const auto alone = run(0);
+  REQUIRE(alone.size() == shared.size());
+  for (size_t i = 0; i < alone.size(); ++i)
+    CHECK(equal(alone[i], shared[i]));
 }

@@ -277,20 +277,20 @@ TEST_CASE("a queued batch's wait behind the one in progress is not a timeout", "
 
 TEST_CASE("a batch re-issued after a death, and those shelved meanwhile, are not timed out",
           "[actors][loader]") {
-  // See Notes [Batch shelf] and [Loader timeout]. With timeout T, batches 0 and 2 go to worker
-  // 0, 1 and 3 to worker 1. Worker 0 dies 0.6 T into batch 0, and its heir loads batch 0 again,
-  // in 0.6 T: due at 1.2 T, past the first attempt's deadline (T), within its own (1.6 T).
-  // Worker 1 finishes batch 1 at once and batch 3 at 0.75 T: both wait on the shelf while the
-  // consumer waits for batch 0, and the deadlines that fire at T (batch 0's first attempt,
-  // batch 1's) must fail nothing. (Then worker 1 takes batch 2, re-issued to the heir behind
-  // batch 0: Note [Task stealing].)
+  // See Notes [Batch shelf] and [Loader timeout]. With timeout T, batches 0 and 1 are quick
+  // (both workers load them together: Note [First batches shared]), then batch 2 goes to worker
+  // 0 and 3 to worker 1. Worker 0 dies 0.6 T into batch 2, and its heir loads batch 2 again, in
+  // 0.6 T: due at 1.2 T, past the first attempt's deadline (T), within its own (1.6 T). Worker
+  // 1 finishes batch 3 at 0.75 T and batch 5 at once: both wait on the shelf while the consumer
+  // waits for batch 2, and the deadlines that fire at T (batch 2's first attempt, batch 3's)
+  // must fail nothing.
   const double timeout = 0.8;
   auto ds = std::make_shared<probe_dataset>(24);
   auto crashes = std::make_shared<std::atomic<int>>(0);
   ds->hook = [crashes, timeout](int64_t i) {
     if (i == 12)
       sleep_ms(int(timeout * 750));
-    if (i != 0)
+    if (i != 8)
       return;
     sleep_ms(int(timeout * 600));
     if (crashes->fetch_add(1) == 0)

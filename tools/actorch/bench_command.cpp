@@ -108,6 +108,7 @@ void add_bench(CLI::App& app) {
       ->add_option("--multiprocessing-context", im->multiprocessing_context,
                    "fork: the workers load in forked processes")
       ->check(CLI::IsMember({"", "fork"}));
+  im_cmd->add_option("--trace", im->trace, "write a Chrome trace of the two passes");
   im_cmd->callback([im] { bench::run_images(*im, std::cout); });
 
   auto ld = std::make_shared<bench::loader_bench_options>();
