@@ -27,8 +27,11 @@ public:
 
 private:
   struct span {
+    // A constructor of its own: clang cannot use default member initializers of a class nested
+    // in one not yet complete (std::optional<span>::emplace() below).
+    span() : begin(true), end(true) {}
     std::string name, args;
-    event begin{true}, end{true};
+    event begin, end;
   };
   trace::clock::time_point host_time(const event& e) const;
 

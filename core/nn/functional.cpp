@@ -182,8 +182,8 @@ tensor sync_batch_norm(const tensor& input, tensor running_mean, tensor running_
   //    dy * xhat over every replica, one more all-reduce, issued by every replica in the same
   //    place of its backward pass.
   const bool affine = weight.defined();
-  auto backward = [c, n, dims, bshape, affine, all_reduce_sum](const std::vector<tensor>& grads,
-                                                               const std::vector<tensor>& saved) {
+  auto backward = [c = c, n, dims = dims, bshape = bshape, affine, all_reduce_sum](
+                      const std::vector<tensor>& grads, const std::vector<tensor>& saved) {
     const tensor& dy = grads[0];
     const tensor xhat = saved[0].sub(saved[1].view(bshape)).mul(saved[2].view(bshape));
     const tensor sum_dy = dy.sum(dims);

@@ -8,9 +8,9 @@ from . import _C
 from ._C import Error, Tensor, arange, from_dlpack, manual_seed
 from . import data, distributed, transforms
 from .data.dataloader import DataLoader
+from .serialization import load, save
 
 distributed.register()  # torch.distributed's backend "actorch", where torch is
 
 __all__ = ["DataLoader", "Error", "Tensor", "arange", "data", "distributed", "from_dlpack",
-           "manual_seed",
-           "transforms"]
+           "load", "manual_seed", "save", "transforms"]

@@ -11,5 +11,6 @@ void bind_data(pybind11::module_& data);     // datasets, samplers, worker info 
 void bind_transforms(pybind11::module_& tf); // torchvision's transforms, in C++ (transforms.cpp)
 void bind_loader(pybind11::module_& m);      // the loader under actorch.DataLoader (loader.cpp)
 void bind_vision(pybind11::module_& data);   // ImageFolder, ImageFiles (vision.cpp)
+void bind_serialize(pybind11::module_& m);   // torch.save's format: _torch_load, _torch_save
 
 } // namespace actorch::python

@@ -16,4 +16,5 @@ PYBIND11_MODULE(_C, m) {
   actorch::python::bind_transforms(transforms);
   actorch::python::bind_vision(data);
   actorch::python::bind_loader(m);
+  actorch::python::bind_serialize(m);
 }

@@ -1,8 +1,8 @@
 // `actorch step`: the parity command. Loads an MLP's weights (PyTorch's Sequential names:
-// "0.weight", "0.bias", "2.weight", ... with a ReLU between Linear layers) from safetensors,
-// inputs and targets from .npy, runs K full-batch training steps, and writes the updated
-// weights, the last step's gradients ("<param>.grad") and the per-step losses ("losses") to a
-// safetensors file. A user runs the same steps in PyTorch and compares.
+// "0.weight", "0.bias", "2.weight", ... with a ReLU between Linear layers) from safetensors or
+// torch.save's .pt, inputs and targets from .npy, runs K full-batch training steps, and writes
+// the updated weights, the last step's gradients ("<param>.grad") and the per-step losses
+// ("losses") to a safetensors or .pt file. A user runs the same steps in PyTorch and compares.
 #include <algorithm>
 #include <iostream>
 #include <map>
@@ -13,6 +13,7 @@
 #include "core/nn/layers.hpp"
 #include "core/optim/sgd.hpp"
 #include "core/serialize/safetensors.hpp"
+#include "core/serialize/torch_format.hpp"
 #include "tools/actorch/commands.hpp"
 
 namespace actorch::cli {
@@ -30,9 +31,10 @@ struct step_options {
 };
 
 // The MLP described by the weights' names: Linear layers at even Sequential indices.
-std::shared_ptr<nn::sequential> mlp_from(const safetensors_file& f, const std::string& path) {
+std::shared_ptr<nn::sequential> mlp_from(const named_tensor_list& tensors,
+                                         const std::string& path) {
   std::map<int64_t, std::pair<tensor, tensor>> layers; // index -> (weight, bias)
-  for (const auto& [name, t] : f.tensors) {
+  for (const auto& [name, t] : tensors) {
     const size_t dot = name.find('.');
     const std::string idx = name.substr(0, dot),
                       what = dot == std::string::npos ? "" : name.substr(dot + 1);
@@ -71,15 +73,15 @@ std::shared_ptr<nn::sequential> mlp_from(const safetensors_file& f, const std::s
     expected = index + 2;
   }
   nn::named_tensors state;
-  for (const auto& [name, t] : f.tensors)
+  for (const auto& [name, t] : tensors)
     state.emplace_back(name, t);
   model->load_state_dict(state);
   return model;
 }
 
 void run_step(const step_options& o) {
-  const safetensors_file weights = load_safetensors(o.weights);
-  auto model = mlp_from(weights, o.weights);
+  // .pt / .pth (torch.save's format) or .safetensors, by the extension.
+  auto model = mlp_from(load_state_dict_file(o.weights), o.weights);
   const dtype dt = model->parameters().front().dtype();
   const tensor x = load_npy(o.inputs).to(dt);
   const tensor y = load_npy(o.targets);
@@ -132,9 +134,12 @@ void run_step(const step_options& o) {
     out.emplace_back(name + ".grad", p.grad());
   }
   out.emplace_back("losses", losses);
-  save_safetensors(
-      o.out, out,
-      {{"steps", std::to_string(o.steps)}, {"loss", o.loss}, {"optimizer", o.optimizer}});
+  if (o.out.ends_with(".safetensors"))
+    save_safetensors(
+        o.out, out,
+        {{"steps", std::to_string(o.steps)}, {"loss", o.loss}, {"optimizer", o.optimizer}});
+  else
+    save_state_dict_file(o.out, out); // .pt / .pth: the tensors (the metadata is safetensors')
   std::cout << "step: " << o.steps << " steps, loss " << losses[0].item<double>() << " -> "
             << losses[o.steps - 1].item<double>() << ", wrote " << o.out << '\n';
 }
@@ -144,13 +149,15 @@ void run_step(const step_options& o) {
 void add_step(CLI::App& app) {
   auto o = std::make_shared<step_options>();
   auto* cmd = app.add_subcommand(
-      "step", "train an MLP for K steps from safetensors weights and .npy data (parity checks)");
-  cmd->add_option("--weights", o->weights, "safetensors file with 0.weight, 0.bias, 2.weight, ...")
+      "step", "train an MLP for K steps from safetensors or .pt weights and .npy data (parity "
+              "checks)");
+  cmd->add_option("--weights", o->weights,
+                  ".safetensors, .pt or .pth file with 0.weight, 0.bias, 2.weight, ...")
       ->required();
   cmd->add_option("--inputs", o->inputs, ".npy inputs (N, features)")->required();
   cmd->add_option("--targets", o->targets, ".npy targets: class indices (N) or values (N, out)")
       ->required();
-  cmd->add_option("--out", o->out, "safetensors file to write")->required();
+  cmd->add_option("--out", o->out, ".safetensors, .pt or .pth file to write")->required();
   cmd->add_option("--steps", o->steps, "training steps K")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   cmd->add_option("--loss", o->loss, "cross_entropy or mse");

@@ -1,0 +1,182 @@
+// PyTorch's checkpoint format both ways against the real torch (Debian's python3-torch, in the
+// test command): files torch.save wrote, read here; files written here, read by
+// torch.load(weights_only=True); and the files the restricted unpickler must refuse.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "core/ops/factory.hpp"
+#include "core/serialize/torch_format.hpp"
+#include "tests/core/files.hpp"
+
+using namespace actorch;
+using Catch::Contains;
+
+namespace {
+
+const std::filesystem::path& dir() {
+  return test::scratch_dir("torch_format");
+}
+
+const pickle_value& at(const pickle_value& v, const std::string& key) {
+  const auto& d = std::get<pickle_value::dict>(v.v);
+  for (const auto& [k, val] : d.items)
+    if (const auto* s = std::get_if<std::string>(&k.v); s && *s == key)
+      return val;
+  FAIL("no key " << key);
+  throw 0;
+}
+
+std::vector<double> values(const tensor& t) {
+  const tensor d = t.to_double().contiguous();
+  return {d.data_ptr<double>(), d.data_ptr<double>() + d.numel()};
+}
+
+} // namespace
+
+TEST_CASE("checkpoints torch.save wrote load with their dtypes, views and values",
+          "[serialize][torch]") {
+  REQUIRE(test::run_python(dir(), "write_pt", R"(
+import collections, torch
+sd = collections.OrderedDict()
+sd["f32"] = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+sd["f64"] = torch.tensor([1.5, -2.25], dtype=torch.float64)
+sd["f16"] = torch.tensor([0.5, 3.0], dtype=torch.float16)
+sd["bf16"] = torch.tensor([1.0, -8.0], dtype=torch.bfloat16)
+sd["i64"] = torch.tensor([1, -2**40])
+sd["i32"] = torch.tensor([7, -7], dtype=torch.int32)
+sd["i16"] = torch.tensor([300, -300], dtype=torch.int16)
+sd["i8"] = torch.tensor([-5, 5], dtype=torch.int8)
+sd["u8"] = torch.tensor([0, 255], dtype=torch.uint8)
+sd["b"] = torch.tensor([True, False])
+base = torch.arange(12.0)
+sd["view_t"] = base.view(3, 4).t()
+sd["view_slice"] = base[2:5]
+torch.save(sd, d + "/sd.pt")
+model = torch.nn.Linear(3, 2)
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+model(torch.ones(1, 3)).sum().backward()
+opt.step()
+torch.save({"model": model.state_dict(), "optim": opt.state_dict(), "epoch": 7, "name": "run",
+            "none": None, "flag": True, "big": 2**40, "neg": -3}, d + "/ckpt.pt")
+torch.save(sd, d + "/legacy.pt", _use_new_zipfile_serialization=False)
+)") == 0);
+  const auto sd = torch_state_dict(torch_load((dir() / "sd.pt").string()), "sd.pt");
+  std::vector<std::string> names;
+  for (const auto& [k, t] : sd)
+    names.push_back(k);
+  CHECK(names == std::vector<std::string>{"f32", "f64", "f16", "bf16", "i64", "i32", "i16", "i8",
+                                          "u8", "b", "view_t", "view_slice"});
+  std::map<std::string, tensor> m(sd.begin(), sd.end());
+  CHECK(m["f32"].sizes() == shape_t{2, 3});
+  CHECK(values(m["f32"]) == std::vector<double>{0, 1, 2, 3, 4, 5});
+  CHECK(values(m["f64"]) == std::vector<double>{1.5, -2.25});
+  CHECK(m["f16"].dtype() == dtype::float16);
+  CHECK(values(m["f16"]) == std::vector<double>{0.5, 3.0});
+  CHECK(m["bf16"].dtype() == dtype::bfloat16);
+  CHECK(values(m["bf16"]) == std::vector<double>{1.0, -8.0});
+  CHECK(m["i64"].data_ptr<int64_t>()[1] == -(int64_t(1) << 40));
+  CHECK(values(m["i32"]) == std::vector<double>{7, -7});
+  CHECK(values(m["i16"]) == std::vector<double>{300, -300});
+  CHECK(values(m["i8"]) == std::vector<double>{-5, 5});
+  CHECK(values(m["u8"]) == std::vector<double>{0, 255});
+  CHECK(m["b"].dtype() == dtype::bool_);
+  CHECK(values(m["b"]) == std::vector<double>{1, 0});
+  // Views keep their strides and share their storage, as in torch.
+  CHECK(m["view_t"].sizes() == shape_t{4, 3});
+  CHECK(m["view_t"].strides() == shape_t{1, 4});
+  CHECK(values(m["view_t"]) == std::vector<double>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
+  CHECK(values(m["view_slice"]) == std::vector<double>{2, 3, 4});
+  CHECK(m["view_t"].storage() == m["view_slice"].storage());
+
+  // A training checkpoint: nested dicts, an optimizer's integer keys, tuples and scalars.
+  const pickle_value ck = torch_load((dir() / "ckpt.pt").string());
+  CHECK(std::get<int64_t>(at(ck, "epoch").v) == 7);
+  CHECK(std::get<int64_t>(at(ck, "big").v) == int64_t(1) << 40);
+  CHECK(std::get<int64_t>(at(ck, "neg").v) == -3);
+  CHECK(std::get<std::string>(at(ck, "name").v) == "run");
+  CHECK(std::holds_alternative<pickle_value::none>(at(ck, "none").v));
+  CHECK(std::get<bool>(at(ck, "flag").v));
+  CHECK(torch_state_dict(at(ck, "model"), "ckpt.pt").size() == 2);
+  const auto& state = std::get<pickle_value::dict>(at(at(ck, "optim"), "state").v);
+  REQUIRE(state.items.size() == 2);
+  CHECK(std::get<int64_t>(state.items[0].first.v) == 0);
+  const auto& group = std::get<pickle_value::list>(at(at(ck, "optim"), "param_groups").v);
+  CHECK(std::get<double>(at(group.items.at(0), "lr").v) == 1e-3);
+  const auto& betas = std::get<pickle_value::tuple>(at(group.items.at(0), "betas").v);
+  CHECK(std::get<double>(betas.items.at(1).v) == 0.999);
+
+  CHECK_THROWS_WITH(torch_load((dir() / "legacy.pt").string()),
+                    Contains("legacy.pt: PyTorch's legacy checkpoint format"));
+}
+
+TEST_CASE("a pickle that names anything but a state dict's globals is refused, never run",
+          "[serialize][torch]") {
+  REQUIRE(test::run_python(dir(), "write_evil", R"(
+import os, pickle, zipfile
+class Evil:
+    def __reduce__(self):
+        return (os.system, ("touch " + d + "/pwned",))
+with zipfile.ZipFile(d + "/evil.pt", "w") as z:
+    z.writestr("archive/data.pkl", pickle.dumps({"w": Evil()}, protocol=2))
+    z.writestr("archive/version", "3\n")
+with zipfile.ZipFile(d + "/notensor.pt", "w") as z:
+    z.writestr("archive/data.pkl", pickle.dumps({"w": 1.5}, protocol=2))
+)") == 0);
+  std::filesystem::remove(dir() / "pwned");
+  CHECK_THROWS_WITH(torch_load((dir() / "evil.pt").string()),
+                    Contains("refused the global 'posix.system'") && Contains("nothing was run"));
+  CHECK_FALSE(std::filesystem::exists(dir() / "pwned"));
+  CHECK_THROWS_WITH(torch_state_dict(torch_load((dir() / "notensor.pt").string()), "notensor.pt"),
+                    Contains("notensor.pt: w is not a tensor"));
+  test::write_file((dir() / "cut.pt").string(),
+                   test::read_file((dir() / "evil.pt").string()).substr(0, 40));
+  CHECK_THROWS_WITH(torch_load((dir() / "cut.pt").string()), Contains("cut.pt"));
+  CHECK_THROWS_WITH(torch_load((dir() / "missing.pt").string()),
+                    Contains("missing.pt: No such file or directory"));
+}
+
+TEST_CASE("files written here load in torch.load(weights_only=True) with views sharing storage",
+          "[serialize][torch]") {
+  const tensor base = arange(12).to_float();
+  named_tensor_list sd{{"w", base.view({3, 4}).transpose(0, 1)},
+                       {"slice", base.slice(0, 2, 5)},
+                       {"i64", tensor_of({int64_t(1), -(int64_t(1) << 40)})},
+                       {"u8", tensor_of({uint8_t(0), uint8_t(255)})},
+                       {"f16", tensor_of({0.5, 3.0}).to_half()},
+                       {"b", tensor_of({true, false})}};
+  save_state_dict_file((dir() / "mine.pt").string(), sd);
+  pickle_value::dict extra;
+  extra.items.emplace_back(std::string("model"), state_dict_value(sd));
+  extra.items.emplace_back(int64_t(3),
+                           pickle_value::tuple{{1.5, std::string("x"), pickle_value::none{}}});
+  extra.items.emplace_back(std::string("steps"), pickle_value::list{{int64_t(1), int64_t(70000),
+                                                                     int64_t(-1) << 35, true}});
+  torch_save((dir() / "nested.pt").string(), extra);
+  REQUIRE(test::run_python(dir(), "read_mine", R"(
+import torch
+sd = torch.load(d + "/mine.pt", weights_only=True)
+assert list(sd) == ["w", "slice", "i64", "u8", "f16", "b"], list(sd)
+assert torch.equal(sd["w"], torch.arange(12.0).view(3, 4).t()), sd["w"]
+assert sd["w"].stride() == (1, 4)
+assert torch.equal(sd["slice"], torch.tensor([2.0, 3.0, 4.0]))
+assert sd["w"].storage().data_ptr() == sd["slice"].storage().data_ptr()
+assert sd["i64"].tolist() == [1, -2**40] and sd["u8"].dtype == torch.uint8
+assert sd["f16"].dtype == torch.float16 and sd["f16"].tolist() == [0.5, 3.0]
+assert sd["b"].tolist() == [True, False]
+# torch 1.13's weights_only unpickler has no BINFLOAT (its own optimizer state dicts fail it).
+n = torch.load(d + "/nested.pt")
+assert n[3] == (1.5, "x", None), n[3]
+assert n["steps"] == [1, 70000, -2**35, True], n["steps"]
+assert list(n["model"]) == list(sd)
+)") == 0);
+  // And back: the round trip gives the same tensors.
+  const auto again = load_state_dict_file((dir() / "mine.pt").string());
+  REQUIRE(again.size() == sd.size());
+  for (size_t i = 0; i < sd.size(); ++i) {
+    CHECK(again[i].first == sd[i].first);
+    CHECK(values(again[i].second) == values(sd[i].second));
+  }
+  CHECK_THROWS_WITH(load_state_dict_file((dir() / "mine.npz").string()),
+                    Contains("unknown extension (.pt, .pth or .safetensors)"));
+}

@@ -1,0 +1,126 @@
+"""actorch.save / actorch.load against torch.save / torch.load on the seeds' checkpoints: a
+model's state dict, a DDP model's (the module. prefix), SGD's and Adam's optimizer state dicts,
+a nested training checkpoint; torch writes and actorch reads, and the reverse; a pickled
+function refused without running; the legacy format refused by name."""
+import collections
+import io
+import os
+import pickle
+import zipfile
+
+import pytest
+import torch
+
+import actorch
+
+
+def model_and_optimizers():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(),
+                                torch.nn.Linear(8, 3))
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    adam = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for opt in (sgd, adam):
+        opt.zero_grad()
+        model(torch.randn(5, 4)).sum().backward()
+        opt.step()
+    return model, sgd, adam
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, dict):
+        return (isinstance(b, dict) and list(a) == list(b) and
+                isinstance(a, collections.OrderedDict) == isinstance(b, collections.OrderedDict)
+                and all(same(a[k], b[k]) for k in a))
+    if isinstance(a, (list, tuple)):
+        return type(a) == type(b) and len(a) == len(b) and all(map(same, a, b))
+    return a == b and type(a) == type(b)
+
+
+def cases():
+    model, sgd, adam = model_and_optimizers()
+    ddp = collections.OrderedDict(("module." + k, v) for k, v in model.state_dict().items())
+    dtypes = {str(d): torch.arange(6).to(d) for d in
+              (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+               torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)}
+    return {"state_dict": model.state_dict(), "ddp": ddp, "sgd": sgd.state_dict(),
+            "adam": adam.state_dict(), "dtypes": dtypes,
+            "checkpoint": {"epoch": 3, "model": model.state_dict(), "optimizer": sgd.state_dict(),
+                           "best": 0.97, "tag": "run-1", "none": None,
+                           "history": [0.5, 0.25], "shape": (2, 3)}}
+
+
+@pytest.mark.parametrize("name", ["state_dict", "ddp", "sgd", "adam", "dtypes", "checkpoint"])
+def test_torch_writes_actorch_reads(tmp_path, name):
+    value = cases()[name]
+    path = tmp_path / f"{name}.pt"
+    torch.save(value, path)
+    assert same(value, actorch.load(path))
+
+
+@pytest.mark.parametrize("name", ["state_dict", "ddp", "sgd", "adam", "dtypes", "checkpoint"])
+def test_actorch_writes_torch_reads(tmp_path, name):
+    value = cases()[name]
+    path = tmp_path / f"{name}.pth"
+    actorch.save(value, str(path))
+    assert same(value, torch.load(path))
+    if name in ("state_dict", "ddp", "dtypes"):  # torch 1.13's weights_only has no floats
+        assert same(value, torch.load(path, weights_only=True))
+
+
+def test_a_state_dict_loads_into_torchs_model_as_the_seeds_do(tmp_path):
+    model, _, _ = model_and_optimizers()
+    actorch.save(model.state_dict(), tmp_path / "m.pt")
+    fresh = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(),
+                                torch.nn.Linear(8, 3))
+    fresh.load_state_dict(actorch.load(tmp_path / "m.pt", map_location="cpu"))
+    x = torch.randn(3, 4)
+    fresh.eval()
+    model.eval()
+    assert torch.equal(fresh(x), model(x))
+
+
+def test_views_share_their_storage_both_ways(tmp_path):
+    base = torch.arange(12.0)
+    value = {"t": base.view(3, 4).t(), "s": base[2:5]}
+    actorch.save(value, tmp_path / "v.pt")
+    back = torch.load(tmp_path / "v.pt")
+    assert back["t"].stride() == (1, 4)
+    assert back["t"].storage().data_ptr() == back["s"].storage().data_ptr()
+    torch.save(value, tmp_path / "w.pt")
+    mine = actorch.load(tmp_path / "w.pt")
+    assert mine["t"].storage().data_ptr() == mine["s"].storage().data_ptr()
+
+
+def test_file_objects_and_map_location(tmp_path):
+    buf = io.BytesIO()
+    actorch.save({"w": torch.ones(2)}, buf)
+    buf.seek(0)
+    assert torch.equal(torch.load(buf)["w"], torch.ones(2))
+    buf.seek(0)
+    seen = []
+    out = actorch.load(buf, map_location=lambda t, loc: (seen.append(loc), t * 2)[1])
+    assert seen == ["cpu"] and torch.equal(out["w"], torch.full((2,), 2.0))
+    with pytest.raises(ValueError, match="never runs pickled code"):
+        actorch.load(buf, weights_only=False)
+
+
+def test_pickled_code_is_refused_without_running(tmp_path):
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+    with zipfile.ZipFile(tmp_path / "evil.pt", "w") as z:
+        z.writestr("archive/data.pkl", pickle.dumps({"w": Evil()}, protocol=2))
+        z.writestr("archive/version", "3\n")
+    with pytest.raises(actorch.Error, match="refused the global 'posix.system'"):
+        actorch.load(tmp_path / "evil.pt")
+    assert not marker.exists()
+    torch.save({"w": torch.ones(1)}, tmp_path / "old.pt", _use_new_zipfile_serialization=False)
+    with pytest.raises(actorch.Error, match="legacy checkpoint format"):
+        actorch.load(tmp_path / "old.pt")
+    with pytest.raises(actorch.Error, match="cannot save a builtin_function_or_method"):
+        actorch.save({"f": len}, tmp_path / "f.pt")
