@@ -1,7 +1,10 @@
-// A training checkpoint in one safetensors file: the model's state dict ("model.*"), the
+// A training checkpoint in one file: in safetensors, the model's state dict ("model.*"), the
 // optimizer's ("optim.*", its scalar state as "optim.*" metadata) and the caller's own
-// metadata (epoch, step, loader position). Saved atomically (tmp, fsync, rename), so a crash
-// mid-save leaves the previous checkpoint whole.
+// metadata (epoch, step, loader position); for a path ending in .pt or .pth, PyTorch's format
+// with torch's layout, {"model": state dict, "optimizer": torch's optimizer state dict, and
+// the metadata as strings}, which torch's model.load_state_dict and optimizer.load_state_dict
+// take (Note [Optimizer state dicts in torch's layout] in checkpoint.cpp). Saved atomically
+// (tmp, fsync, rename), so a crash mid-save leaves the previous checkpoint whole.
 #pragma once
 
 #include <map>

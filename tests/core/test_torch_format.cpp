@@ -5,7 +5,12 @@
 
 #include <filesystem>
 
+#include "core/nn/layers.hpp"
 #include "core/ops/factory.hpp"
+#include "core/ops/reduce.hpp"
+#include "core/optim/sgd.hpp"
+#include "core/serialize/checkpoint.hpp"
+#include "core/serialize/safetensors.hpp"
 #include "core/serialize/torch_format.hpp"
 #include "tests/core/files.hpp"
 
@@ -179,4 +184,70 @@ assert list(n["model"]) == list(sd)
   }
   CHECK_THROWS_WITH(load_state_dict_file((dir() / "mine.npz").string()),
                     Contains("unknown extension (.pt, .pth or .safetensors)"));
+}
+
+TEST_CASE("training checkpoints in .pt are torch's layout both ways, optimizers included",
+          "[serialize][torch]") {
+  // actorch saves: a model after one SGD step with momentum, and the same with Adam.
+  for (const std::string kind : {"sgd", "adam"}) {
+    nn::sequential model{std::make_shared<nn::linear>(3, 2)};
+    std::unique_ptr<optim::optimizer> opt;
+    if (kind == "sgd")
+      opt = std::make_unique<optim::sgd>(model.parameters(),
+                                         optim::sgd_options{.lr = 0.1, .momentum = 0.9});
+    else
+      opt = std::make_unique<optim::adam>(model.parameters(), optim::adam_options{.lr = 0.01});
+    model(ones({4, 3})).sum().backward();
+    opt->step();
+    save_checkpoint((dir() / (kind + ".pt")).string(), model, *opt, {{"epoch", "4"}});
+    save_safetensors((dir() / (kind + "_model.safetensors")).string(), model.state_dict());
+  }
+  REQUIRE(test::run_python(dir(), "read_ckpt", R"(
+import torch
+for kind in ("sgd", "adam"):
+    ck = torch.load(d + f"/{kind}.pt")
+    assert ck["epoch"] == "4"
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2))
+    model.load_state_dict(ck["model"])
+    opt = (torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.1) if kind == "sgd" else
+           torch.optim.Adam(model.parameters(), lr=0.5))
+    opt.load_state_dict(ck["optimizer"])
+    g = opt.param_groups[0]
+    if kind == "sgd":
+        assert g["lr"] == 0.1 and g["momentum"] == 0.9, g
+        buf = opt.state[model[0].weight]["momentum_buffer"]
+        assert buf.shape == (2, 3) and torch.allclose(buf, torch.full((2, 3), 4.0)), buf
+    else:
+        assert g["lr"] == 0.01 and g["betas"] == (0.9, 0.999), g
+        assert float(opt.state[model[0].bias]["step"]) == 1.0
+        assert torch.allclose(opt.state[model[0].bias]["exp_avg"], torch.full((2,), 0.4))
+    opt.step()  # torch can go on from it
+# torch saves, actorch loads: a checkpoint of a model and SGD after one step.
+model = torch.nn.Sequential(torch.nn.Linear(3, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.5, weight_decay=0.01)
+model(torch.ones(4, 3)).sum().backward()
+opt.step()
+torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": 9},
+           d + "/from_torch.pt")
+torch.save(model.state_dict(), d + "/bare.pt")
+adam = torch.optim.Adam(model.parameters(), amsgrad=True)
+torch.save({"model": model.state_dict(), "optimizer": adam.state_dict()}, d + "/amsgrad.pt")
+)") == 0);
+  nn::sequential model{std::make_shared<nn::linear>(3, 2)};
+  optim::sgd opt(model.parameters(), {.lr = 1, .momentum = 0});
+  const auto meta = load_checkpoint((dir() / "from_torch.pt").string(), model, opt);
+  CHECK(meta.at("epoch") == "9");
+  CHECK(opt.lr() == 0.2);
+  const auto st = opt.state_dict();
+  CHECK(st.metadata.at("param_groups.0.momentum") == "0.5");
+  CHECK(st.metadata.at("param_groups.0.weight_decay") == "0.01");
+  REQUIRE(st.tensors.size() == 2); // a momentum buffer per parameter
+  const auto bare = checkpoint_model_state((dir() / "bare.pt").string());
+  REQUIRE(bare.size() == 2);
+  CHECK(values(bare[0].second) == values(model.state_dict()[0].second));
+  optim::adam adam(model.parameters(), {});
+  const tensor before = model.state_dict()[0].second.clone();
+  CHECK_THROWS_WITH(load_checkpoint((dir() / "amsgrad.pt").string(), model, adam),
+                    Contains("sets amsgrad, which actorch's optimizers do not do"));
+  CHECK(values(model.state_dict()[0].second) == values(before)); // nothing half-loaded
 }
