@@ -664,11 +664,11 @@ TEST_CASE("timing() keeps the starvation figure: the share of the step spent wai
   const loader_timing fast = consume(10);
   CHECK(fast.batches == 24);
   CHECK(fast.first_batch_s >= 0.018);
-  CHECK(fast.starvation() == Approx(0.5).margin(0.15));
+  CHECK(fast.starvation() == Approx(0.5).margin(0.2));
   CHECK(fast.work_s == Approx(23 * 0.010).margin(0.1));
   const loader_timing slow = consume(40);
   CHECK(slow.batches == 24);
-  CHECK(slow.starvation() < 0.1);
+  CHECK(slow.starvation() < 0.15);
 }
 
 TEST_CASE("the epoch's first batches are loaded by every worker at once", "[actors][loader]") {

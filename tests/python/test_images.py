@@ -316,7 +316,7 @@ def test_loader_keeps_the_starvation_figure():
             time.sleep(0.02)
             return i
 
-    for step, lo, hi in [(0.01, 0.35, 0.65), (0.04, 0.0, 0.1)]:
+    for step, lo, hi in [(0.01, 0.3, 0.7), (0.04, 0.0, 0.15)]:
         loader = actorch.DataLoader(Slow(), batch_size=1, num_workers=1)
         for _ in loader:
             time.sleep(step)
