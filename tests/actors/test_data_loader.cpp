@@ -366,13 +366,17 @@ TEST_CASE(
   };
   // Unset (Note [Worker CPUs]): a worker's first batch (one sample here) on one of the CPUs,
   // every later one on all of them.
+  // A worker under load may load its first batch alone (the others take the rest), so only
+  // some worker is sure to have loaded a later one.
+  bool later_on_all = false;
   for (const auto& [id, seen] : masks({.num_workers = 3})) {
-    CHECK(seen.count(all) == 1);
     for (const auto& mask : seen)
       CHECK((mask == all || mask.size() == 1));
     if (all.size() > 1)
-      CHECK(seen.size() == 2);
+      CHECK(seen.size() - seen.count(all) == 1); // its first batch, on one CPU
+    later_on_all |= seen.count(all) == 1;
   }
+  CHECK(later_on_all);
 
   // Worker i on cpus[i % size]: with the usable CPUs listed twice over, as many workers as
   // entries, whatever the machine's CPU count.
