@@ -1,9 +1,10 @@
 // Strict number parsing (parse.hpp) over std::from_chars, which takes no whitespace, no '+' and
-// no locale, and says where it stopped.
+// no locale, and says where it stopped; and format_double, its inverse for doubles.
 #include "base/parse.hpp"
 
 #include <charconv>
 #include <cmath>
+#include <sstream>
 #include <system_error>
 
 #include "base/error.hpp"
@@ -53,6 +54,13 @@ double parse_double(std::string_view text, std::string_view what) {
   ACTORCH_CHECK(ec != std::errc::result_out_of_range && std::isfinite(v), what,
                 " must be a finite number, but got ", quoted(text));
   return v;
+}
+
+std::string format_double(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
 }
 
 } // namespace actorch

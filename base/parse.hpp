@@ -25,4 +25,7 @@ uint64_t parse_uint(std::string_view text, std::string_view what);
 /// actorch::error naming `what` and `text` for trailing text, "nan", "inf", an empty string.
 double parse_double(std::string_view text, std::string_view what);
 
+/// `v` as text that parse_double reads back to the same double (17 significant digits).
+std::string format_double(double v);
+
 } // namespace actorch

@@ -20,6 +20,20 @@
 
 namespace actorch::actors {
 
+data::sample load_sample(const data::dataset& ds, const std::vector<int64_t>& indices,
+                         int64_t position, uint64_t batch_seed, int64_t seq, const std::string& who,
+                         std::string& error) {
+  const int64_t index = indices[size_t(position)];
+  data::batch_scope randomness(data::sample_seed(batch_seed, position));
+  try {
+    return ds.get(index);
+  } catch (const std::exception& e) {
+    error = who + " failed on sample index " + std::to_string(index) + " (batch " +
+            std::to_string(seq) + "): " + e.what();
+    return {};
+  }
+}
+
 std::shared_ptr<batch_sharing::open_batch> batch_sharing::open(const index_batch& task) {
   auto b = std::make_shared<open_batch>();
   b->run_id = task.run_id;
@@ -56,21 +70,15 @@ bool batch_sharing::load_next(open_batch& b, const data::dataset& ds, const std:
     return false;
   data::sample s;
   std::string error;
-  {
-    data::batch_scope randomness(data::sample_seed(b.seed, i));
-    try {
-      s = ds.get(b.indices[size_t(i)]);
-    } catch (const std::exception& e) {
-      error = who + " failed on sample index " + std::to_string(b.indices[size_t(i)]) + " (batch " +
-              std::to_string(b.seq) + "): " + e.what();
-    } catch (...) {
-      {
-        std::lock_guard lock(b.mutex);
-        b.state[size_t(i)] = open_batch::slot::lost;
-      }
-      b.changed.notify_all();
-      throw;
+  try {
+    s = load_sample(ds, b.indices, i, b.seed, b.seq, who, error);
+  } catch (...) {
+    {
+      std::lock_guard lock(b.mutex);
+      b.state[size_t(i)] = open_batch::slot::lost;
     }
+    b.changed.notify_all();
+    throw;
   }
   {
     std::lock_guard lock(b.mutex);

@@ -16,6 +16,13 @@
 
 namespace actorch::actors {
 
+/// ds.get(indices[position]) under the sample's own generator (Note [Batch randomness]). A
+/// std::exception's message goes into `error`, naming `who`, the index and batch `seq`; any
+/// other exception goes on up (the worker dies: Note [Worker crash]).
+data::sample load_sample(const data::dataset& ds, const std::vector<int64_t>& indices,
+                         int64_t position, uint64_t batch_seed, int64_t seq, const std::string& who,
+                         std::string& error);
+
 class batch_sharing {
 public:
   /// One batch open to every worker: its samples, claimed one by one.

@@ -98,7 +98,6 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
       if (cancelled() || !batch_sharing::load_next(*earlier, ds, who))
         break;
   };
-  std::optional<data::batch_scope> randomness; // Note [Batch randomness]
   if (sharing && sharing->shares(task)) {
     const auto open = sharing->open(task);
     const batch_sharing::closing_guard close{*sharing, *open};
@@ -113,15 +112,8 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
         const auto state = batch_sharing::take(*open, added, wait, s, error);
         if (state == batch_sharing::open_batch::slot::pending)
           return true;
-        if (state == batch_sharing::open_batch::slot::lost) { // its loader died: load it here
-          data::batch_scope again(data::sample_seed(task.seed, added));
-          try {
-            s = ds.get(task.indices[size_t(added)]);
-          } catch (const std::exception& e) {
-            error = who + " failed on sample index " + std::to_string(task.indices[size_t(added)]) +
-                    " (batch " + std::to_string(task.seq) + "): " + e.what();
-          }
-        }
+        if (state == batch_sharing::open_batch::slot::lost) // its loader died: load it here
+          s = load_sample(ds, task.indices, added, task.seed, task.seq, who, error);
         if (!error.empty()) {
           out.error = std::move(error);
           return false;
@@ -137,13 +129,11 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
       return true;
     };
     for (;;) {
+      help_earlier();
       if (cancelled()) {
         out.error = "cancelled";
         return out;
       }
-      if (auto earlier = sharing->earliest_before(task.run_id, task.seq);
-          earlier && batch_sharing::load_next(*earlier, ds, who))
-        continue;
       if (!batch_sharing::load_next(*open, ds, who))
         break;
       if (!collate_in(false))
@@ -159,15 +149,10 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
         out.error = "cancelled";
         return out;
       }
-      const int64_t index = task.indices[i];
-      randomness.reset();
-      randomness.emplace(data::sample_seed(task.seed, int64_t(i))); // Note [Batch randomness]
-      data::sample s;
-      try {
-        s = ds.get(index);
-      } catch (const std::exception& e) {
-        out.error = who + " failed on sample index " + std::to_string(index) + " (batch " +
-                    std::to_string(task.seq) + "): " + e.what();
+      std::string error;
+      data::sample s = load_sample(ds, task.indices, int64_t(i), task.seed, task.seq, who, error);
+      if (!error.empty()) {
+        out.error = std::move(error);
         return out;
       }
       try {
@@ -179,8 +164,7 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
     }
   }
   // A collate_fn draws from a generator of its own, the one after the last sample's.
-  randomness.reset();
-  randomness.emplace(data::sample_seed(task.seed, int64_t(task.indices.size())));
+  data::batch_scope randomness(data::sample_seed(task.seed, int64_t(task.indices.size())));
   const auto collate_begin = trace::clock::now();
   batch.finish(out, collate_failure);
   if (trace::enabled()) {

@@ -129,23 +129,23 @@ transform normalize(std::vector<double> mean, std::vector<double> std) {
   };
 }
 
+std::array<int64_t, 4> padding_ltrb(const std::vector<int64_t>& p, const char* who) {
+  ACTORCH_CHECK(p.size() == 0 || p.size() == 1 || p.size() == 2 || p.size() == 4, who,
+                ": padding takes 1, 2 or 4 values but got ", p.size());
+  for (const int64_t v : p)
+    ACTORCH_CHECK(v >= 0, who, ": padding must be >= 0 but got ", v);
+  switch (p.size()) {
+  case 0: return {0, 0, 0, 0};
+  case 1: return {p[0], p[0], p[0], p[0]};
+  case 2: return {p[0], p[1], p[0], p[1]};
+  default: return {p[0], p[1], p[2], p[3]};
+  }
+}
+
 transform random_crop(crop_size size, random_crop_options opts) {
   ACTORCH_CHECK(size.height > 0 && size.width > 0, "random_crop: size must be positive but got ",
                 sizes_str(size.height, size.width));
-  const auto& p = opts.padding;
-  ACTORCH_CHECK(p.size() == 0 || p.size() == 1 || p.size() == 2 || p.size() == 4,
-                "random_crop: padding takes 1, 2 or 4 values but got ", p.size());
-  for (const int64_t v : p)
-    ACTORCH_CHECK(v >= 0, "random_crop: padding must be >= 0 but got ", v);
-  // left, top, right, bottom.
-  int64_t pad[4] = {0, 0, 0, 0};
-  if (p.size() == 1)
-    pad[0] = pad[1] = pad[2] = pad[3] = p[0];
-  else if (p.size() == 2)
-    pad[0] = pad[2] = p[0], pad[1] = pad[3] = p[1];
-  else if (p.size() == 4)
-    for (int i = 0; i < 4; ++i)
-      pad[i] = p[size_t(i)];
+  const std::array<int64_t, 4> pad = padding_ltrb(opts.padding, "random_crop");
   return [size, opts, pad0 = pad[0], pad1 = pad[1], pad2 = pad[2], pad3 = pad[3]](const tensor& x) {
     check_image("random_crop", x, 2);
     int64_t left = pad0, top = pad1, right = pad2, bottom = pad3;

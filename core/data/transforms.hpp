@@ -5,6 +5,7 @@
 // loader yields the same augmented batches whatever num_workers is.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <optional>
 #include <utility>
@@ -51,6 +52,11 @@ struct random_crop_options {
   /// The value of padded pixels (padding_mode "constant").
   double fill = 0;
 };
+
+/// torchvision's padding argument as (left, top, right, bottom): {} none, {p} every side,
+/// {left/right, top/bottom}, or {left, top, right, bottom}. Throws actorch::error naming `who`
+/// for another number of values or a negative one.
+std::array<int64_t, 4> padding_ltrb(const std::vector<int64_t>& padding, const char* who);
 
 /// RandomCrop: pads as asked, then crops `size` at an offset drawn uniformly from
 /// batch_generator() (top first, then left, as torchvision draws them). Throws when the padded

@@ -2,7 +2,6 @@
 #include "core/optim/optimizer.hpp"
 
 #include <cstdlib>
-#include <sstream>
 
 #include "base/parse.hpp"
 #include "core/autograd/grad_mode.hpp"
@@ -10,12 +9,6 @@
 namespace actorch::optim {
 
 namespace {
-std::string to_text(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
-}
 
 double from_text(const std::string& key, const std::string& text) {
   return parse_double(text, "load_state_dict: metadata \"" + key + "\"");
@@ -45,9 +38,9 @@ void optimizer::zero_grad(bool set_to_none) {
 optimizer_state optimizer::state_dict() const {
   optimizer_state s;
   s.metadata["kind"] = kind_;
-  s.metadata["param_groups.0.lr"] = to_text(lr_);
+  s.metadata["param_groups.0.lr"] = format_double(lr_);
   for (const auto& [name, value] : hyper_parameters())
-    s.metadata["param_groups.0." + name] = to_text(value);
+    s.metadata["param_groups.0." + name] = format_double(value);
   s.metadata["param_groups.0.params"] = std::to_string(params_.size());
   for (const auto& [index, entries] : state_)
     for (const auto& [name, t] : entries)

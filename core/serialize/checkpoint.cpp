@@ -2,8 +2,6 @@
 // PyTorch's format with torch's layouts of an optimizer's state dict.
 #include "core/serialize/checkpoint.hpp"
 
-#include <sstream>
-
 #include "base/parse.hpp"
 #include "core/serialize/safetensors.hpp"
 #include "core/serialize/torch_format.hpp"
@@ -11,17 +9,6 @@
 namespace actorch {
 
 namespace {
-
-bool torch_path(const std::string& path) {
-  return path.ends_with(".pt") || path.ends_with(".pth");
-}
-
-std::string to_text(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
-}
 
 // Note [Optimizer state dicts in torch's layout]: actorch's optimizer_state names its entries
 // "state.<i>.<name>" and "param_groups.0.<name>" (kind, lr, the hyper-parameters); torch's
@@ -120,21 +107,21 @@ optim::optimizer_state optimizer_state_of(const pickle_value& v, const std::stri
   optim::optimizer_state s;
   const bool adam = find(*group, "betas") != nullptr;
   s.metadata["kind"] = adam ? "Adam" : "SGD";
-  s.metadata["param_groups.0.lr"] = to_text(number("lr"));
+  s.metadata["param_groups.0.lr"] = format_double(number("lr"));
   if (adam) {
     const auto* betas = std::get_if<pickle_value::tuple>(&find(*group, "betas")->v);
     fail_unless(betas && betas->items.size() == 2, "has betas that are not a pair");
     for (size_t i = 0; i < 2; ++i) {
       const auto* b = std::get_if<double>(&betas->items[i].v);
       fail_unless(b != nullptr, "has a beta that is not a number");
-      s.metadata["param_groups.0.beta" + std::to_string(i + 1)] = to_text(*b);
+      s.metadata["param_groups.0.beta" + std::to_string(i + 1)] = format_double(*b);
     }
-    s.metadata["param_groups.0.eps"] = to_text(number("eps"));
+    s.metadata["param_groups.0.eps"] = format_double(number("eps"));
   } else {
     for (const char* k : {"momentum", "dampening", "nesterov"})
-      s.metadata[std::string("param_groups.0.") + k] = to_text(number(k));
+      s.metadata[std::string("param_groups.0.") + k] = format_double(number(k));
   }
-  s.metadata["param_groups.0.weight_decay"] = to_text(number("weight_decay"));
+  s.metadata["param_groups.0.weight_decay"] = format_double(number("weight_decay"));
   const pickle_value* params = find(*group, "params");
   const auto* plist = params ? std::get_if<pickle_value::list>(&params->v) : nullptr;
   fail_unless(plist != nullptr, "has no \"params\" list");
@@ -167,7 +154,7 @@ void save_checkpoint(const std::string& path, const nn::module& model, const opt
                   "\" is reserved (\"optim.\" keys hold the optimizer's state)");
     meta[k] = v;
   }
-  if (torch_path(path)) {
+  if (torch_checkpoint_path(path)) {
     // torch's layout: {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
     // and the metadata as strings}.
     pickle_value::dict d;
@@ -192,7 +179,7 @@ void save_checkpoint(const std::string& path, const nn::module& model, const opt
 }
 
 nn::named_tensors checkpoint_model_state(const std::string& path) {
-  if (torch_path(path)) {
+  if (torch_checkpoint_path(path)) {
     const pickle_value v = torch_load(path);
     const auto* d = std::get_if<pickle_value::dict>(&v.v);
     const pickle_value* model = d ? find(*d, "model") : nullptr;
@@ -239,7 +226,7 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::
   nn::named_tensors model_state;
   optim::optimizer_state opt_state;
   std::map<std::string, std::string> meta;
-  if (torch_path(path)) {
+  if (torch_checkpoint_path(path)) {
     const pickle_value v = torch_load(path);
     const auto* d = std::get_if<pickle_value::dict>(&v.v);
     ACTORCH_CHECK(d != nullptr, "load_checkpoint: ", path, ": not a checkpoint (a dict)");
@@ -259,7 +246,7 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::
       else if (const auto* i = std::get_if<int64_t>(&val.v))
         meta[*key] = std::to_string(*i);
       else if (const auto* f = std::get_if<double>(&val.v))
-        meta[*key] = to_text(*f);
+        meta[*key] = format_double(*f);
     }
     return load_model_and_optimizer(model, opt, std::move(model_state), opt_state, meta);
   }

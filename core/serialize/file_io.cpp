@@ -53,6 +53,33 @@ int open_regular_file(const std::string& path, uint64_t* size, std::string* why)
   return fd;
 }
 
+std::vector<uint8_t> read_whole_file(const std::string& path, const char* op) {
+  uint64_t size = 0;
+  std::string why;
+  const int fd = open_regular_file(path, &size, &why);
+  ACTORCH_CHECK(fd >= 0, op, ": ", path, ": ", why);
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_it{fd};
+  // The spare byte lets the read that finds the end happen without growing the buffer.
+  std::vector<uint8_t> out(size_t(size) + 1);
+  size_t filled = 0;
+  for (;;) {
+    if (filled == out.size())
+      out.resize(out.size() * 2);
+    const ssize_t n = ::read(fd, out.data() + filled, out.size() - filled);
+    if (n == 0)
+      break;
+    if (n < 0 && errno == EINTR)
+      continue;
+    ACTORCH_CHECK(n > 0, op, ": ", path, ": ", errno_str(errno));
+    filled += size_t(n);
+  }
+  out.resize(filled);
+  return out;
+}
+
 file_source::file_source(const where& w, read_position wording) : w_(w), wording_(wording) {
   std::string why;
   fd_ = open_regular_file(w.name, &size_, &why);

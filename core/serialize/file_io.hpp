@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/error.hpp"
 
@@ -32,6 +33,11 @@ struct where {
 /// *size when given), or -1 with *why the system's reason: "No such file or directory", "Is a
 /// directory", "not a regular file (a pipe or device cannot be loaded)".
 int open_regular_file(const std::string& path, uint64_t* size, std::string* why);
+
+/// The whole of the regular file at `path` (read until its end: the size is only a hint).
+/// @throws actorch::error "op: path: why" when it cannot be opened (open_regular_file's
+/// reasons) or read.
+std::vector<uint8_t> read_whole_file(const std::string& path, const char* op);
 
 // Reading. -----------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@
 // pickle_value trees at STOP.
 #include "core/serialize/pickle.hpp"
 
+#include <array>
 #include <bit>
 #include <cstring>
 #include <map>
@@ -38,33 +39,33 @@ ref make_value(pickle_value v) {
   return n;
 }
 
+// torch's storage types, one per dtype: the one table both directions read.
+constexpr std::array<std::pair<const char*, dtype>, num_dtypes> kStorageTypes{{
+    {"FloatStorage", dtype::float32},
+    {"DoubleStorage", dtype::float64},
+    {"HalfStorage", dtype::float16},
+    {"BFloat16Storage", dtype::bfloat16},
+    {"LongStorage", dtype::int64},
+    {"IntStorage", dtype::int32},
+    {"ShortStorage", dtype::int16},
+    {"CharStorage", dtype::int8},
+    {"ByteStorage", dtype::uint8},
+    {"BoolStorage", dtype::bool_},
+}};
+
 std::optional<dtype> storage_dtype(const std::string& module, const std::string& name) {
-  if (module != "torch")
-    return std::nullopt;
-  static const std::map<std::string, dtype> types{
-      {"FloatStorage", dtype::float32}, {"DoubleStorage", dtype::float64},
-      {"HalfStorage", dtype::float16},  {"BFloat16Storage", dtype::bfloat16},
-      {"LongStorage", dtype::int64},    {"IntStorage", dtype::int32},
-      {"ShortStorage", dtype::int16},   {"CharStorage", dtype::int8},
-      {"ByteStorage", dtype::uint8},    {"BoolStorage", dtype::bool_}};
-  auto it = types.find(name);
-  return it == types.end() ? std::nullopt : std::optional<dtype>(it->second);
+  if (module == "torch")
+    for (const auto& [n, t] : kStorageTypes)
+      if (name == n)
+        return t;
+  return std::nullopt;
 }
 
 const char* storage_name(dtype t) {
-  switch (t) {
-  case dtype::float32: return "FloatStorage";
-  case dtype::float64: return "DoubleStorage";
-  case dtype::float16: return "HalfStorage";
-  case dtype::bfloat16: return "BFloat16Storage";
-  case dtype::int64: return "LongStorage";
-  case dtype::int32: return "IntStorage";
-  case dtype::int16: return "ShortStorage";
-  case dtype::int8: return "CharStorage";
-  case dtype::uint8: return "ByteStorage";
-  case dtype::bool_: return "BoolStorage";
-  }
-  return "?";
+  for (const auto& [n, type] : kStorageTypes)
+    if (type == t)
+      return n;
+  ACTORCH_FAIL("pickle: no torch storage type for dtype ", dtype_name(t));
 }
 
 class unpickler {

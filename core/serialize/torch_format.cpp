@@ -5,8 +5,6 @@
 #include <cstring>
 #include <map>
 
-#include <unistd.h>
-
 #include "core/ops/factory.hpp"
 #include "core/serialize/atomic_write.hpp"
 #include "core/serialize/file_io.hpp"
@@ -15,33 +13,9 @@
 
 namespace actorch {
 
-namespace {
-
-std::string read_whole(const std::string& path) {
-  uint64_t size = 0;
-  std::string why;
-  const int fd = serialize::open_regular_file(path, &size, &why);
-  ACTORCH_CHECK(fd >= 0, "torch_load: ", path, ": ", why);
-  std::string bytes(size, '\0');
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::read(fd, bytes.data() + done, size - done);
-    if (n <= 0) {
-      ::close(fd);
-      ACTORCH_FAIL("torch_load: ", path, ": read failed after ", done, " of ", size, " bytes");
-    }
-    done += size_t(n);
-  }
-  ::close(fd);
-  return bytes;
+bool torch_checkpoint_path(const std::string& path) {
+  return path.ends_with(".pt") || path.ends_with(".pth");
 }
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-} // namespace
 
 pickle_value torch_load_bytes(std::string_view bytes, const std::string& name) {
   if (bytes.size() >= 2 && uint8_t(bytes[0]) == 0x80)
@@ -75,8 +49,9 @@ pickle_value torch_load_bytes(std::string_view bytes, const std::string& name) {
 }
 
 pickle_value torch_load(const std::string& path) {
-  const std::string bytes = read_whole(path);
-  return torch_load_bytes(bytes, path);
+  const std::vector<uint8_t> bytes = serialize::read_whole_file(path, "torch_load");
+  return torch_load_bytes(
+      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path);
 }
 
 std::string torch_save_bytes(const pickle_value& value) {
@@ -162,17 +137,17 @@ pickle_value state_dict_value(const named_tensor_list& tensors) {
 }
 
 named_tensor_list load_state_dict_file(const std::string& path) {
-  if (ends_with(path, ".pt") || ends_with(path, ".pth"))
+  if (torch_checkpoint_path(path))
     return torch_state_dict(torch_load(path), path);
-  ACTORCH_CHECK(ends_with(path, ".safetensors"), "load_state_dict_file: ", path,
+  ACTORCH_CHECK(path.ends_with(".safetensors"), "load_state_dict_file: ", path,
                 ": unknown extension (.pt, .pth or .safetensors)");
   return load_safetensors(path).tensors;
 }
 
 void save_state_dict_file(const std::string& path, const named_tensor_list& tensors) {
-  if (ends_with(path, ".pt") || ends_with(path, ".pth"))
+  if (torch_checkpoint_path(path))
     return torch_save(path, state_dict_value(tensors));
-  ACTORCH_CHECK(ends_with(path, ".safetensors"), "save_state_dict_file: ", path,
+  ACTORCH_CHECK(path.ends_with(".safetensors"), "save_state_dict_file: ", path,
                 ": unknown extension (.pt, .pth or .safetensors)");
   save_safetensors(path, tensors);
 }

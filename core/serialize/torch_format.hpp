@@ -34,6 +34,9 @@ named_tensor_list torch_state_dict(const pickle_value& value, const std::string&
 /// An OrderedDict of `tensors`, as module.state_dict() is pickled.
 pickle_value state_dict_value(const named_tensor_list& tensors);
 
+/// Whether `path` names PyTorch's format by its extension (.pt or .pth).
+bool torch_checkpoint_path(const std::string& path);
+
 /// A state dict from a file by its extension: .pt or .pth (PyTorch's format) or .safetensors.
 /// @throws actorch::error naming the file for another extension.
 named_tensor_list load_state_dict_file(const std::string& path);

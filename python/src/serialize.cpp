@@ -57,6 +57,10 @@ py::object to_py(const pickle_value& v, bool as_torch, int depth = 0) {
 /// views in the file, as torch.save keeps them.
 class from_python_values {
 public:
+  from_python_values()
+      : ordered_dict_(py::module_::import("collections").attr("OrderedDict")),
+        torch_(torch_available() ? py::object(py::module_::import("torch")) : py::object()) {}
+
   pickle_value operator()(const py::handle& o, int depth = 0) {
     ACTORCH_CHECK(depth < 1000, "save: values nested over 1000 deep (or a cycle)");
     if (o.is_none())
@@ -83,14 +87,14 @@ public:
     }
     if (py::isinstance<py::dict>(o)) {
       pickle_value::dict d;
-      d.ordered = py::isinstance(o, py::module_::import("collections").attr("OrderedDict"));
+      d.ordered = py::isinstance(o, ordered_dict_);
       for (const auto& [k, val] : py::reinterpret_borrow<py::dict>(o))
         d.items.emplace_back((*this)(k, depth + 1), (*this)(val, depth + 1));
       return d;
     }
     if (py::isinstance<tensor>(o))
       return o.cast<tensor>();
-    if (torch_available() && py::isinstance(o, py::module_::import("torch").attr("Tensor")))
+    if (torch_ && py::isinstance(o, torch_.attr("Tensor")))
       return torch_tensor(py::reinterpret_borrow<py::object>(o).attr("detach")());
     if (py::hasattr(o, "__dlpack__"))
       return tensor_from_dlpack(py::reinterpret_borrow<py::object>(o));
@@ -101,7 +105,7 @@ public:
 
 private:
   tensor torch_tensor(const py::object& x) {
-    const py::module_ torch = py::module_::import("torch");
+    const py::object& torch = torch_;
     ACTORCH_CHECK(x.attr("device").attr("type").cast<std::string>() == "cpu", "save: a tensor on ",
                   std::string(py::str(x.attr("device"))), " (move it to the CPU first)");
     const py::object storage = x.attr("storage")();
@@ -123,6 +127,7 @@ private:
                                                                                : t;
   }
 
+  py::object ordered_dict_, torch_; // collections.OrderedDict; torch, or null without it
   std::map<std::pair<uintptr_t, std::string>, tensor> bases_;
 };
 

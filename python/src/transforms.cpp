@@ -17,15 +17,17 @@ namespace {
 namespace tf = data::transforms;
 namespace vs = data::vision;
 
-py::object pil_image_class() {
-  static py::object cls = [] {
+/// PIL.Image.Image, or None without PIL; looked up once and never released (a static
+/// py::object would be released after the interpreter is gone, at exit).
+const py::object& pil_image_class() {
+  static const py::object* cls = [] {
     try {
-      return py::object(py::module_::import("PIL.Image").attr("Image"));
+      return new py::object(py::module_::import("PIL.Image").attr("Image"));
     } catch (const py::error_already_set&) {
-      return py::object(py::none());
+      return new py::object(py::none());
     }
   }();
-  return cls;
+  return *cls;
 }
 
 py_transform of_step(vs::step s, tf::transform fn = {}) {
@@ -107,7 +109,7 @@ py::object call(const py_transform& t, const py::object& x) {
 } // namespace
 
 bool is_pil_image(const py::handle& obj) {
-  const py::object cls = pil_image_class();
+  const py::object& cls = pil_image_class();
   return !cls.is_none() && py::isinstance(obj, cls);
 }
 
@@ -297,15 +299,10 @@ void bind_transforms(py::module_& tf_m) {
       py::arg("img"), py::arg("num_output_channels") = 1);
   f.def(
       "pad",
-      [](pil img, std::vector<int64_t> p, int fill) {
-        ACTORCH_CHECK(p.size() == 1 || p.size() == 2 || p.size() == 4,
-                      "pad: padding must be 1, 2 or 4 values but got ", p.size());
-        std::array<int64_t, 4> ltrb{p[0], p[0], p[0], p[0]};
-        if (p.size() == 2)
-          ltrb = {p[0], p[1], p[0], p[1]};
-        else if (p.size() == 4)
-          ltrb = {p[0], p[1], p[2], p[3]};
-        return image_to_pil(vs::pad(image_from_pil(img), ltrb, uint8_t(fill)));
+      [](pil img, const std::vector<int64_t>& p, int fill) {
+        ACTORCH_CHECK(!p.empty(), "pad: padding must be 1, 2 or 4 values but got none");
+        return image_to_pil(
+            vs::pad(image_from_pil(img), tf::padding_ltrb(p, "pad"), uint8_t(fill)));
       },
       py::arg("img"), py::arg("padding"), py::arg("fill") = 0);
   f.def(

@@ -19,59 +19,56 @@ namespace vs = data::vision;
 
 /// A Python transform, loader or target_transform as the options' functions: each call takes
 /// the GIL (keeping the worker thread's state, Note [Worker thread states]).
-struct python_callables {
-  static vs::image_dataset_options options(const py::object& transform,
-                                           const py::object& target_transform,
-                                           const py::object& loader, bool skip, bool fuse) {
-    vs::image_dataset_options o;
-    o.skip_bad_files = skip;
-    o.fuse = fuse;
-    if (!transform.is_none()) {
-      const auto* t = py::isinstance<py_transform>(transform)
-                          ? &transform.cast<const py_transform&>()
-                          : nullptr;
-      if (t != nullptr && t->steps) {
-        o.transform = *t->steps;
-      } else {
-        auto fn = std::make_shared<gil_object>(transform);
-        o.image_transform = [fn](vs::image img) {
-          gil_lock gil;
-          py::object r = fn->obj(image_to_pil(img));
-          if (is_pil_image(r))
-            r = py::module_::import("numpy").attr("asarray")(r);
-          return from_python(r);
-        };
-      }
-    }
-    if (!target_transform.is_none()) {
-      if (py::isinstance<py_transform>(target_transform)) {
-        o.target_transform = target_transform.cast<const py_transform&>().fn;
-      } else {
-        auto fn = std::make_shared<gil_object>(target_transform);
-        o.target_transform = [fn](const tensor& label) {
-          gil_lock gil;
-          const py::object r = fn->obj(py::int_(label.item<int64_t>()));
-          if (py::isinstance<py::bool_>(r) || py::isinstance<py::int_>(r))
-            return scalar_tensor(r.cast<int64_t>());
-          if (py::isinstance<py::float_>(r))
-            return scalar_tensor(r.cast<double>());
-          return tensor_from_dlpack(r);
-        };
-      }
-    }
-    if (!loader.is_none()) {
-      auto fn = std::make_shared<gil_object>(loader);
-      o.loader = [fn](const std::string& path) {
+vs::image_dataset_options options_of(const py::object& transform,
+                                     const py::object& target_transform, const py::object& loader,
+                                     bool skip, bool fuse) {
+  vs::image_dataset_options o;
+  o.skip_bad_files = skip;
+  o.fuse = fuse;
+  if (!transform.is_none()) {
+    const auto* t =
+        py::isinstance<py_transform>(transform) ? &transform.cast<const py_transform&>() : nullptr;
+    if (t != nullptr && t->steps) {
+      o.transform = *t->steps;
+    } else {
+      auto fn = std::make_shared<gil_object>(transform);
+      o.image_transform = [fn](vs::image img) {
         gil_lock gil;
-        const py::object r = fn->obj(py::str(path));
+        py::object r = fn->obj(image_to_pil(img));
         if (is_pil_image(r))
-          return image_from_pil(r);
-        return vs::image_from_tensor(tensor_from_dlpack(r), "ImageFolder's loader");
+          r = py::module_::import("numpy").attr("asarray")(r);
+        return from_python(r);
       };
     }
-    return o;
   }
-};
+  if (!target_transform.is_none()) {
+    if (py::isinstance<py_transform>(target_transform)) {
+      o.target_transform = target_transform.cast<const py_transform&>().fn;
+    } else {
+      auto fn = std::make_shared<gil_object>(target_transform);
+      o.target_transform = [fn](const tensor& label) {
+        gil_lock gil;
+        const py::object r = fn->obj(py::int_(label.item<int64_t>()));
+        if (py::isinstance<py::bool_>(r) || py::isinstance<py::int_>(r))
+          return scalar_tensor(r.cast<int64_t>());
+        if (py::isinstance<py::float_>(r))
+          return scalar_tensor(r.cast<double>());
+        return tensor_from_dlpack(r);
+      };
+    }
+  }
+  if (!loader.is_none()) {
+    auto fn = std::make_shared<gil_object>(loader);
+    o.loader = [fn](const std::string& path) {
+      gil_lock gil;
+      const py::object r = fn->obj(py::str(path));
+      if (is_pil_image(r))
+        return image_from_pil(r);
+      return vs::image_from_tensor(tensor_from_dlpack(r), "ImageFolder's loader");
+    };
+  }
+  return o;
+}
 
 py::list samples_of(const vs::image_files& d) {
   py::list out;
@@ -91,8 +88,7 @@ void bind_vision(py::module_& data_m) {
                        const py::object& loader, bool skip_bad_files, bool fuse) {
              return std::make_shared<vs::image_files>(
                  std::move(files), labels.value_or(std::vector<int64_t>{}),
-                 python_callables::options(transform, target_transform, loader, skip_bad_files,
-                                           fuse));
+                 options_of(transform, target_transform, loader, skip_bad_files, fuse));
            }),
            py::arg("files"), py::arg("labels") = py::none(), py::arg("transform") = py::none(),
            py::arg("target_transform") = py::none(), py::arg("loader") = py::none(), py::kw_only(),
@@ -117,9 +113,7 @@ void bind_vision(py::module_& data_m) {
                valid = [&](const std::string& p) { return is_valid_file(p).cast<bool>(); };
              }
              return std::make_shared<vs::image_folder>(
-                 root,
-                 python_callables::options(transform, target_transform, loader, skip_bad_files,
-                                           fuse),
+                 root, options_of(transform, target_transform, loader, skip_bad_files, fuse),
                  extensions.value_or(vs::image_extensions()), valid);
            }),
            py::arg("root"), py::arg("transform") = py::none(),

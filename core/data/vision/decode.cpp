@@ -11,15 +11,12 @@
 #include <cstring>
 #include <memory>
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <jerror.h>
 #include <jpeglib.h>
 #include <png.h>
 
 #include "base/error.hpp"
+#include "core/serialize/file_io.hpp"
 
 namespace actorch::data::vision {
 
@@ -542,32 +539,7 @@ image decode_jpeg_region(const uint8_t* data, size_t size, const std::string& na
 }
 
 std::vector<uint8_t> read_file(const std::string& path) {
-  struct fd_closer {
-    int fd;
-    ~fd_closer() { ::close(fd); }
-  };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  ACTORCH_CHECK(fd >= 0, "read_file: ", path, ": ", errno_str(errno));
-  fd_closer closer{fd};
-  struct stat st {};
-  ACTORCH_CHECK(::fstat(fd, &st) == 0, "read_file: ", path, ": ", errno_str(errno));
-  // st_size is a hint (the file may change while we read), so read until EOF; the spare byte
-  // lets the read that finds EOF happen without growing the buffer.
-  std::vector<uint8_t> out(size_t(std::max<off_t>(st.st_size, 0)) + 1);
-  size_t filled = 0;
-  for (;;) {
-    if (filled == out.size())
-      out.resize(out.size() * 2);
-    const ssize_t n = ::read(fd, out.data() + filled, out.size() - filled);
-    if (n == 0)
-      break;
-    if (n < 0 && errno == EINTR)
-      continue;
-    ACTORCH_CHECK(n > 0, "read_file: ", path, ": ", errno_str(errno));
-    filled += size_t(n);
-  }
-  out.resize(filled);
-  return out;
+  return serialize::read_whole_file(path, "read_file");
 }
 
 } // namespace actorch::data::vision

@@ -37,13 +37,6 @@ void check_channels(const image& in, const char* op) {
                 " channels");
 }
 
-image clone(const image& in) {
-  image out(in.height, in.width, in.channels);
-  if (in.bytes() > 0)
-    std::memcpy(out.pixels.get(), in.pixels.get(), size_t(in.bytes()));
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Resampling
 
@@ -395,6 +388,13 @@ image filled(int64_t h, int64_t w, int64_t c, uint8_t value) {
 }
 
 } // namespace
+
+image clone(const image& in) {
+  image out(in.height, in.width, in.channels);
+  if (in.bytes() > 0)
+    std::memcpy(out.pixels.get(), in.pixels.get(), size_t(in.bytes()));
+  return out;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Geometry

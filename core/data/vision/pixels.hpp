@@ -26,6 +26,9 @@ image resample(const image& in, int64_t out_w, int64_t out_h, interpolation mode
 /// resample over the whole image: box = (0, 0, width, height).
 image resample(const image& in, int64_t out_w, int64_t out_h, interpolation mode);
 
+/// A copy (PIL's Image.copy()).
+image clone(const image& in);
+
 /// PIL's `img.crop((left, top, left + width, top + height))`: the parts of the box outside the
 /// image come out as 0. @pre width, height >= 0.
 image crop(const image& in, int64_t left, int64_t top, int64_t width, int64_t height);

@@ -63,16 +63,9 @@ image jitter(image img, const color_jitter& cj) {
 }
 
 image random_crop_image(image img, const random_crop& rc) {
-  const auto& p = rc.options.padding;
   const auto fill = uint8_t(std::clamp(rc.options.fill, 0.0, 255.0));
-  if (!p.empty()) {
-    std::array<int64_t, 4> ltrb{p[0], p[0], p[0], p[0]};
-    if (p.size() == 2)
-      ltrb = {p[0], p[1], p[0], p[1]};
-    else if (p.size() == 4)
-      ltrb = {p[0], p[1], p[2], p[3]};
-    img = pad(img, ltrb, fill);
-  }
+  if (!rc.options.padding.empty())
+    img = pad(img, transforms::padding_ltrb(rc.options.padding, "RandomCrop"), fill);
   // torchvision pads both sides by the shortfall, the width first.
   if (rc.options.pad_if_needed && img.width < rc.size.width) {
     const int64_t d = rc.size.width - img.width;
@@ -228,8 +221,7 @@ std::optional<tensor> fused_tail(const std::vector<step>& steps, size_t first, c
 tensor finish(const std::vector<step>& steps, size_t first, image img) {
   if (auto t = fused_tail(steps, first, img))
     return std::move(*t);
-  const std::vector<step> rest(steps.begin() + int64_t(first), steps.end());
-  return result_tensor(run_steps(rest, std::move(img)));
+  return result_tensor(run_steps(std::span(steps).subspan(first), std::move(img)));
 }
 
 } // namespace
@@ -305,13 +297,7 @@ void check_step(const step& s) {
           [&](const center_crop& c) { positive(c.size); },
           [&](const random_crop& r) {
             positive(r.size);
-            const auto& p = r.options.padding;
-            ACTORCH_CHECK(p.empty() || p.size() == 1 || p.size() == 2 || p.size() == 4,
-                          "RandomCrop: padding must be an int or a 1, 2, or 4 element sequence, "
-                          "not a ",
-                          p.size(), " element sequence");
-            for (const int64_t v : p)
-              ACTORCH_CHECK(v >= 0, "RandomCrop: padding must be non-negative but got ", v);
+            (void)transforms::padding_ltrb(r.options.padding, "RandomCrop");
           },
           [&](const random_horizontal_flip& f) {
             ACTORCH_CHECK(f.p >= 0 && f.p <= 1,
@@ -344,7 +330,7 @@ void check_step(const step& s) {
       s);
 }
 
-image_or_tensor run_steps(const std::vector<step>& steps, image_or_tensor x) {
+image_or_tensor run_steps(std::span<const step> steps, image_or_tensor x) {
   for (const step& s : steps) {
     if (auto* img = std::get_if<image>(&x)) {
       if (std::holds_alternative<to_tensor>(s)) {
@@ -508,8 +494,7 @@ image rgb_to_grayscale(const image& img, int64_t num_output_channels) {
   ACTORCH_CHECK(num_output_channels == 1 || num_output_channels == 3,
                 "Grayscale: num_output_channels should be either 1 or 3 but got ",
                 num_output_channels);
-  image l =
-      img.channels == 1 ? image_from_tensor(image_to_tensor(img), "Grayscale") : to_grayscale(img);
+  image l = img.channels == 1 ? clone(img) : to_grayscale(img);
   return num_output_channels == 1 ? std::move(l) : gray_to_rgb(l);
 }
 

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <optional>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -91,7 +92,7 @@ using image_or_tensor = std::variant<image, tensor>;
 
 /// Runs the steps one after another (Compose). A tensor input takes every step's tensor form
 /// (core/data/transforms.hpp's; ColorJitter and Grayscale have none and say so).
-image_or_tensor run_steps(const std::vector<step>& steps, image_or_tensor x);
+image_or_tensor run_steps(std::span<const step> steps, image_or_tensor x);
 /// The steps' result as a tensor: an image becomes its uint8 (H, W, C) tensor.
 tensor result_tensor(image_or_tensor x);
 /// The steps as one tensor transform (for TransformedDataset and tensors from Python).
