@@ -5,7 +5,9 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 
@@ -382,9 +384,12 @@ TEST_CASE("the ranks die with a launcher killed by SIGKILL", "[comm][launch]") {
   for (int i = 0; i < 300 && !gone; ++i) { // 3 s
     gone = ::kill(rank, 0) != 0 && errno == ESRCH;
     if (!gone) {
-      // A zombie reparented to init (or to this test, a subreaper) is gone too.
-      const std::string stat = actorch::test::read_file("/proc/" + std::to_string(rank) + "/stat");
-      gone = stat.find(") Z ") != std::string::npos;
+      // A zombie reparented to init (or to this test, a subreaper) is gone too, and so is a
+      // rank reaped between kill() and opening its stat (CI once saw that race).
+      std::ifstream stat_file("/proc/" + std::to_string(rank) + "/stat");
+      const std::string stat{std::istreambuf_iterator<char>(stat_file),
+                             std::istreambuf_iterator<char>()};
+      gone = !stat_file.is_open() || stat.find(") Z ") != std::string::npos;
       std::this_thread::sleep_for(10ms);
     }
   }
