@@ -13,5 +13,6 @@
 #include "core/ops/reduce.hpp"
 #include "core/ops/shape_ops.hpp"
 #include "core/ops/softmax.hpp"
+#include "core/ops/window.hpp"
 #include "core/serialize/npy.hpp"
 #include "core/tensor.hpp"

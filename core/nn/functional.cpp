@@ -62,15 +62,36 @@ tensor relu(const tensor& input) {
   return actorch::relu(input);
 }
 
-tensor dropout(const tensor& input, double p, bool training, generator* gen) {
-  ACTORCH_CHECK(p >= 0 && p <= 1, "dropout: probability has to be between 0 and 1, but got ", p);
+namespace {
+// input * keep / (1 - p) when training, keep drawn once per element of mask_shape (which
+// broadcasts to input's shape) as 1 with probability 1 - p.
+tensor drop(const tensor& input, double p, bool training, const shape_t& mask_shape,
+            generator* gen) {
   if (!training || p == 0)
     return input;
   if (p == 1)
     return input * 0.0;
   const tensor keep =
-      rand(input.sizes(), {.dtype = input.dtype(), .device = input.device()}, gen).ge(p);
+      rand(mask_shape, {.dtype = input.dtype(), .device = input.device()}, gen).ge(p);
   return input * keep.to(input.dtype()) * (1.0 / (1.0 - p));
+}
+} // namespace
+
+tensor dropout(const tensor& input, double p, bool training, generator* gen) {
+  ACTORCH_CHECK(p >= 0 && p <= 1, "dropout: probability has to be between 0 and 1, but got ", p);
+  return drop(input, p, training, input.sizes(), gen);
+}
+
+tensor dropout2d(const tensor& input, double p, bool training, generator* gen) {
+  ACTORCH_CHECK(p >= 0 && p <= 1, "dropout2d: probability has to be between 0 and 1, but got ", p);
+  check_defined("dropout2d", {&input});
+  ACTORCH_CHECK(input.dim() == 3 || input.dim() == 4,
+                "dropout2d: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, but got shape ",
+                shape_str(input.sizes()));
+  shape_t mask_shape(size_t(input.dim()), 1);
+  mask_shape[0] = input.size(0);
+  mask_shape[1] = input.size(1);
+  return drop(input, p, training, mask_shape, gen);
 }
 
 namespace {

@@ -20,6 +20,11 @@ tensor linear(const tensor& input, const tensor& weight, const tensor& bias = {}
 tensor relu(const tensor& input);
 /// Zeroes elements with probability p and scales the rest by 1 / (1 - p) when training.
 tensor dropout(const tensor& input, double p = 0.5, bool training = true, generator* gen = nullptr);
+/// Zeroes whole channels (dims 0 and 1 index them) of a 3-D or 4-D input with probability p and
+/// scales the rest by 1 / (1 - p) when training (torch 1.13's dropout2d, which reads a 3-D
+/// input as (N, C, L)).
+tensor dropout2d(const tensor& input, double p = 0.5, bool training = true,
+                 generator* gen = nullptr);
 /// Batch normalisation over the channel dim 1 of an (N, C, *) input (torch's F.batch_norm, for
 /// BatchNorm1d/2d/3d alike). In training the batch statistics normalise and update the running
 /// ones (momentum, or a cumulative average when momentum is unset).

@@ -1,4 +1,4 @@
-// Linear, ReLU, Dropout, Sequential and BatchNorm1d.
+// Linear, ReLU, Dropout, Sequential, BatchNorm, and the convolution, pooling and flatten layers.
 #include "core/nn/layers.hpp"
 
 #include <algorithm>
@@ -54,6 +54,120 @@ tensor dropout::forward(const tensor& input) {
 
 std::shared_ptr<module> dropout::clone() const {
   return copy_state_into(std::make_shared<dropout>(p_, gen_));
+}
+
+dropout2d::dropout2d(double p, generator* gen) : p_(p), gen_(gen) {
+  ACTORCH_CHECK(p >= 0 && p <= 1, "Dropout2d: probability has to be between 0 and 1, but got ", p);
+}
+
+tensor dropout2d::forward(const tensor& input) {
+  return F::dropout2d(input, p_, is_training(), gen_);
+}
+
+std::shared_ptr<module> dropout2d::clone() const {
+  return copy_state_into(std::make_shared<dropout2d>(p_, gen_));
+}
+
+namespace {
+
+// Uniform in +-1/sqrt(fan_in): torch's kaiming_uniform_(a=sqrt(5)) for a weight and its bias
+// rule, fan_in being the weight's size(1) times its kernel's size.
+tensor uniform_fan_in(const shape_t& shape, int64_t fan_in, generator* gen) {
+  const double bound = 1.0 / std::sqrt(double(fan_in));
+  return rand(shape, {}, gen).mul_(2 * bound).sub_(bound);
+}
+
+void check_conv_args(const char* layer, int64_t in, int64_t out, int64_t groups,
+                     const std::string& padding_mode) {
+  ACTORCH_CHECK(in > 0 && out > 0, layer,
+                ": in_channels and out_channels must be positive but got ", in, " and ", out);
+  ACTORCH_CHECK(groups > 0, layer, ": groups must be a positive integer, got ", groups);
+  ACTORCH_CHECK(in % groups == 0, layer, ": in_channels must be divisible by groups (", in, " and ",
+                groups, ")");
+  ACTORCH_CHECK(out % groups == 0, layer, ": out_channels must be divisible by groups (", out,
+                " and ", groups, ")");
+  ACTORCH_CHECK(padding_mode == "zeros", layer, ": padding_mode '", padding_mode,
+                "' is not supported by actorch, only 'zeros' (torch's default; reflect, "
+                "replicate and circular padding are not implemented)");
+}
+
+} // namespace
+
+conv2d::conv2d(int64_t in, int64_t out, int2 k, int2 stride, conv_padding padding, int2 dilation,
+               int64_t groups, bool with_bias, const std::string& padding_mode, generator* gen)
+    : stride_(stride), dilation_(dilation), padding_(std::move(padding)), groups_(groups) {
+  check_conv_args("Conv2d", in, out, groups, padding_mode);
+  ACTORCH_CHECK(k.h > 0 && k.w > 0, "Conv2d: kernel_size must be positive but got (", k.h, ", ",
+                k.w, ")");
+  const int64_t fan_in = in / groups * k.h * k.w;
+  weight = register_parameter("weight", uniform_fan_in({out, in / groups, k.h, k.w}, fan_in, gen));
+  if (with_bias)
+    bias = register_parameter("bias", uniform_fan_in({out}, fan_in, gen));
+}
+
+tensor conv2d::forward(const tensor& input) {
+  return actorch::conv2d(input, weight, bias, stride_, padding_, dilation_, groups_);
+}
+
+std::shared_ptr<module> conv2d::clone() const {
+  generator scratch(0); // the initial values are overwritten: leave the default stream alone
+  return copy_state_into(std::make_shared<conv2d>(
+      weight.size(1) * groups_, weight.size(0), int2(weight.size(2), weight.size(3)), stride_,
+      padding_, dilation_, groups_, bias.defined(), "zeros", &scratch));
+}
+
+conv1d::conv1d(int64_t in, int64_t out, int64_t k, int64_t stride, conv_padding padding,
+               int64_t dilation, int64_t groups, bool with_bias, const std::string& padding_mode,
+               generator* gen)
+    : stride_(stride), dilation_(dilation), padding_(std::move(padding)), groups_(groups) {
+  check_conv_args("Conv1d", in, out, groups, padding_mode);
+  ACTORCH_CHECK(k > 0, "Conv1d: kernel_size must be positive but got ", k);
+  const int64_t fan_in = in / groups * k;
+  weight = register_parameter("weight", uniform_fan_in({out, in / groups, k}, fan_in, gen));
+  if (with_bias)
+    bias = register_parameter("bias", uniform_fan_in({out}, fan_in, gen));
+}
+
+tensor conv1d::forward(const tensor& input) {
+  return actorch::conv1d(input, weight, bias, stride_, padding_, dilation_, groups_);
+}
+
+std::shared_ptr<module> conv1d::clone() const {
+  generator scratch(0);
+  return copy_state_into(std::make_shared<conv1d>(weight.size(1) * groups_, weight.size(0),
+                                                  weight.size(2), stride_, padding_, dilation_,
+                                                  groups_, bias.defined(), "zeros", &scratch));
+}
+
+tensor max_pool2d::forward(const tensor& input) {
+  return actorch::max_pool2d(input, kernel_, stride_, padding_, dilation_, ceil_mode_);
+}
+
+std::shared_ptr<module> max_pool2d::clone() const {
+  return copy_state_into(
+      std::make_shared<max_pool2d>(kernel_, stride_, padding_, dilation_, ceil_mode_));
+}
+
+tensor avg_pool2d::forward(const tensor& input) {
+  return actorch::avg_pool2d(input, kernel_, stride_, padding_, ceil_mode_, count_include_pad_,
+                             divisor_override_);
+}
+
+std::shared_ptr<module> avg_pool2d::clone() const {
+  return copy_state_into(std::make_shared<avg_pool2d>(kernel_, stride_, padding_, ceil_mode_,
+                                                      count_include_pad_, divisor_override_));
+}
+
+tensor adaptive_avg_pool2d::forward(const tensor& input) {
+  return actorch::adaptive_avg_pool2d(input, output_size_);
+}
+
+std::shared_ptr<module> adaptive_avg_pool2d::clone() const {
+  return copy_state_into(std::make_shared<adaptive_avg_pool2d>(output_size_));
+}
+
+std::shared_ptr<module> flatten::clone() const {
+  return copy_state_into(std::make_shared<flatten>(start_dim_, end_dim_));
 }
 
 sequential::sequential(std::initializer_list<std::shared_ptr<module>> layers) {

@@ -1,6 +1,7 @@
-// The layers of torch.nn that training an MLP needs, with PyTorch's defaults and
+// The layers of torch.nn that training an MLP or a small CNN needs, with PyTorch's defaults and
 // initialisation: Linear, ReLU, Dropout, Sequential, BatchNorm1d/2d/3d (SyncBatchNorm, which
-// needs a process group, is in comm/ddp/sync_batch_norm.hpp).
+// needs a process group, is in comm/ddp/sync_batch_norm.hpp), Conv1d/Conv2d, MaxPool2d,
+// AvgPool2d, AdaptiveAvgPool2d, Dropout2d and Flatten.
 #pragma once
 
 #include <functional>
@@ -8,6 +9,7 @@
 #include <optional>
 
 #include "core/nn/module.hpp"
+#include "core/ops/window.hpp"
 #include "core/random.hpp"
 
 namespace actorch::nn {
@@ -42,6 +44,118 @@ public:
 private:
   double p_;
   generator* gen_;
+};
+
+/// Channel-wise dropout: zeroes whole channels of (N, C, H, W) or (N, C, L) inputs.
+class dropout2d : public module {
+public:
+  explicit dropout2d(double p = 0.5, generator* gen = nullptr);
+  tensor forward(const tensor& input) override;
+  std::string name() const override { return "Dropout2d"; }
+  std::shared_ptr<module> clone() const override;
+
+private:
+  double p_;
+  generator* gen_;
+};
+
+/// torch.nn.Conv2d over (N, C_in, H, W) or (C_in, H, W) inputs. weight is (C_out, C_in / groups,
+/// kh, kw); weight and bias start uniform in +-1/sqrt(fan_in), fan_in = C_in / groups * kh * kw
+/// (torch's kaiming_uniform_(a=sqrt(5)) and bias rule). padding_mode "zeros" only: "reflect",
+/// "replicate" and "circular" are refused by name.
+class conv2d : public module {
+public:
+  conv2d(int64_t in_channels, int64_t out_channels, int2 kernel_size, int2 stride = 1,
+         conv_padding padding = 0, int2 dilation = 1, int64_t groups = 1, bool bias = true,
+         const std::string& padding_mode = "zeros", generator* gen = nullptr);
+  tensor forward(const tensor& input) override;
+  std::string name() const override { return "Conv2d"; }
+  std::shared_ptr<module> clone() const override;
+  tensor weight;
+  tensor bias;
+
+private:
+  int2 stride_, dilation_;
+  conv_padding padding_;
+  int64_t groups_;
+};
+
+/// torch.nn.Conv1d over (N, C_in, L) or (C_in, L) inputs; weight (C_out, C_in / groups, k).
+class conv1d : public module {
+public:
+  conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
+         conv_padding padding = 0, int64_t dilation = 1, int64_t groups = 1, bool bias = true,
+         const std::string& padding_mode = "zeros", generator* gen = nullptr);
+  tensor forward(const tensor& input) override;
+  std::string name() const override { return "Conv1d"; }
+  std::shared_ptr<module> clone() const override;
+  tensor weight;
+  tensor bias;
+
+private:
+  int64_t stride_, dilation_;
+  conv_padding padding_;
+  int64_t groups_;
+};
+
+/// torch.nn.MaxPool2d (the indices come from functional max_pool2d_with_indices).
+class max_pool2d : public module {
+public:
+  explicit max_pool2d(int2 kernel_size, std::optional<int2> stride = {}, int2 padding = 0,
+                      int2 dilation = 1, bool ceil_mode = false)
+      : kernel_(kernel_size), stride_(stride.value_or(kernel_size)), padding_(padding),
+        dilation_(dilation), ceil_mode_(ceil_mode) {}
+  tensor forward(const tensor& input) override;
+  std::string name() const override { return "MaxPool2d"; }
+  std::shared_ptr<module> clone() const override;
+
+private:
+  int2 kernel_, stride_, padding_, dilation_;
+  bool ceil_mode_;
+};
+
+/// torch.nn.AvgPool2d.
+class avg_pool2d : public module {
+public:
+  explicit avg_pool2d(int2 kernel_size, std::optional<int2> stride = {}, int2 padding = 0,
+                      bool ceil_mode = false, bool count_include_pad = true,
+                      std::optional<int64_t> divisor_override = {})
+      : kernel_(kernel_size), stride_(stride.value_or(kernel_size)), padding_(padding),
+        ceil_mode_(ceil_mode), count_include_pad_(count_include_pad),
+        divisor_override_(divisor_override) {}
+  tensor forward(const tensor& input) override;
+  std::string name() const override { return "AvgPool2d"; }
+  std::shared_ptr<module> clone() const override;
+
+private:
+  int2 kernel_, stride_, padding_;
+  bool ceil_mode_, count_include_pad_;
+  std::optional<int64_t> divisor_override_;
+};
+
+/// torch.nn.AdaptiveAvgPool2d: any input size to output_size.
+class adaptive_avg_pool2d : public module {
+public:
+  explicit adaptive_avg_pool2d(int2 output_size) : output_size_(output_size) {}
+  tensor forward(const tensor& input) override;
+  std::string name() const override { return "AdaptiveAvgPool2d"; }
+  std::shared_ptr<module> clone() const override;
+
+private:
+  int2 output_size_;
+};
+
+/// torch.nn.Flatten: dims start_dim..end_dim into one.
+class flatten : public module {
+public:
+  explicit flatten(int64_t start_dim = 1, int64_t end_dim = -1)
+      : start_dim_(start_dim), end_dim_(end_dim) {}
+  tensor forward(const tensor& input) override { return input.flatten(start_dim_, end_dim_); }
+  std::string name() const override { return "Flatten"; }
+  std::shared_ptr<module> clone() const override;
+
+private:
+  int64_t start_dim_, end_dim_;
 };
 
 /// Children named "0", "1", ... applied in order.
