@@ -57,11 +57,15 @@ options parse(int argc, char** argv, const char* program) {
       o.device = device(v);
     else if (a == "--plot")
       o.plot = number(0) != 0;
+    else if (a == "--model")
+      o.model = v;
     else
       ACTORCH_FAIL(program, ": unknown option ", a,
                    " (known: --data --out --epochs --batch-size --num-workers --actors --lr "
-                   "--trace --resume --device --plot)");
+                   "--trace --resume --device --plot --model)");
   }
+  ACTORCH_CHECK(o.model == "mlp" || o.model == "cnn", program, ": --model must be mlp or cnn, not ",
+                o.model);
   return o;
 }
 
@@ -81,24 +85,38 @@ split split_of(int64_t n) {
 }
 
 // The per-sample transform the dataset workers apply: pixels to [0, 1], Normalize with the
-// file's pixel mean and std (as MNIST's (0.1307,), (0.3081,)), flattened for the MLP.
-data::transforms::transform pixel_transform() {
+// file's pixel mean and std (as MNIST's (0.1307,), (0.3081,)), flattened for the MLP and kept
+// a 1x8x8 image for the CNN.
+data::transforms::transform pixel_transform(bool flat) {
   using namespace data::transforms;
-  return compose({lambda_([](const tensor& img) {
-                    return img.div(16.0).view({1, 8, 8});
-                  }),
-                  normalize({0.3053}, {0.3760}),
-                  lambda_([](const tensor& img) { return img.reshape({64}); })});
+  std::vector<transform> steps{lambda_([](const tensor& img) {
+                                 return img.div(16.0).view({1, 8, 8});
+                               }),
+                               normalize({0.3053}, {0.3760})};
+  if (flat)
+    steps.push_back(lambda_([](const tensor& img) { return img.reshape({64}); }));
+  return compose(steps);
 }
 
 } // namespace
+
+std::shared_ptr<nn::sequential> cnn_layers(generator* gen) {
+  return std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{
+      std::make_shared<nn::conv2d>(1, 16, 3, 1, 1, 1, 1, true, "zeros", gen),
+      std::make_shared<nn::relu>(),
+      std::make_shared<nn::conv2d>(16, 32, 3, 1, 1, 1, 1, true, "zeros", gen),
+      std::make_shared<nn::relu>(), std::make_shared<nn::max_pool2d>(2),
+      std::make_shared<nn::dropout2d>(0.25), std::make_shared<nn::flatten>(),
+      std::make_shared<nn::linear>(512, 128, true, gen), std::make_shared<nn::relu>(),
+      std::make_shared<nn::dropout>(0.5), std::make_shared<nn::linear>(128, 10, true, gen)});
+}
 
 actors::trainer_spec make_spec(const options& o, std::vector<int64_t>* test_indices) {
   auto digits = std::make_shared<data::digits_dataset>(o.data);
   const split s = split_of(digits->size());
   if (test_indices)
     *test_indices = s.test;
-  const auto transform = pixel_transform();
+  const auto transform = pixel_transform(o.model == "mlp");
   auto train = std::make_shared<data::transforms::transformed_dataset>(
       std::make_shared<data::subset>(digits, s.train), transform);
 
@@ -110,8 +128,10 @@ actors::trainer_spec make_spec(const options& o, std::vector<int64_t>* test_indi
   const tensor test_x = stack(xs, 0), test_y = digits->labels().index_select(0, test_idx);
 
   actors::trainer_spec spec;
-  spec.make_model = [](const actors::replica_info&) {
+  spec.make_model = [cnn = o.model == "cnn"](const actors::replica_info&) {
     generator g(42);
+    if (cnn)
+      return cnn_layers(&g);
     return std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{
         std::make_shared<nn::linear>(64, 128, true, &g), std::make_shared<nn::relu>(),
         std::make_shared<nn::linear>(128, 10, true, &g)});
@@ -220,7 +240,7 @@ std::string metrics_csv(const std::vector<actors::epoch_summary>& epochs) {
 }
 
 // curves.png: the loss and the two accuracies per epoch, drawn by gnuplot from metrics.csv.
-void plot(const std::filesystem::path& dir) {
+void plot(const std::filesystem::path& dir, const std::string& model) {
   const auto script = dir / "curves.gp";
   write_file_atomically(script.string(),
                         "set datafile separator ','\n"
@@ -228,7 +248,9 @@ void plot(const std::filesystem::path& dir) {
                         "set output '" +
                             (dir / "curves.png").string() +
                             "'\n"
-                            "set multiplot layout 1,2 title 'digits MLP, data-parallel'\n"
+                            "set multiplot layout 1,2 title 'digits " +
+                            (model == "cnn" ? std::string("CNN") : std::string("MLP")) +
+                            ", data-parallel'\n"
                             "set xlabel 'epoch'\nset grid\n"
                             "set ylabel 'loss'\n"
                             "plot '" +
@@ -255,10 +277,11 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
   std::vector<int64_t> test_indices;
   const actors::trainer_spec spec = make_spec(o, &test_indices);
   if (rank == 0)
-    std::printf("digits: %lld train samples, %d process(es) x %d trainer actor(s), batch %lld "
-                "per replica, %lld epochs\n",
-                static_cast<long long>(spec.dataset->size()), nproc, o.actors,
-                static_cast<long long>(o.batch_size), static_cast<long long>(o.epochs));
+    std::printf("digits: %s, %lld train samples, %d process(es) x %d trainer actor(s), batch "
+                "%lld per replica, %lld epochs\n",
+                o.model == "cnn" ? "CNN" : "MLP", static_cast<long long>(spec.dataset->size()),
+                nproc, o.actors, static_cast<long long>(o.batch_size),
+                static_cast<long long>(o.epochs));
   progress_display display(o.epochs, nproc);
   const std::filesystem::path dir(o.out);
   std::vector<actors::epoch_summary> done;
@@ -283,7 +306,7 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
     return -1;
   }
   if (o.plot)
-    plot(dir);
+    plot(dir, o.model);
   // For PyTorch: the model alone, keyed as torch.nn.Sequential's state_dict() names it, so
   // `model.load_state_dict(load_file("model.safetensors"))` takes it as it is; and the test
   // split's indices into the digits file, to evaluate it on the same samples.

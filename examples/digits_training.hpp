@@ -1,7 +1,8 @@
 // The data-parallel digits job shared by examples/digits_ddp (processes started by the
 // launcher) and examples/digits_actors (trainer actors in one process): options, the trainer
-// spec (MLP 64-128-10, SGD with momentum, per-sample Normalize in the dataset workers), a
-// progress display, and the run's outputs (checkpoint, metrics.csv, curves.png).
+// spec (MLP 64-128-10 or, with --model cnn, a small CNN on the 8x8 images; SGD with momentum,
+// per-sample Normalize in the dataset workers), a progress display, and the run's outputs
+// (checkpoint, metrics.csv, curves.png).
 #pragma once
 
 #include <memory>
@@ -20,13 +21,19 @@ struct options {
   int64_t num_workers = 1; // dataset worker actors per replica
   int actors = 1;          // trainer actors per process
   double lr = 0.05;
-  std::string trace;  // Chrome trace of the run
-  std::string resume; // a checkpoint to continue from
+  std::string model = "mlp"; // "mlp" or "cnn" (cnn_layers())
+  std::string trace;         // Chrome trace of the run
+  std::string resume;        // a checkpoint to continue from
   /// "cpu", or "cuda" / "cuda:N": the replicas train on GPUs (under a launcher, process p's
   /// replica on cuda:LOCAL_RANK, its gradients over NCCL).
   actorch::device device{};
   bool plot = true; // curves.png through gnuplot (--plot 0: machines without it)
 };
+
+/// The --model cnn network, as torch.nn.Sequential would hold it: Conv2d(1, 16, 3, padding=1),
+/// ReLU, Conv2d(16, 32, 3, padding=1), ReLU, MaxPool2d(2), Dropout2d(0.25), Flatten,
+/// Linear(512, 128), ReLU, Dropout(0.5), Linear(128, 10) (the seeds' MNIST Net, sized for 8x8).
+std::shared_ptr<actorch::nn::sequential> cnn_layers(actorch::generator* gen);
 
 /// Parses argv (both examples take the same flags). Throws actorch::error naming a bad flag.
 options parse(int argc, char** argv, const char* program);

@@ -7,7 +7,7 @@
 # On the GPU machine it runs every [cuda] test (each CUDA kernel against its CPU twin on random
 # shapes, streams, copies, the NCCL group at world 1, DDP over NCCL, the loader's device
 # prefetch, a GPU trainer actor), the digits job with --device cuda next to the same job on the
-# CPU, whether its trace shows each batch copied while the step before it ran
+# CPU and the digits CNN on the GPU, whether its trace shows each batch copied while the step before it ran
 # (scripts/trace_overlap.py), and the h2d and gpu-step workloads next to PyTorch on the same GPU
 # (bench/peer_gpu.py).
 # One verdict line per check, then `N passed, N failed`; logs go to $OUT (the device tool's
@@ -86,6 +86,16 @@ if [ -n "$gpu_acc" ] && [ -n "$cpu_acc" ] &&
   verdict PASS "digits --device cuda" "test accuracy $gpu_acc (cpu $cpu_acc, 10 epochs)"
 else
   verdict FAIL "digits --device cuda" "test accuracy '${gpu_acc}' (cpu '${cpu_acc}'): $(tail -2 "$logs/digits-cuda.log" | tr '\n' ' ')"
+fi
+
+# The digits CNN (convolutions, pooling, dropout2d on the GPU kernels) must learn there too.
+timeout 120 "$run" digits_actors --model cnn --device cuda --epochs 10 --plot 0 \
+  --data examples/data/digits.csv.gz --out "$logs/digits-cnn" > "$logs/digits-cnn.log" 2>&1
+cnn_acc=$(accuracy "$logs/digits-cnn.log")
+if [ -n "$cnn_acc" ] && holds "$cnn_acc >= 0.97"; then
+  verdict PASS "digits --model cnn --device cuda" "test accuracy $cnn_acc (10 epochs)"
+else
+  verdict FAIL "digits --model cnn --device cuda" "test accuracy '${cnn_acc}': $(tail -2 "$logs/digits-cnn.log" | tr '\n' ' ')"
 fi
 
 # The GPU run's trace: was each next batch copied while the step before it ran?

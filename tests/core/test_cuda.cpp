@@ -22,6 +22,7 @@
 #include "core/ops/reduce.hpp"
 #include "core/ops/shape_ops.hpp"
 #include "core/ops/softmax.hpp"
+#include "core/ops/window.hpp"
 #include "core/tensor_iterator.hpp"
 #include "tests/core/files.hpp"
 #include "tests/core/gpu.hpp"
@@ -278,6 +279,78 @@ TEST_CASE("CUDA softmax and log_softmax match their CPU twins forward and backwa
         check_twin(softmax_backward(gg, s.to(kGPU), dim), softmax_backward(g, s, dim), tol);
         check_twin(log_softmax_backward(gg, l.to(kGPU), dim), log_softmax_backward(g, l, dim), tol);
       }
+}
+
+TEST_CASE("CUDA convolutions, pooling, unfold and fold match their CPU twins with gradients",
+          "[cuda]") {
+  SKIP_WITHOUT_GPU();
+  generator gen(11);
+  // f on CPU leaves and on GPU copies of them: outputs and every leaf's gradient compared.
+  auto twins = [&](dtype t, const std::vector<shape_t>& shapes, auto f, double tol) {
+    std::vector<tensor> cpu, gpu;
+    for (const shape_t& s : shapes) {
+      cpu.push_back(random_of(s, t, gen).requires_grad_(true));
+      gpu.push_back(cpu.back().detach().to(kGPU).requires_grad_(true));
+    }
+    const tensor yc = f(cpu), yg = f(gpu);
+    const tensor g = random_of(yc.sizes(), t, gen);
+    yc.backward(g);
+    yg.backward(g.to(kGPU));
+    check_twin(yg.detach(), yc.detach(), tol);
+    for (size_t i = 0; i < cpu.size(); ++i)
+      check_twin(gpu[i].grad(), cpu[i].grad(), tol);
+  };
+  for (dtype t : {dtype::float32, dtype::float64}) {
+    const double tol = t == dtype::float64 ? 1e-10 : 1e-4;
+    twins(
+        t, {{2, 6, 11, 9}, {4, 3, 3, 2}, {4}},
+        [](const auto& v) {
+          return conv2d(v[0], v[1], v[2], {2, 1}, {1, 0}, {1, 2}, 2);
+        },
+        tol);
+    twins(
+        t, {{3, 4, 8, 8}, {5, 4, 4, 3}},
+        [](const auto& v) { return conv2d(v[0], v[1], {}, 1, "same", 2); }, tol);
+    twins(
+        t, {{2, 3, 30}, {6, 3, 5}, {6}},
+        [](const auto& v) { return conv1d(v[0], v[1], v[2], 2, 1); }, tol);
+    twins(
+        t, {{2, 3, 9, 7}},
+        [](const auto& v) {
+          return unfold(v[0], {2, 3}, 1, 1, {2, 1});
+        },
+        tol);
+    twins(
+        t, {{2, 12, 20}},
+        [](const auto& v) {
+          return fold(v[0], {5, 6}, 2, 1, 0, 1);
+        },
+        tol);
+  }
+  for (dtype t : {dtype::float32, dtype::float64, dtype::float16}) {
+    const double tol = 4 * tolerance(t);
+    twins(
+        t, {{2, 3, 13, 10}},
+        [](const auto& v) { return max_pool2d(v[0], 3, int2(2, 1), 1, int2(1, 2), true); }, tol);
+    twins(
+        t, {{2, 3, 13, 10}},
+        [](const auto& v) {
+          return avg_pool2d(v[0], {3, 2}, 2, 1, true, false);
+        },
+        tol);
+    twins(
+        t, {{2, 3, 13, 10}},
+        [](const auto& v) {
+          return adaptive_avg_pool2d(v[0], {4, 7});
+        },
+        tol);
+    twins(
+        t, {{2, 3, 13, 10}},
+        [](const auto& v) {
+          return adaptive_max_pool2d(v[0], {5, 3});
+        },
+        tol);
+  }
 }
 
 TEST_CASE("CUDA matrix products match their CPU twins, transposed and batched", "[cuda]") {

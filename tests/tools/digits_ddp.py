@@ -19,20 +19,28 @@ from job_helpers import test_accuracy  # noqa: E402
 from parity_step import read_safetensors  # noqa: E402
 
 
-def torch_check(out_dir, acc):
+def torch_check(out_dir, acc, model=None, images=False):
+    """PyTorch loads the job's model.safetensors into `model` (the MLP's torch.nn.Sequential by
+    default) strictly and must get the job's test accuracy on its test split; `images` feeds
+    (N, 1, 8, 8) images instead of 64-vectors."""
     import torch  # the test command always has it (scripts/setup.sh test)
     import gzip
     import numpy as np
     state = {k: torch.from_numpy(v.copy())
              for k, v in read_safetensors(os.path.join(out_dir, "model.safetensors")).items()}
-    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    if model is None:
+        model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                    torch.nn.Linear(128, 10))
     model.load_state_dict(state, strict=True)  # the keys and shapes as they are
+    model.eval()
     data = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "data", "digits.csv.gz")
     with gzip.open(data, "rt") as f:
         rows = np.loadtxt(f, delimiter=",", dtype=np.float32)
     test = np.load(os.path.join(out_dir, "test_indices.npy"))
     # The job's per-sample transform: pixels to [0, 1], then Normalize((0.3053,), (0.3760,)).
     x = torch.from_numpy((rows[test, :64] / 16.0 - 0.3053) / 0.3760)
+    if images:
+        x = x.reshape(-1, 1, 8, 8)
     y = torch.from_numpy(rows[test, 64].astype(np.int64))
     with torch.no_grad():
         torch_acc = (model(x).argmax(1) == y).double().mean().item()
