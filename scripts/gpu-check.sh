@@ -7,9 +7,9 @@
 # On the GPU machine it runs every [cuda] test (each CUDA kernel against its CPU twin on random
 # shapes, streams, copies, the NCCL group at world 1, DDP over NCCL, the loader's device
 # prefetch, a GPU trainer actor), the digits job with --device cuda next to the same job on the
-# CPU and the digits CNN on the GPU, whether its trace shows each batch copied while the step before it ran
-# (scripts/trace_overlap.py), and the h2d and gpu-step workloads next to PyTorch on the same GPU
-# (bench/peer_gpu.py).
+# CPU, the digits CNN on the GPU, whether the job's trace shows each batch copied while the step
+# before it ran (scripts/trace_overlap.py), and the h2d and gpu-step workloads next to PyTorch on
+# the same GPU (bench/peer_gpu.py).
 # One verdict line per check, then `N passed, N failed`; logs go to $OUT (the device tool's
 # folder that comes back) or /tmp/actorch-gpu-check. Exit status: the number of failures.
 set -uo pipefail
