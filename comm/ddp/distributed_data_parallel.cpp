@@ -47,6 +47,37 @@ std::vector<param_sig> decode(const int64_t* row, int64_t width) {
 
 } // namespace
 
+std::optional<device> resolve_ddp_devices(const std::set<device>& module_devices,
+                                          const std::vector<device>& device_ids,
+                                          const std::optional<device>& output_device) {
+  std::set<device_type> types;
+  for (const device& d : module_devices)
+    types.insert(d.type);
+  ACTORCH_CHECK(types.size() <= 1,
+                "DistributedDataParallel's input module must be on the same "
+                "type of devices, but input module parameters locate in ",
+                devices_str(module_devices), ".");
+  ACTORCH_CHECK(device_ids.size() <= 1, "device_ids can only be None or contain a single element.");
+  const bool cpu = !module_devices.empty() && module_devices.begin()->is_cpu();
+  if (device_ids.empty() || cpu || module_devices.size() > 1) {
+    std::string ids = "None";
+    if (!device_ids.empty())
+      ids = "[" + device_ids[0].str() + "]";
+    ACTORCH_CHECK(device_ids.empty() && !output_device,
+                  "DistributedDataParallel device_ids and output_device arguments only work with "
+                  "single-device/multiple-device GPU modules or CPU modules, but got device_ids ",
+                  ids, ", output_device ", output_device ? output_device->str() : "None",
+                  ", and module parameters ", devices_str(module_devices), ".");
+    return std::nullopt;
+  }
+  ACTORCH_CHECK(device_ids[0] == *module_devices.begin(), "DistributedDataParallel: device_ids [",
+                device_ids[0].str(), "] is not the device of the module's parameters (",
+                module_devices.begin()->str(),
+                "); move the module there first, as torch's "
+                "tutorials do with model.to(device_ids[0])");
+  return output_device.value_or(device_ids[0]);
+}
+
 void verify_replica_parameters(replica_group& g, const nn::named_tensors& params) {
   std::vector<int64_t> row{int64_t(params.size())};
   for (const auto& [name, p] : params) {
@@ -100,6 +131,10 @@ distributed_data_parallel::distributed_data_parallel(std::shared_ptr<nn::module>
   ACTORCH_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
   ACTORCH_CHECK(group_ != nullptr, "DistributedDataParallel: the replica group is null");
   const nn::named_tensors named = module_->named_parameters();
+  std::set<device> devices;
+  for (const auto& [name, p] : named)
+    devices.insert(p.device());
+  opts_.output_device = resolve_ddp_devices(devices, opts_.device_ids, opts_.output_device);
   verify_replica_parameters(*group_, named);
   // Rank 0's parameters and buffers everywhere, so the replicas start identical.
   broadcast_from_rank0(*group_, module_->parameters());
@@ -140,7 +175,8 @@ void distributed_data_parallel::sync_buffers() {
 tensor distributed_data_parallel::forward(const tensor& input) {
   if (opts_.broadcast_buffers && module_->is_training() && group_->size() > 1)
     sync_buffers();
-  tensor out = module_->forward(input);
+  // With device_ids, the input goes to the module's device first, as torch's to_kwargs.
+  tensor out = module_->forward(opts_.device_ids.empty() ? input : input.to(opts_.device_ids[0]));
   if (grad_enabled() && sync_)
     reducer_->prepare_for_backward({out});
   return out;

@@ -10,6 +10,9 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <set>
+#include <vector>
 
 #include "comm/ddp/reducer.hpp"
 #include "comm/ddp/replica_group.hpp"
@@ -32,7 +35,23 @@ struct ddp_options {
   /// Rank 0's buffers (BatchNorm's running statistics) overwrite the others' before each
   /// training-mode forward.
   bool broadcast_buffers = true;
+  /// torch's device_ids: empty (torch's None) or the one GPU the module lies on, where forward
+  /// then moves its input (torch's to_kwargs). Only for a module on one GPU: torch's error for a
+  /// CPU module or a module on several devices (resolve_ddp_devices).
+  std::vector<device> device_ids{};
+  /// torch's output_device, device_ids[0] when unset; only with device_ids. As in torch 1.13 it
+  /// is kept and not used further: the output stays where the module puts it.
+  std::optional<device> output_device{};
 };
+
+/// torch's rules for device_ids and output_device, given the devices of the module's
+/// parameters: every parameter on one device type; at most one device id; neither argument for
+/// a CPU module or a multi-device module (torch's messages). actorch also refuses a device id
+/// other than the module's own device, which torch leaves to fail in forward. Returns the
+/// output device (device_ids[0] by default), or nothing without device_ids.
+std::optional<device> resolve_ddp_devices(const std::set<device>& module_devices,
+                                          const std::vector<device>& device_ids,
+                                          const std::optional<device>& output_device);
 
 class distributed_data_parallel {
 public:
@@ -56,6 +75,10 @@ public:
   /// model's): nn::consume_ddp_prefix, then module().load_state_dict(strict). (torch's DDP
   /// takes prefixed keys only; its users strip or add the prefix by hand.)
   nn::incompatible_keys load_state_dict(nn::named_tensors state, bool strict = true);
+
+  /// The arguments as resolved at construction (output_device defaulted to device_ids[0]).
+  const std::vector<device>& device_ids() const { return opts_.device_ids; }
+  std::optional<device> output_device() const { return opts_.output_device; }
 
   nn::module& module() const { return *module_; }
   const std::shared_ptr<nn::module>& module_ptr() const { return module_; }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_set>
 
 #include "base/error.hpp"
@@ -16,7 +17,14 @@
 
 namespace actorch::dist {
 
-std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<tensor>& params,
+std::string devices_str(const std::set<device>& devices) {
+  std::string out = "{";
+  for (const device& d : devices)
+    out += (out.size() > 1 ? ", " : "") + d.str();
+  return out + "}";
+}
+
+std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<bucket_param>& params,
                                                            const std::vector<size_t>& order,
                                                            size_t first_cap_bytes,
                                                            size_t cap_bytes) {
@@ -25,27 +33,37 @@ std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<ten
     size_t bytes = 0;
     size_t cap = 0;
   };
-  std::map<dtype, open_bucket> open;
+  std::map<std::pair<dtype, device>, open_bucket> open;
   std::vector<std::vector<size_t>> result;
   for (size_t i : order) {
     ACTORCH_CHECK(i < params.size(), "compute_bucket_assignment: index ", i, " out of range for ",
                   params.size(), " parameters");
-    const tensor& p = params[i];
-    auto [it, inserted] = open.try_emplace(p.dtype());
+    const bucket_param& p = params[i];
+    auto [it, inserted] = open.try_emplace({p.type, p.dev});
     open_bucket& b = it->second;
     if (inserted)
       b.cap = first_cap_bytes;
     b.indices.push_back(i);
-    b.bytes += size_t(p.numel()) * element_size(p.dtype());
+    b.bytes += p.bytes;
     if (b.bytes >= b.cap) {
       result.push_back(std::move(b.indices));
       b = open_bucket{{}, 0, cap_bytes};
     }
   }
-  for (auto& [t, b] : open)
+  for (auto& [key, b] : open)
     if (!b.indices.empty())
       result.push_back(std::move(b.indices));
   return result;
+}
+
+std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<tensor>& params,
+                                                           const std::vector<size_t>& order,
+                                                           size_t first_cap_bytes,
+                                                           size_t cap_bytes) {
+  std::vector<bucket_param> described;
+  for (const tensor& p : params)
+    described.push_back({p.dtype(), p.device(), p.nbytes()});
+  return compute_bucket_assignment(described, order, first_cap_bytes, cap_bytes);
 }
 
 std::vector<int64_t> choose_bucket_boundaries(const std::vector<double>& ready,
@@ -126,6 +144,16 @@ bool is_view_of(const tensor& g, const tensor& slot) {
 // without a gradient contributes a zeros tensor, which becomes its gradient if some replica
 // used it. Elsewhere a bucket is a flat buffer the gradients are copied into (or are views of,
 // with gradient_as_bucket_view), since a process group reduces one contiguous tensor.
+
+// Note [Buckets per device]
+// A module whose parameters lie on several devices (torch's multi-device module, as the seeds'
+// demo_model_parallel: half the layers on one GPU, half on another) gets buckets per device,
+// as torch's do: a bucket holds parameters of one dtype on one device. The process group
+// reduces on its collective device (NCCL's is the process's own GPU), so a bucket whose
+// parameters live elsewhere keeps its flat buffer there: the gradients are copied across on
+// the way in and the averages back on the way out (gradient_as_bucket_view makes views only
+// of buckets on the parameters' own device). torch's NCCL group keeps a communicator per
+// device instead, which saves the copies; none of our machines has two GPUs to measure it.
 
 // Note [Bucket order]
 // Every replica must issue its collectives in the same order, or they pair the wrong buckets.
@@ -324,9 +352,11 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
     const size_t n = agreed.size();
     std::vector<size_t> bytes(n);
     std::vector<int> kinds(n);
+    std::map<std::pair<dtype, device>, int> kind_of; // a bucket holds one dtype on one device
     for (size_t k = 0; k < n; ++k) {
-      bytes[k] = size_t(params[agreed[k]].nbytes());
-      kinds[k] = int(params[agreed[k]].dtype());
+      const tensor& p = params[agreed[k]];
+      bytes[k] = size_t(p.nbytes());
+      kinds[k] = kind_of.try_emplace({p.dtype(), p.device()}, int(kind_of.size())).first->second;
     }
     std::vector<clock::time_point> first; // each measured iteration's first gradient
     for (const auto& t : timings)
@@ -578,12 +608,13 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
         }
         const tensor avg = slot_view(b, slot, bk.flat);
         tensor g = params[i].grad();
-        if (opts.gradient_as_bucket_view)
+        const bool here = avg.device() == params[i].device(); // Note [Buckets per device]
+        if (opts.gradient_as_bucket_view && here)
           params[i].set_grad(avg);
         else if (g.defined())
           g.copy_(avg);
         else
-          params[i].set_grad(avg.clone());
+          params[i].set_grad(here ? avg.clone() : avg.to(params[i].device()));
       }
       bk.reduced = work();
       std::fill(bk.reduced_in_place.begin(), bk.reduced_in_place.end(), tensor());
@@ -607,15 +638,22 @@ reducer::reducer(std::vector<tensor> params, std::vector<std::string> names,
     ACTORCH_CHECK(params[i].is_leaf() && params[i].requires_grad(),
                   "DistributedDataParallel: parameter '", names[i],
                   "' must be a leaf that requires grad");
-    ACTORCH_CHECK(params[i].device() == params[0].device(),
-                  "DistributedDataParallel: parameters on several devices ('", names[0], "' on ",
-                  params[0].device(), ", '", names[i], "' on ", params[i].device(), ")");
   }
-  ACTORCH_CHECK(params[0].device() == replicas->collective_device(),
-                "DistributedDataParallel: the parameters are on ", params[0].device(),
-                " but the process group's collectives take tensors on ",
-                replicas->collective_device(),
-                " (CUDA parameters need the nccl backend, CPU ones gloo)");
+  std::set<device> devices;
+  for (const tensor& p : params)
+    devices.insert(p.device());
+  if (devices.size() == 1) {
+    ACTORCH_CHECK(params[0].device() == replicas->collective_device(),
+                  "DistributedDataParallel: the parameters are on ", params[0].device(),
+                  " but the process group's collectives take tensors on ",
+                  replicas->collective_device(),
+                  " (CUDA parameters need the nccl backend, CPU ones gloo)");
+  } else {
+    ACTORCH_CHECK(!replicas->reduces_in_place(),
+                  "DistributedDataParallel: a module on several devices (", devices_str(devices),
+                  ") needs one replica per process; trainer threads sharing a process reduce "
+                  "their gradients in place and take single-device modules only");
+  }
   impl_->params = std::move(params);
   impl_->names = std::move(names);
   impl_->group = std::move(replicas);

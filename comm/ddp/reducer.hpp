@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,10 +54,25 @@ double predicted_bucket_end(const std::vector<double>& ready, const std::vector<
                             const std::vector<int64_t>& bucket_of, double latency,
                             double seconds_per_byte);
 
+/// "{cpu}", "{cuda:0, cuda:1}": a module's devices as torch's messages list them.
+std::string devices_str(const std::set<device>& devices);
+
+/// What bucketing needs of a parameter.
+struct bucket_param {
+  dtype type;
+  device dev;
+  size_t bytes;
+};
+
 /// Parameter indices per bucket, in launch order: parameters taken in `order` (their indices
-/// into `params`), one open bucket per dtype, a bucket closed once it holds `first_cap_bytes`
-/// (the first of its dtype) or `cap_bytes` (the others). torch's
-/// compute_bucket_assignment_by_size.
+/// into `params`), one open bucket per (dtype, device), a bucket closed once it holds
+/// `first_cap_bytes` (the first of its kind) or `cap_bytes` (the others). torch's
+/// compute_bucket_assignment_by_size, whose buckets hold one dtype on one device too: a module
+/// on several devices gets buckets per device.
+std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<bucket_param>& params,
+                                                           const std::vector<size_t>& order,
+                                                           size_t first_cap_bytes,
+                                                           size_t cap_bytes);
 std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<tensor>& params,
                                                            const std::vector<size_t>& order,
                                                            size_t first_cap_bytes,
@@ -75,7 +91,10 @@ struct bucket_event {
 class reducer {
 public:
   /// Registers a post-accumulate hook on each parameter. `names` name them in errors.
-  /// @pre params are leaves that require grad, all on one device.
+  /// @pre params are leaves that require grad. On one device, it is the group's collective
+  /// device; a module on several devices (torch's multi-device module) needs one replica per
+  /// process, and its buckets on other devices than the collective one are reduced through a
+  /// copy there (Note [Buckets per device]).
   reducer(std::vector<tensor> params, std::vector<std::string> names,
           std::shared_ptr<replica_group> replicas, reducer_options opts = {});
   ~reducer();

@@ -95,6 +95,60 @@ TEST_CASE("bucket assignment: reverse order, a small first bucket, one bucket se
           std::string::npos);
 }
 
+TEST_CASE("bucket assignment: a module on several devices gets buckets per device") {
+  // torch's demo_model_parallel: layers alternating between two GPUs. Described, not allocated,
+  // so that a machine without GPUs checks the assignment.
+  const device g0("cuda:0"), g1("cuda:1");
+  const std::vector<bucket_param> p{{dtype::float32, g0, 400}, {dtype::float32, g1, 400},
+                                    {dtype::float32, g0, 800}, {dtype::float32, g1, 100},
+                                    {dtype::float64, g1, 100}, {dtype::float32, g0, 300}};
+  // Reverse order 5..0, first cap 1000 B, then 1000 B. cuda:0 float32: 5 (300) + 2 (800)
+  // closes at 1100; 0 (400) stays open. cuda:1 float32: 3 (100) + 1 (400) stays open; cuda:1
+  // float64: 4.
+  const auto b = compute_bucket_assignment(p, {5, 4, 3, 2, 1, 0}, 1000, 1000);
+  REQUIRE(b == std::vector<std::vector<size_t>>{{5, 2}, {0}, {3, 1}, {4}});
+  for (const auto& bucket : b)
+    for (size_t i : bucket) {
+      REQUIRE(p[i].dev == p[bucket[0]].dev);
+      REQUIRE(p[i].type == p[bucket[0]].type);
+    }
+}
+
+TEST_CASE("device_ids and output_device follow torch's rules") {
+  const device cpu("cpu"), g0("cuda:0"), g1("cuda:1");
+  // A module on one GPU: device_ids names it; output_device defaults to it.
+  CHECK(resolve_ddp_devices({g1}, {g1}, std::nullopt) == g1);
+  CHECK(resolve_ddp_devices({g1}, {g1}, g0) == g0);
+  CHECK_FALSE(resolve_ddp_devices({g1}, {}, std::nullopt).has_value());
+  // CPU modules and multi-device modules take neither argument (torch's message).
+  CHECK_FALSE(resolve_ddp_devices({cpu}, {}, std::nullopt).has_value());
+  CHECK_FALSE(resolve_ddp_devices({g0, g1}, {}, std::nullopt).has_value());
+  const std::string only_with = "device_ids and output_device arguments only work with "
+                                "single-device/multiple-device GPU modules or CPU modules";
+  CHECK_THROWS_WITH(resolve_ddp_devices({g0, g1}, {g0}, std::nullopt),
+                    Contains(only_with) && Contains("device_ids [cuda:0], output_device None") &&
+                        Contains("module parameters {cuda:0, cuda:1}"));
+  CHECK_THROWS_WITH(resolve_ddp_devices({cpu}, {}, g0),
+                    Contains(only_with) && Contains("output_device cuda:0"));
+  CHECK_THROWS_WITH(resolve_ddp_devices({g0}, {g0, g1}, std::nullopt),
+                    Contains("device_ids can only be None or contain a single element"));
+  CHECK_THROWS_WITH(resolve_ddp_devices({cpu, g0}, {}, std::nullopt),
+                    Contains("input module must be on the same type of devices") &&
+                        Contains("{cpu, cuda:0}"));
+  CHECK_THROWS_WITH(resolve_ddp_devices({g0}, {g1}, std::nullopt),
+                    Contains("device_ids [cuda:1] is not the device of the module's parameters"));
+}
+
+TEST_CASE("DDP refuses device_ids for a CPU module on every rank, as torch does") {
+  const auto errors = on_ranks<std::string>(2, [](int, process_group_gloo& pg) {
+    auto group = replicas_of(pg);
+    return error_of(
+        [&] { distributed_data_parallel ddp(mlp(0), group, {.device_ids = {device("cuda:0")}}); });
+  });
+  for (const std::string& e : errors)
+    CHECK_THAT(e, Contains("device_ids and output_device arguments only work with"));
+}
+
 TEST_CASE("DDP over a Gloo group averages the replicas' gradients") {
   const auto want = expected_average(3);
   const auto got = on_ranks<std::vector<std::vector<double>>>(3, [](int r, process_group_gloo& pg) {
