@@ -14,9 +14,10 @@
 // the deleter holding the torch tensor) and issues the matching op of process_group_gloo; its
 // work's completion completes the torch Work and its Future (a List[Tensor], as DDP's reducer
 // and comm hooks read it) on the group's worker thread. Tensors must be CPU and contiguous, as
-// Gloo's backend requires; one tensor per list (CPU ranks hold one device). A Future's callbacks
-// (a comm hook's Python `then`) run on the group's worker and take the GIL there, so the group is
-// destroyed without the GIL (its end waits for that worker).
+// Gloo's backend requires; one tensor per list (CPU ranks hold one device), except in the
+// *_multigpu collectives, whose lists of several CPU tensors go to comm/multigpu. A Future's
+// callbacks (a comm hook's Python `then`) run on the group's worker and take the GIL there, so
+// the group is destroyed without the GIL (its end waits for that worker).
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 
@@ -33,6 +34,7 @@
 #include <torch/version.h>
 
 #include "comm/backend/gloo/process_group_gloo.hpp"
+#include "comm/multigpu.hpp"
 #include "comm/store/store.hpp"
 #include "core/ops/factory.hpp"
 
@@ -207,13 +209,29 @@ public:
 
   const std::string getBackendName() const override { return "actorch"; }
 
+  /// The group as the free collectives take it (not owning: this object owns it).
+  dist::group group() const {
+    return std::shared_ptr<dist::process_group>(pg_.get(), [](dist::process_group*) {});
+  }
+
   c10::intrusive_ptr<::c10d::Work> broadcast(std::vector<at::Tensor>& ts,
                                              const ::c10d::BroadcastOptions& o) override {
+    if (ts.size() > 1) { // broadcast_multigpu: CPU tensors standing for devices
+      std::vector<tensor> list = wrap_all(ts, "broadcast_multigpu");
+      return make_work(
+          dist::broadcast_multigpu(list, int(o.rootRank), group(), true, int(o.rootTensor)), ts,
+          ::c10d::OpType::BROADCAST);
+    }
     tensor t = wrap(only(ts, "broadcast"), "broadcast");
     return make_work(pg_->broadcast(t, int(o.rootRank)), ts, ::c10d::OpType::BROADCAST);
   }
   c10::intrusive_ptr<::c10d::Work> allreduce(std::vector<at::Tensor>& ts,
                                              const ::c10d::AllreduceOptions& o) override {
+    if (ts.size() > 1) { // all_reduce_multigpu
+      std::vector<tensor> list = wrap_all(ts, "all_reduce_multigpu");
+      return make_work(dist::all_reduce_multigpu(list, reduce_op_of(o.reduceOp), group(), true), ts,
+                       ::c10d::OpType::ALLREDUCE);
+    }
     tensor t = wrap(only(ts, "allreduce"), "allreduce");
     return make_work(pg_->all_reduce(t, reduce_op_of(o.reduceOp)), ts, ::c10d::OpType::ALLREDUCE);
   }
@@ -232,6 +250,12 @@ public:
   }
   c10::intrusive_ptr<::c10d::Work> reduce(std::vector<at::Tensor>& ts,
                                           const ::c10d::ReduceOptions& o) override {
+    if (ts.size() > 1) { // reduce_multigpu
+      std::vector<tensor> list = wrap_all(ts, "reduce_multigpu");
+      return make_work(dist::reduce_multigpu(list, int(o.rootRank), reduce_op_of(o.reduceOp),
+                                             group(), true, int(o.rootTensor)),
+                       ts, ::c10d::OpType::REDUCE);
+    }
     tensor t = wrap(only(ts, "reduce"), "reduce");
     return make_work(pg_->reduce(t, int(o.rootRank), reduce_op_of(o.reduceOp)), ts,
                      ::c10d::OpType::REDUCE);
@@ -239,6 +263,17 @@ public:
   c10::intrusive_ptr<::c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outs,
                                              std::vector<at::Tensor>& ins,
                                              const ::c10d::AllgatherOptions&) override {
+    if (ins.size() > 1) { // all_gather_multigpu
+      std::vector<std::vector<tensor>> lists;
+      std::vector<at::Tensor> all;
+      for (const auto& l : outs) {
+        lists.push_back(wrap_all(l, "all_gather_multigpu"));
+        all.insert(all.end(), l.begin(), l.end());
+      }
+      return make_work(
+          dist::all_gather_multigpu(lists, wrap_all(ins, "all_gather_multigpu"), group(), true),
+          all, ::c10d::OpType::ALLGATHER);
+    }
     TORCH_CHECK(outs.size() == 1, "actorch backend: allgather takes one output list");
     std::vector<tensor> o = wrap_all(outs[0], "allgather");
     return make_work(pg_->all_gather(o, wrap(only(ins, "allgather"), "allgather")), outs[0],
@@ -277,6 +312,15 @@ public:
   c10::intrusive_ptr<::c10d::Work> reduce_scatter(std::vector<at::Tensor>& outs,
                                                   std::vector<std::vector<at::Tensor>>& ins,
                                                   const ::c10d::ReduceScatterOptions& o) override {
+    if (outs.size() > 1) { // reduce_scatter_multigpu
+      std::vector<tensor> list = wrap_all(outs, "reduce_scatter_multigpu");
+      std::vector<std::vector<tensor>> inputs;
+      for (const auto& l : ins)
+        inputs.push_back(wrap_all(l, "reduce_scatter_multigpu"));
+      return make_work(
+          dist::reduce_scatter_multigpu(list, inputs, reduce_op_of(o.reduceOp), group(), true),
+          outs, ::c10d::OpType::REDUCE_SCATTER);
+    }
     TORCH_CHECK(ins.size() == 1, "actorch backend: reduce_scatter takes one input list");
     tensor out = wrap(only(outs, "reduce_scatter"), "reduce_scatter");
     return make_work(

@@ -128,6 +128,21 @@ out["all_to_all_single uneven"] = u
 if not gloo:
     lst = [torch.zeros(2) for _ in range(n)]
     dist.all_to_all(lst, [torch.ones(2) * (10 * r + i) for i in range(n)]); out["all_to_all"] = lst
+# *_multigpu with two CPU tensors per rank standing for two devices (gloo takes them too).
+ml = [torch.ones(2) * (r + 1), torch.ones(2) * (r + 3)]
+dist.all_reduce_multigpu(ml); out["all_reduce_multigpu"] = ml
+bl = [torch.ones(2) * (r + 1), torch.ones(2) * (r + 7)]
+dist.broadcast_multigpu(bl, src=1, src_tensor=1); out["broadcast_multigpu"] = bl
+go = [[torch.zeros(2) for _ in range(2 * n)] for _ in range(2)]
+dist.all_gather_multigpu(go, [torch.ones(2) * r, torch.ones(2) * (r + 10)])
+out["all_gather_multigpu"] = go
+if not gloo:
+    rl = [torch.ones(2) * (r + 1), torch.ones(2) * (r + 3)]
+    dist.reduce_multigpu(rl, dst=1, dst_tensor=1); out["reduce_multigpu"] = rl
+    so = [torch.zeros(2), torch.zeros(2)]
+    dist.reduce_scatter_multigpu(so, [[torch.ones(2) * (100 * r + 10 * i + p) for p in range(2 * n)]
+                                      for i in range(2)])
+    out["reduce_scatter_multigpu"] = so
 dist.barrier()
 if r == 0:
     dist.send(torch.tensor([7.0]), dst=1)
@@ -156,13 +171,20 @@ def test_every_op_of_torchs_process_group_as_gloo_computes_it(tmp_path):
         want = got["gloo"][r]
         # What torch 1.13's gloo lacks, against arithmetic.
         assert set(want) | {"reduce_scatter", "all_reduce AVG", "_allgather_base",
-                            "all_to_all"} == set(got["actorch"][r])
+                            "all_to_all", "reduce_multigpu",
+                            "reduce_scatter_multigpu"} == set(got["actorch"][r])
         for key, value in got["actorch"][r].items():
             # reduce's tensor off the root is undefined in torch (gloo leaves a partial sum)
             if key in want and not (key == "reduce" and r != 1):
                 same(value, want[key], f"rank {r} {key}")
         assert got["actorch"][r]["reduce_scatter"].tolist() == [1.0 * (0 + r) + (1 + r)] * 3
         assert got["actorch"][r]["all_reduce AVG"].tolist() == [2.5, 5.0]
+        # reduce_multigpu: 1 + 3 + 2 + 4 into rank 1's tensor 1 only.
+        assert [t.tolist() for t in got["actorch"][r]["reduce_multigpu"]] == (
+            [[1.0 + r] * 2, [3.0 + r] * 2] if r == 0 else [[2.0] * 2, [10.0] * 2])
+        # Output j of rank r: sum over ranks q and lists i of 100 q + 10 i + (2 r + j).
+        assert [t.tolist() for t in got["actorch"][r]["reduce_scatter_multigpu"]] == [
+            [200.0 + 20 + 4 * (2 * r + j)] * 2 for j in range(2)]
         assert got["actorch"][r]["_allgather_base"].tolist() == [0.0, 0.0, 1.0, 1.0]
         assert [t.tolist() for t in got["actorch"][r]["all_to_all"]] == [[0.0 + r] * 2,
                                                                          [10.0 + r] * 2]
