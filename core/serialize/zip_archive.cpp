@@ -1,8 +1,10 @@
 // zip_reader and zip_writer: the parts of the zip format (PKWARE's APPNOTE) PyTorch's
-// checkpoints use: local headers, the central directory and its end record; stored (0) and
+// checkpoints use: local headers, the central directory and its end record, their zip64 forms
+// (the end record's zip64 twin and locator, the zip64 extra field 0x0001); stored (0) and
 // deflated (8) entries; CRC-32 through zlib.
 #include "core/serialize/zip_archive.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <zlib.h>
@@ -13,7 +15,11 @@ namespace actorch::serialize {
 
 namespace {
 
-constexpr uint32_t kLocalHeader = 0x04034b50, kCentralHeader = 0x02014b50, kEndRecord = 0x06054b50;
+constexpr uint32_t kLocalHeader = 0x04034b50, kCentralHeader = 0x02014b50, kEndRecord = 0x06054b50,
+                   kZip64EndRecord = 0x06064b50, kZip64Locator = 0x07064b50;
+constexpr uint16_t kZip64Extra = 0x0001;
+constexpr uint32_t kNone32 = 0xffffffff; // "in the zip64 field"
+constexpr uint16_t kNone16 = 0xffff;
 
 template <class T> T get(std::string_view b, size_t at) {
   T v;
@@ -52,14 +58,26 @@ zip_reader::zip_reader(std::string_view bytes, std::string name)
     }
   ACTORCH_CHECK(end != std::string_view::npos, "zip: ", name_,
                 ": no end of central directory record (not a zip archive, or a truncated one)");
-  const uint16_t count = get<uint16_t>(bytes, end + 10);
-  const uint32_t dir_size = get<uint32_t>(bytes, end + 12), dir_at = get<uint32_t>(bytes, end + 16);
-  ACTORCH_CHECK(count != 0xffff && dir_at != 0xffffffff, "zip: ", name_,
-                ": a zip64 archive (a checkpoint over 4 GiB), which is not supported yet");
-  ACTORCH_CHECK(uint64_t(dir_at) + dir_size <= end, "zip: ", name_,
+  uint64_t count = get<uint16_t>(bytes, end + 10), dir_size = get<uint32_t>(bytes, end + 12),
+           dir_at = get<uint32_t>(bytes, end + 16);
+  // A zip64 end record, found through the locator just before the end record, holds the
+  // 64-bit count, size and offset (torch writes one always).
+  if (end >= 20 && get<uint32_t>(bytes, end - 20) == kZip64Locator) {
+    const uint64_t at64 = get<uint64_t>(bytes, end - 20 + 8);
+    ACTORCH_CHECK(end >= 20 + 56 && at64 <= end - 20 - 56 &&
+                      get<uint32_t>(bytes, size_t(at64)) == kZip64EndRecord,
+                  "zip: ", name_, ": the zip64 end of central directory record is corrupt");
+    count = get<uint64_t>(bytes, size_t(at64) + 32);
+    dir_size = get<uint64_t>(bytes, size_t(at64) + 40);
+    dir_at = get<uint64_t>(bytes, size_t(at64) + 48);
+  } else {
+    ACTORCH_CHECK(count != kNone16 && dir_at != kNone32 && dir_size != kNone32, "zip: ", name_,
+                  ": the end record points to a zip64 record that is missing (corrupt)");
+  }
+  ACTORCH_CHECK(dir_at <= end && dir_size <= end - dir_at, "zip: ", name_,
                 ": the central directory lies outside the file (truncated or corrupt)");
-  size_t at = dir_at;
-  for (uint16_t i = 0; i < count; ++i) {
+  size_t at = size_t(dir_at);
+  for (uint64_t i = 0; i < count; ++i) {
     ACTORCH_CHECK(at + 46 <= end && get<uint32_t>(bytes, at) == kCentralHeader, "zip: ", name_,
                   ": central directory entry ", i, " is corrupt");
     const uint16_t flags = get<uint16_t>(bytes, at + 8);
@@ -69,15 +87,35 @@ zip_reader::zip_reader(std::string_view bytes, std::string name)
     const uint16_t name_len = get<uint16_t>(bytes, at + 28),
                    extra_len = get<uint16_t>(bytes, at + 30),
                    comment_len = get<uint16_t>(bytes, at + 32);
-    ACTORCH_CHECK(at + 46 + name_len <= end, "zip: ", name_, ": central directory entry ", i,
-                  " is corrupt");
+    ACTORCH_CHECK(at + 46 + name_len + extra_len <= end, "zip: ", name_,
+                  ": central directory entry ", i, " is corrupt");
     std::string entry_name(bytes.substr(at + 46, name_len));
     ACTORCH_CHECK(!(flags & 1), "zip: ", name_, ": entry ", entry_name, " is encrypted");
     ACTORCH_CHECK(e.method == 0 || e.method == 8, "zip: ", name_, ": entry ", entry_name,
                   " uses compression method ", e.method, " (only stored and deflated are read)");
-    ACTORCH_CHECK(e.size != 0xffffffff && e.compressed != 0xffffffff &&
-                      e.local_offset != 0xffffffff,
-                  "zip: ", name_, ": entry ", entry_name, " is a zip64 entry (not supported yet)");
+    // The zip64 extra field holds, in this order, each of the sizes and the offset whose
+    // 32-bit field says "in the zip64 field".
+    const std::string_view extra = bytes.substr(at + 46 + name_len, extra_len);
+    for (size_t x = 0; x + 4 <= extra.size();) {
+      const uint16_t id = get<uint16_t>(extra, x), len = get<uint16_t>(extra, x + 2);
+      ACTORCH_CHECK(x + 4 + len <= extra.size(), "zip: ", name_, ": entry ", entry_name,
+                    " has a corrupt extra field");
+      if (id == kZip64Extra) {
+        size_t v = x + 4;
+        for (uint64_t* field : {&e.size, &e.compressed, &e.local_offset}) {
+          if (*field != kNone32)
+            continue;
+          ACTORCH_CHECK(v + 8 <= x + 4 + len, "zip: ", name_, ": entry ", entry_name,
+                        "'s zip64 extra field is too short");
+          *field = get<uint64_t>(extra, v);
+          v += 8;
+        }
+      }
+      x += 4 + size_t(len);
+    }
+    ACTORCH_CHECK(e.size != kNone32 && e.compressed != kNone32 && e.local_offset != kNone32,
+                  "zip: ", name_, ": entry ", entry_name,
+                  " has 32-bit fields pointing to a zip64 extra field that is missing (corrupt)");
     names_.push_back(std::move(entry_name));
     entries_.push_back(e);
     at += 46 + name_len + extra_len + comment_len;
@@ -97,31 +135,45 @@ std::string zip_reader::read(const std::string& name) const {
     ++i;
   ACTORCH_CHECK(i < names_.size(), "zip: ", name_, ": no entry ", name);
   const entry& e = entries_[i];
-  const size_t at = e.local_offset;
-  ACTORCH_CHECK(at + 30 <= bytes_.size() && get<uint32_t>(bytes_, at) == kLocalHeader,
+  ACTORCH_CHECK(bytes_.size() >= 30 && e.local_offset <= bytes_.size() - 30 &&
+                    get<uint32_t>(bytes_, size_t(e.local_offset)) == kLocalHeader,
                 "zip: ", name_, ": the local header of ", name, " is corrupt");
+  const size_t at = size_t(e.local_offset);
   const size_t data_at =
       at + 30 + get<uint16_t>(bytes_, at + 26) + size_t(get<uint16_t>(bytes_, at + 28));
-  ACTORCH_CHECK(data_at + e.compressed <= bytes_.size(), "zip: ", name_, ": entry ", name,
-                " runs past the end of the file (truncated)");
-  const std::string_view packed = bytes_.substr(data_at, e.compressed);
+  ACTORCH_CHECK(data_at <= bytes_.size() && e.compressed <= bytes_.size() - data_at, "zip: ", name_,
+                ": entry ", name, " runs past the end of the file (truncated)");
+  const std::string_view packed = bytes_.substr(data_at, size_t(e.compressed));
   std::string out;
   if (e.method == 0) {
     ACTORCH_CHECK(e.compressed == e.size, "zip: ", name_, ": stored entry ", name,
                   " has two sizes");
     out.assign(packed);
   } else {
-    out.resize(e.size);
+    // Deflate expands at most 1032-fold: a larger declared size is a lie, not an allocation.
+    ACTORCH_CHECK(e.size <= e.compressed * 1032 + 64, "zip: ", name_, ": entry ", name,
+                  " claims ", e.size, " bytes from ", e.compressed,
+                  " deflated ones, more than deflate can give (corrupt)");
+    out.resize(size_t(e.size));
     z_stream z{};
     ACTORCH_CHECK(inflateInit2(&z, -MAX_WBITS) == Z_OK, "zip: inflateInit2 failed");
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
-    z.avail_in = uInt(packed.size());
-    z.next_out = reinterpret_cast<Bytef*>(out.data());
-    z.avail_out = uInt(out.size());
-    const int rc = inflate(&z, Z_FINISH);
-    const uLong produced = z.total_out;
+    // zlib counts in 32 bits: feed and drain at most 1 GiB at a time.
+    size_t in_done = 0, out_done = 0;
+    int rc = Z_OK;
+    while (rc == Z_OK) {
+      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data() + in_done));
+      z.avail_in = uInt(std::min<size_t>(packed.size() - in_done, 1u << 30));
+      z.next_out = reinterpret_cast<Bytef*>(out.data() + out_done);
+      z.avail_out = uInt(std::min<size_t>(out.size() - out_done, 1u << 30));
+      const uInt in0 = z.avail_in, out0 = z.avail_out;
+      rc = inflate(&z, Z_NO_FLUSH);
+      in_done += in0 - z.avail_in;
+      out_done += out0 - z.avail_out;
+      if (rc == Z_OK && in0 == z.avail_in && out0 == z.avail_out)
+        break; // no progress: truncated input or a full output
+    }
     inflateEnd(&z);
-    ACTORCH_CHECK(rc == Z_STREAM_END && produced == e.size, "zip: ", name_, ": entry ", name,
+    ACTORCH_CHECK(rc == Z_STREAM_END && out_done == e.size, "zip: ", name_, ": entry ", name,
                   " does not inflate to its ", e.size, " bytes (corrupt)");
   }
   ACTORCH_CHECK(crc_of(out) == e.crc, "zip: ", name_, ": entry ", name,
@@ -130,64 +182,95 @@ std::string zip_reader::read(const std::string& name) const {
 }
 
 void zip_writer::add(const std::string& name, std::string_view data) {
-  ACTORCH_CHECK(data.size() < 0xffffffffu && out_.size() < 0xffffffffu, "zip: entry ", name,
-                " would need zip64 (over 4 GiB), which is not supported yet");
-  const uint32_t offset = uint32_t(out_.size());
+  ACTORCH_CHECK(name.size() < kNone16, "zip: entry name of ", name.size(), " bytes is too long");
+  const uint64_t offset = out_.size();
+  const bool zip64 = always_zip64_ || data.size() >= kNone32 || offset >= kNone32;
   // Pad with an extra field so that the data starts on a 64-byte boundary, as torch does.
-  const size_t header = 30 + name.size() + 4;
+  const size_t extra64 = zip64 ? 4 + 16 : 0;
+  const size_t header = 30 + name.size() + extra64 + 4;
   const size_t pad = (64 - (out_.size() + header) % 64) % 64;
   const uint32_t crc = crc_of(data);
   put(out_, kLocalHeader);
-  put(out_, uint16_t(20));   // version needed
-  put(out_, uint16_t(0));    // flags
-  put(out_, uint16_t(0));    // stored
-  put(out_, uint16_t(0));    // time
-  put(out_, uint16_t(0x21)); // date: 1980-01-01
+  put(out_, uint16_t(zip64 ? 45 : 20)); // version needed
+  put(out_, uint16_t(0));               // flags
+  put(out_, uint16_t(0));               // stored
+  put(out_, uint16_t(0));               // time
+  put(out_, uint16_t(0x21));            // date: 1980-01-01
   put(out_, crc);
-  put(out_, uint32_t(data.size()));
-  put(out_, uint32_t(data.size()));
+  put(out_, zip64 ? kNone32 : uint32_t(data.size()));
+  put(out_, zip64 ? kNone32 : uint32_t(data.size()));
   put(out_, uint16_t(name.size()));
-  put(out_, uint16_t(4 + pad));
+  put(out_, uint16_t(extra64 + 4 + pad));
   out_ += name;
+  if (zip64) {
+    put(out_, kZip64Extra);
+    put(out_, uint16_t(16));
+    put(out_, uint64_t(data.size())); // uncompressed
+    put(out_, uint64_t(data.size())); // compressed
+  }
   put(out_, uint16_t(0x4246)); // "FB": torch's padding field
   put(out_, uint16_t(pad));
   out_.append(pad, 'Z');
   out_.append(data);
-  entries_.push_back({name, crc, uint32_t(data.size()), offset});
+  entries_.push_back({name, crc, data.size(), offset});
 }
 
 std::string zip_writer::finish() {
-  const uint32_t dir_at = uint32_t(out_.size());
+  const uint64_t dir_at = out_.size();
   for (const entry& e : entries_) {
+    const bool zip64 = always_zip64_ || e.size >= kNone32 || e.local_offset >= kNone32;
     put(out_, kCentralHeader);
-    put(out_, uint16_t(20)); // made by
-    put(out_, uint16_t(20)); // needed
+    put(out_, uint16_t(zip64 ? 45 : 20)); // made by
+    put(out_, uint16_t(zip64 ? 45 : 20)); // needed
     put(out_, uint16_t(0));
     put(out_, uint16_t(0));
     put(out_, uint16_t(0));
     put(out_, uint16_t(0x21));
     put(out_, e.crc);
-    put(out_, e.size);
-    put(out_, e.size);
+    put(out_, zip64 ? kNone32 : uint32_t(e.size));
+    put(out_, zip64 ? kNone32 : uint32_t(e.size));
     put(out_, uint16_t(e.name.size()));
-    put(out_, uint16_t(0)); // extra
-    put(out_, uint16_t(0)); // comment
-    put(out_, uint16_t(0)); // disk
-    put(out_, uint16_t(0)); // internal attributes
-    put(out_, uint32_t(0)); // external attributes
-    put(out_, e.local_offset);
+    put(out_, uint16_t(zip64 ? 4 + 24 : 0)); // extra
+    put(out_, uint16_t(0));                  // comment
+    put(out_, uint16_t(0));                  // disk
+    put(out_, uint16_t(0));                  // internal attributes
+    put(out_, uint32_t(0));                  // external attributes
+    put(out_, zip64 ? kNone32 : uint32_t(e.local_offset));
     out_ += e.name;
+    if (zip64) { // the three 32-bit fields above, in their order
+      put(out_, kZip64Extra);
+      put(out_, uint16_t(24));
+      put(out_, e.size);
+      put(out_, e.size);
+      put(out_, e.local_offset);
+    }
   }
-  ACTORCH_CHECK(entries_.size() < 0xffff && out_.size() < 0xffffffffu,
-                "zip: an archive that needs zip64, which is not supported yet");
-  const uint32_t dir_size = uint32_t(out_.size()) - dir_at;
+  const uint64_t dir_size = out_.size() - dir_at, count = entries_.size();
+  const bool zip64 = always_zip64_ || count >= kNone16 || dir_at >= kNone32 || dir_size >= kNone32;
+  if (zip64) {
+    const uint64_t record_at = out_.size();
+    put(out_, kZip64EndRecord);
+    put(out_, uint64_t(44)); // the record's size after this field
+    put(out_, uint16_t(45)); // made by
+    put(out_, uint16_t(45)); // needed
+    put(out_, uint32_t(0));  // this disk
+    put(out_, uint32_t(0));  // the directory's disk
+    put(out_, count);        // entries on this disk
+    put(out_, count);        // entries
+    put(out_, dir_size);
+    put(out_, dir_at);
+    put(out_, kZip64Locator);
+    put(out_, uint32_t(0)); // the zip64 record's disk
+    put(out_, record_at);
+    put(out_, uint32_t(1)); // disks
+  }
   put(out_, kEndRecord);
   put(out_, uint16_t(0));
   put(out_, uint16_t(0));
-  put(out_, uint16_t(entries_.size()));
-  put(out_, uint16_t(entries_.size()));
-  put(out_, dir_size);
-  put(out_, dir_at);
+  put(out_, zip64 ? kNone16 : uint16_t(count));
+  put(out_, zip64 ? kNone16 : uint16_t(count));
+  put(out_, zip64 ? kNone32 : uint32_t(dir_size));
+  put(out_, zip64 ? kNone32 : uint32_t(dir_at));
   put(out_, uint16_t(0));
   return std::move(out_);
 }

@@ -1,6 +1,8 @@
 // Zip archives as PyTorch's checkpoints use them (its PyTorchStreamWriter/Reader): reading the
 // entries of an archive in memory (stored or deflated), and writing stored entries with each
-// record's data aligned to 64 bytes, as torch writes them.
+// record's data aligned to 64 bytes, as torch writes them. Zip64 both ways (APPNOTE 4.5.3,
+// 4.3.14-15): what an entry, an offset or a count past the 32- or 16-bit fields needs, as a
+// checkpoint over 4 GiB does.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +17,8 @@ namespace actorch::serialize {
 class zip_reader {
 public:
   /// @throws actorch::error naming `name` for bytes that are not a zip archive this reader can
-  /// read (zip64 and encryption are refused by name), or a corrupt one.
+  /// read (encryption and methods other than stored and deflated are refused by name), or a
+  /// corrupt one.
   zip_reader(std::string_view bytes, std::string name);
   const std::vector<std::string>& names() const { return names_; }
   bool has(const std::string& wanted) const;
@@ -25,7 +28,8 @@ public:
 private:
   struct entry {
     uint16_t method;
-    uint32_t crc, compressed, size, local_offset;
+    uint32_t crc;
+    uint64_t compressed, size, local_offset;
   };
   std::string_view bytes_;
   std::string name_;
@@ -33,9 +37,12 @@ private:
   std::vector<entry> entries_;
 };
 
-/// An archive built in memory: stored entries, data 64-byte aligned.
+/// An archive built in memory: stored entries, data 64-byte aligned. Zip64 records where the
+/// sizes, offsets or count need them; `always_zip64` writes them for every entry and the end
+/// (for tests: readers meet them without a 4 GiB file).
 class zip_writer {
 public:
+  explicit zip_writer(bool always_zip64 = false) : always_zip64_(always_zip64) {}
   void add(const std::string& name, std::string_view data);
   /// The archive's bytes (the central directory appended).
   std::string finish();
@@ -43,8 +50,10 @@ public:
 private:
   struct entry {
     std::string name;
-    uint32_t crc, size, local_offset;
+    uint32_t crc;
+    uint64_t size, local_offset;
   };
+  bool always_zip64_;
   std::string out_;
   std::vector<entry> entries_;
 };

@@ -12,6 +12,7 @@
 #include "core/serialize/checkpoint.hpp"
 #include "core/serialize/safetensors.hpp"
 #include "core/serialize/torch_format.hpp"
+#include "core/serialize/zip_archive.hpp"
 #include "tests/core/files.hpp"
 
 using namespace actorch;
@@ -250,4 +251,55 @@ torch.save({"model": model.state_dict(), "optimizer": adam.state_dict()}, d + "/
   CHECK_THROWS_WITH(load_checkpoint((dir() / "amsgrad.pt").string(), model, adam),
                     Contains("sets amsgrad, which actorch's optimizers do not do"));
   CHECK(values(model.state_dict()[0].second) == values(before)); // nothing half-loaded
+}
+
+TEST_CASE("zip64 archives, as checkpoints over 4 GiB are, read and written both ways",
+          "[serialize][torch]") {
+  // A checkpoint over 4 GiB needs zip64 records; the writer can put them everywhere, so that
+  // readers meet them on a small file. Ours, Python's zipfile and torch.load read such a file,
+  // and ours reads one Python's zipfile wrote with its zip64 limits at 0 (every size, offset
+  // and the count in zip64 fields, the first entry's offset 0 left in its 32-bit field).
+  const named_tensor_list sd{{"w", arange(6).to_float().view({2, 3})},
+                             {"b", tensor_of({int64_t(7), int64_t(-8)})}};
+  const std::string plain = torch_save_bytes(state_dict_value(sd));
+  const serialize::zip_reader r(plain, "plain");
+  serialize::zip_writer w(/*always_zip64=*/true);
+  for (const std::string& name : r.names())
+    w.add(name, r.read(name));
+  const std::string zip64 = w.finish();
+  test::write_file((dir() / "zip64.pt").string(), zip64);
+  auto check = [&](const named_tensor_list& got) {
+    REQUIRE(got.size() == 2);
+    CHECK(got[0].first == "w");
+    CHECK(values(got[0].second) == std::vector<double>{0, 1, 2, 3, 4, 5});
+    CHECK(values(got[1].second) == std::vector<double>{7, -8});
+  };
+  check(torch_state_dict(torch_load_bytes(zip64, "zip64.pt"), "zip64.pt"));
+  REQUIRE(test::run_python(dir(), "zip64", R"(
+import struct, zipfile, torch
+p = d + "/zip64.pt"
+raw = open(p, "rb").read()
+assert raw.find(struct.pack("<I", 0x06064b50)) > 0  # the zip64 end record is there
+with zipfile.ZipFile(p) as z:
+    assert z.testzip() is None
+    infos = z.infolist()
+    assert all(i.extra[:2] == b"\x01\x00" for i in infos), [i.extra for i in infos]
+sd = torch.load(p, weights_only=True)
+assert sd["w"].tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] and sd["b"].tolist() == [7, -8]
+# Python's writer with its zip64 limits at 0, over torch's own file.
+torch.save(sd, d + "/torch.pt")
+zipfile.ZIP64_LIMIT = 0
+zipfile.ZIP_FILECOUNT_LIMIT = 0
+with zipfile.ZipFile(d + "/torch.pt") as src, zipfile.ZipFile(d + "/python64.pt", "w") as dst:
+    for info in src.infolist():
+        dst.writestr(info.filename, src.read(info.filename))
+)") == 0);
+  check(load_state_dict_file((dir() / "python64.pt").string()));
+  // A zip64 record that the end record points to but that is gone: an error, not a guess.
+  std::string cut = zip64;
+  const size_t locator = cut.rfind(std::string("PK\x06\x07", 4));
+  REQUIRE(locator != std::string::npos);
+  cut[locator] = 'X';
+  CHECK_THROWS_WITH(torch_load_bytes(cut, "cut.pt"),
+                    Contains("cut.pt") && Contains("zip64 record that is missing"));
 }
