@@ -151,8 +151,8 @@ std::string zip_reader::read(const std::string& name) const {
     out.assign(packed);
   } else {
     // Deflate expands at most 1032-fold: a larger declared size is a lie, not an allocation.
-    ACTORCH_CHECK(e.size <= e.compressed * 1032 + 64, "zip: ", name_, ": entry ", name,
-                  " claims ", e.size, " bytes from ", e.compressed,
+    ACTORCH_CHECK(e.size <= e.compressed * 1032 + 64, "zip: ", name_, ": entry ", name, " claims ",
+                  e.size, " bytes from ", e.compressed,
                   " deflated ones, more than deflate can give (corrupt)");
     out.resize(size_t(e.size));
     z_stream z{};
