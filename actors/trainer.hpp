@@ -93,6 +93,10 @@ struct trainer_spec {
   /// buckets (gradient_as_bucket_view): the trainer owns the step, and nothing in it detaches
   /// or replaces a gradient, so the copy of every gradient out of its bucket is saved.
   dist::ddp_options ddp{.gradient_as_bucket_view = true};
+  /// A communication hook for each replica's DDP (torch's register_comm_hook; built-in ones in
+  /// comm/ddp/comm_hooks.hpp), made once per replica so that a hook's state (PowerSGD's) is the
+  /// replica's own. Empty: DDP's built-in average.
+  std::function<dist::comm_hook()> comm_hook;
   /// Converts every BatchNorm of each replica's model to SyncBatchNorm over the job's replicas
   /// (dist::convert_sync_batchnorm) before DDP wraps it.
   bool sync_batchnorm = false;

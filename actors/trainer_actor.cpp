@@ -187,6 +187,8 @@ public:
       }
     }
     ddp_ = std::make_unique<dist::distributed_data_parallel>(model_, group_, spec_.ddp);
+    if (spec_.comm_hook)
+      ddp_->register_comm_hook(spec_.comm_hook());
     trace_buckets(ddp_->reducer(), info_.rank);
     if (spec_.dataset) {
       data::loader_options lo = spec_.loader;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/parse.hpp"
+#include "comm/ddp/comm_hooks.hpp"
 #include "comm/distributed.hpp"
 #include "core/core.hpp"
 #include "core/data/digits_dataset.hpp"
@@ -59,11 +60,17 @@ options parse(int argc, char** argv, const char* program) {
       o.plot = number(0) != 0;
     else if (a == "--model")
       o.model = v;
+    else if (a == "--comm-hook")
+      o.comm_hook = v;
     else
       ACTORCH_FAIL(program, ": unknown option ", a,
                    " (known: --data --out --epochs --batch-size --num-workers --actors --lr "
-                   "--trace --resume --device --plot --model)");
+                   "--trace --resume --device --plot --model --comm-hook)");
   }
+  ACTORCH_CHECK(o.comm_hook.empty() || o.comm_hook == "allreduce" || o.comm_hook == "fp16" ||
+                    o.comm_hook == "bf16" || o.comm_hook == "powersgd",
+                program, ": --comm-hook must be allreduce, fp16, bf16 or powersgd, not ",
+                o.comm_hook);
   ACTORCH_CHECK(o.model == "mlp" || o.model == "cnn", program, ": --model must be mlp or cnn, not ",
                 o.model);
   return o;
@@ -153,6 +160,17 @@ actors::trainer_spec make_spec(const options& o, std::vector<int64_t>* test_indi
         m(test_x.to(on)).argmax(1).eq(test_y.to(on)).to(dtype::float64).mean().item<double>();
     return std::map<std::string, double>{{"test_accuracy", acc}};
   };
+  if (o.comm_hook == "allreduce")
+    spec.comm_hook = dist::hooks::allreduce_hook;
+  else if (o.comm_hook == "fp16")
+    spec.comm_hook = dist::hooks::fp16_compress_hook;
+  else if (o.comm_hook == "bf16")
+    spec.comm_hook = dist::hooks::bf16_compress_hook;
+  else if (o.comm_hook == "powersgd")
+    spec.comm_hook = [] {
+      return dist::hooks::powersgd_hook(std::make_shared<dist::hooks::powersgd_state>(
+          dist::hooks::powersgd_options{.start_powersgd_iter = 10}));
+    };
   spec.dataset = train;
   spec.loader.batch_size = o.batch_size;
   spec.loader.shuffle = true;

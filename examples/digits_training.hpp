@@ -22,8 +22,11 @@ struct options {
   int actors = 1;          // trainer actors per process
   double lr = 0.05;
   std::string model = "mlp"; // "mlp" or "cnn" (cnn_layers())
-  std::string trace;         // Chrome trace of the run
-  std::string resume;        // a checkpoint to continue from
+  /// DDP's communication hook: "" (the built-in average), "allreduce", "fp16", "bf16" or
+  /// "powersgd" (rank 1, compressed from the 10th step, error feedback and warm start).
+  std::string comm_hook;
+  std::string trace;  // Chrome trace of the run
+  std::string resume; // a checkpoint to continue from
   /// "cpu", or "cuda" / "cuda:N": the replicas train on GPUs (under a launcher, process p's
   /// replica on cuda:LOCAL_RANK, its gradients over NCCL).
   actorch::device device{};

@@ -104,6 +104,10 @@ public:
   [[nodiscard]] no_sync_guard no_sync() { return no_sync_guard(*this); }
   bool require_backward_grad_sync() const { return sync_; }
 
+  /// torch's register_comm_hook (comm_hooks.hpp has torch's built-in hooks): once, before the
+  /// first forward.
+  void register_comm_hook(comm_hook hook) { reducer_->register_comm_hook(std::move(hook)); }
+
   /// Rank 0's buffers on every replica (what forward does with broadcast_buffers).
   void sync_buffers();
 

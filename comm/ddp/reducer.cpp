@@ -220,6 +220,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
 
   std::mutex observer_mu;
   std::function<void(const bucket_event&)> observer;
+  comm_hook hook; // register_comm_hook's, or empty: the built-in average
 
   // Called on the backward thread (ready) and on the completing thread (reduced).
   void notify(bucket_event::kind_t kind, int64_t it, size_t b, size_t bytes) {
@@ -447,7 +448,8 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
     if (iteration == 1 && !rebuilt)
       rebuild_from_rank0();
     measuring.reset();
-    const bool adaptive = opts.adaptive_buckets && rebuilt && adapt_phase != phase::settled;
+    const bool adaptive =
+        opts.adaptive_buckets && !hook && rebuilt && adapt_phase != phase::settled;
     if (adaptive && iteration == phase_start + kMeasured)
       end_phase();
     if (adaptive && iteration == kMeasureFrom)
@@ -536,6 +538,16 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
       launch_ready();
   }
 
+  grad_bucket hooked_bucket(size_t b) const {
+    const bucket& bk = buckets[b];
+    std::vector<tensor> grads, ps;
+    for (size_t slot = 0; slot < bk.params.size(); ++slot) {
+      grads.push_back(slot_view(b, slot, bk.flat));
+      ps.push_back(params[bk.params[slot]]);
+    }
+    return grad_bucket(b, b + 1 == buckets.size(), bk.flat, std::move(grads), std::move(ps), group);
+  }
+
   void launch_ready() {
     while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
       const size_t b = next_launch++;
@@ -545,8 +557,14 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
       // threads, once per process), so copying the result back is a plain copy.
       if (measuring)
         measuring->launch[b] = clock::now();
-      work w = in_place ? group->all_reduce_coalesced(buckets[b].reduced_in_place, reduce_op::avg)
-                        : group->all_reduce(buckets[b].flat, reduce_op::avg);
+      work w;
+      if (hook) {
+        grad_bucket gb = hooked_bucket(b);
+        w = hook(gb);
+      } else {
+        w = in_place ? group->all_reduce_coalesced(buckets[b].reduced_in_place, reduce_op::avg)
+                     : group->all_reduce(buckets[b].flat, reduce_op::avg);
+      }
       std::weak_ptr<impl> weak = weak_from_this();
       const int64_t it = iteration;
       // The timing slot is written here and read after finalize waited for this work.
@@ -596,6 +614,15 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
         bk.reduced.synchronize();
       else
         bk.reduced.wait();
+      if (hook) { // the hook's result is the average, in the buffer or beside it
+        const auto& result = bk.reduced.result();
+        ACTORCH_CHECK(!result.empty() && result[0].defined() &&
+                          result[0].numel() == bk.flat.numel(),
+                      "DistributedDataParallel: the communication hook's result for bucket ", b,
+                      " must be a tensor of the bucket's ", bk.flat.numel(), " elements");
+        if (!result[0].is_same(bk.flat))
+          bk.flat.copy_(result[0].reshape(bk.flat.sizes()));
+      }
       for (size_t slot = 0; slot < bk.params.size(); ++slot) {
         const size_t i = bk.params[slot];
         if (used_anywhere.defined() && used_anywhere.data_ptr<int32_t>()[i] == 0)
@@ -689,6 +716,18 @@ bool reducer::buckets_rebuilt() const {
 
 bool reducer::buckets_adapted() const {
   return impl_->opts.adaptive_buckets && impl_->adapt_phase == impl::phase::settled;
+}
+
+void reducer::register_comm_hook(comm_hook hook) {
+  ACTORCH_CHECK(hook != nullptr, "register_comm_hook: the hook is empty");
+  ACTORCH_CHECK(!impl_->hook, "register_comm_hook can only be called once");
+  ACTORCH_CHECK(impl_->iteration == 0 && !impl_->armed,
+                "register_comm_hook must be called before the first forward and backward");
+  impl_->hook = std::move(hook);
+  if (impl_->in_place) { // a hook reduces flat buckets
+    impl_->in_place = false;
+    impl_->build_buckets(impl_->assignment);
+  }
 }
 
 void reducer::set_observer(std::function<void(const bucket_event&)> fn) {

@@ -78,6 +78,40 @@ std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<ten
                                                            size_t first_cap_bytes,
                                                            size_t cap_bytes);
 
+/// One bucket as a communication hook sees it (torch's dist.GradBucket): the flat gradients of
+/// its parameters, this replica's, not yet averaged.
+class grad_bucket {
+public:
+  grad_bucket(size_t index, bool last, tensor buffer, std::vector<tensor> gradients,
+              std::vector<tensor> parameters, std::shared_ptr<replica_group> group)
+      : index_(index), last_(last), buffer_(std::move(buffer)), gradients_(std::move(gradients)),
+        parameters_(std::move(parameters)), group_(std::move(group)) {}
+  /// Position in launch order; 0 is the first bucket backward fills.
+  size_t index() const { return index_; }
+  /// Whether this is the iteration's last bucket (torch's is_last).
+  bool is_last() const { return last_; }
+  /// The flat gradients; a hook may write into it, and may return it as its result.
+  const tensor& buffer() const { return buffer_; }
+  /// Each parameter's gradient as a view into buffer(), shaped as the parameter.
+  const std::vector<tensor>& gradients() const { return gradients_; }
+  const std::vector<tensor>& parameters() const { return parameters_; }
+  /// The replicas to communicate with.
+  replica_group& group() const { return *group_; }
+
+private:
+  size_t index_;
+  bool last_;
+  tensor buffer_;
+  std::vector<tensor> gradients_, parameters_;
+  std::shared_ptr<replica_group> group_;
+};
+
+/// torch's communication hook: given a bucket, starts whatever exchange it likes and returns a
+/// work whose result()[0] is the bucket's averaged gradients (the buffer itself, or a tensor of
+/// its size and dtype that the reducer copies in). Called on the backward thread, once per
+/// bucket per iteration, in the same bucket order on every replica.
+using comm_hook = std::function<work(grad_bucket&)>;
+
 /// What the reducer reports as it goes (trace and tests): a bucket handed to the replica group
 /// (`ready`, on the backward thread) or reduced (`reduced`, on the completing thread).
 struct bucket_event {
@@ -113,6 +147,11 @@ public:
   bool buckets_rebuilt() const;
   /// Whether the buckets were chosen from measured timings yet (adaptive_buckets).
   bool buckets_adapted() const;
+  /// torch's register_comm_hook: `hook` exchanges every bucket instead of the built-in
+  /// average. Once, before the first backward. Buckets are then flat buffers even where the
+  /// group reduces in place, and keep the first iteration's rebuild but not the adaptive
+  /// choice (a hook's state, PowerSGD's, is kept per bucket index).
+  void register_comm_hook(comm_hook hook);
   /// Called for each bucket_event. Must be thread-safe: `reduced` arrives on the thread that
   /// completes the collective.
   void set_observer(std::function<void(const bucket_event&)> fn);
