@@ -4,6 +4,8 @@
 
 #include <sstream>
 
+#include "comm/ddp/join.hpp"
+
 #include "base/error.hpp"
 #include "core/autograd/grad_mode.hpp"
 #include "core/ops/factory.hpp"
@@ -173,6 +175,8 @@ void distributed_data_parallel::sync_buffers() {
 }
 
 tensor distributed_data_parallel::forward(const tensor& input) {
+  if (join_ != nullptr && grad_enabled() && sync_)
+    join_->notify_training();
   if (opts_.broadcast_buffers && module_->is_training() && group_->size() > 1)
     sync_buffers();
   // With device_ids, the input goes to the module's device first, as torch's to_kwargs.

@@ -80,6 +80,7 @@ public:
   const std::vector<device>& device_ids() const { return opts_.device_ids; }
   std::optional<device> output_device() const { return opts_.output_device; }
 
+  const ddp_options& options() const { return opts_; }
   nn::module& module() const { return *module_; }
   const std::shared_ptr<nn::module>& module_ptr() const { return module_; }
   replica_group& group() const { return *group_; }
@@ -111,12 +112,20 @@ public:
   /// Rank 0's buffers on every replica (what forward does with broadcast_buffers).
   void sync_buffers();
 
+  /// Join (join.hpp) sets this while its context is open: each forward first tells the joined
+  /// replicas that this one is still training (one all-reduce of a count).
+  void set_join_context(class join* j) { join_ = j; }
+  class join* join_context() const {
+    return join_;
+  }
+
 private:
   std::shared_ptr<nn::module> module_;
   std::shared_ptr<replica_group> group_;
   ddp_options opts_;
   std::unique_ptr<dist::reducer> reducer_;
   bool sync_ = true;
+  class join* join_ = nullptr;
 };
 
 /// Throws on every replica, naming the parameters, when the replicas' parameters differ in

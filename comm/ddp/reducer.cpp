@@ -718,6 +718,16 @@ bool reducer::buckets_adapted() const {
   return impl_->opts.adaptive_buckets && impl_->adapt_phase == impl::phase::settled;
 }
 
+void reducer::shadow_iteration() {
+  impl& r = *impl_;
+  r.prepare({}); // the iteration's own collectives (rebuild, timings) as on the others
+  r.in_backward = true;
+  for (const auto& bk : r.buckets) // bucket by bucket, so each launches in order
+    for (size_t i : bk.params)
+      r.mark_ready(i, false);
+  r.finalize();
+}
+
 void reducer::register_comm_hook(comm_hook hook) {
   ACTORCH_CHECK(hook != nullptr, "register_comm_hook: the hook is empty");
   ACTORCH_CHECK(!impl_->hook, "register_comm_hook can only be called once");

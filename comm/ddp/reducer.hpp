@@ -141,6 +141,11 @@ public:
   /// does not reach.
   void prepare_for_backward(const std::vector<tensor>& outputs);
 
+  /// What a replica that ran out of inputs does in place of a training iteration while others
+  /// go on (torch's Join): the iteration's collectives, as prepare_for_backward and a backward
+  /// would issue them, with zeros for every gradient. The averages land in .grad as usual.
+  void shadow_iteration();
+
   /// Parameter indices per bucket, in launch order.
   const std::vector<std::vector<size_t>>& buckets() const;
   /// Whether the buckets were rebuilt from the observed ready order yet.

@@ -101,7 +101,11 @@ std::shared_ptr<replica_group> process_replicas(std::shared_ptr<process_group> p
 }
 
 void broadcast_from_rank0(replica_group& g, std::vector<tensor> ts) {
-  // A sum where every rank but 0 contributes zeros: x + 0 is exact, so rank 0's values arrive
+  broadcast_from(g, std::move(ts), 0);
+}
+
+void broadcast_from(replica_group& g, std::vector<tensor> ts, int src) {
+  // A sum where every rank but src contributes zeros: x + 0 is exact, so src's values arrive
   // bit for bit. It costs a reduction instead of a copy, which is fine for construction-time
   // and buffer broadcasts. One all_reduce_coalesced per dtype (in order of first appearance,
   // the same on every replica).
@@ -121,7 +125,7 @@ void broadcast_from_rank0(replica_group& g, std::vector<tensor> ts) {
     std::vector<tensor> group; // the tensors, or copies on the collective device
     for (const tensor& t : given)
       group.push_back(t.to(dev));
-    if (g.rank() != 0)
+    if (g.rank() != src)
       for (tensor& t : group)
         t.zero_();
     g.all_reduce_coalesced(group, reduce_op::sum).wait();

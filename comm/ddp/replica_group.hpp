@@ -52,6 +52,8 @@ std::shared_ptr<replica_group> process_replicas(std::shared_ptr<process_group> p
 /// elsewhere travel there and back); blocks. Every replica passes tensors
 /// of the same shapes and dtypes in the same order.
 void broadcast_from_rank0(replica_group& g, std::vector<tensor> ts);
+/// The same from replica `src`.
+void broadcast_from(replica_group& g, std::vector<tensor> ts, int src);
 
 /// Every replica's `row` (int64, 1-D, lengths may differ), as a [size, max length] CPU tensor
 /// padded with `pad`, through all_reduce; blocks.
