@@ -27,6 +27,21 @@ struct allreduce_options {
 /// float32 SUM all_reduce time and bandwidth per size (WORKLOADS.md `allreduce`), from rank 0.
 void run_allreduce(const allreduce_options& opts, std::ostream& out);
 
+struct collectives_options {
+  int world = 2; // ranks forked when not started by `actorch launch`
+  std::string backend = "gloo";
+  /// all_reduce all_gather reduce_scatter broadcast reduce all_to_all send_recv (the default:
+  /// all of them).
+  std::vector<std::string> ops;
+  int64_t max_bytes = int64_t(64) << 20;
+};
+
+/// WORKLOADS.md's `coll` workload, nccl-tests style: every collective at 8 B to 32 MiB in x4
+/// steps and 64 MiB, median and slowest of the timed iterations, algbw and busbw, every result
+/// checked once. One `coll` line per op and size from rank 0; a wrong result on any rank fails
+/// the run (an error naming the op and size) after its line says check=FAIL.
+void run_collectives(const collectives_options& opts, std::ostream& out);
+
 struct ddp_mlp_options {
   std::string mode = "single"; // single (world 1), independent, actors, process or dp
   int64_t world = 1;

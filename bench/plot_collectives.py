@@ -1,6 +1,7 @@
 """Bus bandwidth against message size, per collective, for the `coll` lines of
-../shared/bench/peer/torch_collectives.py (one backend or several in one file): one panel per
-collective, one line per backend, drawn by gnuplot (Debian's gnuplot-nox) into a PNG.
+../shared/bench/peer/torch_collectives.py and `actorch bench collectives` (several backends and
+worlds in one file): one panel per collective, one line per backend and world (the median of a
+size's repeated lines), drawn by gnuplot (Debian's gnuplot-nox) into a PNG.
 
 Usage: /usr/bin/python3 bench/plot_collectives.py SWEEP.txt OUT.png
 """
@@ -17,7 +18,8 @@ def main(sweep, out):
         if not line.startswith("coll "):
             continue
         f = dict(kv.split("=", 1) for kv in line.split()[1:])
-        series[(f["op"], f["backend"])].append((int(f["bytes"]), float(f["busbw_GBps"])))
+        name = f["backend"] + (f" world {f['world']}" if "world" in f else "")
+        series[(f["op"], name)].append((int(f["bytes"]), float(f["busbw_GBps"])))
     if not series:
         sys.exit(f"plot_collectives: no coll lines in {sweep}")
     ops = sorted({op for op, _ in series})
@@ -31,9 +33,12 @@ def main(sweep, out):
             for (o, backend), points in sorted(series.items()):
                 if o != op:
                     continue
-                path = os.path.join(tmp, f"{op}-{backend}.dat")
+                path = os.path.join(tmp, f"{op}-{backend}.dat".replace(" ", "_"))
+                by_size = collections.defaultdict(list)  # several rounds: their median
+                for b, bw in points:
+                    by_size[b].append(bw)
                 with open(path, "w") as f:
-                    f.writelines(f"{b} {bw}\n" for b, bw in sorted(points))
+                    f.writelines(f"{b} {sorted(v)[len(v) // 2]}\n" for b, v in sorted(by_size.items()))
                 plots.append(f"'{path}' using 1:2 with linespoints title '{backend}'")
             script += [f"set title '{op}'", "plot " + ", ".join(plots)]
         script.append("unset multiplot")

@@ -39,15 +39,19 @@ struct line {
 };
 
 // The keys that identify a measurement (the rest are its values).
-const std::array<const char*, 11> kIdentity = {"op",    "mode",    "world",  "hidden",
+const std::array<const char*, 12> kIdentity = {"op",    "mode",    "world",  "hidden",
                                                "depth", "workers", "passes", "threads",
-                                               "bytes", "n",       "which"};
+                                               "bytes", "n",       "which",  "backend"};
 
 std::string key_of(const line& l) {
   std::string k = l.name;
-  for (const char* id : kIdentity)
+  for (const char* id : kIdentity) {
+    // Only `coll` lines of both sides share a name and differ by backend alone.
+    if (std::string_view(id) == "backend" && l.name != "coll")
+      continue;
     if (auto it = l.kv.find(id); it != l.kv.end())
       k += " " + it->first + "=" + it->second;
+  }
   return k;
 }
 
@@ -233,6 +237,12 @@ void run_report(const report_options& o, std::ostream& log) {
   jobs.push_back({exe + " bench allreduce --world 2" +
                       (o.quick ? std::string(" --bytes 4096 --bytes 262144") : std::string()),
                   o.quick ? "" : peer("torch_allreduce.py", "2")});
+  // Every collective at worlds 2 and 4 beside torch over gloo (quick: world 2, small sizes).
+  const std::vector<int> coll_worlds = o.quick ? std::vector<int>{2} : std::vector<int>{2, 4};
+  for (int w : coll_worlds)
+    jobs.push_back({exe + " bench collectives --world " + std::to_string(w) +
+                        (o.quick ? " --max-bytes 8192" : ""),
+                    peer("torch_collectives.py", std::to_string(w))});
   jobs.push_back({exe + " bench ddp-mlp --mode single --world 1" + ddp_steps,
                   peer("torch_ddp_mlp.py", o.quick ? "1 3" : "1")});
   for (const char* mode : {"independent", "actors", "process", "dp"})
@@ -350,6 +360,28 @@ void run_report(const report_options& o, std::ostream& log) {
                       allreduce("torch-gloo-allreduce", bytes, "busbw_GBps"), false, "GB/s",
                       "target >= 2.5x"});
   }
+  // Collectives: bus bandwidth at a small, a middle and the largest size (all of them in
+  // collectives.png).
+  for (int w : coll_worlds)
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+                           "all_to_all", "send_recv"})
+      for (const int64_t size : {int64_t(8192), int64_t(128) << 10, int64_t(64) << 20}) {
+        const int64_t bytes = std::max<int64_t>(w, size / 4 / w * w) * 4;
+        auto coll = [&](const char* backend) {
+          return m.get(key("coll", {{"op", op},
+                                    {"world", std::to_string(w)},
+                                    {"bytes", std::to_string(bytes)},
+                                    {"backend", backend}}),
+                       "busbw_GBps");
+        };
+        const double ours = coll("actorch");
+        if (ours < 0)
+          continue;
+        rows.push_back({std::string("coll ") + op + " " + std::to_string(bytes) + " B, world " +
+                            std::to_string(w) + " bus bandwidth",
+                        ours, coll("gloo"), false, "GB/s",
+                        size >= (int64_t(128) << 10) ? "target >= 2x" : "target >= 1x"});
+      }
   const double single = ddp("single", 1, kHidden);
   const double torch1 = m.get(key("torch-ddp-mlp", {{"world", "1"}}), "ms_per_step");
   const double torch2 = m.get(key("torch-ddp-mlp", {{"world", "2"}}), "ms_per_step");
@@ -399,8 +431,8 @@ void run_report(const report_options& o, std::ostream& log) {
      << "to its peer in the same round"
      << (have_peers ? "" : " (no peer scripts found at " + peer_dir + ")")
      << ". A ratio above 1 means actorch is faster, except in the \"vs actorch world 1\" rows, "
-        "which give world-2 step / world-1 step (1.0 is the limit). Raw lines: raw.txt; plot: "
-        "report.png.\n\n"
+        "which give world-2 step / world-1 step (1.0 is the limit). Raw lines: raw.txt; plots: "
+        "report.png, collectives.png.\n\n"
      << "| workload | actorch | peer | ratio | unit | note |\n|---|---|---|---|---|---|\n";
   for (const row& r : rows)
     md << "| " << r.what << " | " << fixed(r.ours, 2) << " | "
@@ -470,6 +502,17 @@ void run_report(const report_options& o, std::ostream& log) {
       << "unset multiplot\n";
   }
   run("cd " + quote(o.out_dir) + " && gnuplot report.gp");
+  // Bus bandwidth against size per collective, ours and the peer's (bench/plot_collectives.py).
+  {
+    std::ifstream in(fs::path(o.out_dir) / "raw.txt");
+    std::ofstream coll(fs::path(o.out_dir) / "collectives.txt");
+    for (std::string l; std::getline(in, l);)
+      if (l.rfind("coll ", 0) == 0)
+        coll << l << "\n";
+  }
+  run(py + " " + quote(std::string(ACTORCH_SOURCE_DIR) + "/bench/plot_collectives.py") + " " +
+      quote((fs::path(o.out_dir) / "collectives.txt").string()) + " " +
+      quote((fs::path(o.out_dir) / "collectives.png").string()));
   log << "bench report: wrote " << (fs::path(o.out_dir) / "report.md").string() << " and "
       << (fs::path(o.out_dir) / "report.png").string() << std::endl;
 }

@@ -32,6 +32,12 @@ with open(os.path.join(peers, "torch_images.py"), "w") as f:
             "print(f'images which=torch workers={w} images=128 rate={100 * (int(w) + 1)}.0 "
             "first_batch_s=0.400 cpu_s_per_image=0.00250 rss_mb=500')\n")
 
+with open(os.path.join(peers, "torch_collectives.py"), "w") as f:
+    f.write("import sys\nw = sys.argv[1]\n"
+            "for op in ('all_reduce', 'all_gather', 'broadcast'):\n"
+            "    print(f'coll op={op} backend=gloo world={w} bytes=8192 time_us=100.0 p99_us=200.0 "
+            "algbw_GBps=0.082 busbw_GBps=0.041 check=ok')\n")
+
 
 def report(out, peer_dir, rounds):
     r = subprocess.run([actorch, "bench", "report", "--quick", "--rounds", str(rounds), "--out",
@@ -86,6 +92,15 @@ runs = re.findall(r"^# round (\d): (.*)$", raw, re.M)
 ddp = [(rnd, "peers" in cmd) for rnd, cmd in runs
        if "--mode actors" in cmd or "torch_ddp_mlp.py' 2" in cmd]
 assert ddp == [("1", False), ("1", True), ("2", True), ("2", False)], ddp
+
+# Collectives: our bus bandwidth over the peer's, each of our lines checked; a panel per op.
+ours, theirs, ratio = row(md, "coll all_reduce 8192 B, world 2 bus bandwidth")[1:4]
+assert theirs == "0.04" and float(ours) > 0, (ours, theirs)
+assert row(md, "coll reduce_scatter 8192 B, world 2 bus bandwidth")[2] == "n/a"  # no peer row
+assert re.search(r"^coll op=send_recv backend=actorch world=2 bytes=8 .* check=ok$", raw, re.M)
+assert "check=FAIL" not in raw
+with open(os.path.join(work, "with-peers", "collectives.png"), "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n", "collectives.png is not a PNG"
 
 md, _ = report(os.path.join(work, "no-peers"), os.path.join(work, "nowhere"), 1)
 assert "no peer scripts found" in md

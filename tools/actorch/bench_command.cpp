@@ -28,6 +28,19 @@ void add_bench(CLI::App& app) {
   ar_cmd->add_option("--bytes", ar->sizes, "sizes to measure");
   ar_cmd->callback([ar] { bench::run_allreduce(*ar, std::cout); });
 
+  auto co = std::make_shared<bench::collectives_options>();
+  auto* co_cmd = bench->add_subcommand(
+      "collectives", "every collective, nccl-tests style (WORKLOADS.md coll), over ranks on "
+                     "127.0.0.1 (forks them unless launched)");
+  co_cmd->add_option("--world", co->world, "ranks to fork")->check(CLI::Range(2, 64));
+  co_cmd->add_option("--backend", co->backend, "gloo");
+  co_cmd->add_option("--ops", co->ops, "collectives to measure (default: all)")
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+                             "all_to_all", "send_recv"}));
+  co_cmd->add_option("--max-bytes", co->max_bytes, "the largest size (default 64 MiB)")
+      ->check(CLI::Range(int64_t(8), int64_t(1) << 34));
+  co_cmd->callback([co] { bench::run_collectives(*co, std::cout); });
+
   auto mlp = std::make_shared<bench::ddp_mlp_options>();
   auto* mlp_cmd = bench->add_subcommand("ddp-mlp", "training step time of the ddp-mlp model");
   mlp_cmd
