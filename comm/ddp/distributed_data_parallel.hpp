@@ -84,6 +84,7 @@ public:
   nn::module& module() const { return *module_; }
   const std::shared_ptr<nn::module>& module_ptr() const { return module_; }
   replica_group& group() const { return *group_; }
+  const std::shared_ptr<replica_group>& group_ptr() const { return group_; }
   dist::reducer& reducer() const { return *reducer_; }
 
   /// torch's no_sync(): forwards inside the guard arm no reduction, so their backward

@@ -8,11 +8,13 @@
 
 #include "comm/ddp/distributed_data_parallel.hpp"
 #include "comm/ddp/sync_batch_norm.hpp"
+#include "comm/ddp/zero_redundancy_optimizer.hpp"
 #include "comm/distributed.hpp"
 #include "comm/launch/launcher.hpp"
 #include "core/core.hpp"
 #include "core/nn/functional.hpp"
 #include "core/nn/layers.hpp"
+#include "core/optim/sgd.hpp"
 #include "tests/comm/ports.hpp"
 #include "tests/comm/ranks.hpp"
 #include "tests/core/gpu.hpp"
@@ -784,4 +786,39 @@ TEST_CASE("local replicas on GPUs reduce as on the CPU, within a process and acr
       CHECK(values_of(cs[size_t(i)][1]) == std::vector<double>(4, 20.0));
     }
   }
+}
+
+TEST_CASE("ZeroRedundancyOptimizer between trainer threads of one process gives the plain step") {
+  // Two replicas sharing memory (local_replicas, as trainer actors use it): each owns half the
+  // optimizer state, and the parameters come out as with a plain SGD, bit for bit.
+  std::vector<std::vector<std::vector<double>>> got[2];
+  for (const bool sharded : {false, true}) {
+    local_replicas locals(2, std::make_shared<mirror_exchange>(1));
+    got[sharded].resize(2);
+    for (const auto& e : on_replicas(2, [&](int i) {
+           distributed_data_parallel ddp(mlp(0), locals.replica(i));
+           std::unique_ptr<zero_redundancy_optimizer> zero;
+           std::unique_ptr<optim::optimizer> plain;
+           auto make = [](std::vector<tensor> ps) -> std::unique_ptr<optim::optimizer> {
+             return std::make_unique<optim::sgd>(std::move(ps),
+                                                 optim::sgd_options{.lr = 0.1, .momentum = 0.9});
+           };
+           if (sharded)
+             zero = std::make_unique<zero_redundancy_optimizer>(ddp.module().parameters(), make,
+                                                                ddp.group_ptr());
+           else
+             plain = make(ddp.module().parameters());
+           for (int step = 0; step < 3; ++step) {
+             auto [x, y] = batch_of(i + 2 * step);
+             nn::functional::cross_entropy(ddp(x), y).backward();
+             zero ? zero->step() : plain->step();
+             zero ? zero->zero_grad() : plain->zero_grad();
+           }
+           for (const tensor& p : ddp.module().parameters())
+             got[sharded][size_t(i)].push_back(values_of(p));
+         }))
+      REQUIRE(e == nullptr);
+  }
+  REQUIRE(got[1][0] == got[0][0]);
+  REQUIRE(got[1][1] == got[0][0]);
 }
