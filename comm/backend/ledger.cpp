@@ -93,6 +93,15 @@ struct collective_ledger::state {
 
   std::string key(size_t r) const { return "ledger/" + std::to_string(r); }
 
+  /// "all_reduce #184 (DDP bucket 3)" from the entry's op ("all_reduce\tDDP bucket 3", the tag
+  /// after a tab when the caller gave one) and sequence number.
+  static std::string named(const std::string& op, int64_t seq) {
+    const size_t tab = op.find('\t');
+    if (tab == std::string::npos)
+      return op + " #" + std::to_string(seq);
+    return op.substr(0, tab) + " #" + std::to_string(seq) + " (" + op.substr(tab + 1) + ")";
+  }
+
   /// Reads every rank's entry and says what it shows (see collective_ledger::roll_call).
   std::string read_roll_call() {
     const int64_t now = unix_ms();
@@ -109,11 +118,10 @@ struct collective_ledger::state {
       }
       const int64_t beat_age = now - e.beat_ms;
       if (e.left) {
-        others.push_back("rank " + std::to_string(g) + " left the group (destroyed it) " +
-                         seconds(beat_age) + " ago" +
-                         (e.finished >= 0
-                              ? ", after " + e.finished_op + " #" + std::to_string(e.finished)
-                              : std::string()));
+        others.push_back(
+            "rank " + std::to_string(g) + " left the group (destroyed it) " + seconds(beat_age) +
+            " ago" +
+            (e.finished >= 0 ? ", after " + named(e.finished_op, e.finished) : std::string()));
         continue;
       }
       const bool silent = beat_age > 3 * opts.beat.count();
@@ -125,10 +133,10 @@ struct collective_ledger::state {
       }
       std::string s = "rank " + std::to_string(g);
       if (e.entered > e.finished)
-        s += " is in " + e.entered_op + " #" + std::to_string(e.entered) + " (for " +
-             seconds(now - e.entered_ms) + ")";
+        s += " is in " + named(e.entered_op, e.entered) + " (for " + seconds(now - e.entered_ms) +
+             ")";
       else if (e.finished >= 0)
-        s += " last finished " + e.finished_op + " #" + std::to_string(e.finished) + " " +
+        s += " last finished " + named(e.finished_op, e.finished) + " " +
              seconds(now - e.finished_ms) + " ago";
       else
         s += " has finished no collective yet";
@@ -143,7 +151,7 @@ struct collective_ledger::state {
       out += (out.empty() ? "" : "; ") +
              (who.first.size() == 1 ? "rank " + rank_list(who.first) + " is in "
                                     : "ranks " + rank_list(who.first) + " are in ") +
-             op.second + " #" + std::to_string(op.first) + " (for " + seconds(who.second) + ")";
+             named(op.second, op.first) + " (for " + seconds(who.second) + ")";
     return out;
   }
 
@@ -161,8 +169,8 @@ struct collective_ledger::state {
             unix_ms() - now.entered_ms >= delay) {
           reported = now.entered;
           const std::string calls = read_roll_call();
-          std::fprintf(stderr, "actorch: %s #%lld on %s has waited %s: %s\n",
-                       now.entered_op.c_str(), static_cast<long long>(now.entered), where.c_str(),
+          std::fprintf(stderr, "actorch: %s on %s has waited %s: %s\n",
+                       named(now.entered_op, now.entered).c_str(), where.c_str(),
                        seconds(unix_ms() - now.entered_ms).c_str(), calls.c_str());
         }
       } catch (const std::exception&) {

@@ -35,8 +35,9 @@ public:
   collective_ledger(const collective_ledger&) = delete;
   collective_ledger& operator=(const collective_ledger&) = delete;
 
-  /// The group's collectives thread: collective `seq` (`op`: "all_reduce") begins / ends.
-  /// Neither touches the network.
+  /// The group's collectives thread: collective `seq` (`op`: "all_reduce", or with the
+  /// caller's tag after a tab, "all_reduce\tDDP bucket 3") begins / ends. Neither touches the
+  /// network.
   void enter(int64_t seq, const std::string& op);
   void finish(int64_t seq);
 

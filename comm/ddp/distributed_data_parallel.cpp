@@ -7,6 +7,7 @@
 #include "comm/ddp/join.hpp"
 
 #include "base/error.hpp"
+#include "comm/collective_tag.hpp"
 #include "core/autograd/grad_mode.hpp"
 #include "core/ops/factory.hpp"
 
@@ -169,6 +170,7 @@ nn::incompatible_keys distributed_data_parallel::load_state_dict(nn::named_tenso
 }
 
 void distributed_data_parallel::sync_buffers() {
+  collective_tag tag("DDP buffers");
   const std::vector<tensor> buffers = module_->buffers();
   if (!buffers.empty())
     broadcast_from_rank0(*group_, buffers);

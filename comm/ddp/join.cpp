@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "base/error.hpp"
+#include "comm/collective_tag.hpp"
 #include "core/autograd/grad_mode.hpp"
 #include "core/ops/factory.hpp"
 
@@ -18,6 +19,7 @@ constexpr const char* kEarly = "Detected at least one rank that exhausted inputs
 
 // The number of replicas that called this with `training` (1 or 0), summed over all.
 int64_t count_training(replica_group& g, bool training) {
+  collective_tag tag("Join");
   tensor t = full({1}, training ? int64_t(1) : int64_t(0),
                   {.dtype = dtype::int64, .device = g.collective_device()});
   work w = g.all_reduce(t, reduce_op::sum);

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "base/error.hpp"
+#include "comm/collective_tag.hpp"
 #include "core/autograd/engine.hpp"
 #include "core/autograd/grad_mode.hpp"
 #include "core/autograd/node.hpp"
@@ -260,6 +261,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
   }
 
   void rebuild_from_rank0() {
+    collective_tag tag("DDP bucket rebuild");
     // Rank 0's ready order (parameters never marked appended in reverse order, as the
     // initial assignment has them), broadcast so that every replica builds the same buckets.
     std::vector<size_t> order = ready_order;
@@ -306,6 +308,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
   // The fixed cost of one all-reduce, from a few one-element ones (a collective: every
   // replica runs it in the same forward); rank 0's median is what propose() uses.
   void measure_latency() {
+    collective_tag tag("DDP bucket timing");
     std::vector<double> seen;
     tensor one = zeros({1}, {.device = group->collective_device()});
     for (int k = 0; k < 5; ++k) {
@@ -400,6 +403,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
   // At the forward of a phase's end: rank 0 decides, everyone applies (Note [Adaptive
   // buckets]). A decision travels as [flag, bucket per position...].
   void end_phase() {
+    collective_tag tag("DDP bucket timing");
     const size_t n = agreed.size();
     tensor decision = zeros({int64_t(n + 1)}, {.dtype = dtype::int64});
     auto* d = decision.data_ptr<int64_t>();
@@ -558,6 +562,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
       if (measuring)
         measuring->launch[b] = clock::now();
       work w;
+      collective_tag tag("DDP bucket " + std::to_string(b));
       if (hook) {
         grad_bucket gb = hooked_bucket(b);
         w = hook(gb);
@@ -597,6 +602,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
     // issued after the buckets on every replica.
     tensor used_anywhere;
     if (opts.find_unused_parameters) {
+      collective_tag tag("DDP unused parameters");
       tensor used = empty({int64_t(params.size())}, {.dtype = dtype::int32});
       auto* u = used.data_ptr<int32_t>();
       for (size_t i = 0; i < params.size(); ++i)

@@ -1,6 +1,7 @@
 // SyncBatchNorm and convert_sync_batchnorm (sync_batch_norm.hpp).
 #include "comm/ddp/sync_batch_norm.hpp"
 
+#include "comm/collective_tag.hpp"
 #include "comm/distributed.hpp"
 
 namespace actorch::dist {
@@ -16,6 +17,7 @@ std::shared_ptr<replica_group> world_replicas(const char* who) {
 /// The sum over every replica of `group`, as functional::sync_batch_norm asks for it.
 std::function<tensor(const tensor&)> all_reduce_sum_over(std::shared_ptr<replica_group> replicas) {
   return [replicas = std::move(replicas)](const tensor& t) {
+    collective_tag tag("SyncBatchNorm");
     work w = replicas->all_reduce(t, reduce_op::sum);
     w.wait();
     return w.result().at(0); // t itself, reduced in place

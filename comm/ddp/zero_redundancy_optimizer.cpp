@@ -7,6 +7,7 @@
 
 #include "base/error.hpp"
 #include "base/parse.hpp"
+#include "comm/collective_tag.hpp"
 #include "core/autograd/grad_mode.hpp"
 #include "core/ops/factory.hpp"
 
@@ -55,6 +56,7 @@ void zero_redundancy_optimizer::step() {
   // Every parameter from its owner: the owner's value plus the others' zeros, exactly, in one
   // all-reduce per dtype (in the order of first appearance, the same everywhere).
   no_grad guard;
+  collective_tag tag("ZeroRedundancyOptimizer");
   const int me = group_->rank();
   std::vector<dtype> order;
   for (const tensor& p : params_)

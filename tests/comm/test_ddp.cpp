@@ -822,3 +822,26 @@ TEST_CASE("ZeroRedundancyOptimizer between trainer threads of one process gives 
   REQUIRE(got[1][0] == got[0][0]);
   REQUIRE(got[1][1] == got[0][0]);
 }
+
+TEST_CASE("a DDP bucket that waits for a missing rank is named in the roll call") {
+  // Rank 1 stops after two steps: rank 0's next backward waits in bucket 0's all-reduce and
+  // its error at the timeout names that collective by its caller's tag.
+  auto opts = short_timeout(2500); // the ledger publishes every second: two beats at least
+  const auto errors = on_ranks<std::string>(
+      2,
+      [](int r, process_group_gloo& pg) {
+        distributed_data_parallel ddp(mlp(0), replicas_of(pg), {.adaptive_buckets = false});
+        auto [x, y] = batch_of(r);
+        for (int step = 0; step < 2; ++step) // the second rebuilds the buckets
+          nn::functional::cross_entropy(ddp(x), y).backward();
+        if (r == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+          return std::string();
+        }
+        return error_of([&] { nn::functional::cross_entropy(ddp(x), y).backward(); });
+      },
+      opts);
+  CHECK_THAT(errors[0], Contains("Roll call: ") && Contains("rank 1 last finished all_reduce #") &&
+                            Contains("rank 0 is in all_reduce #") &&
+                            Contains(" (DDP bucket 0) (for "));
+}

@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 
 #include "comm/backend/nccl/process_group_nccl.hpp"
+#include "comm/collective_tag.hpp"
 #include "comm/store/gloo_store.hpp"
 #include "comm/store/hash_store.hpp"
 #include "comm/store/prefix_store.hpp"
@@ -152,7 +153,10 @@ TEST_CASE("a timeout's error names the rank that never came in its roll call, ov
         3,
         [](int r, process_group_gloo& pg) -> std::string {
           tensor t = zeros({4});
-          pg.all_reduce(t, reduce_op::sum).wait(); // collective #0, on every rank
+          {
+            collective_tag tag("warm-up");           // the caller's name for it, in the roll call
+            pg.all_reduce(t, reduce_op::sum).wait(); // collective #0, on every rank
+          }
           if (r == 2) { // alive, beating, but never joins #1 until the others gave up
             std::this_thread::sleep_for(3500ms);
             return "";
@@ -164,7 +168,7 @@ TEST_CASE("a timeout's error names the rank that never came in its roll call, ov
       INFO("shared memory " << shm << ", rank " << r << ": " << got[size_t(r)]);
       // (The other waiting rank is in #1 too, or has failed it and left.)
       CHECK_THAT(got[size_t(r)], Contains("Roll call: ") &&
-                                     Contains("rank 2 last finished all_reduce #0 ") &&
+                                     Contains("rank 2 last finished all_reduce #0 (warm-up) ") &&
                                      Contains("(alive, in none of this group's collectives)"));
     }
   }

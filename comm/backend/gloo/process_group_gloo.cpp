@@ -40,6 +40,7 @@
 
 #include "base/error.hpp"
 #include "comm/backend/socket_ifname.hpp"
+#include "comm/collective_tag.hpp"
 #include "comm/store/gloo_store.hpp"
 #include "comm/store/prefix_store.hpp"
 #include "comm/store/tcp_store.hpp"
@@ -190,33 +191,37 @@ work process_group_gloo::impl::enqueue(std::string op,
   if (!broken.empty())
     return work::failed(refused(op));
   const uint32_t seq = next_seq++;
-  collectives.post([this, op = std::move(op), run = std::move(run), w, seq] {
-    {
-      std::lock_guard guard(mu);
-      if (!broken.empty()) {
-        w.mark_failed(refused(op));
-        return;
-      }
-    }
-    std::vector<tensor> result;
-    std::exception_ptr err;
-    const auto began = std::chrono::steady_clock::now();
-    if (ledger)
-      ledger->enter(seq, op);
-    try {
-      result = run(seq);
-    } catch (const actorch::error&) {
-      err = std::current_exception(); // ranks disagreed, or a caller mistake: group usable
-    } catch (const std::exception& e) {
-      err = fail_group(op, e.what(), began); // Gloo's own failure
-    }
-    if (ledger)
-      ledger->finish(seq); // failed or not, this rank is out of it
-    if (err)
-      w.mark_failed(err);
-    else
-      w.mark_completed(std::move(result));
-  });
+  // The ledger's name of it: the op, and the issuing thread's tag (collective_tag.hpp).
+  std::string label =
+      collective_tag::current().empty() ? op : op + '\t' + collective_tag::current();
+  collectives.post(
+      [this, op = std::move(op), label = std::move(label), run = std::move(run), w, seq] {
+        {
+          std::lock_guard guard(mu);
+          if (!broken.empty()) {
+            w.mark_failed(refused(op));
+            return;
+          }
+        }
+        std::vector<tensor> result;
+        std::exception_ptr err;
+        const auto began = std::chrono::steady_clock::now();
+        if (ledger)
+          ledger->enter(seq, label);
+        try {
+          result = run(seq);
+        } catch (const actorch::error&) {
+          err = std::current_exception(); // ranks disagreed, or a caller mistake: group usable
+        } catch (const std::exception& e) {
+          err = fail_group(op, e.what(), began); // Gloo's own failure
+        }
+        if (ledger)
+          ledger->finish(seq); // failed or not, this rank is out of it
+        if (err)
+          w.mark_failed(err);
+        else
+          w.mark_completed(std::move(result));
+      });
   return w;
 }
 
