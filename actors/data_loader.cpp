@@ -225,6 +225,8 @@ struct loader_impl {
       proto.timeout_s = opts.timeout;
       proto.hooks = opts.fork_hooks;
       proto.report_delay_s = opts.report_delay;
+      if (!processes && opts.report_delay > 0) // processes report from their parents
+        proto.slow = std::make_shared<actors::slow_samples>(opts.report_delay);
       proto.stack_signal = opts.worker_stack_signal;
       // See Note [Batch shelf]: the coordinator alone decides which runs it is open for.
       cfg.shelf = std::make_shared<actors::batch_shelf>();

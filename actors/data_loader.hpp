@@ -71,7 +71,8 @@ struct loader_options {
   /// Beyond PyTorch: a worker process still loading one batch after this many seconds is named
   /// on stderr, with the batch's sample indices and how long it has been at it (and its stack,
   /// where fork_hooks::stack_signal asks the child for it), once per batch, while it goes on;
-  /// 0: never. Worker threads are not reported yet.
+  /// a worker thread in one sample that long, with the sample's index and batch, once per
+  /// sample (actors/loader/slow_samples.hpp); 0: never.
   double report_delay = 10;
   /// A signal a worker process answers by printing its stack on stderr, sent with its
   /// report_delay report (the Python module's: SIGUSR1, which faulthandler answers); 0: none.

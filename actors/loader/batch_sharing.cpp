@@ -16,6 +16,7 @@
 
 #include <algorithm>
 
+#include "actors/loader/slow_samples.hpp"
 #include "core/data/worker_info.hpp"
 
 namespace actorch::actors {
@@ -25,6 +26,7 @@ data::sample load_sample(const data::dataset& ds, const std::vector<int64_t>& in
                          std::string& error) {
   const int64_t index = indices[size_t(position)];
   data::batch_scope randomness(data::sample_seed(batch_seed, position));
+  slow_samples::sample_scope watched(index, seq); // named if it sits here past report_delay
   try {
     return ds.get(index);
   } catch (const std::exception& e) {

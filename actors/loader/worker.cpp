@@ -431,6 +431,7 @@ loaded_batch load_task(worker_state& s, const index_batch& task) {
     return out;
   }
   if (s.cfg.dataset) {
+    const slow_samples::batch_scope watched(s.cfg.slow.get(), s.name);
     loaded_batch out =
         load_batch(task, *s.cfg.dataset, s.cfg.collate, s.cfg.pool.get(), s.cfg.pin_memory, s.name,
                    s.cfg.active_run_id.get(), s.cfg.sharing.get());

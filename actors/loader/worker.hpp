@@ -16,6 +16,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/loader/batch_sharing.hpp"
 #include "actors/loader/batch_shelf.hpp"
+#include "actors/loader/slow_samples.hpp"
 #include "actors/loader/task_board.hpp"
 #include "core/data/buffer_pool.hpp"
 #include "core/data/collate.hpp"
@@ -56,7 +57,9 @@ struct worker_config {
   double timeout_s = 0;
   data::fork_hooks hooks;    // around the fork (loader_options::fork_hooks)
   double report_delay_s = 0; // loader_options::report_delay
-  int stack_signal = 0;      // loader_options::worker_stack_signal
+  /// Worker threads' samples past report_delay, named on stderr (slow_samples.hpp); null: none.
+  std::shared_ptr<slow_samples> slow;
+  int stack_signal = 0; // loader_options::worker_stack_signal
 };
 
 /// Loads one batch on the calling thread: get() each index, collate (default_convert the one

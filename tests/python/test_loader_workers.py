@@ -5,6 +5,7 @@ as torch's workers get them; persistent workers; breaking out of an epoch and st
 import gc
 import os
 import random
+import re
 import signal
 import time
 
@@ -140,6 +141,17 @@ def test_a_slow_worker_process_is_named_with_its_indices_and_python_stack(capfd)
     err = capfd.readouterr().err
     assert "has been loading batch 3 (sample indices [12, 13, 14, 15]) for 0." in err, err
     assert "its stack follows" in err and "in __getitem__" in err, err
+
+
+def test_a_slow_worker_thread_is_named_with_its_sample_index(capfd):
+    # A worker thread cannot be killed or asked for its stack, but past report_delay the loader
+    # names it with the sample it sits in, once, while `timeout` has not yet ended the load.
+    with pytest.raises(RuntimeError, match="batch 3"):
+        list(actorch.DataLoader(Stuck(), batch_size=4, num_workers=2, timeout=1.5,
+                                report_delay=0.3, multiprocessing_context="thread"))
+    err = capfd.readouterr().err
+    assert re.search(r"DataLoader worker \d has been in sample index 13 \(batch 3\) for 0\.\d s", err), err
+    assert err.count("sample index 13") == 1, err
 
 
 @processes
