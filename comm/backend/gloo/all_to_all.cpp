@@ -9,6 +9,26 @@
 
 namespace actorch::dist {
 
+namespace {
+
+// The start of `ts` when they lie back to back in one piece of memory, each contiguous (the
+// chunks of one tensor, as all_to_all_single's): Gloo then reads or writes them in place, with
+// no copy into or out of a flat buffer. Null otherwise.
+char* back_to_back(const std::vector<tensor>& ts) {
+  char* next = nullptr;
+  for (const tensor& t : ts) {
+    if (!t.is_contiguous())
+      return nullptr;
+    auto* p = static_cast<char*>(t.data_ptr());
+    if (next != nullptr && p != next && t.numel() > 0)
+      return nullptr;
+    next = p + t.nbytes();
+  }
+  return ts.empty() ? nullptr : static_cast<char*>(ts.front().data_ptr());
+}
+
+} // namespace
+
 work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
                                     const std::vector<tensor>& inputs) {
   // Sizes may differ per pair (torch's all_to_all): rank r's inputs[j] must match rank j's
@@ -30,14 +50,33 @@ work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
     counts[j] = inputs[j].numel();
     counts[n + j] = outputs[j].numel();
   }
-  std::vector<tensor> flat_inputs;
-  for (const auto& t : inputs)
-    flat_inputs.push_back(t.reshape({-1}));
-  tensor in = cat(flat_inputs, 0);
+  // In place where the chunks lie back to back (as all_to_all_single's do), else through flat
+  // buffers. The inputs are read when the op runs: a caller leaves them alone until it is done.
+  char* in_place = back_to_back(inputs);
+  char* const out_place = back_to_back(outputs);
+  if (in_place && out_place) { // outputs over the inputs: Gloo would read what it wrote
+    int64_t in_bytes = 0, out_bytes = 0;
+    for (size_t j = 0; j < n; ++j) {
+      in_bytes += int64_t(inputs[j].nbytes());
+      out_bytes += int64_t(outputs[j].nbytes());
+    }
+    if (in_place < out_place + out_bytes && out_place < in_place + in_bytes)
+      in_place = nullptr;
+  }
+  tensor in;
+  if (in_place == nullptr) {
+    std::vector<tensor> flat_inputs;
+    for (const auto& t : inputs)
+      flat_inputs.push_back(t.reshape({-1}));
+    in = cat(flat_inputs, 0);
+  }
+  auto ins = inputs;
   auto outs = outputs;
-  return impl_->enqueue("all_to_all", [this, in, outs, n, counts](uint32_t seq) {
+  const dtype dt = inputs[0].dtype();
+  return impl_->enqueue("all_to_all", [this, in, ins, in_place, out_place, outs, n, counts,
+                                       dt](uint32_t seq) {
     // The header carries the dtype; the counts are checked pairwise below.
-    const tensor dtype_only = empty({0}, {.dtype = in.dtype()});
+    const tensor dtype_only = empty({0}, {.dtype = dt});
     impl_->check_headers("all_to_all", seq, make_header(op_kind::all_to_all, &dtype_only, -1, -1));
     std::vector<int64_t> all(2 * n * n);
     gloo::AllgatherOptions ag(impl_->ctx(seq));
@@ -56,7 +95,7 @@ work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
                  std::to_string(global_ranks()[j]) + ", which expects " +
                  std::to_string(all[j * 2 * n + n + i]);
     ACTORCH_CHECK(bad.empty(), "all_to_all: sizes do not match across ranks: ", bad);
-    const size_t es = in.element_size();
+    const size_t es = element_size(dt);
     std::vector<int64_t> send_bytes, recv_bytes;
     int64_t total = 0;
     for (size_t j = 0; j < n; ++j) {
@@ -64,18 +103,24 @@ work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
       recv_bytes.push_back(counts[n + j] * int64_t(es));
       total += counts[n + j];
     }
-    tensor flat = empty({total}, {.dtype = in.dtype()});
+    tensor flat = out_place ? tensor() : empty({total}, {.dtype = dt});
     gloo::AlltoallvOptions o(impl_->ctx(seq));
-    o.setInput(static_cast<uint8_t*>(in.data_ptr()), send_bytes);
-    o.setOutput(static_cast<uint8_t*>(flat.data_ptr()), recv_bytes);
+    o.setInput(reinterpret_cast<uint8_t*>(in_place ? in_place : static_cast<char*>(in.data_ptr())),
+               send_bytes);
+    o.setOutput(
+        reinterpret_cast<uint8_t*>(out_place ? out_place : static_cast<char*>(flat.data_ptr())),
+        recv_bytes);
     impl_->tag(o, seq);
     gloo::alltoallv(o);
-    int64_t at = 0;
-    for (size_t j = 0; j < n; ++j) {
-      tensor dst = outs[j];
-      dst.copy_(flat.narrow(0, at, counts[n + j]).view(dst.sizes()));
-      at += counts[n + j];
+    if (!out_place) {
+      int64_t at = 0;
+      for (size_t j = 0; j < n; ++j) {
+        tensor dst = outs[j];
+        dst.copy_(flat.narrow(0, at, counts[n + j]).view(dst.sizes()));
+        at += counts[n + j];
+      }
     }
+    (void)ins; // kept alive until the op has read them
     return outs;
   });
 }
