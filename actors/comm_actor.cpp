@@ -4,6 +4,7 @@
 #include <map>
 
 #include "actors/comm_messages.hpp"
+#include "comm/collective_tag.hpp"
 #include "core/trace.hpp"
 
 namespace actorch::actors {
@@ -35,6 +36,7 @@ void start(comm_state& st, comm_request r) {
   }
   try {
     const size_t bytes = r.sum.nbytes();
+    const dist::collective_tag tag(r.tag); // the trainers' name for it ("DDP bucket 3")
     st.pg->all_reduce(r.sum, r.op)
         .then([done = std::move(r.done), begin, seq = r.seq, bytes](const dist::work& w) {
           trace::record("comm", "all_reduce", begin, trace::clock::now(),
@@ -81,8 +83,9 @@ public:
   device collective_device() const override { return pg_ ? pg_->collective_device() : kCPU; }
   void submit(uint64_t seq, tensor sum, dist::reduce_op op,
               std::function<void(std::exception_ptr)> done) override {
-    caf::anon_send(actor_, reduce_atom::value,
-                   comm_request{seq, std::move(sum), op, std::move(done)});
+    caf::anon_send(
+        actor_, reduce_atom::value,
+        comm_request{seq, std::move(sum), op, std::move(done), dist::collective_tag::current()});
   }
 
 private:

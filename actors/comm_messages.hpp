@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <string>
 
 #include "caf/all.hpp"
 #include "comm/process_group.hpp"
@@ -21,6 +22,7 @@ struct comm_request {
   tensor sum;
   dist::reduce_op op = dist::reduce_op::sum;
   std::function<void(std::exception_ptr)> done; // called once the bucket is reduced, or failed
+  std::string tag; // the submitting thread's dist::collective_tag, for the group's ledger
 };
 
 } // namespace actorch::actors
