@@ -13,6 +13,7 @@
 #include "actors/loader/host.hpp"
 #include "actors/loader/inline_source.hpp"
 #include "actors/loader/plan.hpp"
+#include "actors/loader/slow_samples.hpp"
 #include "actors/loader/starvation_meter.hpp"
 #include "actors/loader/worker.hpp"
 #include "actors/source_loader.hpp"
@@ -73,8 +74,9 @@ struct loader_impl {
   std::unique_ptr<caf::actor_system> own_system;
   caf::actor_system* system = nullptr;
   std::optional<actors::source_actor> source;
-  std::unique_ptr<actors::batch_feed> feed; // the range-for's: a range_for_host or inline_source
-  caf::actor coordinator_actor;             // a consumer actor's
+  std::unique_ptr<actors::batch_feed> feed;   // the range-for's: a range_for_host or inline_source
+  std::shared_ptr<actors::slow_samples> slow; // worker threads' samples past report_delay
+  caf::actor coordinator_actor;               // a consumer actor's
   std::shared_ptr<std::atomic<uint64_t>> active_run_id = std::make_shared<std::atomic<uint64_t>>(0);
   // Note [Stuck workers]: set by the coordinator when a source's deadline passed.
   std::shared_ptr<std::atomic<bool>> deadline_passed = std::make_shared<std::atomic<bool>>(false);
@@ -225,8 +227,11 @@ struct loader_impl {
       proto.timeout_s = opts.timeout;
       proto.hooks = opts.fork_hooks;
       proto.report_delay_s = opts.report_delay;
-      if (!processes && opts.report_delay > 0) // processes report from their parents
-        proto.slow = std::make_shared<actors::slow_samples>(opts.report_delay);
+      if (!processes && opts.report_delay > 0) { // processes report from their parents
+        if (!slow) // one watcher for the loader's life, not one per epoch's coordinator
+          slow = std::make_shared<actors::slow_samples>(opts.report_delay);
+        proto.slow = slow;
+      }
       proto.stack_signal = opts.worker_stack_signal;
       // See Note [Batch shelf]: the coordinator alone decides which runs it is open for.
       cfg.shelf = std::make_shared<actors::batch_shelf>();

@@ -43,15 +43,19 @@ void run_rank(const allreduce_options& opts, std::ostream& out) {
 
 } // namespace
 
-void run_allreduce(const allreduce_options& opts, std::ostream& out) {
+void run_as_ranks(int world, const std::function<void()>& rank) {
   if (std::getenv("RANK") != nullptr) { // started by `actorch launch`: be one rank
-    run_rank(opts, out);
+    rank();
     return;
   }
   ::setenv("MASTER_ADDR", "127.0.0.1", 0);
   if (std::getenv("MASTER_PORT") == nullptr)
     ::setenv("MASTER_PORT", std::to_string(dist::free_port()).c_str(), 1);
-  dist::spawn([&](int) { run_rank(opts, out); }, opts.world);
+  dist::spawn([&](int) { rank(); }, world);
+}
+
+void run_allreduce(const allreduce_options& opts, std::ostream& out) {
+  run_as_ranks(opts.world, [&] { run_rank(opts, out); });
 }
 
 } // namespace actorch::bench

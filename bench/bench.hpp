@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -17,6 +18,10 @@ struct tensor_options {
 
 /// float32 GEMM GFLOP/s, elementwise add GB/s and the machine's memcpy GB/s, side by side.
 void run_tensor(const tensor_options& opts, std::ostream& out);
+
+/// Runs `rank` as this process's rank when `actorch launch` started it (RANK in the
+/// environment), else forks `world` ranks on 127.0.0.1 that each run it (comm/launch's spawn).
+void run_as_ranks(int world, const std::function<void()>& rank);
 
 struct allreduce_options {
   int world = 2; // ranks forked when not started by `actorch launch`

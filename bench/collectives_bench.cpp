@@ -3,16 +3,14 @@
 // multiple of the world, bytes = n * 4: all_gather's whole output, reduce_scatter's whole
 // input); 3 warm-ups, then 20 timed iterations (5 from 16 MiB) each after a barrier; the median
 // and the slowest; then one fresh run checked against its closed form on every rank.
-// Started without RANK in the environment, it forks its own ranks.
+// Started without RANK in the environment, it forks its own ranks (run_as_ranks).
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <functional>
 #include <iomanip>
 
 #include "bench/bench.hpp"
 #include "comm/distributed.hpp"
-#include "comm/launch/launcher.hpp"
 #include "core/ops/factory.hpp"
 #include "core/ops/reduce.hpp"
 
@@ -168,14 +166,7 @@ void run_collectives(const collectives_options& opts, std::ostream& out) {
   for (const std::string& op : opts.ops)
     ACTORCH_CHECK(std::find(kOps.begin(), kOps.end(), op) != kOps.end(),
                   "bench collectives: unknown op ", op);
-  if (std::getenv("RANK") != nullptr) { // started by `actorch launch`: be one rank
-    run_rank(opts, out);
-    return;
-  }
-  ::setenv("MASTER_ADDR", "127.0.0.1", 0);
-  if (std::getenv("MASTER_PORT") == nullptr)
-    ::setenv("MASTER_PORT", std::to_string(dist::free_port()).c_str(), 1);
-  dist::spawn([&](int) { run_rank(opts, out); }, opts.world);
+  run_as_ranks(opts.world, [&] { run_rank(opts, out); });
 }
 
 } // namespace actorch::bench

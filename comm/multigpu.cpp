@@ -31,6 +31,24 @@ void check_list(const char* op, const std::vector<tensor>& ts, const char* what 
   }
 }
 
+// The other side's lists of all_gather (outputs) and reduce_scatter (inputs): one per tensor of
+// this side's list (`n` of them, each like `like`), each of `per_list` (world size times n)
+// tensors of `like`'s shape and dtype.
+void check_lists(const char* op, const std::vector<std::vector<tensor>>& lists, const char* kind,
+                 const char* other, size_t n, size_t per_list, const tensor& like) {
+  ACTORCH_CHECK(lists.size() == n, op, ": expected one ", kind, " list per ", other, " tensor (", n,
+                ") but got ", lists.size());
+  for (const auto& list : lists) {
+    ACTORCH_CHECK(list.size() == per_list, op, ": each ", kind, " list must hold world size times ",
+                  "the number of ", other, "s (", per_list, ") tensors, but one holds ",
+                  list.size());
+    for (const tensor& t : list)
+      ACTORCH_CHECK(t.defined() && t.sizes() == like.sizes() && t.dtype() == like.dtype(), op,
+                    ": every ", kind, " tensor must have the ", other, "s' shape and dtype (",
+                    dtype_name(like.dtype()), " of shape ", shape_str(like.sizes()), ")");
+  }
+}
+
 // The op the processes' collective runs: the local sums of AVG are summed and divided later.
 reduce_op across(const char* op, reduce_op r) {
   ACTORCH_CHECK(r != reduce_op::band && r != reduce_op::bor && r != reduce_op::bxor, op, ": ",
@@ -150,20 +168,7 @@ work all_gather_multigpu(std::vector<std::vector<tensor>>& output_tensor_lists,
   check_list(name, input_tensor_list, "input_tensor_list");
   const group pg = resolved(g);
   const size_t n = input_tensor_list.size(), world_n = size_t(pg->size()) * n;
-  ACTORCH_CHECK(output_tensor_lists.size() == n, name,
-                ": expected one output list per input "
-                "tensor (",
-                n, ") but got ", output_tensor_lists.size());
-  for (const auto& outs : output_tensor_lists) {
-    ACTORCH_CHECK(outs.size() == world_n, name, ": each output list must hold world size times ",
-                  "the number of inputs (", world_n, ") tensors, but one holds ", outs.size());
-    for (const tensor& o : outs)
-      ACTORCH_CHECK(o.defined() && o.sizes() == input_tensor_list[0].sizes() &&
-                        o.dtype() == input_tensor_list[0].dtype(),
-                    name, ": every output tensor must have the inputs' shape and dtype (",
-                    dtype_name(input_tensor_list[0].dtype()), " of shape ",
-                    shape_str(input_tensor_list[0].sizes()), ")");
-  }
+  check_lists(name, output_tensor_lists, "output", "input", n, world_n, input_tensor_list[0]);
   const device on = pg->collective_device();
   std::vector<tensor> moved;
   for (const tensor& t : input_tensor_list)
@@ -188,20 +193,7 @@ work reduce_scatter_multigpu(std::vector<tensor>& output_tensor_list,
   check_list(name, output_tensor_list, "output_tensor_list");
   const group pg = resolved(g);
   const size_t n = output_tensor_list.size(), world = size_t(pg->size());
-  ACTORCH_CHECK(input_tensor_lists.size() == n, name,
-                ": expected one input list per output "
-                "tensor (",
-                n, ") but got ", input_tensor_lists.size());
-  for (const auto& ins : input_tensor_lists) {
-    ACTORCH_CHECK(ins.size() == world * n, name, ": each input list must hold world size times ",
-                  "the number of outputs (", world * n, ") tensors, but one holds ", ins.size());
-    for (const tensor& t : ins)
-      ACTORCH_CHECK(t.defined() && t.sizes() == output_tensor_list[0].sizes() &&
-                        t.dtype() == output_tensor_list[0].dtype(),
-                    name, ": every input tensor must have the outputs' shape and dtype (",
-                    dtype_name(output_tensor_list[0].dtype()), " of shape ",
-                    shape_str(output_tensor_list[0].sizes()), ")");
-  }
+  check_lists(name, input_tensor_lists, "input", "output", n, world * n, output_tensor_list[0]);
   const reduce_op r = across(name, op);
   const device on = pg->collective_device();
   // Position p's local reduction over the lists, then one (n, ...) chunk per process.

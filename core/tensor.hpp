@@ -291,6 +291,9 @@ int64_t checked_numel(const shape_t& shape, const char* op);
 shape_t contiguous_strides(const shape_t& shape);
 /// Wraps a possibly negative dim into [0, ndim), or throws naming `op` and the valid range.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+/// Clears (set_to_none, PyTorch 2's default) or zeroes the gradient of each of `params`: what
+/// optimizer.zero_grad and module.zero_grad do.
+void zero_grads(const std::vector<tensor>& params, bool set_to_none = true);
 /// torch.broadcast_shapes, throwing with both shapes and `op` when they do not broadcast.
 shape_t broadcast_shapes(const shape_t& a, const shape_t& b, const char* op);
 

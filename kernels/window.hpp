@@ -28,6 +28,14 @@ struct window2d {
   window_axis h, w;
 };
 
+/// Elements of the planes' inputs and outputs: what the gradient and forward kernels run over.
+inline int64_t input_numel(const window2d& g) {
+  return g.planes * g.h.in * g.w.in;
+}
+inline int64_t output_numel(const window2d& g) {
+  return g.planes * g.h.out * g.w.out;
+}
+
 /// The span [start, end) an output's window covers along `a`, unclamped (fixed windows: the
 /// last element read is end - 1).
 ACTORCH_HOST_DEVICE inline void window_span(const window_axis& a, int64_t o, int64_t& start,

@@ -3,6 +3,7 @@
 #include "comm/ddp/zero_redundancy_optimizer.hpp"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "base/error.hpp"
@@ -42,6 +43,13 @@ zero_redundancy_optimizer::zero_redundancy_optimizer(std::vector<tensor> params,
   for (size_t r = 0; r < partition_.size(); ++r)
     for (size_t i : partition_[r])
       owner_[i] = int(r);
+  std::map<dtype, size_t> group_of; // the groups in order of their dtype's first appearance
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto [it, fresh] = group_of.try_emplace(params_[i].dtype(), by_dtype_.size());
+    if (fresh)
+      by_dtype_.emplace_back();
+    by_dtype_[it->second].push_back(i);
+  }
   std::vector<tensor> shard;
   for (size_t i : partition_[size_t(group_->rank())])
     shard.push_back(params_[i]);
@@ -58,21 +66,13 @@ void zero_redundancy_optimizer::step() {
   no_grad guard;
   collective_tag tag("ZeroRedundancyOptimizer");
   const int me = group_->rank();
-  std::vector<dtype> order;
-  for (const tensor& p : params_)
-    if (std::find(order.begin(), order.end(), p.dtype()) == order.end())
-      order.push_back(p.dtype());
   const device on = group_->collective_device();
-  for (dtype dt : order) {
-    std::vector<size_t> which;
+  for (const std::vector<size_t>& which : by_dtype_) {
     std::vector<tensor> exchange;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (params_[i].dtype() != dt)
-        continue;
-      which.push_back(i);
-      exchange.push_back(owner_[i] == me ? params_[i].to(on, false, /*copy=*/true)
-                                         : zeros(params_[i].sizes(), {.dtype = dt, .device = on}));
-    }
+    for (size_t i : which)
+      exchange.push_back(
+          owner_[i] == me ? params_[i].to(on, false, /*copy=*/true)
+                          : zeros(params_[i].sizes(), {.dtype = params_[i].dtype(), .device = on}));
     group_->all_reduce_coalesced(exchange, reduce_op::sum).wait();
     for (size_t k = 0; k < which.size(); ++k)
       if (owner_[which[k]] != me)
@@ -81,14 +81,7 @@ void zero_redundancy_optimizer::step() {
 }
 
 void zero_redundancy_optimizer::zero_grad(bool set_to_none) {
-  for (tensor& p : params_) {
-    if (set_to_none) {
-      p.set_grad({});
-    } else if (p.grad().defined()) {
-      tensor g = p.grad();
-      g.zero_();
-    }
-  }
+  zero_grads(params_, set_to_none);
 }
 
 namespace {
@@ -188,9 +181,9 @@ void zero_redundancy_optimizer::consolidate_state_dict(int to) {
     const auto ka = split_key(a.first), kb = split_key(b.first);
     return ka < kb;
   });
-  // The metadata: a shard's, with the whole parameter count.
+  // The metadata: this shard's, with the whole parameter count.
   if (local_) {
-    whole.metadata = local_->state_dict().metadata;
+    whole.metadata = std::move(mine.metadata);
   } else {
     ACTORCH_FAIL("ZeroRedundancyOptimizer: rank ", to,
                  " holds no parameter, so it has no optimizer to take the metadata from; "

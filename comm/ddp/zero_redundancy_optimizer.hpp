@@ -57,7 +57,8 @@ private:
   std::vector<tensor> params_;
   std::shared_ptr<replica_group> group_;
   std::vector<std::vector<size_t>> partition_;
-  std::vector<int> owner_; // parameter -> replica rank
+  std::vector<int> owner_;                    // parameter -> replica rank
+  std::vector<std::vector<size_t>> by_dtype_; // the parameters of each dtype, the exchange's groups
   std::unique_ptr<optim::optimizer> local_;
   std::optional<optim::optimizer_state> consolidated_;
 };

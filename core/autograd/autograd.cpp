@@ -243,6 +243,17 @@ tensor tensor::grad() const {
   return m ? m->grad : tensor();
 }
 
+void zero_grads(const std::vector<tensor>& params, bool set_to_none) {
+  for (tensor p : params) {
+    if (set_to_none) {
+      p.set_grad({});
+    } else if (p.grad().defined()) {
+      tensor g = p.grad();
+      g.zero_();
+    }
+  }
+}
+
 void tensor::set_grad(const tensor& g) {
   if (g.defined())
     ACTORCH_CHECK(g.sizes() == sizes() && g.dtype() == dtype(), "set_grad: gradient of shape ",

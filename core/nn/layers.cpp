@@ -13,17 +13,25 @@ namespace actorch::nn {
 
 namespace F = functional;
 
+namespace {
+// Uniform in +-1/sqrt(fan_in): torch's kaiming_uniform_(a=sqrt(5)) for a weight (bound =
+// sqrt(6 / ((1 + a^2) fan_in)) = 1/sqrt(fan_in)) and its bias rule, fan_in being the weight's
+// size(1) times its kernel's size.
+tensor uniform_fan_in(const shape_t& shape, int64_t fan_in, generator* gen) {
+  const double bound = 1.0 / std::sqrt(double(fan_in));
+  return rand(shape, {}, gen).mul_(2 * bound).sub_(bound);
+}
+} // namespace
+
 linear::linear(int64_t in_features, int64_t out_features, bool with_bias, generator* gen) {
   ACTORCH_CHECK(in_features > 0 && out_features > 0,
                 "Linear: in_features and out_features must "
                 "be positive but got ",
                 in_features, " and ", out_features);
-  // kaiming_uniform_(a = sqrt(5)) gives bound = sqrt(6 / ((1 + a^2) fan_in)) = 1/sqrt(fan_in).
-  const double bound = 1.0 / std::sqrt(double(in_features));
-  weight = register_parameter(
-      "weight", rand({out_features, in_features}, {}, gen).mul_(2 * bound).sub_(bound));
+  weight =
+      register_parameter("weight", uniform_fan_in({out_features, in_features}, in_features, gen));
   if (with_bias)
-    bias = register_parameter("bias", rand({out_features}, {}, gen).mul_(2 * bound).sub_(bound));
+    bias = register_parameter("bias", uniform_fan_in({out_features}, in_features, gen));
 }
 
 tensor linear::forward(const tensor& input) {
@@ -69,13 +77,6 @@ std::shared_ptr<module> dropout2d::clone() const {
 }
 
 namespace {
-
-// Uniform in +-1/sqrt(fan_in): torch's kaiming_uniform_(a=sqrt(5)) for a weight and its bias
-// rule, fan_in being the weight's size(1) times its kernel's size.
-tensor uniform_fan_in(const shape_t& shape, int64_t fan_in, generator* gen) {
-  const double bound = 1.0 / std::sqrt(double(fan_in));
-  return rand(shape, {}, gen).mul_(2 * bound).sub_(bound);
-}
 
 void check_conv_args(const char* layer, int64_t in, int64_t out, int64_t groups,
                      const std::string& padding_mode) {

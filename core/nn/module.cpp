@@ -202,14 +202,7 @@ void consume_ddp_prefix(named_tensors& state, const module& model) {
 }
 
 void module::zero_grad(bool set_to_none) {
-  for (tensor& p : parameters()) {
-    if (set_to_none) {
-      p.set_grad({});
-    } else if (p.grad().defined()) {
-      tensor g = p.grad();
-      g.zero_();
-    }
-  }
+  zero_grads(parameters(), set_to_none);
 }
 
 namespace {

@@ -25,14 +25,7 @@ optimizer::optimizer(std::vector<tensor> params, double lr, const char* kind)
 }
 
 void optimizer::zero_grad(bool set_to_none) {
-  for (tensor& p : params_) {
-    if (set_to_none) {
-      p.set_grad({});
-    } else if (p.grad().defined()) {
-      tensor g = p.grad();
-      g.zero_();
-    }
-  }
+  zero_grads(params_, set_to_none);
 }
 
 optimizer_state optimizer::state_dict() const {

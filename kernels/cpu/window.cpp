@@ -20,13 +20,6 @@ template <class F> void each(dtype t, int64_t n, const char* op, F&& f) {
   });
 }
 
-int64_t input_numel(const window2d& g) {
-  return g.planes * g.h.in * g.w.in;
-}
-int64_t output_numel(const window2d& g) {
-  return g.planes * g.h.out * g.w.out;
-}
-
 } // namespace
 
 void im2col(dtype t, const void* x, void* col, const window2d& g) {

@@ -47,13 +47,6 @@ void run(dtype t, const void* in, const int64_t* index_in, void* out, int64_t* i
   });
 }
 
-int64_t input_numel(const window2d& g) {
-  return g.planes * g.h.in * g.w.in;
-}
-int64_t output_numel(const window2d& g) {
-  return g.planes * g.h.out * g.w.out;
-}
-
 } // namespace
 
 void im2col(dtype t, const void* x, void* col, const window2d& g) {

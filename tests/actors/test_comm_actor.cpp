@@ -22,8 +22,7 @@ TEST_CASE("the comm actor's collectives carry the trainer thread's tag into the 
       [](int r, dist::process_group_gloo& pg) {
         caf::actor_system_config cfg;
         caf::actor_system sys{cfg};
-        auto exchange = actors::spawn_comm_actor(
-            sys, std::shared_ptr<dist::process_group>(&pg, [](dist::process_group*) {}));
+        auto exchange = actors::spawn_comm_actor(sys, unowned(pg));
         auto submit = [&](uint64_t seq) {
           auto result = std::make_shared<std::promise<std::exception_ptr>>();
           dist::collective_tag tag("DDP bucket 7");

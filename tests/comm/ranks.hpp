@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/backend/gloo/process_group_gloo.hpp"
+#include "comm/ddp/replica_group.hpp"
 #include "comm/store/hash_store.hpp"
 #include "comm/store/prefix_store.hpp"
 
@@ -21,6 +22,17 @@ inline dist::process_group_gloo::options short_timeout(int ms = 3000) {
   dist::process_group_gloo::options o;
   o.timeout = std::chrono::milliseconds(ms);
   return o;
+}
+
+/// A shared handle to a rank's group that does not own it (on_ranks does), for the APIs that
+/// take a dist::group.
+inline std::shared_ptr<dist::process_group> unowned(dist::process_group& pg) {
+  return std::shared_ptr<dist::process_group>(&pg, [](dist::process_group*) {});
+}
+
+/// The rank's group as DDP's replica group (one replica per process).
+inline std::shared_ptr<dist::replica_group> replicas_of(dist::process_group& pg) {
+  return dist::process_replicas(unowned(pg));
 }
 
 /// Runs fn(rank, group) on `world` threads, rendezvousing through `st` (a new hash_store when

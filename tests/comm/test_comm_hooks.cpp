@@ -21,10 +21,6 @@ namespace {
 
 constexpr int kWorld = 2;
 
-std::shared_ptr<replica_group> replicas_of(process_group_gloo& pg) {
-  return process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
-}
-
 // Linear(8, 6) ReLU Linear(6, 4): both weights pay for rank-1 compression, the biases do not.
 std::shared_ptr<nn::sequential> model() {
   generator g(7);

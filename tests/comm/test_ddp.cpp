@@ -27,11 +27,6 @@ using Catch::Contains;
 
 namespace {
 
-// The rank's group as DDP's replica group; on_ranks owns the group, so the handle does not.
-std::shared_ptr<replica_group> replicas_of(process_group_gloo& pg) {
-  return process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
-}
-
 std::shared_ptr<nn::sequential> mlp(uint64_t seed, int64_t in = 6, int64_t hidden = 5) {
   generator g(seed);
   return std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{

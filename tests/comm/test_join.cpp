@@ -19,10 +19,6 @@ using Catch::Contains;
 
 namespace {
 
-std::shared_ptr<replica_group> replicas_of(process_group_gloo& pg) {
-  return process_replicas(std::shared_ptr<process_group>(&pg, [](process_group*) {}));
-}
-
 std::shared_ptr<nn::sequential> model() {
   generator g(11);
   return std::make_shared<nn::sequential>(std::initializer_list<std::shared_ptr<nn::module>>{

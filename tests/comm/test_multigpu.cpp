@@ -17,10 +17,6 @@ namespace {
 
 constexpr int kWorld = 3;
 
-group shared(process_group_gloo& pg) {
-  return std::shared_ptr<process_group>(&pg, [](process_group*) {});
-}
-
 // Two 2-element tensors for rank r: tensor j holds 10 * r + j + 1 in both elements.
 std::vector<tensor> inputs_of(int r) {
   return {full({2}, 10.0 * r + 1), full({2}, 10.0 * r + 2)};
@@ -44,7 +40,7 @@ TEST_CASE("all_reduce_multigpu reduces every tensor of every process into each")
     const auto got = on_ranks<std::vector<std::vector<double>>>(
         kWorld, [op = op](int r, process_group_gloo& pg) {
           auto ts = inputs_of(r);
-          all_reduce_multigpu(ts, op, shared(pg));
+          all_reduce_multigpu(ts, op, unowned(pg));
           return values_of_list(ts);
         });
     for (const auto& rank : got)
@@ -57,10 +53,10 @@ TEST_CASE("broadcast_multigpu and reduce_multigpu use src_tensor and dst_tensor 
   const auto got =
       on_ranks<std::vector<std::vector<double>>>(kWorld, [](int r, process_group_gloo& pg) {
         auto b = inputs_of(r);
-        broadcast_multigpu(b, 1, shared(pg), false, 1); // rank 1's tensor 1: 12
+        broadcast_multigpu(b, 1, unowned(pg), false, 1); // rank 1's tensor 1: 12
         auto s = inputs_of(r);
         work w =
-            reduce_multigpu(s, 2, reduce_op::sum, shared(pg), true, 0); // into rank 2's tensor 0
+            reduce_multigpu(s, 2, reduce_op::sum, unowned(pg), true, 0); // into rank 2's tensor 0
         w.wait();
         auto out = values_of_list(b);
         for (const auto& v : values_of_list(s))
@@ -86,7 +82,7 @@ TEST_CASE("all_gather_multigpu gives every device every process's every tensor")
         for (auto& o : outs)
           for (int k = 0; k < 2 * kWorld; ++k)
             o.push_back(zeros({2}));
-        all_gather_multigpu(outs, in, shared(pg));
+        all_gather_multigpu(outs, in, unowned(pg));
         std::vector<std::vector<double>> flat;
         for (const auto& o : outs)
           for (const auto& v : values_of_list(o))
@@ -111,7 +107,7 @@ TEST_CASE("reduce_scatter_multigpu gives output j of rank k the reduction of pos
           for (int p = 0; p < 2 * kWorld; ++p)
             ins[size_t(i)].push_back(full({2}, 100.0 * r + 10 * i + p));
         std::vector<tensor> outs{zeros({2}), zeros({2})};
-        reduce_scatter_multigpu(outs, ins, reduce_op::sum, shared(pg));
+        reduce_scatter_multigpu(outs, ins, reduce_op::sum, unowned(pg));
         return values_of_list(outs);
       });
   for (int k = 0; k < kWorld; ++k)
@@ -128,11 +124,11 @@ TEST_CASE("the *_multigpu collectives name what is wrong with their lists") {
     std::vector<tensor> ok = inputs_of(0);
     std::vector<std::vector<tensor>> outs(2, std::vector<tensor>(1, zeros({2})));
     return std::vector<std::string>{
-        error_of([&] { all_reduce_multigpu(empty, reduce_op::sum, shared(pg)); }),
-        error_of([&] { all_reduce_multigpu(mixed, reduce_op::sum, shared(pg)); }),
-        error_of([&] { all_reduce_multigpu(ok, reduce_op::band, shared(pg)); }),
-        error_of([&] { broadcast_multigpu(ok, 0, shared(pg), false, 2); }),
-        error_of([&] { all_gather_multigpu(outs, ok, shared(pg)); }),
+        error_of([&] { all_reduce_multigpu(empty, reduce_op::sum, unowned(pg)); }),
+        error_of([&] { all_reduce_multigpu(mixed, reduce_op::sum, unowned(pg)); }),
+        error_of([&] { all_reduce_multigpu(ok, reduce_op::band, unowned(pg)); }),
+        error_of([&] { broadcast_multigpu(ok, 0, unowned(pg), false, 2); }),
+        error_of([&] { all_gather_multigpu(outs, ok, unowned(pg)); }),
     };
   });
   const auto& e = errors[0];
