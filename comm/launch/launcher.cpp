@@ -10,10 +10,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <fcntl.h>
@@ -590,7 +592,48 @@ void spawn(const std::function<void(int)>& fn, int nprocs, const spawn_options& 
   ACTORCH_CHECK(failure.empty(), "spawn: ", failure, "; stopped the other ranks");
 }
 
+namespace {
+
+// The lowest port of the kernel's ephemeral range (what bind to port 0 and connect hand out).
+int ephemeral_low() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  return in >> low ? low : 32768;
+}
+
+bool bindable(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ACTORCH_CHECK(fd >= 0, "free_port: socket() failed: ", std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+} // namespace
+
+// Note [Ports below the ephemeral range]
+// A master's port is chosen before the master listens on it, and the ranks' store clients
+// knock on it until it does. Were it one of the kernel's ephemeral ports, another job's
+// socket could hold it meanwhile: Gloo's listening sockets are ephemeral, and this Gloo pairs
+// a listener with the first connection it accepts, so a knock meant for a store takes the
+// place of the Gloo peer, whose own connect is then refused ("connect [127.0.0.1]:40354:
+// Connection refused", seen in CI with a world of 32 beside other jobs; reproduced by a
+// prober connecting to listening ports). So the port comes from the 8192 below that range,
+// where the kernel never picks one on its own.
 int free_port() {
+  const int low = ephemeral_low();
+  const int first = std::max(1024, low - 8192);
+  if (low - first >= 1024) {
+    std::mt19937 pick(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+    std::uniform_int_distribution<int> port(first, low - 1);
+    for (int attempt = 0; attempt < 64; ++attempt)
+      if (const int p = port(pick); bindable(p))
+        return p;
+  }
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ACTORCH_CHECK(fd >= 0, "free_port: socket() failed: ", std::strerror(errno));
   sockaddr_in a{};

@@ -61,9 +61,12 @@ struct spawn_options {
 /// the children need (fork copies only the calling thread).
 void spawn(const std::function<void(int)>& fn, int nprocs, const spawn_options& opts = {});
 
-/// A TCP port on 127.0.0.1 that nothing listens on right now (the kernel's pick for a socket
-/// bound to port 0), for a MASTER_PORT of a job on one host. Another process may take it
-/// before the master binds it; callers that must rule that out hold a socket instead.
+/// A TCP port on 127.0.0.1 that nothing is bound to right now, for a MASTER_PORT of a job on
+/// one host: a random one of the 8192 ports below the kernel's ephemeral range, so that no
+/// socket the kernel numbers itself (Gloo's listeners among them) takes it before the master
+/// listens (Note [Ports below the ephemeral range]); the kernel's own pick where that range
+/// leaves no room. Another process may still bind it first; callers that must rule that out
+/// hold a socket instead.
 int free_port();
 
 } // namespace actorch::dist

@@ -437,3 +437,21 @@ TEST_CASE("a launcher cut off from the other node stops its ranks and exits with
       CHECK_THAT(r.err, Contains("node 1's launcher has not been heard from for"));
   }
 }
+
+TEST_CASE("free_port picks bindable ports below the kernel's ephemeral range", "[comm][launch]") {
+  // Note [Ports below the ephemeral range]: a master's port must not be one the kernel may
+  // hand to another socket (a Gloo listener) while the store's clients knock on it.
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 32768;
+  range >> low;
+  if (low - 8192 < 2048) {
+    WARN("the ephemeral range starts at " << low << ": free_port falls back to the kernel's pick");
+    return;
+  }
+  for (int i = 0; i < 20; ++i) {
+    const int port = free_port();
+    INFO("port " << port << ", ephemeral range from " << low);
+    CHECK(port >= low - 8192);
+    CHECK(port < low);
+  }
+}

@@ -4,7 +4,6 @@ real torchrun, ending with the same tensors as over gloo; every op of torch's Pr
 killed rank and mismatched shapes are errors, not hangs; a torch of another version is refused
 with a plain message."""
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,17 +14,13 @@ import torch
 import actorch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+from job_helpers import free_port  # noqa: E402
 PROGRAMS = os.path.join(HERE, "torch_programs.py")
 TORCHRUN = os.path.join(HERE, "..", "tools", "torchrun.py")
 DIGITS = os.path.join(HERE, "..", "..", "examples", "data", "digits.csv.gz")
 ENV = dict(os.environ, OMP_NUM_THREADS="1",
            ACTORCH_DIGITS=os.environ.get("ACTORCH_DIGITS", os.path.abspath(DIGITS)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(cmd, timeout=180):
