@@ -63,6 +63,18 @@ struct epoch_summary {
   int64_t samples = 0;  // over every replica
   double seconds = 0;
   std::map<std::string, double> eval; // the spec's evaluate(), computed on rank 0
+  /// The process that reported it, by its rank then (an elastic job's ranks change).
+  int process_rank = 0;
+};
+
+/// An elastic job's step as trainer_spec::on_step_samples sees it: the step is the
+/// `step`-th of this epoch since membership `membership` began it (the same on every member).
+struct step_samples {
+  int64_t epoch = 0;
+  int64_t membership = 0;
+  int64_t step = 0;
+  bool done = false;
+  std::vector<int64_t> indices; // taken: the batch's dataset indices; done: empty
 };
 
 struct trainer_spec {
@@ -100,6 +112,13 @@ struct trainer_spec {
   /// Converts every BatchNorm of each replica's model to SyncBatchNorm over the job's replicas
   /// (dist::convert_sync_batchnorm) before DDP wraps it.
   bool sync_batchnorm = false;
+
+  /// Called on each replica's thread twice a step: when it takes its batch (`done` false,
+  /// with the batch's dataset indices) and when the step's gradients are reduced (`done`
+  /// true). A test counts an elastic job's samples with it: a batch taken counts once a
+  /// surviving rank finished that step. Elastic jobs only, where the trainer divides the data
+  /// itself (Note [Elastic healing]).
+  std::function<void(const replica_info&, const step_samples&)> on_step_samples;
 
   /// Evaluation after each epoch, on rank 0's model (e.g. test accuracy), reported in the
   /// epoch's summary.
@@ -140,6 +159,10 @@ struct job_options {
 
 struct job_report {
   std::vector<epoch_summary> epochs;
+  /// This process's rank and the job's process count at the end (an elastic job's change when
+  /// it loses a rank).
+  int process_rank = 0;
+  int num_processes = 1;
   /// When each step of local replica 0 ended (benchmarks derive step times from it).
   std::vector<trace::clock::time_point> step_end_times;
 };
@@ -149,6 +172,11 @@ struct job_report {
 /// fails, the others of this process are aborted (their pending exchanges fail) and this throws
 /// actorch::error naming the replica and carrying its message; other processes see their
 /// collectives fail and stop too (the launcher stops the whole job).
+///
+/// Under `actorch launch --elastic` (one CPU replica per process, a dataset), a rank the
+/// launcher lost does not end the job: the others regroup without it, take the furthest
+/// survivor's model and optimizer state, and divide the epoch's remaining samples among
+/// themselves (Note [Elastic healing]).
 job_report train_data_parallel(const trainer_spec& spec, const job_options& opts = {});
 
 } // namespace actorch::actors

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "actors/comm_actor.hpp"
+#include "actors/process_link.hpp"
 #include "actors/trainer.hpp"
 #include "actors/trainer_messages.hpp"
 #include "base/parse.hpp"
@@ -151,10 +151,9 @@ void trace_buckets(dist::reducer& r, int rank) {
 // One replica's whole run, on its trainer actor's thread.
 class replica_run {
 public:
-  replica_run(const trainer_spec& spec, replica_info info,
-              std::shared_ptr<dist::replica_group> group, caf::event_based_actor* self,
-              caf::actor monitor)
-      : spec_(spec), info_(info), group_(std::move(group)), self_(self),
+  replica_run(const trainer_spec& spec, replica_info info, process_link& link,
+              caf::event_based_actor* self, caf::actor monitor)
+      : spec_(spec), info_(info), link_(link), group_(link.replica(info.local_rank)), self_(self),
         monitor_(std::move(monitor)), lane_("trainer " + std::to_string(info.rank)),
         device_(group_->collective_device()) {} // where train_data_parallel placed it
 
@@ -186,11 +185,10 @@ public:
         resume_state = decode_loader_state(meta.at("loader"), spec_.resume);
       }
     }
-    ddp_ = std::make_unique<dist::distributed_data_parallel>(model_, group_, spec_.ddp);
-    if (spec_.comm_hook)
-      ddp_->register_comm_hook(spec_.comm_hook());
-    trace_buckets(ddp_->reducer(), info_.rank);
-    if (spec_.dataset) {
+    wrap_model();
+    if (spec_.dataset && link_.elastic()) {
+      // Each epoch's loader is made by start_segment (Note [Elastic healing]).
+    } else if (spec_.dataset) {
       data::loader_options lo = spec_.loader;
       lo.sampler = std::make_shared<data::distributed_sampler>(
           spec_.dataset->size(), info_.world_size, info_.rank, spec_.loader.shuffle, spec_.seed,
@@ -209,6 +207,8 @@ public:
     }
     total_ = total;
     for (; epoch < spec_.epochs && !limit_reached(); ++epoch) {
+      if (spec_.dataset && link_.elastic())
+        start_segment(epoch, 0);
       run_epoch(epoch, step, report);
       step = 0;
     }
@@ -218,8 +218,121 @@ public:
 private:
   bool limit_reached() const { return spec_.max_steps >= 0 && total_ >= spec_.max_steps; }
 
+  void wrap_model() {
+    ddp_.reset(); // the old reducer's pending buckets fail with its group
+    ddp_ = std::make_unique<dist::distributed_data_parallel>(model_, group_, spec_.ddp);
+    if (spec_.comm_hook)
+      ddp_->register_comm_hook(spec_.comm_hook());
+    trace_buckets(ddp_->reducer(), info_.rank);
+  }
+
+  // Runs `f`, a part of the job with collectives; in an elastic job a failure of one of them
+  // heals the job (Note [Elastic healing]) and returns false, for the caller to take up its
+  // part again from where the survivors stand.
+  template <class F> bool healing(F&& f) {
+    if (!link_.elastic()) {
+      f();
+      return true;
+    }
+    try {
+      f();
+      return true;
+    } catch (const std::exception& e) {
+      heal(e.what());
+      return false;
+    }
+  }
+
+  // Steps 2 and 3 of Note [Elastic healing]: the survivors' group, then the furthest state.
+  void heal(const std::string& why) {
+    const int64_t done_here = consumed(); // counted in the old world's steps
+    group_ = link_.regroup(info_, why);
+    lane_ = "trainer " + std::to_string(info_.rank);
+    // The most steps done, and the lowest rank that did them.
+    tensor most = as_tensor(std::vector<double>{double(total_)}, {1}, {});
+    group_->all_reduce(most, dist::reduce_op::max).wait();
+    const double furthest = most.data_ptr<double>()[0];
+    tensor lowest = as_tensor(
+        std::vector<double>{double(total_) == furthest ? double(info_.rank) : 1e18}, {1}, {});
+    group_->all_reduce(lowest, dist::reduce_op::min).wait();
+    const int src = int(lowest.data_ptr<double>()[0]);
+    // Its position, parameters, buffers and optimizer state (same names on every survivor:
+    // the same model and optimizer, and a step done by all since the job began).
+    tensor position = as_tensor(
+        std::vector<double>{double(total_), double(done_here), double(epoch_step_)}, {3}, {});
+    std::vector<tensor> state{position};
+    for (auto& [name, t] : model_->named_parameters())
+      state.push_back(t.detach());
+    for (auto& [name, t] : model_->named_buffers())
+      state.push_back(t);
+    const optim::optimizer_state os = opt_->state_dict();
+    tensor count = as_tensor(std::vector<double>{double(os.tensors.size())}, {1}, {});
+    tensor fewest = count.clone();
+    group_->all_reduce(count, dist::reduce_op::max).wait();
+    group_->all_reduce(fewest, dist::reduce_op::min).wait();
+    ACTORCH_CHECK(count.data_ptr<double>()[0] == fewest.data_ptr<double>()[0],
+                  "train_data_parallel: cannot heal: the survivors' optimizers hold different "
+                  "state (one has not stepped yet)");
+    for (const auto& [name, t] : os.tensors)
+      state.push_back(t);
+    dist::broadcast_from(*group_, state, src);
+    const double* p = position.data_ptr<double>();
+    total_ = int64_t(p[0]);
+    resume_at_ = int64_t(p[1]);
+    epoch_step_ = int64_t(p[2]);
+    // Check: every survivor now holds the same numbers.
+    double sum = 0;
+    for (size_t i = 1; i < state.size(); ++i)
+      sum += state[i].to(dtype::float64).sum().item<double>();
+    tensor hi = as_tensor(std::vector<double>{sum}, {1}, {}), lo = hi.clone();
+    group_->all_reduce(hi, dist::reduce_op::max).wait();
+    group_->all_reduce(lo, dist::reduce_op::min).wait();
+    ACTORCH_CHECK(hi.data_ptr<double>()[0] == lo.data_ptr<double>()[0],
+                  "train_data_parallel: after healing, the survivors' states differ (sums ",
+                  lo.data_ptr<double>()[0], " and ", hi.data_ptr<double>()[0], ")");
+    wrap_model();
+  }
+
+  // Elastic jobs: this epoch's loader over this rank's share of the order from `offset` on
+  // (Note [Elastic data position]).
+  void start_segment(int64_t epoch, int64_t offset) {
+    loader_.reset();
+    const data::distributed_sampler whole(spec_.dataset->size(), 1, 0, spec_.loader.shuffle,
+                                          spec_.seed, spec_.loader.drop_last);
+    order_size_ = spec_.dataset->size();
+    shard_ = data::remaining_shard(whole.epoch_order(epoch), offset, info_.world_size, info_.rank,
+                                   spec_.loader.drop_last);
+    segment_offset_ = offset;
+    segment_steps_ = 0;
+    data::loader_options lo = spec_.loader;
+    lo.sampler = std::make_shared<data::list_sampler>(shard_);
+    lo.shuffle = false;
+    lo.generator = std::make_shared<generator>(spec_.seed + uint64_t(epoch));
+    loader_ = std::make_unique<data::data_loader>(spec_.dataset, lo);
+    if (lo.num_workers > 0)
+      loader_->set_actor_system(self_->system());
+  }
+
+  // Elastic jobs: the epoch order's positions the completed steps covered.
+  int64_t consumed() const {
+    const int64_t batch = spec_.loader.batch_size.value_or(1); // None: a sample a step
+    const int64_t done = std::min<int64_t>(segment_steps_ * batch, int64_t(shard_.size()));
+    return std::min(order_size_, segment_offset_ + done * info_.world_size);
+  }
+
+  // Elastic jobs: this replica's batch of the segment's step `k`, as dataset indices.
+  std::vector<int64_t> batch_indices(int64_t k) const {
+    const auto b = size_t(spec_.loader.batch_size.value_or(1));
+    const size_t first = std::min(size_t(k) * b, shard_.size());
+    return std::vector<int64_t>(shard_.begin() + ptrdiff_t(first),
+                                shard_.begin() + ptrdiff_t(std::min(first + b, shard_.size())));
+  }
+
   int64_t steps_per_epoch() const {
-    return spec_.dataset ? loader_->size() : spec_.steps_per_epoch;
+    if (!spec_.dataset)
+      return spec_.steps_per_epoch;
+    // An elastic job's loader covers the rest of the epoch from where its segment began.
+    return link_.elastic() ? epoch_step_ - segment_steps_ + loader_->size() : loader_->size();
   }
 
   void run_epoch(int64_t epoch, int64_t first_step, replica_report& report) {
@@ -228,10 +341,13 @@ private:
     double loss_sum = 0;
     int64_t samples = 0, correct = 0;
     bool counted = true;
-    int64_t step = first_step;
+    epoch_step_ = first_step;
     auto train_step = [&](const data::sample& batch) {
       if (gpu_steps_)
-        gpu_steps_->begin("step " + std::to_string(step));
+        gpu_steps_->begin("step " + std::to_string(epoch_step_));
+      if (spec_.on_step_samples)
+        spec_.on_step_samples(info_, step_samples{epoch, link_.membership(), segment_steps_, false,
+                                                  batch_indices(segment_steps_)});
       opt_->zero_grad();
       step_result r;
       {
@@ -242,6 +358,9 @@ private:
         trace::span s(lane_, "backward");
         r.loss.backward();
       }
+      if (spec_.on_step_samples) // the gradients are reduced: the step's samples are in it
+        spec_.on_step_samples(info_,
+                              step_samples{epoch, link_.membership(), segment_steps_, true, {}});
       {
         trace::span s(lane_, "optimizer step");
         opt_->step();
@@ -259,55 +378,74 @@ private:
       if (info_.local_rank == 0)
         report.step_end_times.push_back(now);
       self_->send(monitor_, progress_atom::value,
-                  train_progress{info_.rank, epoch, step, steps_per_epoch(), loss, r.samples,
+                  train_progress{info_.rank, epoch, epoch_step_, steps_per_epoch(), loss, r.samples,
                                  r.correct, now});
-      ++step;
+      ++epoch_step_;
+      ++segment_steps_;
       ++total_;
       if (spec_.checkpoint_every > 0 && total_ % spec_.checkpoint_every == 0 &&
-          step < steps_per_epoch())
-        save(epoch, step);
+          epoch_step_ < steps_per_epoch())
+        save(epoch, epoch_step_);
     };
     if (spec_.dataset) {
-      // A resumed loader starts where the checkpoint left it; otherwise at `epoch`.
-      auto it = loader_->begin();
-      while (!(it == loader_->end()) && !limit_reached()) {
-        train_step(*it);
-        trace::span s(lane_, "next batch");
-        ++it;
+      // A resumed loader starts where the checkpoint left it; otherwise at `epoch`. In an
+      // elastic job a healed step is taken up again by a loader over the survivors' shares.
+      for (bool healed = true; healed;) {
+        healed = false;
+        {
+          auto it = loader_->begin();
+          while (!(it == loader_->end()) && !limit_reached()) {
+            if (!healing([&] { train_step(*it); })) {
+              healed = true;
+              break;
+            }
+            trace::span s(lane_, "next batch");
+            ++it;
+          }
+        } // the iterator goes before its loader
+        if (healed)
+          start_segment(epoch, resume_at_);
       }
     } else {
-      while (step < spec_.steps_per_epoch && !limit_reached()) {
-        data::sample batch = spec_.batch_fn(info_, step);
+      while (epoch_step_ < spec_.steps_per_epoch && !limit_reached()) {
+        data::sample batch = spec_.batch_fn(info_, epoch_step_);
         batch.for_each_tensor([&](tensor& t) { t = t.to(device_); });
-        train_step(batch);
+        healing([&] { train_step(batch); });
       }
     }
-    if (limit_reached() && step < steps_per_epoch())
+    if (limit_reached() && epoch_step_ < steps_per_epoch())
       return; // a partial epoch: no summary
-    // The epoch's numbers over every replica: one small collective every replica issues.
-    tensor sums = zeros({3}, {.dtype = dtype::float64});
-    auto* p = sums.data_ptr<double>();
-    p[0] = loss_sum;
-    p[1] = double(samples);
-    p[2] = counted ? double(correct) : -1e18;
-    dist::work w = group_->all_reduce(sums.to(group_->collective_device()), dist::reduce_op::sum);
-    w.wait();
-    const tensor reduced = w.result().at(0).cpu();
-    const double* q = reduced.data_ptr<double>();
+    // The epoch's numbers over every replica, its evaluation and checkpoint: done again
+    // whole by the survivors when a rank is lost during them.
     epoch_summary sum;
-    sum.epoch = epoch;
-    sum.samples = int64_t(q[1]);
-    sum.loss = q[1] > 0 ? q[0] / q[1] : 0;
-    sum.accuracy = q[2] >= 0 && q[1] > 0 ? q[2] / q[1] : -1;
-    sum.seconds = std::chrono::duration<double>(trace::clock::now() - begin).count();
-    if (info_.rank == 0 && spec_.evaluate) {
-      trace::span s(lane_, "evaluate");
-      no_grad guard;
-      model_->eval();
-      sum.eval = spec_.evaluate(*model_);
-      model_->train();
-    }
-    save(epoch + 1, 0);
+    while (!healing([&] {
+      // One small collective every replica issues.
+      tensor sums = zeros({3}, {.dtype = dtype::float64});
+      auto* p = sums.data_ptr<double>();
+      p[0] = loss_sum;
+      p[1] = double(samples);
+      p[2] = counted ? double(correct) : -1e18;
+      dist::work w = group_->all_reduce(sums.to(group_->collective_device()), dist::reduce_op::sum);
+      w.wait();
+      const tensor reduced = w.result().at(0).cpu();
+      const double* q = reduced.data_ptr<double>();
+      sum = epoch_summary{};
+      sum.epoch = epoch;
+      sum.samples = int64_t(q[1]);
+      sum.loss = q[1] > 0 ? q[0] / q[1] : 0;
+      sum.accuracy = q[2] >= 0 && q[1] > 0 ? q[2] / q[1] : -1;
+      sum.seconds = std::chrono::duration<double>(trace::clock::now() - begin).count();
+      sum.process_rank = info_.process_rank;
+      if (info_.rank == 0 && spec_.evaluate) {
+        trace::span s(lane_, "evaluate");
+        no_grad guard;
+        model_->eval();
+        sum.eval = spec_.evaluate(*model_);
+        model_->train();
+      }
+      save(epoch + 1, 0);
+    }))
+      ;
     if (info_.local_rank == 0)
       self_->send(monitor_, epoch_end_atom::value, std::move(sum));
   }
@@ -338,6 +476,7 @@ private:
 
   const trainer_spec& spec_;
   replica_info info_;
+  process_link& link_;
   std::shared_ptr<dist::replica_group> group_;
   caf::event_based_actor* self_;
   caf::actor monitor_;
@@ -350,6 +489,12 @@ private:
   // On a GPU while tracing: each step as its stream ran it, next to the loader's copies.
   std::optional<cuda::stream_timeline> gpu_steps_;
   int64_t total_ = 0;
+  int64_t epoch_step_ = 0; // steps of this epoch done, counted from 0
+  // Elastic jobs (Note [Elastic data position]): this segment of the epoch's order (from
+  // segment_offset_ on, divided among the current members), this rank's share of it, the
+  // steps done over it, and where the survivors take up the epoch after healing.
+  int64_t order_size_ = 0, segment_offset_ = 0, segment_steps_ = 0, resume_at_ = 0;
+  std::vector<int64_t> shard_;
 };
 
 // Each process writes its part; process 0 merges them once all are written (same host: the
@@ -374,17 +519,17 @@ void write_trace(const std::string& path, dist::process_group* pg) {
 }
 
 caf::behavior trainer_actor(caf::event_based_actor* self, const trainer_spec* spec,
-                            replica_info info, std::shared_ptr<dist::replica_group> group,
-                            caf::actor monitor) {
+                            replica_info info, process_link* link, caf::actor monitor) {
   return {
       [=](train_atom) {
         replica_report report;
         try {
-          report = replica_run(*spec, info, group, self, monitor).run();
+          report = replica_run(*spec, info, *link, self, monitor).run();
         } catch (const std::exception& e) {
           report.error = e.what();
         }
         report.rank = info.rank;
+        report.local_rank = info.local_rank;
         self->send(monitor, done_atom::value, std::move(report));
         self->quit();
       },
@@ -415,33 +560,36 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
   cfg.set("scheduler.max-threads", size_t(2));
   cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system sys{cfg};
-  auto exchange = spawn_comm_actor(sys, opts.process_group);
-  if (resumes_on_its_own && exchange->process_rank() == 0)
+  process_link link(sys, opts.process_group, opts.num_local,
+                    replica_devices(spec.device, opts.num_local));
+  if (link.elastic()) {
+    ACTORCH_CHECK(opts.num_local == 1 && !spec.device.is_cuda() && spec.dataset != nullptr,
+                  "train_data_parallel: an elastic job (actorch launch --elastic) heals one CPU "
+                  "trainer actor per process over a dataset; ",
+                  opts.num_local, " actors per process on ", spec.device,
+                  " cannot regroup yet (Note [Elastic healing])");
+    ACTORCH_CHECK(spec.resume.empty(),
+                  "train_data_parallel: an elastic job starts afresh: it "
+                  "does not resume from a checkpoint (",
+                  spec.resume, ") yet");
+  }
+  ACTORCH_CHECK(!spec.on_step_samples || link.elastic(),
+                "train_data_parallel: on_step_samples reports an elastic job's samples; this job "
+                "is not elastic (start it with actorch launch --elastic)");
+  if (resumes_on_its_own && link.process_rank() == 0)
     std::printf("train_data_parallel: restart %lld of the job: resuming from %s\n",
                 static_cast<long long>(restart), spec.resume.c_str());
-  // The replicas meet in local_replicas, whose comm actor crosses processes, on the CPU or on
-  // GPUs (Note [Replicas on GPUs] in comm/ddp/replica_group.cpp). One GPU replica per process
-  // instead goes straight to the job's NCCL group, whose collectives order themselves after
-  // the trainer's stream (Note [NCCL stream order]) without the host waiting.
-  std::shared_ptr<dist::local_replicas> locals;
-  std::shared_ptr<dist::replica_group> gpu_group;
-  if (spec.device.is_cuda() && opts.num_local == 1 && opts.process_group)
-    gpu_group = dist::process_replicas(opts.process_group);
-  else
-    locals = std::make_shared<dist::local_replicas>(opts.num_local, exchange,
-                                                    replica_devices(spec.device, opts.num_local));
   caf::scoped_actor monitor{sys};
   std::vector<caf::actor> trainers;
   for (int i = 0; i < opts.num_local; ++i) {
     replica_info info;
     info.local_rank = i;
     info.num_local = opts.num_local;
-    info.process_rank = exchange->process_rank();
-    info.num_processes = exchange->num_processes();
+    info.process_rank = link.process_rank();
+    info.num_processes = link.num_processes();
     info.rank = info.process_rank * opts.num_local + i;
     info.world_size = opts.num_local * info.num_processes;
-    auto t = sys.spawn<caf::detached>(trainer_actor, &spec, info,
-                                      locals ? locals->replica(i) : gpu_group,
+    auto t = sys.spawn<caf::detached>(trainer_actor, &spec, info, &link,
                                       caf::actor_cast<caf::actor>(monitor));
     monitor->monitor(t);
     monitor->send(t, train_atom::value);
@@ -453,8 +601,7 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
     if (failure.empty()) {
       failure = msg;
       // The other local replicas may be waiting for this one's part of a collective.
-      if (locals)
-        locals->abort(std::make_exception_ptr(error(msg)));
+      link.abort(std::make_exception_ptr(error(msg)));
     }
   };
   size_t down = 0;
@@ -471,10 +618,10 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
             opts.on_epoch(s);
         },
         [&](done_atom, replica_report& r) {
-          reported[size_t(r.rank - exchange->process_rank() * opts.num_local)] = 1;
+          reported[size_t(r.local_rank)] = 1;
           if (!r.error.empty())
             fail("train_data_parallel: replica " + std::to_string(r.rank) + " failed: " + r.error);
-          if (r.rank == exchange->process_rank() * opts.num_local)
+          if (r.local_rank == 0)
             out.step_end_times = std::move(r.step_end_times);
         },
         [&](const caf::down_msg& d) {
@@ -482,13 +629,15 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
           for (size_t i = 0; i < trainers.size(); ++i)
             if (trainers[i].address() == d.source && !reported[i])
               fail("train_data_parallel: the trainer actor of replica " +
-                   std::to_string(exchange->process_rank() * opts.num_local + int(i)) +
+                   std::to_string(link.process_rank() * opts.num_local + int(i)) +
                    " stopped without finishing (" + sys.render(d.reason) + ")");
         });
   }
   ACTORCH_CHECK(failure.empty(), failure);
+  out.process_rank = link.process_rank();
+  out.num_processes = link.num_processes();
   if (!opts.trace.empty())
-    write_trace(opts.trace, opts.process_group.get());
+    write_trace(opts.trace, link.group().get());
   return out;
 }
 

@@ -32,6 +32,7 @@ using epoch_end_atom = caf::atom_constant<caf::atom("epochend")>;
 
 struct replica_report {
   int rank = 0;
+  int local_rank = 0;
   std::string error; // non-empty: the replica failed
   std::vector<trace::clock::time_point> step_end_times;
 };

@@ -74,6 +74,12 @@ public:
   /// src == -1: from any rank; the work's source_rank() says which.
   virtual work recv(tensor& t, int src, int tag) = 0;
 
+  /// Breaks this group's connections, so that peers waiting on this process fail at once
+  /// rather than at their timeout, and every later op of the group fails: an elastic job's
+  /// survivors leave a group that lost a rank this way (Note [Elastic membership]). Nothing to
+  /// break by default.
+  virtual void abort() {}
+
 protected:
   /// "all_reduce: ..." checks shared by the back-ends; name the op in every message.
   void check_rank(const char* op, int r, const char* what) const;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <numeric>
 #include <sstream>
@@ -62,10 +63,12 @@ options parse(int argc, char** argv, const char* program) {
       o.model = v;
     else if (a == "--comm-hook")
       o.comm_hook = v;
+    else if (a == "--sample-log")
+      o.sample_log = v;
     else
       ACTORCH_FAIL(program, ": unknown option ", a,
                    " (known: --data --out --epochs --batch-size --num-workers --actors --lr "
-                   "--trace --resume --device --plot --model --comm-hook)");
+                   "--trace --resume --device --plot --model --comm-hook --sample-log)");
   }
   ACTORCH_CHECK(o.comm_hook.empty() || o.comm_hook == "allreduce" || o.comm_hook == "fp16" ||
                     o.comm_hook == "bf16" || o.comm_hook == "powersgd",
@@ -171,6 +174,20 @@ actors::trainer_spec make_spec(const options& o, std::vector<int64_t>* test_indi
       return dist::hooks::powersgd_hook(std::make_shared<dist::hooks::powersgd_state>(
           dist::hooks::powersgd_options{.start_powersgd_iter = 10}));
     };
+  if (!o.sample_log.empty()) {
+    const char* launch_rank = std::getenv("RANK");
+    auto log = std::make_shared<std::ofstream>(o.sample_log + "." +
+                                               (launch_rank ? launch_rank : std::string("0")));
+    ACTORCH_CHECK(*log, "digits: cannot write the sample log ", o.sample_log);
+    spec.on_step_samples = [log, pid = ::getpid()](const actors::replica_info&,
+                                                   const actors::step_samples& st) {
+      *log << pid << ' ' << st.epoch << ' ' << st.membership << ' ' << st.step << ' '
+           << (st.done ? "done" : "taken") << ' ';
+      for (size_t i = 0; i < st.indices.size(); ++i)
+        *log << (i ? "," : "") << st.indices[i];
+      *log << std::endl; // flushed: the process may be killed at any moment
+    };
+  }
   spec.dataset = train;
   spec.loader.batch_size = o.batch_size;
   spec.loader.shuffle = true;
@@ -307,16 +324,21 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
   jo.num_local = o.actors;
   jo.process_group = pg;
   jo.trace = o.trace;
-  if (rank == 0) {
-    jo.on_progress = [&](const actors::train_progress& p) { display.step(p); };
-    jo.on_epoch = [&](const actors::epoch_summary& s) {
-      display.epoch(s);
-      done.push_back(s);
-      write_file_atomically((dir / "metrics.csv").string(), metrics_csv(done), "digits");
-    };
-  }
-  actors::train_data_parallel(spec, jo);
-  if (rank != 0)
+  // Every process listens, and the one that is rank 0 at an epoch's end reports it: an elastic
+  // job that lost rank 0 goes on with another.
+  jo.on_progress = [&](const actors::train_progress& p) {
+    if (p.rank / o.actors == 0) // a replica of process 0
+      display.step(p);
+  };
+  jo.on_epoch = [&](const actors::epoch_summary& s) {
+    if (s.process_rank != 0)
+      return;
+    display.epoch(s);
+    done.push_back(s);
+    write_file_atomically((dir / "metrics.csv").string(), metrics_csv(done), "digits");
+  };
+  const actors::job_report report = actors::train_data_parallel(spec, jo);
+  if (report.process_rank != 0)
     return 0;
   if (done.empty()) {
     std::printf("nothing to train: the checkpoint is already at epoch %lld\n",

@@ -31,6 +31,10 @@ struct options {
   /// replica on cuda:LOCAL_RANK, its gradients over NCCL).
   actorch::device device{};
   bool plot = true; // curves.png through gnuplot (--plot 0: machines without it)
+  /// An elastic job's sample log: each process appends two lines per step to PATH.RANK
+  /// ("pid epoch membership step taken index,index,..." and "... done"), so that a test can
+  /// count every sample of every epoch (trainer_spec::on_step_samples).
+  std::string sample_log;
 };
 
 /// The --model cnn network, as torch.nn.Sequential would hold it: Conv2d(1, 16, 3, padding=1),

@@ -29,6 +29,7 @@
 
 #include "base/error.hpp"
 #include "base/parse.hpp"
+#include "comm/elastic.hpp"
 #include "comm/store/tcp_store.hpp"
 
 namespace actorch::dist {
@@ -92,8 +93,14 @@ void relay(child& c, std::ostream& out, bool flush_partial) {
 // Waits for every child. Returns "" when all exited 0, else the first failure's description
 // (the others were stopped: SIGTERM, then SIGKILL after `grace`). `stop`, when given, is asked
 // every 100 ms whether to stop them all anyway (a reason) or not ("").
+// `lost`: asked about a rank killed by a signal; true when the job goes on without it (Note
+// [Elastic membership]), false (or no `lost`) stops the others.
+using lost_rank = std::function<bool(const child& gone, const std::vector<int>& survivors,
+                                     const std::string& why)>;
+
 std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::milliseconds grace,
-                      bool forward_signals, const std::function<std::string()>& stop = nullptr) {
+                      bool forward_signals, const std::function<std::string()>& stop = nullptr,
+                      const lost_rank& lost = nullptr) {
   std::string failure;
   auto stop_deadline = std::chrono::steady_clock::time_point::max();
   bool killed = false;
@@ -151,7 +158,13 @@ std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::
           continue;
         c.running = false;
         const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        if (!ok && failure.empty())
+        if (ok || !failure.empty())
+          continue;
+        std::vector<int> survivors;
+        for (const auto& k : kids)
+          if (k.running)
+            survivors.push_back(k.rank);
+        if (!(lost && WIFSIGNALED(status) && lost(c, survivors, describe_status(c.rank, status))))
           stop_all(describe_status(c.rank, status));
       }
     }
@@ -214,7 +227,8 @@ std::string job_token_for_ranks(const launch_options& o) {
 // for them; "" when all exited 0, else which rank failed and how, or why `stop` stopped them.
 // Across nodes the ranks join the launchers' store (Note [Node restarts]).
 std::string run_attempt(const launch_options& o, const std::string& token, int restart,
-                        std::ostream& out, const std::function<std::string()>& stop) {
+                        std::ostream& out, const std::function<std::string()>& stop,
+                        const lost_rank& lost) {
   const int world = o.nproc_per_node * o.nnodes;
   std::vector<child> kids;
   std::string failure;
@@ -243,8 +257,12 @@ std::string run_attempt(const launch_options& o, const std::string& token, int r
       // torchrun's names: a program sees which restart this is as it would under torchrun.
       set_env("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
       set_env("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
-      if (o.nnodes > 1)
+      if (o.nnodes > 1 || o.elastic)
         set_env("TORCHELASTIC_USE_AGENT_STORE", "True");
+      if (o.elastic) { // Note [Elastic membership]
+        set_env("ACTORCH_ELASTIC", "1");
+        set_env("ACTORCH_GLOO_SHM", "0"); // a dead peer breaks a socket at once, not a spin
+      }
       // torch.distributed.launch puts --local_rank=N right after the script, before its
       // arguments.
       std::vector<std::string> args = o.command;
@@ -270,7 +288,7 @@ std::string run_attempt(const launch_options& o, const std::string& token, int r
   if (!failure.empty())
     for (auto& c : kids)
       ::kill(c.pid, SIGTERM);
-  const std::string f = supervise(kids, out, o.grace, true, stop);
+  const std::string f = supervise(kids, out, o.grace, true, stop, lost);
   return failure.empty() ? f : failure;
 }
 
@@ -458,6 +476,16 @@ private:
 
 } // namespace
 
+// Note [Elastic membership]
+// With --elastic, a rank killed by a signal (SIGKILL, the OOM killer: the process of a lost
+// machine) does not stop the others. The launcher hosts the ranks' store, as torchrun's agent
+// does, so that any rank may die, rank 0 included, and publishes the job's membership in it:
+// "/elastic/members/G" lists the RANKs of membership G and "/elastic/generation" is the newest
+// G. The survivors' next collective fails (the dead rank's sockets are gone; shared-memory
+// all-reduce is off, as it would spin until the timeout) and they regroup as membership G
+// (comm/elastic.hpp). A rank that exits with an error still stops the job: a bug in the
+// program is not a lost rank, and healing around it would hide it. When no rank is left, the
+// job fails.
 int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ACTORCH_CHECK(o.nproc_per_node >= 1, "launch: --nproc-per-node must be >= 1 but got ",
                 o.nproc_per_node);
@@ -469,6 +497,12 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ACTORCH_CHECK(o.max_restarts >= 0, "launch: --max-restarts must be >= 0 but got ",
                 o.max_restarts);
   ACTORCH_CHECK(!o.command.empty(), "launch: no program to run");
+  ACTORCH_CHECK(!o.elastic || o.nnodes == 1,
+                "launch: --elastic runs jobs on one node for now (across nodes, a side cut off "
+                "from the launcher's store is not yet told to stop): drop --elastic or --nnodes");
+  ACTORCH_CHECK(!o.elastic || o.max_restarts == 0,
+                "launch: --elastic goes on without a lost rank instead of restarting the job; "
+                "starting a replacement for it (--max-restarts with --elastic) is not built yet");
 
   launch_options chosen = o;
   if (chosen.master_port == 0)
@@ -488,6 +522,34 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   std::shared_ptr<node_coordinator> nodes;
   if (o.nnodes > 1)
     nodes = std::make_shared<node_coordinator>(chosen);
+  std::unique_ptr<tcp_store> membership; // Note [Elastic membership]
+  lost_rank lost;
+  if (o.elastic) {
+    membership = std::make_unique<tcp_store>(
+        chosen.master_addr, uint16_t(chosen.master_port), true, chosen.rdzv_timeout,
+        token.empty() ? std::nullopt : std::optional<std::string>(token));
+    std::string everyone;
+    for (int r = 0; r < o.nproc_per_node; ++r)
+      everyone += (r ? "," : "") + std::to_string(r);
+    membership->set(std::string(elastic::members_key) + "0", everyone);
+    membership->set(elastic::generation_key, "0");
+    lost = [&membership, &err, generation = 0](const child& gone, const std::vector<int>& survivors,
+                                               const std::string& why) mutable {
+      if (survivors.empty())
+        return false;
+      std::string list;
+      for (const int r : survivors)
+        list += (list.empty() ? "" : ",") + std::to_string(r);
+      ++generation;
+      membership->set(elastic::members_key + std::to_string(generation), list);
+      membership->set(elastic::generation_key, std::to_string(generation));
+      err << "actorch launch: " << why << "; the job goes on with rank"
+          << (survivors.size() > 1 ? "s " : " ") << list << " (--elastic, membership " << generation
+          << ", without rank " << gone.rank << ")\n";
+      err.flush();
+      return true;
+    };
+  }
   std::string failure;
   for (int restart = 0;;) {
     node_coordinator::verdict seen;       // why the watcher stopped this attempt, if it did
@@ -496,7 +558,7 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
       node_coordinator::watch(nodes, restart);
       watched = [&] { return (seen = nodes->current()).reason; };
     }
-    failure = run_attempt(chosen, token, restart, out, watched);
+    failure = run_attempt(chosen, token, restart, out, watched, lost);
     if (nodes) {
       // A store lost after the last look still spares the calls below; a move found after it
       // is left to fail(), which returns the attempt the job moved to, so that a failure of

@@ -36,6 +36,9 @@ struct launch_options {
   /// Several nodes: how long the launchers wait for each other at their store (node 0 hosts
   /// it on master_port and the ranks join it, as torchrun's agent store).
   std::chrono::milliseconds rdzv_timeout{300000};
+  /// Note [Elastic membership] (launcher.cpp): a rank killed by a signal does not stop the
+  /// others; they go on without it (one node; not with max_restarts).
+  bool elastic = false;
   /// Note [Launch secrets]: true runs the job with an open store (no job secret made on one
   /// node, none required across nodes).
   bool insecure = false;

@@ -306,10 +306,11 @@ struct tcp_store::impl {
   }
 };
 
-tcp_store::tcp_store(std::string host, uint16_t port, bool is_master, milliseconds timeout)
+tcp_store::tcp_store(std::string host, uint16_t port, bool is_master, milliseconds timeout,
+                     std::optional<std::string> secret)
     : store(timeout), impl_(std::make_unique<impl>()), host_(std::move(host)), port_(port),
       is_master_(is_master) {
-  impl_->secret = job_secret();
+  impl_->secret = secret ? *std::move(secret) : job_secret();
   impl_->dialect = client_dialect();
   if (is_master_) {
     impl_->server = std::make_unique<tcp_store_server>(host_, port_, impl_->secret);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "comm/store/store.hpp"
@@ -21,9 +22,10 @@ public:
   /// address of this machine) at `port` (0: a free port, see port()); every rank, the master
   /// included, connects to host:port, retrying until `timeout` and then throwing
   /// actorch::error that names the address. Every request is answered within `timeout` or
-  /// fails naming the master.
-  tcp_store(std::string host, uint16_t port, bool is_master,
-            milliseconds timeout = default_timeout);
+  /// fails naming the master. `secret`: the job secret to prove (and, on the master, to
+  /// require); nullopt: this process's job_secret().
+  tcp_store(std::string host, uint16_t port, bool is_master, milliseconds timeout = default_timeout,
+            std::optional<std::string> secret = std::nullopt);
   ~tcp_store() override;
 
   void set(const std::string& key, const std::string& value) override;

@@ -32,6 +32,9 @@ public:
   int64_t size() const override { return num_samples_; }
   std::vector<int64_t> indices() override;
   int64_t epoch() const { return epoch_; }
+  /// The whole dataset's order in `epoch`, before padding and division: what every rank's
+  /// indices() are taken from.
+  std::vector<int64_t> epoch_order(int64_t epoch) const;
   int64_t total_size() const { return total_size_; }
 
 protected:
@@ -45,5 +48,12 @@ private:
   int64_t epoch_ = 0;
   int64_t num_samples_, total_size_;
 };
+
+/// Note [Elastic data position]: the epoch order's positions from `offset` on, divided among
+/// `num_replicas` as DistributedSampler divides a whole epoch (padded by wrapping around the
+/// rest, or cut with drop_last), and rank `rank`'s share. With offset 0 it is indices().
+/// @pre 0 <= offset, 0 <= rank < num_replicas.
+std::vector<int64_t> remaining_shard(const std::vector<int64_t>& order, int64_t offset,
+                                     int64_t num_replicas, int64_t rank, bool drop_last);
 
 } // namespace actorch::data

@@ -226,26 +226,48 @@ distributed_sampler::distributed_sampler(int64_t dataset_size, std::optional<int
   total_size_ = num_samples_ * num_replicas_;
 }
 
-std::vector<int64_t> distributed_sampler::indices() {
+std::vector<int64_t> distributed_sampler::epoch_order(int64_t epoch) const {
   std::vector<int64_t> idx;
   if (shuffle_) {
-    generator g(seed_ + uint64_t(epoch_));
+    generator g(seed_ + uint64_t(epoch));
     idx = random_permutation(n_, g);
   } else {
     idx.resize(size_t(n_));
     std::iota(idx.begin(), idx.end(), int64_t(0));
   }
-  if (!drop_last_) {
-    // Pad by wrapping around (repeating the list as often as needed) up to total_size.
-    const size_t n = idx.size();
-    for (size_t k = 0; idx.size() < size_t(total_size_) && n > 0; ++k)
-      idx.push_back(idx[k % n]);
-  } else {
-    idx.resize(size_t(total_size_));
-  }
+  return idx;
+}
+
+std::vector<int64_t> distributed_sampler::indices() {
+  return remaining_shard(epoch_order(epoch_), 0, num_replicas_, rank_, drop_last_);
+}
+
+// Note [Elastic data position]
+// An elastic job's survivors take up an epoch where the completed steps left it. Every rank
+// of a DistributedSampler takes its batch k from the epoch order's positions [k B W, (k+1) B W)
+// (rank r the ones congruent to r mod W), so after k steps of every rank the positions below
+// k B W are done, whatever W was; the rest is divided among the survivors exactly as a whole
+// epoch is. Positions past the order's end are padding.
+std::vector<int64_t> remaining_shard(const std::vector<int64_t>& order, int64_t offset,
+                                     int64_t num_replicas, int64_t rank, bool drop_last) {
+  ACTORCH_CHECK(offset >= 0 && num_replicas > 0 && rank >= 0 && rank < num_replicas,
+                "remaining_shard: offset ", offset, ", rank ", rank, " of ", num_replicas);
+  std::vector<int64_t> idx(order.begin() + std::min<ptrdiff_t>(offset, ptrdiff_t(order.size())),
+                           order.end());
+  const auto n = int64_t(idx.size());
+  const int64_t per_rank = drop_last && n % num_replicas != 0
+                               ? std::max<int64_t>(0, (n - num_replicas + num_replicas - 1) /
+                                                          num_replicas) // ceil((n - r) / r)
+                               : (n + num_replicas - 1) / num_replicas;
+  const int64_t total = per_rank * num_replicas;
+  if (!drop_last) // pad by wrapping around, as often as needed, up to total
+    for (size_t k = 0; int64_t(idx.size()) < total && n > 0; ++k)
+      idx.push_back(idx[k % size_t(n)]);
+  else
+    idx.resize(size_t(total));
   std::vector<int64_t> out;
-  out.reserve(size_t(num_samples_));
-  for (int64_t i = rank_; i < total_size_; i += num_replicas_)
+  out.reserve(size_t(per_rank));
+  for (int64_t i = rank; i < total; i += num_replicas)
     out.push_back(idx[size_t(i)]);
   return out;
 }

@@ -57,6 +57,18 @@ private:
   int64_t n_;
 };
 
+/// The given indices in the given order, every epoch (torch takes any iterable of indices as
+/// a sampler; this is that list's C++ form).
+class list_sampler : public sampler {
+public:
+  explicit list_sampler(std::vector<int64_t> indices) : indices_(std::move(indices)) {}
+  int64_t size() const override { return int64_t(indices_.size()); }
+  std::vector<int64_t> indices() override { return indices_; }
+
+private:
+  std::vector<int64_t> indices_;
+};
+
 /// RandomSampler over n indices: a permutation per epoch, or num_samples draws with
 /// replacement. Without a generator it makes its own, seeded from the default generator.
 class random_sampler : public sampler {

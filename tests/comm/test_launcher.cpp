@@ -455,3 +455,47 @@ TEST_CASE("free_port picks bindable ports below the kernel's ephemeral range", "
     CHECK(port < low);
   }
 }
+
+TEST_CASE("with --elastic a killed rank leaves the others running, and the launcher publishes "
+          "who is left",
+          "[comm][launch][elastic]") {
+  std::ostringstream out, err;
+  SECTION("killed ranks: the job goes on and succeeds with the survivors") {
+    // Rank 1 dies at once, rank 2 a moment later; rank 0 outlives both and exits 0.
+    auto o = sh(3, "if [ $RANK = 1 ]; then kill -9 $$; fi; if [ $RANK = 2 ]; then sleep 0.5; "
+                   "kill -9 $$; fi; sleep 1.5; echo ELASTIC=$ACTORCH_ELASTIC "
+                   "SHM=$ACTORCH_GLOO_SHM AGENT=$TORCHELASTIC_USE_AGENT_STORE");
+    o.master_port = free_port();
+    o.elastic = true;
+    CHECK(launch(o, out, err) == 0);
+    CHECK_THAT(err.str(), Contains("rank 1 was killed by signal 9") &&
+                              Contains("the job goes on with ranks 0,2 (--elastic, membership 1, "
+                                       "without rank 1)") &&
+                              Contains("the job goes on with rank 0 (--elastic, membership 2, "
+                                       "without rank 2)"));
+    CHECK_THAT(out.str(), Contains("[rank0]: ELASTIC=1 SHM=0 AGENT=True"));
+  }
+  SECTION("an error exit still stops the job: a bug is not a lost rank") {
+    auto o = sh(3, "if [ $RANK = 1 ]; then exit 3; fi; exec sleep 30");
+    o.master_port = free_port();
+    o.elastic = true;
+    CHECK(launch(o, out, err) != 0);
+    CHECK_THAT(err.str(), Contains("rank 1 exited with status 3; stopped the other ranks"));
+  }
+  SECTION("the last rank lost fails the job") {
+    auto o = sh(1, "kill -9 $$");
+    o.master_port = free_port();
+    o.elastic = true;
+    CHECK(launch(o, out, err) != 0);
+    CHECK_THAT(err.str(), Contains("rank 0 was killed by signal 9"));
+  }
+  SECTION("what is not built yet is refused") {
+    auto o = sh(2, "true");
+    o.elastic = true;
+    o.max_restarts = 1;
+    CHECK_THROWS_WITH(launch(o, out, err), Contains("--max-restarts with --elastic"));
+    o.max_restarts = 0;
+    o.nnodes = 2;
+    CHECK_THROWS_WITH(launch(o, out, err), Contains("--elastic runs jobs on one node"));
+  }
+}

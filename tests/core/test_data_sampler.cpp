@@ -184,3 +184,39 @@ TEST_CASE("DistributedSampler takes num_replicas and rank from the default group
   CHECK_THROWS_WITH(distributed_sampler(10, 2), Contains("Invalid rank 2")); // rank 2 of 2
   set_default_group_query({});
 }
+
+TEST_CASE("remaining_shard takes up an epoch where k steps of every rank left it",
+          "[data][sampler][elastic]") {
+  // Note [Elastic data position]: offset 0 is DistributedSampler's own division.
+  for (const bool drop_last : {false, true})
+    for (const int64_t world : {1, 2, 3, 5}) {
+      for (int64_t rank = 0; rank < world; ++rank) {
+        distributed_sampler s(103, world, rank, true, 7, drop_last);
+        s.set_epoch(4);
+        CHECK(remaining_shard(s.epoch_order(4), 0, world, rank, drop_last) == s.indices());
+      }
+    }
+  // Three ranks take 4 steps of 8, then two survivors divide the rest: each index once, and
+  // only padding repeats (one, for the rest's odd count).
+  const int64_t n = 203, batch = 8;
+  const distributed_sampler whole(n, 1, 0, true, 1, false);
+  const std::vector<int64_t> order = whole.epoch_order(2);
+  std::map<int64_t, int> seen;
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    const auto shard = remaining_shard(order, 0, 3, rank, false);
+    for (int64_t i = 0; i < 4 * batch; ++i)
+      ++seen[shard[size_t(i)]];
+  }
+  const int64_t offset = 4 * batch * 3;
+  for (int64_t rank = 0; rank < 2; ++rank)
+    for (const int64_t i : remaining_shard(order, offset, 2, rank, false))
+      ++seen[i];
+  CHECK(seen.size() == size_t(n));
+  int repeats = 0;
+  for (const auto& [index, count] : seen)
+    repeats += count - 1;
+  CHECK(repeats == 1);
+  // Past the end: nothing left.
+  CHECK(remaining_shard(order, n + 5, 2, 1, false).empty());
+  CHECK_THROWS_WITH(remaining_shard(order, 0, 2, 2, false), Catch::Contains("rank 2 of 2"));
+}

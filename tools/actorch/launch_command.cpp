@@ -1,5 +1,5 @@
 // `actorch launch --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]
-// [--rdzv-endpoint HOST:PORT] [--max-restarts R] [--use-local-rank-arg] [--insecure]
+// [--rdzv-endpoint HOST:PORT] [--max-restarts R] [--elastic] [--use-local-rank-arg] [--insecure]
 // PROGRAM ARGS...`: torchrun's launcher (comm/launch/launcher.hpp), with a job secret for its
 // ranks' store by default (Note [Launch secrets]).
 // torchrun's underscore spellings (--nproc_per_node, ...) are accepted too; --use-local-rank-arg is
@@ -32,6 +32,9 @@ void add_launch(CLI::App& app) {
   auto endpoint = std::make_shared<std::string>();
   cmd->add_option("--rdzv-endpoint,--rdzv_endpoint", *endpoint,
                   "HOST:PORT of the rendezvous (torchrun's; here: the master's address and port)");
+  cmd->add_flag("--elastic", opts->elastic,
+                "when a rank is killed, the others go on without it instead of stopping (one "
+                "node; the program must regroup, as train_data_parallel's jobs do)");
   cmd->add_flag("--insecure", opts->insecure,
                 "no job secret: the store admits anyone who reaches the port (needed across "
                 "nodes when ACTORCH_JOB_TOKEN is not set; see the README)");

@@ -33,6 +33,7 @@
 #include <cstring>
 
 #include <gloo/allgather.h>
+#include <gloo/transport/pair.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <openssl/crypto.h>
@@ -337,6 +338,16 @@ process_group_gloo::~process_group_gloo() {
   // The ops' tasks use the group (its rank, size, contexts): finish them first.
   impl_->collectives.shutdown();
   impl_->p2p_waiter.shutdown();
+}
+
+void process_group_gloo::abort() {
+  // Gloo's pairs take their own locks; a close wakes an op waiting on the pair with an error,
+  // and the peer's side of the socket sees it closed.
+  for (auto& context : impl_->contexts)
+    for (int peer = 0; peer < size(); ++peer)
+      if (peer != rank())
+        if (auto& pair = context->getPair(peer))
+          pair->close();
 }
 
 milliseconds process_group_gloo::timeout() const {

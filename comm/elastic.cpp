@@ -1,0 +1,76 @@
+#include "comm/elastic.hpp"
+
+#include <cstdlib>
+#include <string>
+
+#include "base/error.hpp"
+#include "base/parse.hpp"
+#include "comm/backend/gloo/process_group_gloo.hpp"
+#include "comm/store/prefix_store.hpp"
+#include "comm/store/tcp_store.hpp"
+
+namespace actorch::dist::elastic {
+
+namespace {
+
+std::string need_env(const char* name) {
+  const char* v = std::getenv(name);
+  ACTORCH_CHECK(v != nullptr && *v != '\0', "elastic: ", name,
+                " is not set: regrouping needs the store of `actorch launch --elastic`, which "
+                "sets it");
+  return v;
+}
+
+} // namespace
+
+bool enabled() {
+  const char* v = std::getenv("ACTORCH_ELASTIC");
+  return v != nullptr && std::string(v) == "1";
+}
+
+coordinator::coordinator(milliseconds timeout)
+    : launch_rank_(int(parse_int(need_env("RANK"), "RANK", 0))), timeout_(timeout) {
+  const std::string host = need_env("MASTER_ADDR");
+  const auto port = uint16_t(parse_int(need_env("MASTER_PORT"), "MASTER_PORT", 1, 65535));
+  store_ = std::make_shared<tcp_store>(host, port, false, timeout);
+}
+
+coordinator::~coordinator() = default;
+
+membership coordinator::next(int64_t after, milliseconds wait) {
+  const std::string first = members_key + std::to_string(after + 1);
+  try {
+    store_->wait({first}, wait);
+  } catch (const std::exception& e) {
+    ACTORCH_FAIL("elastic: no rank was lost: the launcher published no membership after ", after,
+                 " within ", wait.count(), " ms (", e.what(), ")");
+  }
+  // A second rank lost meanwhile: take the newest (members who read the older one fail to
+  // make its group and come back here).
+  membership m;
+  m.generation = std::max(after + 1, parse_int(store_->get(generation_key),
+                                               "elastic: the launcher's membership number", 0));
+  const std::string list = store_->get(members_key + std::to_string(m.generation));
+  for (size_t pos = 0; pos <= list.size();) {
+    const size_t comma = std::min(list.find(',', pos), list.size());
+    m.ranks.push_back(int(parse_int(list.substr(pos, comma - pos), "elastic: a member's rank", 0)));
+    if (m.ranks.back() == launch_rank_)
+      m.rank = int(m.ranks.size()) - 1;
+    pos = comma + 1;
+  }
+  ACTORCH_CHECK(m.rank >= 0, "elastic: membership ", m.generation, " (ranks ", list,
+                ") does not have this process (rank ", launch_rank_,
+                "): the launcher counted it lost");
+  return m;
+}
+
+std::shared_ptr<process_group> coordinator::make_group(const membership& m) {
+  process_group_gloo::options o;
+  o.timeout = timeout_;
+  o.shared_memory = false;
+  return std::make_shared<process_group_gloo>(
+      std::make_shared<prefix_store>("/elastic/group_" + std::to_string(m.generation), store_),
+      m.rank, int(m.ranks.size()), o, m.ranks);
+}
+
+} // namespace actorch::dist::elastic

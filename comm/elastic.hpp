@@ -1,0 +1,60 @@
+// Regrouping after a lost rank (Note [Elastic membership] in comm/launch/launcher.cpp): the
+// launcher started with --elastic publishes in its store which of its ranks remain; the
+// survivors make a process group of them and go on.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/process_group.hpp"
+
+namespace actorch::dist {
+class store;
+}
+
+namespace actorch::dist::elastic {
+
+using milliseconds = std::chrono::milliseconds;
+
+/// The launcher's keys: the newest membership's number, and each membership's ranks
+/// ("0,2,3": the RANKs the launcher gave them).
+inline constexpr const char* generation_key = "/elastic/generation";
+inline constexpr const char* members_key = "/elastic/members/";
+
+/// Whether this process was started by `actorch launch --elastic` (ACTORCH_ELASTIC=1).
+bool enabled();
+
+struct membership {
+  int64_t generation = 0;
+  std::vector<int> ranks; ///< the members' launcher RANKs, ascending
+  int rank = -1;          ///< this process's place among them: its rank in their group
+};
+
+/// This process's link to the launcher's store, for regrouping.
+class coordinator {
+public:
+  /// Joins the launcher's store at MASTER_ADDR:MASTER_PORT; this process is RANK. Throws
+  /// naming what is missing when the environment is not an elastic launcher's.
+  explicit coordinator(milliseconds timeout);
+  ~coordinator();
+
+  /// The launcher's RANK of this process.
+  int launch_rank() const { return launch_rank_; }
+  /// The newest membership after `after`, waiting up to `wait` for the launcher to publish
+  /// one. Throws when none comes in time (whatever failed was not a lost rank) or when this
+  /// process is not a member.
+  membership next(int64_t after, milliseconds wait);
+  /// A Gloo group of `m`'s members (no shared memory: Note [Elastic membership]), named by
+  /// their launcher RANKs in its messages. Blocks until every member joined; throws after the
+  /// timeout (a member lost meanwhile: ask next() again).
+  std::shared_ptr<process_group> make_group(const membership& m);
+
+private:
+  std::shared_ptr<store> store_;
+  int launch_rank_;
+  milliseconds timeout_;
+};
+
+} // namespace actorch::dist::elastic

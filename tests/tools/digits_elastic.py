@@ -1,0 +1,168 @@
+"""A lost rank heals without a restart: `actorch launch --elastic --nproc-per-node 3 digits_ddp`
+with rank 1 (then, in a second run, rank 0) killed by SIGKILL in the middle of an epoch. The
+job finishes with exit status 0; the survivors are the processes that started (their pids never
+change: nothing restarted); counting the sample ids of every completed step of every epoch (a
+step a survivor finished, every rank's batch of it) gives each training sample exactly once
+(repeats only as DistributedSampler's padding makes them); the
+test accuracy reaches 0.97; and the launcher and the survivors say who was lost and how they
+regrouped. A third run kills two ranks one after the other (rank 2, then rank 0), leaving one.
+Usage: python3 digits_elastic.py ACTORCH_BINARY DIGITS_DDP_BINARY SCRATCH_DIR
+"""
+import collections
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from job_helpers import free_port, test_accuracy as accuracy  # noqa: E402
+
+TRAIN = 1437  # digits' training split (80% of 1797)
+BATCH = 32
+EPOCHS = 25
+
+
+def read_log(path):
+    """[(pid, epoch, membership, step, done, [index, ...])] of a rank's sample log (a line per
+    batch taken, and one when the step's gradients were reduced); a line cut by a kill is
+    dropped."""
+    rows = []
+    try:
+        with open(path) as f:
+            for line in f:
+                if not line.endswith("\n"):
+                    break
+                pid, epoch, membership, step, what, *idx = line.split()
+                rows.append((int(pid), int(epoch), int(membership), int(step), what == "done",
+                             [int(i) for i in idx[0].split(",")] if idx else []))
+    except OSError:
+        pass
+    return rows
+
+
+def wait_for_steps(log, epoch, steps, p, deadline):
+    """Waits until `log` has `steps` steps done in `epoch` (mid-epoch); its process's pid."""
+    while time.time() < deadline and p.poll() is None:
+        rows = read_log(log)
+        if sum(1 for r in rows if r[1] == epoch and r[4]) >= steps:
+            return rows[-1][0]
+        time.sleep(0.005)
+    return None
+
+
+def padding_allowance(worlds):
+    """Repeats DistributedSampler's padding may add to an epoch split into segments of these
+    world sizes: at most world - 1 each."""
+    return sum(w - 1 for w in worlds)
+
+
+def run(actorch, digits, scratch, kills, problems):
+    """Starts the job, kills ranks at (rank, epoch, steps into it), checks the outcome."""
+    name = "kill_" + "_".join(str(r) for r, _, _ in kills)
+    out_dir = os.path.join(scratch, name)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(out_dir)
+    log = os.path.join(out_dir, "samples")
+    cmd = [actorch, "launch", "--elastic", "--nproc-per-node", "3",
+           "--master-port", str(free_port()), digits, "--out", out_dir, "--epochs", str(EPOCHS),
+           "--batch-size", str(BATCH), "--plot", "0", "--sample-log", log]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    started = time.time()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.time() + 240
+    killed = {}
+    resumed_ms = []
+    for rank, epoch, steps in kills:
+        pid = wait_for_steps(f"{log}.{rank}", epoch, steps, p, deadline)
+        if pid is None:
+            problems.append(f"{name}: rank {rank} never reached step {steps} of epoch {epoch}")
+            p.kill()
+            p.communicate()
+            return
+        others = [r for r in range(3) if r != rank and r not in killed]
+        lines = {r: len(read_log(f"{log}.{r}")) for r in others}
+        os.kill(pid, signal.SIGKILL)
+        killed[rank] = pid
+        # Kill to the survivors' next completed step (the sample log's next line).
+        t0 = time.time()
+        while time.time() < deadline and p.poll() is None and all(
+                len(read_log(f"{log}.{r}")) == lines[r] for r in others):
+            time.sleep(0.002)
+        resumed_ms.append(round((time.time() - t0) * 1000))
+    try:
+        out, _ = p.communicate(timeout=max(1, deadline - time.time()))
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+        problems.append(f"{name}: the job did not end within 240 s:\n{out[-3000:]}")
+        return
+    seconds = time.time() - started
+    if p.returncode != 0:
+        problems.append(f"{name}: the launcher exited {p.returncode}:\n{out[-3000:]}")
+        return
+    for rank in killed:
+        if f"rank {rank} was killed by signal 9" not in out:
+            problems.append(f"{name}: the launcher did not name rank {rank} as killed:\n{out[-2000:]}")
+    regroups = re.findall(r"launch rank (\d+) regrouped as rank (\d+) of (\d+) \(membership (\d+)"
+                          r": ranks ([\d,]+)\) (\d+) ms after", out)
+    if not regroups:
+        problems.append(f"{name}: no survivor said it regrouped:\n{out[-3000:]}")
+    # The survivors never restarted: one pid per rank's log, the first one's.
+    logs = {r: read_log(f"{log}.{r}") for r in range(3)}
+    for r, rows in logs.items():
+        pids = {row[0] for row in rows}
+        if len(pids) != 1:
+            problems.append(f"{name}: rank {r} ran as {len(pids)} processes {sorted(pids)}")
+    # The steps that happened: those a survivor finished (its model is the job's). A lost
+    # rank's batch of such a step counts even when it died before finishing it itself (its
+    # gradient reached the survivors); a step no survivor finished was done again.
+    finished = {(row[1], row[2], row[3]) for r, rows in logs.items() if r not in killed
+                for row in rows if row[4]}
+    # Every sample of every epoch exactly once, padding aside.
+    for e in range(EPOCHS):
+        counts = collections.Counter()
+        for rows in logs.values():
+            for _, epoch, membership, step, done, idx in rows:
+                if epoch == e and not done and (epoch, membership, step) in finished:
+                    counts.update(idx)
+        missing = [i for i in range(TRAIN) if counts[i] == 0]
+        extra = sum(c - 1 for c in counts.values() if c > 1)
+        stray = [i for i in counts if not 0 <= i < TRAIN]
+        # The epoch's segments: the world it began with, and one fewer after each kill in it.
+        world = 3 - sum(1 for _, ke, _ in kills if ke < e)
+        segments = [world - j for j in range(1 + sum(1 for _, ke, _ in kills if ke == e))]
+        allowed = padding_allowance(segments)
+        if missing or stray or extra > allowed:
+            problems.append(f"{name}: epoch {e}: {len(missing)} samples missing {missing[:10]}, "
+                            f"{extra} repeated (padding allows {allowed}), strays {stray[:5]}")
+    acc = accuracy(out)
+    if acc is None or acc < 0.97:
+        problems.append(f"{name}: test accuracy {acc} (want >= 0.97):\n{out[-2000:]}")
+    # Time from each kill to the survivors' next step, from the logs' modification order is
+    # not kept; the regroup lines say how long each survivor took from its failed collective.
+    healed_ms = [int(g[5]) for g in regroups]
+    print(f"{name}: exit 0 in {seconds:.1f} s, test accuracy {acc}, regrouped "
+          f"{len(regroups)} time(s) in {min(healed_ms) if healed_ms else '-'}-"
+          f"{max(healed_ms) if healed_ms else '-'} ms after the failed collective; "
+          f"from each kill to the survivors' next step {resumed_ms} ms; "
+          f"memberships {sorted({(g[3], g[4]) for g in regroups})}")
+
+
+def main():
+    actorch, digits, scratch = sys.argv[1:4]
+    os.makedirs(scratch, exist_ok=True)
+    problems = []
+    run(actorch, digits, scratch, [(1, 2, 10)], problems)
+    run(actorch, digits, scratch, [(0, 2, 10)], problems)
+    run(actorch, digits, scratch, [(2, 2, 5), (0, 4, 7)], problems)
+    if problems:
+        print("\n".join(problems))
+        sys.exit(1)
+    print("digits_elastic: ok")
+
+
+if __name__ == "__main__":
+    main()
