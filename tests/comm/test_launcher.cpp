@@ -77,7 +77,12 @@ std::vector<node_run> two_nodes(launch_options o) {
   if (std::getenv("ACTORCH_JOB_TOKEN") == nullptr)
     o.insecure = true; // these tests are about restarts; Note [Launch secrets] has its own
   o.master_port = free_port();
-  const auto dir = actorch::test::scratch_dir("two_nodes");
+  // A directory of this call's own: ctest runs the test cases that call this side by side,
+  // and a shared one let one case read the other's node files (an empty err1 under -j2).
+  static int calls = 0;
+  const auto dir = actorch::test::scratch_dir("two_nodes") /
+                   (std::to_string(::getpid()) + "." + std::to_string(calls++));
+  std::filesystem::create_directories(dir);
   const pid_t p0 = fork_node(o, 0, dir), p1 = fork_node(o, 1, dir);
   return {wait_node(p0, 0, dir), wait_node(p1, 1, dir)};
 }
