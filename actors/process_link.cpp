@@ -22,20 +22,27 @@ namespace actorch::actors {
 //     some survivors (the lost rank sent its part, then died) and not on others, so the
 //     survivors take the most steps done, and the lowest rank that did them broadcasts its
 //     parameters, buffers and optimizer state, then every survivor checks that its copy sums
-//     as the others' (replica_run::heal in trainer_actor.cpp);
+//     as the others' (replica_run::sync_state in trainer_actor.cpp);
 //  4. goes on from where that survivor's data stood: the epoch's order positions its completed
 //     steps covered are done, the rest is divided among the survivors (Note [Elastic data
 //     position] in core/data/sampler.cpp), so that the step in flight when the rank died is
 //     done again, by the survivors, and no sample of the epoch is skipped or repeated
 //     (padding aside).
+// A replacement the launcher started (--max-restarts) is in that membership: its
+// init_process_group joins the group, and its trainer, whose optimizer made its state with a
+// zero-gradient step, takes part in step 3 as a member that has done no step, then starts at
+// the broadcast epoch and position.
 // One CPU replica per process: several trainer actors per process would each have to regroup
 // their local_replicas at once, and NCCL groups cannot be aborted from here; both are refused.
 
 process_link::process_link(caf::actor_system& sys, std::shared_ptr<dist::process_group> pg,
                            int num_local, std::vector<device> devices)
     : sys_(sys), num_local_(num_local), devices_(std::move(devices)) {
-  if (pg && dist::elastic::enabled())
+  if (pg && dist::elastic::enabled()) {
     coordinator_ = std::make_unique<dist::elastic::coordinator>(std::chrono::milliseconds(60000));
+    generation_ = dist::elastic::joined_membership(); // a replacement's group is a later one
+    replacement_ = generation_ > 0;
+  }
   connect(std::move(pg));
 }
 

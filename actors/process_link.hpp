@@ -41,6 +41,9 @@ public:
   bool elastic() const { return coordinator_ != nullptr; }
   /// The launcher's membership this process's group belongs to (0 until a rank is lost).
   int64_t membership() const { return generation_; }
+  /// Whether this process replaces a lost rank: it joined a running job and takes its state
+  /// from the others (Note [Elastic healing]).
+  bool replacement() const { return replacement_; }
   /// Elastic only, from replica 0's thread after one of its collectives failed with `why`:
   /// leaves the broken group, waits for the launcher's next membership, joins the survivors'
   /// group and returns replica 0's new handle, with `info` updated (rank, world size). Throws
@@ -60,6 +63,7 @@ private:
   std::shared_ptr<dist::replica_group> gpu_group_;
   std::unique_ptr<dist::elastic::coordinator> coordinator_;
   int64_t generation_ = 0;
+  bool replacement_ = false;
   int process_rank_ = 0, num_processes_ = 1; // as the last group had them
 };
 

@@ -185,7 +185,20 @@ public:
         resume_state = decode_loader_state(meta.at("loader"), spec_.resume);
       }
     }
-    wrap_model();
+    int64_t offset = 0; // an elastic job's position in the first epoch's order
+    if (link_.replacement()) {
+      // A replacement for a lost rank: the others' live state and position, as a survivor
+      // takes them after healing (Note [Elastic healing]).
+      prime_optimizer();
+      total_ = -1; // the furthest survivor's state wins
+      sync_state(0);
+      epoch = epoch_;
+      step = epoch_step_;
+      total = total_;
+      offset = resume_at_;
+    } else {
+      wrap_model();
+    }
     if (spec_.dataset && link_.elastic()) {
       // Each epoch's loader is made by start_segment (Note [Elastic healing]).
     } else if (spec_.dataset) {
@@ -207,10 +220,12 @@ public:
     }
     total_ = total;
     for (; epoch < spec_.epochs && !limit_reached(); ++epoch) {
+      epoch_ = epoch;
       if (spec_.dataset && link_.elastic())
-        start_segment(epoch, 0);
+        start_segment(epoch, offset);
       run_epoch(epoch, step, report);
       step = 0;
+      offset = 0;
     }
     return report;
   }
@@ -248,7 +263,24 @@ private:
     const int64_t done_here = consumed(); // counted in the old world's steps
     group_ = link_.regroup(info_, why);
     lane_ = "trainer " + std::to_string(info_.rank);
-    // The most steps done, and the lowest rank that did them.
+    sync_state(done_here);
+  }
+
+  // A replacement's optimizer makes its state (SGD's momentum, Adam's moments) with a step
+  // over zero gradients, so that it has the entries the survivors broadcast into; the step's
+  // changes are overwritten with the rest.
+  void prime_optimizer() {
+    for (tensor p : opt_->params())
+      p.set_grad(zeros_like(p));
+    opt_->step();
+    opt_->zero_grad();
+  }
+
+  // Every member of the new group, survivors and replacements, in the same collectives: the
+  // most steps done and the lowest rank that did them, whose position (`done_here` its epoch
+  // order positions), parameters, buffers and optimizer state everyone takes, checked equal;
+  // then DDP over the new group.
+  void sync_state(int64_t done_here) {
     tensor most = as_tensor(std::vector<double>{double(total_)}, {1}, {});
     group_->all_reduce(most, dist::reduce_op::max).wait();
     const double furthest = most.data_ptr<double>()[0];
@@ -256,10 +288,9 @@ private:
         std::vector<double>{double(total_) == furthest ? double(info_.rank) : 1e18}, {1}, {});
     group_->all_reduce(lowest, dist::reduce_op::min).wait();
     const int src = int(lowest.data_ptr<double>()[0]);
-    // Its position, parameters, buffers and optimizer state (same names on every survivor:
-    // the same model and optimizer, and a step done by all since the job began).
     tensor position = as_tensor(
-        std::vector<double>{double(total_), double(done_here), double(epoch_step_)}, {3}, {});
+        std::vector<double>{double(total_), double(done_here), double(epoch_step_), double(epoch_)},
+        {4}, {});
     std::vector<tensor> state{position};
     for (auto& [name, t] : model_->named_parameters())
       state.push_back(t.detach());
@@ -271,7 +302,7 @@ private:
     group_->all_reduce(count, dist::reduce_op::max).wait();
     group_->all_reduce(fewest, dist::reduce_op::min).wait();
     ACTORCH_CHECK(count.data_ptr<double>()[0] == fewest.data_ptr<double>()[0],
-                  "train_data_parallel: cannot heal: the survivors' optimizers hold different "
+                  "train_data_parallel: cannot heal: the members' optimizers hold different "
                   "state (one has not stepped yet)");
     for (const auto& [name, t] : os.tensors)
       state.push_back(t);
@@ -280,7 +311,8 @@ private:
     total_ = int64_t(p[0]);
     resume_at_ = int64_t(p[1]);
     epoch_step_ = int64_t(p[2]);
-    // Check: every survivor now holds the same numbers.
+    epoch_ = int64_t(p[3]);
+    // Check: every member now holds the same numbers.
     double sum = 0;
     for (size_t i = 1; i < state.size(); ++i)
       sum += state[i].to(dtype::float64).sum().item<double>();
@@ -288,7 +320,7 @@ private:
     group_->all_reduce(hi, dist::reduce_op::max).wait();
     group_->all_reduce(lo, dist::reduce_op::min).wait();
     ACTORCH_CHECK(hi.data_ptr<double>()[0] == lo.data_ptr<double>()[0],
-                  "train_data_parallel: after healing, the survivors' states differ (sums ",
+                  "train_data_parallel: after healing, the members' states differ (sums ",
                   lo.data_ptr<double>()[0], " and ", hi.data_ptr<double>()[0], ")");
     wrap_model();
   }
@@ -489,6 +521,7 @@ private:
   // On a GPU while tracing: each step as its stream ran it, next to the loader's copies.
   std::optional<cuda::stream_timeline> gpu_steps_;
   int64_t total_ = 0;
+  int64_t epoch_ = 0;      // the epoch under way
   int64_t epoch_step_ = 0; // steps of this epoch done, counted from 0
   // Elastic jobs (Note [Elastic data position]): this segment of the epoch's order (from
   // segment_offset_ on, divided among the current members), this rank's share of it, the

@@ -16,6 +16,7 @@
 #include "base/parse.hpp"
 #include "comm/backend/gloo/process_group_gloo.hpp"
 #include "comm/backend/nccl/process_group_nccl.hpp"
+#include "comm/elastic.hpp"
 #include "comm/host_identity.hpp"
 #include "comm/store/file_store.hpp"
 #include "comm/store/prefix_store.hpp"
@@ -274,8 +275,19 @@ void init_process_group(const init_options& opts) {
       hostname = address_toward(host, port);
   }
   const std::string backend = Backend::canonical(opts.backend);
-  s.world = make_group(backend, std::make_shared<prefix_store>("default_pg", st), rank, world_size,
-                       opts.timeout, hostname, {});
+  if (elastic::enabled() && elastic::replacement() > 0) {
+    // A replacement for a lost rank of an elastic job: its world is the membership the
+    // launcher published with it, which the survivors regroup into (Note [Elastic membership]).
+    ACTORCH_CHECK(backend == "gloo", "init_process_group: a replacement rank of an elastic job ",
+                  "joins a gloo group; backend ", backend, " cannot regroup");
+    elastic::coordinator c(opts.timeout);
+    const elastic::membership m = c.join(opts.timeout);
+    s.world = c.make_group(m);
+    elastic::set_joined_membership(m.generation);
+  } else {
+    s.world = make_group(backend, std::make_shared<prefix_store>("default_pg", st), rank,
+                         world_size, opts.timeout, hostname, {});
+  }
   s.st = st;
   s.backend = backend;
   s.timeout = opts.timeout;

@@ -1,5 +1,7 @@
 #include "comm/elastic.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -28,6 +30,23 @@ bool enabled() {
   return v != nullptr && std::string(v) == "1";
 }
 
+int replacement() {
+  const char* v = std::getenv("ACTORCH_ELASTIC_JOIN");
+  return v == nullptr ? 0 : int(parse_int(v, "ACTORCH_ELASTIC_JOIN", 0));
+}
+
+namespace {
+std::atomic<int64_t> g_joined{0};
+} // namespace
+
+int64_t joined_membership() {
+  return g_joined.load();
+}
+
+void set_joined_membership(int64_t generation) {
+  g_joined.store(generation);
+}
+
 coordinator::coordinator(milliseconds timeout)
     : launch_rank_(int(parse_int(need_env("RANK"), "RANK", 0))), timeout_(timeout) {
   const std::string host = need_env("MASTER_ADDR");
@@ -47,10 +66,42 @@ membership coordinator::next(int64_t after, milliseconds wait) {
   }
   // A second rank lost meanwhile: take the newest (members who read the older one fail to
   // make its group and come back here).
+  const membership m = read(std::max(after + 1, parse_int(store_->get(generation_key),
+                                                          "elastic: the launcher's membership "
+                                                          "number",
+                                                          0)));
+  ACTORCH_CHECK(m.rank >= 0, "elastic: membership ", m.generation,
+                " does not have this process (rank ", launch_rank_,
+                "): the launcher counted it lost");
+  return m;
+}
+
+membership coordinator::join(milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (int64_t g = parse_int(store_->get(generation_key),
+                             "elastic: the launcher's membership "
+                             "number",
+                             0);
+       ; ++g) {
+    if (g > 0) {
+      if (membership m = read(g); m.rank >= 0)
+        return m;
+    }
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    try {
+      store_->wait({members_key + std::to_string(g + 1)}, std::max(left, milliseconds(1)));
+    } catch (const std::exception& e) {
+      ACTORCH_FAIL("elastic: replacement rank ", launch_rank_,
+                   " found no membership with it within ", wait.count(), " ms (", e.what(), ")");
+    }
+  }
+}
+
+membership coordinator::read(int64_t generation) {
   membership m;
-  m.generation = std::max(after + 1, parse_int(store_->get(generation_key),
-                                               "elastic: the launcher's membership number", 0));
-  const std::string list = store_->get(members_key + std::to_string(m.generation));
+  m.generation = generation;
+  const std::string list = store_->get(members_key + std::to_string(generation));
   for (size_t pos = 0; pos <= list.size();) {
     const size_t comma = std::min(list.find(',', pos), list.size());
     m.ranks.push_back(int(parse_int(list.substr(pos, comma - pos), "elastic: a member's rank", 0)));
@@ -58,9 +109,6 @@ membership coordinator::next(int64_t after, milliseconds wait) {
       m.rank = int(m.ranks.size()) - 1;
     pos = comma + 1;
   }
-  ACTORCH_CHECK(m.rank >= 0, "elastic: membership ", m.generation, " (ranks ", list,
-                ") does not have this process (rank ", launch_rank_,
-                "): the launcher counted it lost");
   return m;
 }
 

@@ -25,6 +25,13 @@ inline constexpr const char* members_key = "/elastic/members/";
 
 /// Whether this process was started by `actorch launch --elastic` (ACTORCH_ELASTIC=1).
 bool enabled();
+/// Which replacement for a lost rank this process is (ACTORCH_ELASTIC_JOIN), 0 when it is one
+/// of the job's first ranks.
+int replacement();
+/// The membership this process joined as a replacement (init_process_group records it), 0
+/// for a first rank.
+int64_t joined_membership();
+void set_joined_membership(int64_t generation);
 
 struct membership {
   int64_t generation = 0;
@@ -46,12 +53,17 @@ public:
   /// one. Throws when none comes in time (whatever failed was not a lost rank) or when this
   /// process is not a member.
   membership next(int64_t after, milliseconds wait);
+  /// A replacement's first membership: the newest one that has this process, waiting up to
+  /// `wait` for the launcher to publish it.
+  membership join(milliseconds wait);
   /// A Gloo group of `m`'s members (no shared memory: Note [Elastic membership]), named by
   /// their launcher RANKs in its messages. Blocks until every member joined; throws after the
   /// timeout (a member lost meanwhile: ask next() again).
   std::shared_ptr<process_group> make_group(const membership& m);
 
 private:
+  membership read(int64_t generation);
+
   std::shared_ptr<store> store_;
   int launch_rank_;
   milliseconds timeout_;

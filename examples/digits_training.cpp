@@ -176,8 +176,9 @@ actors::trainer_spec make_spec(const options& o, std::vector<int64_t>* test_indi
     };
   if (!o.sample_log.empty()) {
     const char* launch_rank = std::getenv("RANK");
-    auto log = std::make_shared<std::ofstream>(o.sample_log + "." +
-                                               (launch_rank ? launch_rank : std::string("0")));
+    // Appended to: a replacement for a lost rank writes where that rank wrote.
+    auto log = std::make_shared<std::ofstream>(
+        o.sample_log + "." + (launch_rank ? launch_rank : std::string("0")), std::ios::app);
     ACTORCH_CHECK(*log, "digits: cannot write the sample log ", o.sample_log);
     spec.on_step_samples = [log, pid = ::getpid()](const actors::replica_info&,
                                                    const actors::step_samples& st) {

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -93,10 +94,15 @@ void relay(child& c, std::ostream& out, bool flush_partial) {
 // Waits for every child. Returns "" when all exited 0, else the first failure's description
 // (the others were stopped: SIGTERM, then SIGKILL after `grace`). `stop`, when given, is asked
 // every 100 ms whether to stop them all anyway (a reason) or not ("").
-// `lost`: asked about a rank killed by a signal; true when the job goes on without it (Note
-// [Elastic membership]), false (or no `lost`) stops the others.
-using lost_rank = std::function<bool(const child& gone, const std::vector<int>& survivors,
-                                     const std::string& why)>;
+// `lost`: asked about a rank killed by a signal (Note [Elastic membership]): whether the job
+// goes on without it, and the replacement started in its place if there is one; not going on
+// (or no `lost`) stops the others.
+struct lost_verdict {
+  bool go_on = false;
+  std::optional<child> replacement;
+};
+using lost_rank = std::function<lost_verdict(const child& gone, const std::vector<int>& survivors,
+                                             const std::string& why)>;
 
 std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::milliseconds grace,
                       bool forward_signals, const std::function<std::string()>& stop = nullptr,
@@ -153,6 +159,7 @@ std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::
       const pid_t pid = ::waitpid(-1, &status, WNOHANG);
       if (pid <= 0)
         break;
+      std::vector<child> replacements;
       for (auto& c : kids) {
         if (c.pid != pid || !c.running)
           continue;
@@ -164,9 +171,16 @@ std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::
         for (const auto& k : kids)
           if (k.running)
             survivors.push_back(k.rank);
-        if (!(lost && WIFSIGNALED(status) && lost(c, survivors, describe_status(c.rank, status))))
+        lost_verdict v;
+        if (lost && WIFSIGNALED(status))
+          v = lost(c, survivors, describe_status(c.rank, status));
+        if (!v.go_on)
           stop_all(describe_status(c.rank, status));
+        else if (v.replacement)
+          replacements.push_back(std::move(*v.replacement));
       }
+      for (auto& r : replacements)
+        kids.push_back(std::move(r));
     }
     if (!killed && std::chrono::steady_clock::now() >= stop_deadline) {
       signal_all(SIGKILL);
@@ -223,67 +237,80 @@ std::string job_token_for_ranks(const launch_options& o) {
   return token;
 }
 
+// Forks rank `local` of this node for attempt `restart`, its output on a pipe; `joining`: the
+// n-th replacement for a lost rank of an elastic job (Note [Elastic membership]), 0 for none.
+// A child with pid -1 and `failure` set when the fork failed.
+child start_rank(const launch_options& o, const std::string& token, int restart, int local,
+                 int joining, std::string& failure) {
+  const int world = o.nproc_per_node * o.nnodes;
+  const int rank = o.node_rank * o.nproc_per_node + local;
+  int fds[2];
+  ACTORCH_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "launch: pipe failed: ", std::strerror(errno));
+  std::cout.flush();
+  const pid_t launcher = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    die_with_parent(launcher);
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    set_env("RANK", std::to_string(rank));
+    set_env("LOCAL_RANK", std::to_string(local));
+    set_env("WORLD_SIZE", std::to_string(world));
+    set_env("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node));
+    set_env("GROUP_RANK", std::to_string(o.node_rank));
+    set_env("MASTER_ADDR", o.master_addr);
+    set_env("MASTER_PORT", std::to_string(o.master_port));
+    if (!token.empty()) // See Note [Launch secrets]
+      set_env("ACTORCH_JOB_TOKEN", token);
+    // torchrun's names: a program sees which restart this is as it would under torchrun.
+    set_env("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
+    set_env("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
+    if (o.nnodes > 1 || o.elastic)
+      set_env("TORCHELASTIC_USE_AGENT_STORE", "True");
+    if (o.elastic) { // Note [Elastic membership]
+      set_env("ACTORCH_ELASTIC", "1");
+      set_env("ACTORCH_GLOO_SHM", "0"); // a dead peer breaks a socket at once, not a spin
+      if (joining > 0)
+        set_env("ACTORCH_ELASTIC_JOIN", std::to_string(joining));
+    }
+    // torch.distributed.launch puts --local_rank=N right after the script, before its
+    // arguments.
+    std::vector<std::string> args = o.command;
+    if (o.use_local_rank_arg)
+      args.insert(args.begin() + 1, "--local_rank=" + std::to_string(local));
+    std::vector<char*> argv;
+    for (const auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "actorch launch: cannot run '%s': %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  if (pid < 0) {
+    ::close(fds[0]);
+    failure = std::string("fork failed: ") + std::strerror(errno);
+    return child{rank, -1, -1, {}, false};
+  }
+  ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  return child{rank, pid, fds[0], {}, true};
+}
+
 // One attempt of the job: starts this node's ranks (restart `restart` of the job) and waits
 // for them; "" when all exited 0, else which rank failed and how, or why `stop` stopped them.
 // Across nodes the ranks join the launchers' store (Note [Node restarts]).
 std::string run_attempt(const launch_options& o, const std::string& token, int restart,
                         std::ostream& out, const std::function<std::string()>& stop,
                         const lost_rank& lost) {
-  const int world = o.nproc_per_node * o.nnodes;
   std::vector<child> kids;
   std::string failure;
-  for (int local = 0; local < o.nproc_per_node; ++local) {
-    const int rank = o.node_rank * o.nproc_per_node + local;
-    int fds[2];
-    ACTORCH_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "launch: pipe failed: ", std::strerror(errno));
+  for (int local = 0; local < o.nproc_per_node && failure.empty(); ++local) {
     out.flush();
-    const pid_t launcher = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      die_with_parent(launcher);
-      ::dup2(fds[1], STDOUT_FILENO);
-      ::dup2(fds[1], STDERR_FILENO);
-      ::signal(SIGINT, SIG_DFL);
-      ::signal(SIGTERM, SIG_DFL);
-      set_env("RANK", std::to_string(rank));
-      set_env("LOCAL_RANK", std::to_string(local));
-      set_env("WORLD_SIZE", std::to_string(world));
-      set_env("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node));
-      set_env("GROUP_RANK", std::to_string(o.node_rank));
-      set_env("MASTER_ADDR", o.master_addr);
-      set_env("MASTER_PORT", std::to_string(o.master_port));
-      if (!token.empty()) // See Note [Launch secrets]
-        set_env("ACTORCH_JOB_TOKEN", token);
-      // torchrun's names: a program sees which restart this is as it would under torchrun.
-      set_env("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
-      set_env("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
-      if (o.nnodes > 1 || o.elastic)
-        set_env("TORCHELASTIC_USE_AGENT_STORE", "True");
-      if (o.elastic) { // Note [Elastic membership]
-        set_env("ACTORCH_ELASTIC", "1");
-        set_env("ACTORCH_GLOO_SHM", "0"); // a dead peer breaks a socket at once, not a spin
-      }
-      // torch.distributed.launch puts --local_rank=N right after the script, before its
-      // arguments.
-      std::vector<std::string> args = o.command;
-      if (o.use_local_rank_arg)
-        args.insert(args.begin() + 1, "--local_rank=" + std::to_string(local));
-      std::vector<char*> argv;
-      for (const auto& a : args)
-        argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execvp(argv[0], argv.data());
-      std::fprintf(stderr, "actorch launch: cannot run '%s': %s\n", argv[0], std::strerror(errno));
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    if (pid < 0) {
-      ::close(fds[0]);
-      failure = std::string("fork failed: ") + std::strerror(errno);
-      break;
-    }
-    ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
-    kids.push_back(child{rank, pid, fds[0], {}, true});
+    child c = start_rank(o, token, restart, local, 0, failure);
+    if (c.pid > 0)
+      kids.push_back(std::move(c));
   }
   if (!failure.empty())
     for (auto& c : kids)
@@ -485,7 +512,12 @@ private:
 // all-reduce is off, as it would spin until the timeout) and they regroup as membership G
 // (comm/elastic.hpp). A rank that exits with an error still stops the job: a bug in the
 // program is not a lost rank, and healing around it would hide it. When no rank is left, the
-// job fails.
+// job fails. With --max-restarts N the launcher starts a replacement for each of the first N
+// lost ranks, with the lost rank's RANK and ACTORCH_ELASTIC_JOIN=n (the n-th replacement), and
+// publishes the survivors and the replacement together as the next membership: the survivors
+// regroup with it at once (the failed step is done again by the whole world) and it takes the
+// live state from them, not from a checkpoint (actors/process_link.cpp). The whole job is never
+// restarted: an elastic job that fails ends.
 int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ACTORCH_CHECK(o.nproc_per_node >= 1, "launch: --nproc-per-node must be >= 1 but got ",
                 o.nproc_per_node);
@@ -500,9 +532,6 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ACTORCH_CHECK(!o.elastic || o.nnodes == 1,
                 "launch: --elastic runs jobs on one node for now (across nodes, a side cut off "
                 "from the launcher's store is not yet told to stop): drop --elastic or --nnodes");
-  ACTORCH_CHECK(!o.elastic || o.max_restarts == 0,
-                "launch: --elastic goes on without a lost rank instead of restarting the job; "
-                "starting a replacement for it (--max-restarts with --elastic) is not built yet");
 
   launch_options chosen = o;
   if (chosen.master_port == 0)
@@ -533,21 +562,42 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
       everyone += (r ? "," : "") + std::to_string(r);
     membership->set(std::string(elastic::members_key) + "0", everyone);
     membership->set(elastic::generation_key, "0");
-    lost = [&membership, &err, generation = 0](const child& gone, const std::vector<int>& survivors,
-                                               const std::string& why) mutable {
+    lost = [&, generation = 0, replaced = 0](const child& gone, const std::vector<int>& survivors,
+                                             const std::string& why) mutable {
+      lost_verdict v;
       if (survivors.empty())
-        return false;
+        return v;
+      v.go_on = true;
+      std::vector<int> members = survivors;
+      if (replaced < o.max_restarts) { // its replacement joins the survivors' regrouping
+        std::string fork_failure;
+        child c = start_rank(chosen, token, 0, gone.rank - o.node_rank * o.nproc_per_node,
+                             replaced + 1, fork_failure);
+        if (c.pid > 0) {
+          ++replaced;
+          v.replacement = std::move(c);
+          members.push_back(gone.rank);
+          std::sort(members.begin(), members.end());
+        } else {
+          err << "actorch launch: no replacement for rank " << gone.rank << ": " << fork_failure
+              << "\n";
+        }
+      }
       std::string list;
-      for (const int r : survivors)
+      for (const int r : members)
         list += (list.empty() ? "" : ",") + std::to_string(r);
       ++generation;
       membership->set(elastic::members_key + std::to_string(generation), list);
       membership->set(elastic::generation_key, std::to_string(generation));
       err << "actorch launch: " << why << "; the job goes on with rank"
-          << (survivors.size() > 1 ? "s " : " ") << list << " (--elastic, membership " << generation
-          << ", without rank " << gone.rank << ")\n";
+          << (members.size() > 1 ? "s " : " ") << list << " (--elastic, membership " << generation
+          << ", "
+          << (v.replacement ? "rank " + std::to_string(gone.rank) + " replaced: replacement " +
+                                  std::to_string(replaced) + " of " + std::to_string(o.max_restarts)
+                            : "without rank " + std::to_string(gone.rank))
+          << ")\n";
       err.flush();
-      return true;
+      return v;
     };
   }
   std::string failure;
@@ -582,7 +632,9 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
     }
     // A job that ended well or one the user interrupted: done. (A failed last attempt still
     // tells the other nodes, below.)
-    if (failure.empty() || g_interrupted != 0)
+    // An elastic job replaces lost ranks one by one (Note [Elastic membership]); what ends it
+    // is not restarted whole.
+    if (failure.empty() || g_interrupted != 0 || o.elastic)
       break;
     const int moved_to = seen.moved_to; // another node's failure moved the job to this attempt
     const bool moved = moved_to > restart;
@@ -602,7 +654,7 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   if (failure.empty())
     return 0;
   err << "actorch launch: " << failure << "; stopped the other ranks"
-      << (o.max_restarts > 0
+      << (o.max_restarts > 0 && !o.elastic
               ? "; no restarts left (--max-restarts " + std::to_string(o.max_restarts) + ")"
               : std::string())
       << "\n";

@@ -30,14 +30,16 @@ struct launch_options {
   /// How long the others get to exit after SIGTERM (when one failed) before SIGKILL.
   std::chrono::milliseconds grace{3000};
   /// torchrun's --max-restarts: when a rank fails, the others are stopped and the whole job
-  /// starts again, up to this many times; each rank sees TORCHELASTIC_RESTART_COUNT. Across
-  /// nodes every node's launcher restarts its ranks together (Note [Node restarts]).
+  /// starts again, up to this many times (elastic: lost ranks replaced, up to this many); each rank
+  /// sees TORCHELASTIC_RESTART_COUNT. Across nodes every node's launcher restarts its ranks
+  /// together (Note [Node restarts]).
   int max_restarts = 0;
   /// Several nodes: how long the launchers wait for each other at their store (node 0 hosts
   /// it on master_port and the ranks join it, as torchrun's agent store).
   std::chrono::milliseconds rdzv_timeout{300000};
   /// Note [Elastic membership] (launcher.cpp): a rank killed by a signal does not stop the
-  /// others; they go on without it (one node; not with max_restarts).
+  /// others; they go on without it, or with a replacement while max_restarts allows (one
+  /// node).
   bool elastic = false;
   /// Note [Launch secrets]: true runs the job with an open store (no job secret made on one
   /// node, none required across nodes).

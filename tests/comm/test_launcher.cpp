@@ -494,12 +494,21 @@ TEST_CASE("with --elastic a killed rank leaves the others running, and the launc
     CHECK(launch(o, out, err) != 0);
     CHECK_THAT(err.str(), Contains("rank 0 was killed by signal 9"));
   }
+  SECTION("with --max-restarts, a replacement takes the lost rank's place") {
+    // The first rank 1 dies; its replacement (ACTORCH_ELASTIC_JOIN=1) says so and ends well.
+    auto o = sh(3, "if [ $RANK = 1 ] && [ -z \"$ACTORCH_ELASTIC_JOIN\" ]; then kill -9 $$; fi; "
+                   "sleep 1; echo rank $RANK join ${ACTORCH_ELASTIC_JOIN:-0}");
+    o.master_port = free_port();
+    o.elastic = true;
+    o.max_restarts = 1;
+    CHECK(launch(o, out, err) == 0);
+    CHECK_THAT(err.str(), Contains("the job goes on with ranks 0,1,2 (--elastic, membership 1, "
+                                   "rank 1 replaced: replacement 1 of 1)"));
+    CHECK_THAT(out.str(), Contains("[rank1]: rank 1 join 1") && Contains("[rank0]: rank 0 join 0"));
+  }
   SECTION("what is not built yet is refused") {
     auto o = sh(2, "true");
     o.elastic = true;
-    o.max_restarts = 1;
-    CHECK_THROWS_WITH(launch(o, out, err), Contains("--max-restarts with --elastic"));
-    o.max_restarts = 0;
     o.nnodes = 2;
     CHECK_THROWS_WITH(launch(o, out, err), Contains("--elastic runs jobs on one node"));
   }

@@ -3,9 +3,12 @@ with rank 1 (then, in a second run, rank 0) killed by SIGKILL in the middle of a
 job finishes with exit status 0; the survivors are the processes that started (their pids never
 change: nothing restarted); counting the sample ids of every completed step of every epoch (a
 step a survivor finished, every rank's batch of it) gives each training sample exactly once
-(repeats only as DistributedSampler's padding makes them); the
-test accuracy reaches 0.97; and the launcher and the survivors say who was lost and how they
-regrouped. A third run kills two ranks one after the other (rank 2, then rank 0), leaving one.
+(repeats only as DistributedSampler's padding makes them); the test accuracy reaches 0.97; and
+the launcher and the survivors say who was lost and how they regrouped. A third run kills two
+ranks one after the other (rank 2, then rank 0), leaving one. A fourth and a fifth, with
+--max-restarts 1, have the launcher replace the killed rank (1, then 0): the replacement joins
+the survivors' regrouping, takes their live state and position, and the world is back at 3
+(the other two still the first processes).
 Usage: python3 digits_elastic.py ACTORCH_BINARY DIGITS_DDP_BINARY SCRATCH_DIR
 """
 import collections
@@ -59,21 +62,23 @@ def padding_allowance(worlds):
     return sum(w - 1 for w in worlds)
 
 
-def run(actorch, digits, scratch, kills, problems):
-    """Starts the job, kills ranks at (rank, epoch, steps into it), checks the outcome."""
-    name = "kill_" + "_".join(str(r) for r, _, _ in kills)
+def run(actorch, digits, scratch, kills, problems, restarts=0):
+    """Starts the job, kills ranks at (rank, epoch, steps into it), checks the outcome; with
+    `restarts`, the launcher replaces that many of them."""
+    name = "kill_" + "_".join(str(r) for r, _, _ in kills) + ("_replaced" if restarts else "")
     out_dir = os.path.join(scratch, name)
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir)
     log = os.path.join(out_dir, "samples")
-    cmd = [actorch, "launch", "--elastic", "--nproc-per-node", "3",
+    cmd = [actorch, "launch", "--elastic", "--max-restarts", str(restarts), "--nproc-per-node", "3",
            "--master-port", str(free_port()), digits, "--out", out_dir, "--epochs", str(EPOCHS),
            "--batch-size", str(BATCH), "--plot", "0", "--sample-log", log]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     started = time.time()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     deadline = time.time() + 240
-    killed = {}
+    killed = {}  # pid -> rank
+    killed_ranks = set()
     resumed_ms = []
     for rank, epoch, steps in kills:
         pid = wait_for_steps(f"{log}.{rank}", epoch, steps, p, deadline)
@@ -82,10 +87,11 @@ def run(actorch, digits, scratch, kills, problems):
             p.kill()
             p.communicate()
             return
-        others = [r for r in range(3) if r != rank and r not in killed]
+        others = [r for r in range(3) if r != rank and (restarts or r not in killed_ranks)]
         lines = {r: len(read_log(f"{log}.{r}")) for r in others}
         os.kill(pid, signal.SIGKILL)
-        killed[rank] = pid
+        killed[pid] = rank
+        killed_ranks.add(rank)
         # Kill to the survivors' next completed step (the sample log's next line).
         t0 = time.time()
         while time.time() < deadline and p.poll() is None and all(
@@ -103,24 +109,31 @@ def run(actorch, digits, scratch, kills, problems):
     if p.returncode != 0:
         problems.append(f"{name}: the launcher exited {p.returncode}:\n{out[-3000:]}")
         return
-    for rank in killed:
+    for rank in killed_ranks:
+        if restarts and f"rank {rank} replaced: replacement" not in out:
+            problems.append(f"{name}: the launcher did not replace rank {rank}:\n{out[-2000:]}")
         if f"rank {rank} was killed by signal 9" not in out:
             problems.append(f"{name}: the launcher did not name rank {rank} as killed:\n{out[-2000:]}")
     regroups = re.findall(r"launch rank (\d+) regrouped as rank (\d+) of (\d+) \(membership (\d+)"
                           r": ranks ([\d,]+)\) (\d+) ms after", out)
     if not regroups:
         problems.append(f"{name}: no survivor said it regrouped:\n{out[-3000:]}")
-    # The survivors never restarted: one pid per rank's log, the first one's.
+    # The survivors never restarted: one pid per rank's log, the first one's; a replaced rank
+    # two, the killed one's and its replacement's.
     logs = {r: read_log(f"{log}.{r}") for r in range(3)}
     for r, rows in logs.items():
         pids = {row[0] for row in rows}
-        if len(pids) != 1:
-            problems.append(f"{name}: rank {r} ran as {len(pids)} processes {sorted(pids)}")
+        want = 2 if restarts and r in killed_ranks else 1
+        if len(pids) != want:
+            problems.append(f"{name}: rank {r} ran as {len(pids)} processes {sorted(pids)}, "
+                            f"not {want}")
+    if restarts and not any(g[4] == "0,1,2" for g in regroups):
+        problems.append(f"{name}: the world did not grow back to ranks 0,1,2: {regroups}")
     # The steps that happened: those a survivor finished (its model is the job's). A lost
     # rank's batch of such a step counts even when it died before finishing it itself (its
     # gradient reached the survivors); a step no survivor finished was done again.
-    finished = {(row[1], row[2], row[3]) for r, rows in logs.items() if r not in killed
-                for row in rows if row[4]}
+    finished = {(row[1], row[2], row[3]) for rows in logs.values() for row in rows
+                if row[4] and row[0] not in killed}
     # Every sample of every epoch exactly once, padding aside.
     for e in range(EPOCHS):
         counts = collections.Counter()
@@ -132,8 +145,9 @@ def run(actorch, digits, scratch, kills, problems):
         extra = sum(c - 1 for c in counts.values() if c > 1)
         stray = [i for i in counts if not 0 <= i < TRAIN]
         # The epoch's segments: the world it began with, and one fewer after each kill in it.
-        world = 3 - sum(1 for _, ke, _ in kills if ke < e)
-        segments = [world - j for j in range(1 + sum(1 for _, ke, _ in kills if ke == e))]
+        lost = 0 if restarts else 1
+        world = 3 - lost * sum(1 for _, ke, _ in kills if ke < e)
+        segments = [world - lost * j for j in range(1 + sum(1 for _, ke, _ in kills if ke == e))]
         allowed = padding_allowance(segments)
         if missing or stray or extra > allowed:
             problems.append(f"{name}: epoch {e}: {len(missing)} samples missing {missing[:10]}, "
@@ -158,6 +172,8 @@ def main():
     run(actorch, digits, scratch, [(1, 2, 10)], problems)
     run(actorch, digits, scratch, [(0, 2, 10)], problems)
     run(actorch, digits, scratch, [(2, 2, 5), (0, 4, 7)], problems)
+    run(actorch, digits, scratch, [(1, 2, 10)], problems, restarts=1)
+    run(actorch, digits, scratch, [(0, 3, 4)], problems, restarts=1)
     if problems:
         print("\n".join(problems))
         sys.exit(1)
