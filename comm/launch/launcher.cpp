@@ -516,8 +516,8 @@ private:
 // lost ranks, with the lost rank's RANK and ACTORCH_ELASTIC_JOIN=n (the n-th replacement), and
 // publishes the survivors and the replacement together as the next membership: the survivors
 // regroup with it at once (the failed step is done again by the whole world) and it takes the
-// live state from them, not from a checkpoint (actors/process_link.cpp). The whole job is never
-// restarted: an elastic job that fails ends.
+// live state from them, not from a checkpoint (actors/trainer/process_link.cpp). The whole job is
+// never restarted: an elastic job that fails ends.
 int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ACTORCH_CHECK(o.nproc_per_node >= 1, "launch: --nproc-per-node must be >= 1 but got ",
                 o.nproc_per_node);

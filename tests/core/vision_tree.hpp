@@ -1,10 +1,14 @@
-// A folder tree of images for the image path's tests, written once per test binary by PIL:
+// A folder tree of images for the image path's tests, written once by PIL:
 // root/<class>/... with PNGs of a known pattern, JPEGs of smooth colour fields, nested folders
 // and a file of another kind.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
+#include <system_error>
+
+#include <unistd.h>
 
 #include "tests/core/files.hpp"
 
@@ -18,9 +22,17 @@ inline uint8_t pattern(int64_t y, int64_t x, int64_t c) {
 
 // root/<class>/...: PNGs whose pixel (y, x) is ((x * 3 + y * 5) % 256, (x + 7 * y) % 256,
 // (x * y) % 256), JPEGs of smooth colour fields, nested folders and a file of another kind.
+// ctest runs test cases side by side, each its own process: each writes the tree in a folder
+// of its own and renames it into place, so that none reads a tree another is writing (a
+// reader once met an empty JPEG); the first rename wins and the others' copies go.
 inline const std::filesystem::path& image_tree() {
   static const std::filesystem::path root = [] {
-    const std::filesystem::path& dir = scratch_dir("vision_tree");
+    const std::filesystem::path& base = scratch_dir("vision_tree");
+    const std::filesystem::path tree = base / "tree";
+    if (std::filesystem::exists(tree))
+      return tree;
+    const std::filesystem::path dir = base / ("staging." + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
     REQUIRE(run_python(dir, "make_tree", R"(
 import os, numpy as np
 from PIL import Image
@@ -40,7 +52,10 @@ for i in range(6):
 Image.fromarray(pattern(8, 8)).save(os.path.join(root, "c_empty_but_nested", "x", "q.png"))
 open(os.path.join(root, "a_cats", "readme.txt"), "w").write("not an image")
 )") == 0);
-    return dir / "tree";
+    std::error_code taken; // another process's tree is in place: the same pixels
+    std::filesystem::rename(dir / "tree", tree, taken);
+    std::filesystem::remove_all(dir);
+    return tree;
   }();
   return root;
 }

@@ -1,4 +1,4 @@
-#include "actors/process_link.hpp"
+#include "actors/trainer/process_link.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -22,7 +22,7 @@ namespace actorch::actors {
 //     some survivors (the lost rank sent its part, then died) and not on others, so the
 //     survivors take the most steps done, and the lowest rank that did them broadcasts its
 //     parameters, buffers and optimizer state, then every survivor checks that its copy sums
-//     as the others' (replica_run::sync_state in trainer_actor.cpp);
+//     as the others' (replica_run::sync_state in healing.cpp);
 //  4. goes on from where that survivor's data stood: the epoch's order positions its completed
 //     steps covered are done, the rest is divided among the survivors (Note [Elastic data
 //     position] in core/data/sampler.cpp), so that the step in flight when the rank died is

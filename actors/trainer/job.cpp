@@ -1,0 +1,209 @@
+// train_data_parallel (trainer.hpp): the job's setup in this process (its process link and
+// trainer actors) and its monitor, a scoped actor on the caller's thread that relays progress
+// and epoch summaries and collects the replicas' reports. Each trainer actor is detached:
+// forward, backward and the optimizer step block its own thread, the replica's one compute
+// thread (replica_run.hpp).
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "actors/trainer.hpp"
+#include "actors/trainer/process_link.hpp"
+#include "actors/trainer/replica_run.hpp"
+#include "actors/trainer_messages.hpp"
+#include "base/parse.hpp"
+#include "core/cuda_memory.hpp"
+#include "core/trace.hpp"
+
+namespace actorch::actors {
+
+namespace {
+
+void check_spec(const trainer_spec& spec, const job_options& opts) {
+  ACTORCH_CHECK(spec.make_model && spec.make_optimizer && spec.forward,
+                "train_data_parallel: the spec needs make_model, make_optimizer and forward");
+  ACTORCH_CHECK((spec.dataset != nullptr) != bool(spec.batch_fn),
+                "train_data_parallel: give the spec either a dataset or a batch_fn (not both)");
+  ACTORCH_CHECK(!spec.batch_fn || spec.steps_per_epoch > 0,
+                "train_data_parallel: batch_fn needs steps_per_epoch > 0 but got ",
+                spec.steps_per_epoch);
+  ACTORCH_CHECK(spec.loader.sampler == nullptr && spec.loader.batch_sampler == nullptr,
+                "train_data_parallel: loader.sampler and loader.batch_sampler must be unset: each "
+                "replica samples its shard through a DistributedSampler (set loader.shuffle)");
+  ACTORCH_CHECK(spec.loader.generator == nullptr,
+                "train_data_parallel: loader.generator must be unset: each replica seeds its own "
+                "from spec.seed (one generator shared by replicas would make runs differ)");
+  ACTORCH_CHECK(spec.epochs >= 0, "train_data_parallel: epochs must be >= 0 but got ", spec.epochs);
+  ACTORCH_CHECK(spec.checkpoint_every >= 0,
+                "train_data_parallel: checkpoint_every must be >= 0 but got ",
+                spec.checkpoint_every);
+  ACTORCH_CHECK(opts.num_local >= 1, "train_data_parallel: num_local must be >= 1 but got ",
+                opts.num_local);
+  if (spec.device.is_cuda()) {
+    ACTORCH_CHECK(!opts.process_group || opts.process_group->collective_device().is_cuda(),
+                  "train_data_parallel: replicas on ", spec.device,
+                  " need an nccl process group, but the job's is ", opts.process_group->backend());
+    const std::string problem = cuda_device_problem(spec.device.index);
+    ACTORCH_CHECK(problem.empty(), "train_data_parallel: replicas on ", spec.device,
+                  " need that GPU: ", problem);
+    ACTORCH_CHECK(!opts.process_group || opts.process_group->collective_device() == spec.device,
+                  "train_data_parallel: this process's replica 0 trains on ", spec.device,
+                  " but its nccl process group runs on ", opts.process_group->collective_device(),
+                  "; make the group on ", spec.device);
+  }
+}
+
+// trainer_spec::device: local replica i on cuda:((index + i) mod the GPU count).
+std::vector<device> replica_devices(const device& d, int num_local) {
+  std::vector<device> out(size_t(num_local), d);
+  if (d.is_cuda())
+    for (int i = 0; i < num_local; ++i)
+      out[size_t(i)].index = (d.index + i) % cuda::device_count();
+  return out;
+}
+
+// Each process writes its part; process 0 merges them once all are written (same host: the
+// parts sit next to the target).
+void write_trace(const std::string& path, dist::process_group* pg) {
+  trace::enable(false);
+  const int rank = pg ? pg->rank() : 0;
+  const std::string part = pg ? path + ".part" + std::to_string(rank) : path;
+  trace::write_chrome_json(part, rank, "process " + std::to_string(rank));
+  if (!pg)
+    return;
+  pg->barrier().wait();
+  if (rank == 0) {
+    std::vector<std::string> parts;
+    for (int r = 0; r < pg->size(); ++r)
+      parts.push_back(path + ".part" + std::to_string(r));
+    trace::merge_chrome_json(parts, path);
+    for (const auto& p : parts)
+      std::remove(p.c_str());
+  }
+  pg->barrier().wait();
+}
+
+caf::behavior trainer_actor(caf::event_based_actor* self, const trainer_spec* spec,
+                            replica_info info, process_link* link, caf::actor monitor) {
+  return {
+      [=](train_atom) {
+        replica_report report;
+        try {
+          report = replica_run(*spec, info, *link, self, monitor).run();
+        } catch (const std::exception& e) {
+          report.error = e.what();
+        }
+        report.rank = info.rank;
+        report.local_rank = info.local_rank;
+        self->send(monitor, done_atom::value, std::move(report));
+        self->quit();
+      },
+  };
+}
+
+} // namespace
+
+job_report train_data_parallel(const trainer_spec& given, const job_options& opts) {
+  check_spec(given, opts);
+  trainer_spec spec = given;
+  const char* restart_env = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const int64_t restart =
+      restart_env != nullptr ? parse_int(restart_env, "TORCHELASTIC_RESTART_COUNT", 0) : 0;
+  const bool resumes_on_its_own = restart > 0 && spec.resume.empty() && !spec.checkpoint.empty() &&
+                                  std::filesystem::exists(spec.checkpoint);
+  if (resumes_on_its_own)
+    spec.resume = spec.checkpoint; // see trainer_spec::resume
+  if (!opts.trace.empty()) {
+    trace::clear();
+    trace::enable();
+  }
+  caf::actor_system_config cfg;
+  // The trainers are detached (their own threads); the scheduler runs only the comm actor and
+  // the loaders' sampler. The sharing policy's workers sleep on a condition variable, where the
+  // default work-stealing workers poll for a while after each message and take CPU time
+  // from the trainers' compute threads.
+  cfg.set("scheduler.max-threads", size_t(2));
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  caf::actor_system sys{cfg};
+  process_link link(sys, opts.process_group, opts.num_local,
+                    replica_devices(spec.device, opts.num_local));
+  if (link.elastic()) {
+    ACTORCH_CHECK(opts.num_local == 1 && !spec.device.is_cuda() && spec.dataset != nullptr,
+                  "train_data_parallel: an elastic job (actorch launch --elastic) heals one CPU "
+                  "trainer actor per process over a dataset; ",
+                  opts.num_local, " actors per process on ", spec.device,
+                  " cannot regroup yet (Note [Elastic healing])");
+    ACTORCH_CHECK(spec.resume.empty(),
+                  "train_data_parallel: an elastic job starts afresh: it "
+                  "does not resume from a checkpoint (",
+                  spec.resume, ") yet");
+  }
+  ACTORCH_CHECK(!spec.on_step_samples || link.elastic(),
+                "train_data_parallel: on_step_samples reports an elastic job's samples; this job "
+                "is not elastic (start it with actorch launch --elastic)");
+  if (resumes_on_its_own && link.process_rank() == 0)
+    std::printf("train_data_parallel: restart %lld of the job: resuming from %s\n",
+                static_cast<long long>(restart), spec.resume.c_str());
+  caf::scoped_actor monitor{sys};
+  std::vector<caf::actor> trainers;
+  for (int i = 0; i < opts.num_local; ++i) {
+    replica_info info;
+    info.local_rank = i;
+    info.num_local = opts.num_local;
+    info.process_rank = link.process_rank();
+    info.num_processes = link.num_processes();
+    info.rank = info.process_rank * opts.num_local + i;
+    info.world_size = opts.num_local * info.num_processes;
+    auto t = sys.spawn<caf::detached>(trainer_actor, &spec, info, &link,
+                                      caf::actor_cast<caf::actor>(monitor));
+    monitor->monitor(t);
+    monitor->send(t, train_atom::value);
+    trainers.push_back(std::move(t));
+  }
+  job_report out;
+  std::string failure;
+  auto fail = [&](const std::string& msg) {
+    if (failure.empty()) {
+      failure = msg;
+      // The other local replicas may be waiting for this one's part of a collective.
+      link.abort(std::make_exception_ptr(error(msg)));
+    }
+  };
+  size_t down = 0;
+  std::vector<char> reported(size_t(opts.num_local), 0);
+  while (down < trainers.size()) {
+    monitor->receive(
+        [&](progress_atom, const train_progress& p) {
+          if (opts.on_progress)
+            opts.on_progress(p);
+        },
+        [&](epoch_end_atom, const epoch_summary& s) {
+          out.epochs.push_back(s);
+          if (opts.on_epoch)
+            opts.on_epoch(s);
+        },
+        [&](done_atom, replica_report& r) {
+          reported[size_t(r.local_rank)] = 1;
+          if (!r.error.empty())
+            fail("train_data_parallel: replica " + std::to_string(r.rank) + " failed: " + r.error);
+          if (r.local_rank == 0)
+            out.step_end_times = std::move(r.step_end_times);
+        },
+        [&](const caf::down_msg& d) {
+          ++down;
+          for (size_t i = 0; i < trainers.size(); ++i)
+            if (trainers[i].address() == d.source && !reported[i])
+              fail("train_data_parallel: the trainer actor of replica " +
+                   std::to_string(link.process_rank() * opts.num_local + int(i)) +
+                   " stopped without finishing (" + sys.render(d.reason) + ")");
+        });
+  }
+  ACTORCH_CHECK(failure.empty(), failure);
+  out.process_rank = link.process_rank();
+  out.num_processes = link.num_processes();
+  if (!opts.trace.empty())
+    write_trace(opts.trace, link.group().get());
+  return out;
+}
+
+} // namespace actorch::actors

@@ -1,0 +1,250 @@
+#include "actors/trainer/replica_run.hpp"
+
+#include <map>
+#include <mutex>
+
+#include "actors/trainer/checkpoint.hpp"
+#include "core/autograd/grad_mode.hpp"
+#include "core/cuda/stream.hpp"
+#include "core/data/distributed_sampler.hpp"
+#include "core/ops/factory.hpp"
+
+namespace actorch::actors {
+
+namespace {
+
+// Bucket spans for the trace: a bucket's ready time, kept until it is reduced.
+void trace_buckets(dist::reducer& r, int rank) {
+  if (!trace::enabled())
+    return;
+  struct pending {
+    std::mutex mu;
+    std::map<std::pair<int64_t, size_t>, trace::clock::time_point> ready;
+  };
+  auto p = std::make_shared<pending>();
+  const std::string lane = "buckets " + std::to_string(rank);
+  r.set_observer([p, lane](const dist::bucket_event& e) {
+    std::lock_guard lock(p->mu);
+    const auto key = std::make_pair(e.iteration, e.bucket);
+    if (e.kind == dist::bucket_event::ready) {
+      p->ready[key] = e.time;
+      return;
+    }
+    const auto it = p->ready.find(key);
+    if (it == p->ready.end())
+      return;
+    trace::record(lane, "bucket " + std::to_string(e.bucket), it->second, e.time,
+                  "\"iteration\": " + std::to_string(e.iteration) +
+                      ", \"bytes\": " + std::to_string(e.bytes));
+    p->ready.erase(it);
+  });
+}
+
+} // namespace
+
+replica_report replica_run::run() {
+  replica_report report;
+  report.rank = info_.rank;
+  if (device_.is_cuda()) {
+    cuda::set_device(device_.index); // this trainer thread's kernels go to its GPU
+    if (trace::enabled())
+      gpu_steps_.emplace(cuda::current_stream(device_.index), lane_ + " (" + device_.str() + ")");
+  }
+  model_ = spec_.make_model(info_);
+  ACTORCH_CHECK(model_ != nullptr, "train_data_parallel: make_model returned null");
+  model_->to(device_);
+  if (spec_.sync_batchnorm)
+    dist::convert_sync_batchnorm(*model_, group_);
+  opt_ = spec_.make_optimizer(*model_);
+  ACTORCH_CHECK(opt_ != nullptr, "train_data_parallel: make_optimizer returned null");
+  resume_point from;
+  if (!spec_.resume.empty())
+    from = load_training_checkpoint(spec_.resume, *model_, *opt_, spec_.dataset != nullptr);
+  int64_t epoch = from.epoch, step = from.step, total = from.total_steps;
+  int64_t offset = 0; // an elastic job's position in the first epoch's order
+  if (link_.replacement()) {
+    // A replacement for a lost rank: the others' live state and position, as a survivor
+    // takes them after healing (Note [Elastic healing]).
+    prime_optimizer();
+    total_ = -1; // the furthest survivor's state wins
+    sync_state(0);
+    epoch = epoch_;
+    step = epoch_step_;
+    total = total_;
+    offset = resume_at_;
+  } else {
+    wrap_model();
+  }
+  if (spec_.dataset && link_.elastic()) {
+    // Each epoch's loader is made by start_segment (Note [Elastic healing]).
+  } else if (spec_.dataset) {
+    data::loader_options lo = spec_.loader;
+    lo.sampler = std::make_shared<data::distributed_sampler>(
+        spec_.dataset->size(), info_.world_size, info_.rank, spec_.loader.shuffle, spec_.seed,
+        spec_.loader.drop_last);
+    lo.shuffle = false;
+    lo.generator = std::make_shared<generator>(spec_.seed);
+    if (device_.is_cuda()) { // Note [Device prefetch]
+      lo.device = device_;
+      lo.pin_memory = true;
+    }
+    loader_ = std::make_unique<data::data_loader>(spec_.dataset, lo);
+    if (lo.num_workers > 0)
+      loader_->set_actor_system(self_->system()); // the job's system, not one per replica
+    if (from.loader)
+      loader_->load_state(*from.loader);
+  }
+  total_ = total;
+  for (; epoch < spec_.epochs && !limit_reached(); ++epoch) {
+    epoch_ = epoch;
+    if (spec_.dataset && link_.elastic())
+      start_segment(epoch, offset);
+    run_epoch(epoch, step, report);
+    step = 0;
+    offset = 0;
+  }
+  return report;
+}
+
+void replica_run::wrap_model() {
+  ddp_.reset(); // the old reducer's pending buckets fail with its group
+  ddp_ = std::make_unique<dist::distributed_data_parallel>(model_, group_, spec_.ddp);
+  if (spec_.comm_hook)
+    ddp_->register_comm_hook(spec_.comm_hook());
+  trace_buckets(ddp_->reducer(), info_.rank);
+}
+
+int64_t replica_run::steps_per_epoch() const {
+  if (!spec_.dataset)
+    return spec_.steps_per_epoch;
+  // An elastic job's loader covers the rest of the epoch from where its segment began.
+  return link_.elastic() ? epoch_step_ - segment_steps_ + loader_->size() : loader_->size();
+}
+
+void replica_run::run_epoch(int64_t epoch, int64_t first_step, replica_report& report) {
+  const auto begin = trace::clock::now();
+  // Job-wide epoch numbers: loss x samples, samples, correct; reduced at the epoch's end.
+  double loss_sum = 0;
+  int64_t samples = 0, correct = 0;
+  bool counted = true;
+  epoch_step_ = first_step;
+  auto train_step = [&](const data::sample& batch) {
+    if (gpu_steps_)
+      gpu_steps_->begin("step " + std::to_string(epoch_step_));
+    if (spec_.on_step_samples)
+      spec_.on_step_samples(info_, step_samples{epoch, link_.membership(), segment_steps_, false,
+                                                batch_indices(segment_steps_)});
+    opt_->zero_grad();
+    step_result r;
+    {
+      trace::span s(lane_, "forward");
+      r = spec_.forward(*ddp_, batch);
+    }
+    {
+      trace::span s(lane_, "backward");
+      r.loss.backward();
+    }
+    if (spec_.on_step_samples) // the gradients are reduced: the step's samples are in it
+      spec_.on_step_samples(info_,
+                            step_samples{epoch, link_.membership(), segment_steps_, true, {}});
+    {
+      trace::span s(lane_, "optimizer step");
+      opt_->step();
+    }
+    if (gpu_steps_)
+      gpu_steps_->end();
+    const double loss = r.loss.item<double>();
+    if (gpu_steps_)
+      gpu_steps_->flush();
+    loss_sum += loss * double(r.samples);
+    samples += r.samples;
+    counted = counted && r.correct >= 0;
+    correct += std::max<int64_t>(r.correct, 0);
+    const auto now = trace::clock::now();
+    if (info_.local_rank == 0)
+      report.step_end_times.push_back(now);
+    self_->send(monitor_, progress_atom::value,
+                train_progress{info_.rank, epoch, epoch_step_, steps_per_epoch(), loss, r.samples,
+                               r.correct, now});
+    ++epoch_step_;
+    ++segment_steps_;
+    ++total_;
+    if (spec_.checkpoint_every > 0 && total_ % spec_.checkpoint_every == 0 &&
+        epoch_step_ < steps_per_epoch())
+      save(epoch, epoch_step_);
+  };
+  if (spec_.dataset) {
+    // A resumed loader starts where the checkpoint left it; otherwise at `epoch`. In an
+    // elastic job a healed step is taken up again by a loader over the survivors' shares.
+    for (bool healed = true; healed;) {
+      healed = false;
+      {
+        auto it = loader_->begin();
+        while (!(it == loader_->end()) && !limit_reached()) {
+          if (!healing([&] { train_step(*it); })) {
+            healed = true;
+            break;
+          }
+          trace::span s(lane_, "next batch");
+          ++it;
+        }
+      } // the iterator goes before its loader
+      if (healed)
+        start_segment(epoch, resume_at_);
+    }
+  } else {
+    while (epoch_step_ < spec_.steps_per_epoch && !limit_reached()) {
+      data::sample batch = spec_.batch_fn(info_, epoch_step_);
+      batch.for_each_tensor([&](tensor& t) { t = t.to(device_); });
+      healing([&] { train_step(batch); });
+    }
+  }
+  if (limit_reached() && epoch_step_ < steps_per_epoch())
+    return; // a partial epoch: no summary
+  // The epoch's numbers over every replica, its evaluation and checkpoint: done again
+  // whole by the survivors when a rank is lost during them.
+  epoch_summary sum;
+  while (!healing([&] {
+    // One small collective every replica issues.
+    tensor sums = zeros({3}, {.dtype = dtype::float64});
+    auto* p = sums.data_ptr<double>();
+    p[0] = loss_sum;
+    p[1] = double(samples);
+    p[2] = counted ? double(correct) : -1e18;
+    dist::work w = group_->all_reduce(sums.to(group_->collective_device()), dist::reduce_op::sum);
+    w.wait();
+    const tensor reduced = w.result().at(0).cpu();
+    const double* q = reduced.data_ptr<double>();
+    sum = epoch_summary{};
+    sum.epoch = epoch;
+    sum.samples = int64_t(q[1]);
+    sum.loss = q[1] > 0 ? q[0] / q[1] : 0;
+    sum.accuracy = q[2] >= 0 && q[1] > 0 ? q[2] / q[1] : -1;
+    sum.seconds = std::chrono::duration<double>(trace::clock::now() - begin).count();
+    sum.process_rank = info_.process_rank;
+    if (info_.rank == 0 && spec_.evaluate) {
+      trace::span s(lane_, "evaluate");
+      no_grad guard;
+      model_->eval();
+      sum.eval = spec_.evaluate(*model_);
+      model_->train();
+    }
+    save(epoch + 1, 0);
+  }))
+    ;
+  if (info_.local_rank == 0)
+    self_->send(monitor_, epoch_end_atom::value, std::move(sum));
+}
+
+void replica_run::save(int64_t epoch, int64_t step) {
+  if (spec_.checkpoint.empty())
+    return;
+  if (info_.rank == 0) {
+    trace::span s(lane_, "checkpoint");
+    save_training_checkpoint(spec_.checkpoint, *model_, *opt_, epoch, step, total_, loader_.get());
+  }
+  tensor token = zeros({1}, {.device = group_->collective_device()});
+  group_->all_reduce(token, dist::reduce_op::sum).synchronize(); // a barrier: the host waits
+}
+
+} // namespace actorch::actors
