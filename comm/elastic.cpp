@@ -57,6 +57,8 @@ coordinator::coordinator(milliseconds timeout)
 coordinator::~coordinator() = default;
 
 membership coordinator::next(int64_t after, milliseconds wait) {
+  if (const char* v = std::getenv("ACTORCH_ELASTIC_WAIT_MS")) // the launcher's detection time
+    wait = std::max(wait, milliseconds(parse_int(v, "ACTORCH_ELASTIC_WAIT_MS", 0)));
   const std::string first = members_key + std::to_string(after + 1);
   try {
     store_->wait({first}, wait);
@@ -74,6 +76,15 @@ membership coordinator::next(int64_t after, milliseconds wait) {
                 " does not have this process (rank ", launch_rank_,
                 "): the launcher counted it lost");
   return m;
+}
+
+bool coordinator::published(int64_t generation, milliseconds wait) {
+  try {
+    store_->wait({members_key + std::to_string(generation)}, wait);
+    return true;
+  } catch (const std::exception&) {
+    return false; // not within `wait` (or the store is gone: the next call says so)
+  }
 }
 
 membership coordinator::join(milliseconds wait) {

@@ -23,11 +23,14 @@ void replica_run::prime_optimizer() {
 }
 
 void replica_run::sync_state(int64_t done_here) {
-  tensor most = as_tensor(std::vector<double>{double(total_)}, {1}, {});
+  // The furthest: most steps, then the later epoch (a member that finished an epoch's end
+  // before the others lost the rank in it is at the next one's start).
+  const double progress = total_ < 0 ? -1.0 : double(total_) * 1e6 + double(epoch_);
+  tensor most = as_tensor(std::vector<double>{progress}, {1}, {});
   group_->all_reduce(most, dist::reduce_op::max).wait();
   const double furthest = most.data_ptr<double>()[0];
-  tensor lowest = as_tensor(
-      std::vector<double>{double(total_) == furthest ? double(info_.rank) : 1e18}, {1}, {});
+  tensor lowest =
+      as_tensor(std::vector<double>{progress == furthest ? double(info_.rank) : 1e18}, {1}, {});
   group_->all_reduce(lowest, dist::reduce_op::min).wait();
   const int src = int(lowest.data_ptr<double>()[0]);
   tensor position = as_tensor(

@@ -44,9 +44,51 @@ process_link::process_link(caf::actor_system& sys, std::shared_ptr<dist::process
     replacement_ = generation_ > 0;
   }
   connect(std::move(pg));
+  if (coordinator_)
+    watcher_ = std::thread([this] { watch(); });
 }
 
-process_link::~process_link() = default;
+process_link::~process_link() {
+  stop_ = true;
+  if (watcher_.joinable())
+    watcher_.join();
+}
+
+// A rank blocked in a collective with a peer behind a cut link gets no socket error (the
+// packets just stop) until the group's timeout. So a thread of its own waits for the
+// launcher's next membership and breaks the group when it comes; the collective fails then
+// and the trainer regroups (Note [Elastic healing]). Its own store connection: the trainer's
+// regrouping uses the coordinator's meanwhile.
+void process_link::watch() {
+  try {
+    dist::elastic::coordinator c(std::chrono::milliseconds(60000));
+    while (!stop_) {
+      int64_t g;
+      {
+        std::lock_guard lock(mu_);
+        g = generation_;
+      }
+      if (!c.published(g + 1, std::chrono::milliseconds(200)))
+        continue;
+      {
+        std::lock_guard lock(mu_);
+        if (generation_ == g && pg_) // not yet regrouped: this group is the broken one
+          pg_->abort();
+      }
+      // Until the trainer has regrouped (or the job ends).
+      for (;;) {
+        {
+          std::lock_guard lock(mu_);
+          if (generation_ != g || stop_)
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  } catch (const std::exception&) {
+    // The store is gone (the launcher ended or is cut off): the trainer's own calls say so.
+  }
+}
 
 void process_link::connect(std::shared_ptr<dist::process_group> pg) {
   pg_ = std::move(pg);
@@ -101,14 +143,14 @@ std::shared_ptr<dist::replica_group> process_link::regroup(replica_info& info,
     locals_.reset();
     exchange_.reset(); // the comm actor stops, failing what it still holds
   }
-  for (;;) {
+  for (int64_t after = generation_;;) {
     dist::elastic::membership m;
     try {
-      m = coordinator_->next(generation_, std::chrono::seconds(30));
+      m = coordinator_->next(after, std::chrono::seconds(30));
     } catch (const std::exception& e) {
       ACTORCH_FAIL(why, " (an elastic job, but no rank was lost: ", e.what(), ")");
     }
-    generation_ = m.generation;
+    after = m.generation;
     std::shared_ptr<dist::process_group> pg;
     try {
       pg = coordinator_->make_group(m);
@@ -120,11 +162,15 @@ std::shared_ptr<dist::replica_group> process_link::regroup(replica_info& info,
       continue;
     }
     std::string ranks;
-    for (const int r : m.ranks)
-      ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    for (const int r : m.ranks) {
+      if (!ranks.empty())
+        ranks += ',';
+      ranks += std::to_string(r);
+    }
     {
       std::lock_guard lock(mu_);
       connect(std::move(pg));
+      generation_ = m.generation;
     }
     info.process_rank = m.rank;
     info.num_processes = int(m.ranks.size());

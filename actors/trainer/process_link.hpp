@@ -4,9 +4,11 @@
 // without a lost rank (Note [Elastic healing] in process_link.cpp). This header includes no CAF.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "actors/trainer.hpp"
@@ -52,6 +54,7 @@ public:
 
 private:
   void connect(std::shared_ptr<dist::process_group> pg);
+  void watch();
 
   caf::actor_system& sys_;
   int num_local_;
@@ -62,8 +65,10 @@ private:
   std::shared_ptr<dist::local_replicas> locals_;
   std::shared_ptr<dist::replica_group> gpu_group_;
   std::unique_ptr<dist::elastic::coordinator> coordinator_;
-  int64_t generation_ = 0;
+  int64_t generation_ = 0; // written under mu_ (with pg_), by replica 0's thread
   bool replacement_ = false;
+  std::atomic<bool> stop_{false};
+  std::thread watcher_;                      // elastic: breaks pg_ when a newer membership comes
   int process_rank_ = 0, num_processes_ = 1; // as the last group had them
 };
 

@@ -102,6 +102,10 @@ replica_report replica_run::run() {
     run_epoch(epoch, step, report);
     step = 0;
     offset = 0;
+    if (epoch_ > epoch) { // healing took a survivor's place in the next epoch (sync_state)
+      step = epoch_step_;
+      offset = resume_at_;
+    }
   }
   return report;
 }
@@ -202,8 +206,10 @@ void replica_run::run_epoch(int64_t epoch, int64_t first_step, replica_report& r
   if (limit_reached() && epoch_step_ < steps_per_epoch())
     return; // a partial epoch: no summary
   // The epoch's numbers over every replica, its evaluation and checkpoint: done again
-  // whole by the survivors when a rank is lost during them.
+  // whole by the survivors when a rank is lost during them, unless one of them had already
+  // done them all and gone on to the next epoch, whose place the others take.
   epoch_summary sum;
+  bool passed = false;
   while (!healing([&] {
     // One small collective every replica issues.
     tensor sums = zeros({3}, {.dtype = dtype::float64});
@@ -230,9 +236,11 @@ void replica_run::run_epoch(int64_t epoch, int64_t first_step, replica_report& r
       model_->train();
     }
     save(epoch + 1, 0);
-  }))
-    ;
-  if (info_.local_rank == 0)
+  })) {
+    if ((passed = epoch_ > epoch))
+      break;
+  }
+  if (info_.local_rank == 0 && !passed)
     self_->send(monitor_, epoch_end_atom::value, std::move(sum));
 }
 

@@ -59,9 +59,9 @@ private:
   void prime_optimizer();
 
   // Every member of the new group, survivors and replacements, in the same collectives: the
-  // most steps done and the lowest rank that did them, whose position (`done_here` its epoch
-  // order positions), parameters, buffers and optimizer state everyone takes, checked equal;
-  // then DDP over the new group.
+  // most steps done (then the latest epoch) and the lowest rank that did them, whose position
+  // (`done_here` its epoch order positions), parameters, buffers and optimizer state everyone
+  // takes, checked equal; then DDP over the new group.
   void sync_state(int64_t done_here);
 
   // Elastic jobs: this epoch's loader over this rank's share of the order from `offset` on

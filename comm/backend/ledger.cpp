@@ -138,6 +138,8 @@ struct collective_ledger::state {
       else if (e.finished >= 0)
         s += " last finished " + named(e.finished_op, e.finished) + " " +
              seconds(now - e.finished_ms) + " ago";
+      else if (silent) // its entry is as of its last heartbeat (once a beat)
+        s += " had finished no collective by its last heartbeat";
       else
         s += " has finished no collective yet";
       s += ", heartbeat " + seconds(beat_age) + " ago";

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -272,6 +274,10 @@ child start_rank(const launch_options& o, const std::string& token, int restart,
     if (o.elastic) { // Note [Elastic membership]
       set_env("ACTORCH_ELASTIC", "1");
       set_env("ACTORCH_GLOO_SHM", "0"); // a dead peer breaks a socket at once, not a spin
+      // How long a rank whose collective failed waits for the next membership: on one node a
+      // death is seen at once; across nodes a silent node only after the launchers' timeout.
+      set_env("ACTORCH_ELASTIC_WAIT_MS",
+              std::to_string(o.nnodes > 1 ? o.rdzv_timeout.count() + 5000 : 30000));
       if (joining > 0)
         set_env("ACTORCH_ELASTIC_JOIN", std::to_string(joining));
     }
@@ -351,10 +357,50 @@ std::string run_attempt(const launch_options& o, const std::string& token, int r
 // network again (moving the generation, waiting for the others to finish).
 class node_coordinator {
 public:
-  explicit node_coordinator(const launch_options& o)
-      : o_(o), store_(o.master_addr, uint16_t(o.master_port), o.node_rank == 0, o.rdzv_timeout) {
-    if (o.node_rank == 0)
-      store_.set(kGeneration, "0");
+  /// `token`: the ranks' job secret when the launcher made one (Note [Launch secrets]).
+  node_coordinator(const launch_options& o, const std::string& token)
+      : o_(o), store_(o.master_addr, uint16_t(o.master_port), o.node_rank == 0, o.rdzv_timeout,
+                      token.empty() ? std::nullopt : std::optional<std::string>(token)) {
+    if (o.node_rank != 0)
+      return;
+    store_.set(kGeneration, "0");
+    if (o.elastic) { // Note [Elastic membership]: membership 0 is every rank of every node
+      std::string everyone;
+      for (int r = 0; r < o.nnodes * o.nproc_per_node; ++r)
+        everyone += (r ? "," : "") + std::to_string(r);
+      store_.set(std::string(elastic::members_key) + "0", everyone);
+      store_.set(elastic::generation_key, "0");
+    }
+  }
+
+  /// An elastic job's membership change this node's supervision asks for: ranks lost, and
+  /// those of them a replacement now runs as. Published by the watcher thread, so that the
+  /// supervision loop never waits on the network; returns at once.
+  struct change {
+    std::vector<int> lost, replaced;
+    std::string why;
+    std::string replacement; // "replacement 1 of 2"
+  };
+  void publish_later(change c) {
+    {
+      std::lock_guard lock(pending_mu_);
+      pending_.push_back(std::move(c));
+    }
+    pending_cv_.notify_all();
+  }
+
+  /// Waits up to the launchers' timeout for the watcher to publish what publish_later() gave
+  /// it (after this node's ranks ended: its last lost rank's change must not be dropped).
+  void flush() {
+    std::unique_lock lock(pending_mu_);
+    pending_cv_.wait_for(lock, o_.rdzv_timeout, [&] { return pending_.empty(); });
+  }
+
+  /// What the watcher published since the last call, one line each (launch()'s thread prints
+  /// them).
+  std::vector<std::string> take_messages() {
+    std::lock_guard lock(pending_mu_);
+    return std::exchange(messages_, {});
   }
 
   int generation() { return parse_generation(store_.get(kGeneration)); }
@@ -409,11 +455,13 @@ public:
     const std::string left_key = "/launch/left/" + std::to_string(g);
     store_.add(done_key, 1);
     const auto deadline = std::chrono::steady_clock::now() + o_.rdzv_timeout;
-    const auto wait_for = [&](const std::string& key, int64_t count) {
+    // An elastic job's lost nodes report nothing (Note [Elastic membership]).
+    const auto lost_nodes = [&] { return o_.elastic ? store_.add(kLostNodes, 0) : 0; };
+    const auto wait_for = [&](const std::string& key, int64_t others) {
       while (std::chrono::steady_clock::now() < deadline) {
         if (const int now = generation(); now > g)
           return now;
-        if (store_.add(key, 0) >= count)
+        if (store_.add(key, 0) >= others - lost_nodes())
           return -1;
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
@@ -438,6 +486,52 @@ public:
 
 private:
   static constexpr const char* kGeneration = "/launch/generation";
+  static constexpr const char* kLostNodes = "/elastic/lost_nodes";
+
+  // Publishes `c` as the next membership: the newest one without c.lost, with c.replaced
+  // (Note [Elastic membership]). Launchers of several nodes may publish at once: each claims
+  // membership G + 1 by compare-and-set and, when another claimed it first, applies its change
+  // on top of that one.
+  void publish(const change& c) {
+    int64_t g = parse_int(store_.get(elastic::generation_key), "the job's membership", 0);
+    for (;;) {
+      const std::string now = store_.get(elastic::members_key + std::to_string(g));
+      std::vector<int> members;
+      for (size_t pos = 0; pos < now.size();) {
+        const size_t comma = std::min(now.find(',', pos), now.size());
+        members.push_back(int(parse_int(now.substr(pos, comma - pos), "a member's rank", 0)));
+        pos = comma + 1;
+      }
+      std::erase_if(members, [&](int r) {
+        return std::find(c.lost.begin(), c.lost.end(), r) != c.lost.end();
+      });
+      members.insert(members.end(), c.replaced.begin(), c.replaced.end());
+      std::sort(members.begin(), members.end());
+      members.erase(std::unique(members.begin(), members.end()), members.end());
+      std::string list;
+      for (const int r : members)
+        list += (list.empty() ? "" : ",") + std::to_string(r);
+      const std::string key = elastic::members_key + std::to_string(g + 1);
+      if (store_.compare_set(key, "", list) != list) {
+        ++g; // another launcher's change came first
+        continue;
+      }
+      store_.set(elastic::generation_key, std::to_string(g + 1));
+      std::string lost;
+      for (const int r : c.lost)
+        lost += (lost.empty() ? "" : ",") + std::to_string(r);
+      std::lock_guard lock(pending_mu_);
+      messages_.push_back(c.why + "; the job goes on with " +
+                          (members.empty() ? std::string("no rank")
+                                           : (members.size() > 1 ? "ranks " : "rank ") + list) +
+                          " (--elastic, membership " + std::to_string(g + 1) + ", " +
+                          (c.replaced.empty()
+                               ? "without rank" + std::string(c.lost.size() > 1 ? "s " : " ") + lost
+                               : "rank " + lost + " replaced: " + c.replacement) +
+                          ")");
+      return;
+    }
+  }
   static std::string reason_key(int g) { return "/launch/reason/" + std::to_string(g); }
   static std::string heartbeat_key(int node) { return "/launch/heartbeat/" + std::to_string(node); }
   static int parse_generation(const std::string& text) {
@@ -458,8 +552,20 @@ private:
       std::lock_guard lock(w.mu);
       w.found = std::move(v);
     };
+    std::vector<char> gone(size_t(o_.nnodes), 0); // an elastic job's lost nodes
     try {
       while (!w.stop) {
+        for (;;) { // this node's lost ranks first: the survivors wait for them
+          std::unique_lock lock(pending_mu_);
+          if (pending_.empty())
+            break;
+          change c = std::move(pending_.front());
+          lock.unlock();
+          publish(c);
+          lock.lock();
+          pending_.erase(pending_.begin()); // published: flush() may stop waiting
+          pending_cv_.notify_all();
+        }
         if (o_.node_rank != 0) // node 0's watcher reads the others' heartbeats; nobody reads its
           store_.add(heartbeat_key(o_.node_rank), 1);
         if (const int now = generation(); now > g) {
@@ -468,23 +574,38 @@ private:
           return;
         }
         for (int k = 1; o_.node_rank == 0 && k < o_.nnodes; ++k) {
+          if (gone[size_t(k)])
+            continue;
           const int64_t beats = store_.add(heartbeat_key(k), 0);
           auto& [last, when] = heard[size_t(k)];
           if (beats != last) {
             last = beats;
             when = clock::now();
           } else if (clock::now() - when > o_.rdzv_timeout) {
-            found({"node " + std::to_string(k) + "'s launcher has not been heard from for " +
-                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                          clock::now() - when)
-                                          .count()) +
-                       " ms (the launchers' timeout is " + std::to_string(o_.rdzv_timeout.count()) +
-                       " ms): a cut link, or a launcher stopped or killed",
-                   -1, true});
-            return;
+            const std::string why =
+                "node " + std::to_string(k) + "'s launcher has not been heard from for " +
+                std::to_string(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - when)
+                        .count()) +
+                " ms (the launchers' timeout is " + std::to_string(o_.rdzv_timeout.count()) +
+                " ms): a cut link, or a launcher stopped or killed";
+            if (!o_.elastic) {
+              found({why, -1, true});
+              return;
+            }
+            // The side holding the store goes on without that node's ranks; the other side
+            // loses the store and stops its own (Note [Elastic membership]).
+            gone[size_t(k)] = 1;
+            store_.add(kLostNodes, 1);
+            change c{{}, {}, why, {}};
+            for (int r = k * o_.nproc_per_node; r < (k + 1) * o_.nproc_per_node; ++r)
+              c.lost.push_back(r);
+            publish(c);
           }
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        std::unique_lock lock(pending_mu_);
+        pending_cv_.wait_for(lock, std::chrono::milliseconds(200),
+                             [&] { return !pending_.empty() || w.stop.load(); });
       }
     } catch (const std::exception& e) {
       if (!w.stop)
@@ -496,6 +617,12 @@ private:
 
   const launch_options o_; // a copy: a detached watcher may outlive launch()
   tcp_store store_;
+  // An elastic job's membership changes to publish, and the lines saying what was published
+  // (Note [Elastic membership]); launch()'s thread and the watcher's share them.
+  std::mutex pending_mu_;
+  std::condition_variable pending_cv_;
+  std::vector<change> pending_;
+  std::vector<std::string> messages_;
   // The current watch: watch(), unwatch() and current() run on launch()'s thread alone; the
   // watcher thread touches only its watch_state.
   std::shared_ptr<watch_state> watch_;
@@ -518,6 +645,16 @@ private:
 // regroup with it at once (the failed step is done again by the whole world) and it takes the
 // live state from them, not from a checkpoint (actors/trainer/process_link.cpp). The whole job is
 // never restarted: an elastic job that fails ends.
+// Across nodes, node 0's launcher hosts the store (Note [Node restarts]) and every launcher
+// publishes its own lost ranks there, from its watcher thread (the supervision loop never
+// waits on the network), claiming the next membership by compare-and-set. A node whose
+// launcher falls silent for the launchers' timeout (a cut link, a lost machine) is counted
+// lost by node 0, which publishes the membership without its ranks: the side holding the store
+// goes on. The other side's launcher finds the store gone and stops its ranks, saying so. Its
+// ranks, and the survivors, may sit in a collective whose packets stopped: each rank's process
+// link watches for a newer membership and aborts its group then (Note [Aborting a Gloo
+// group]). Ranks wait for a membership after a failed collective for the launchers' timeout
+// plus 5 s across nodes (ACTORCH_ELASTIC_WAIT_MS), 30 s on one node.
 int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ACTORCH_CHECK(o.nproc_per_node >= 1, "launch: --nproc-per-node must be >= 1 but got ",
                 o.nproc_per_node);
@@ -529,9 +666,6 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ACTORCH_CHECK(o.max_restarts >= 0, "launch: --max-restarts must be >= 0 but got ",
                 o.max_restarts);
   ACTORCH_CHECK(!o.command.empty(), "launch: no program to run");
-  ACTORCH_CHECK(!o.elastic || o.nnodes == 1,
-                "launch: --elastic runs jobs on one node for now (across nodes, a side cut off "
-                "from the launcher's store is not yet told to stop): drop --elastic or --nnodes");
 
   launch_options chosen = o;
   if (chosen.master_port == 0)
@@ -549,66 +683,57 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ::sigaction(SIGTERM, &sa, &old_term);
 
   std::shared_ptr<node_coordinator> nodes;
-  if (o.nnodes > 1)
-    nodes = std::make_shared<node_coordinator>(chosen);
-  std::unique_ptr<tcp_store> membership; // Note [Elastic membership]
+  if (o.nnodes > 1 || o.elastic)
+    nodes = std::make_shared<node_coordinator>(chosen, token);
   lost_rank lost;
-  if (o.elastic) {
-    membership = std::make_unique<tcp_store>(
-        chosen.master_addr, uint16_t(chosen.master_port), true, chosen.rdzv_timeout,
-        token.empty() ? std::nullopt : std::optional<std::string>(token));
-    std::string everyone;
-    for (int r = 0; r < o.nproc_per_node; ++r)
-      everyone += (r ? "," : "") + std::to_string(r);
-    membership->set(std::string(elastic::members_key) + "0", everyone);
-    membership->set(elastic::generation_key, "0");
-    lost = [&, generation = 0, replaced = 0](const child& gone, const std::vector<int>& survivors,
-                                             const std::string& why) mutable {
+  if (o.elastic) // Note [Elastic membership]
+    lost = [&, replaced = 0](const child& gone, const std::vector<int>& survivors,
+                             const std::string& why) mutable {
       lost_verdict v;
-      if (survivors.empty())
-        return v;
+      if (survivors.empty() && o.nnodes == 1)
+        return v; // no rank left: the job fails
       v.go_on = true;
-      std::vector<int> members = survivors;
+      node_coordinator::change c{{gone.rank}, {}, why, {}};
       if (replaced < o.max_restarts) { // its replacement joins the survivors' regrouping
         std::string fork_failure;
-        child c = start_rank(chosen, token, 0, gone.rank - o.node_rank * o.nproc_per_node,
+        child r = start_rank(chosen, token, 0, gone.rank - o.node_rank * o.nproc_per_node,
                              replaced + 1, fork_failure);
-        if (c.pid > 0) {
+        if (r.pid > 0) {
           ++replaced;
-          v.replacement = std::move(c);
-          members.push_back(gone.rank);
-          std::sort(members.begin(), members.end());
+          v.replacement = std::move(r);
+          c.replaced.push_back(gone.rank);
+          c.replacement =
+              "replacement " + std::to_string(replaced) + " of " + std::to_string(o.max_restarts);
         } else {
-          err << "actorch launch: no replacement for rank " << gone.rank << ": " << fork_failure
-              << "\n";
+          c.why += "; no replacement (" + fork_failure + ")";
         }
       }
-      std::string list;
-      for (const int r : members)
-        list += (list.empty() ? "" : ",") + std::to_string(r);
-      ++generation;
-      membership->set(elastic::members_key + std::to_string(generation), list);
-      membership->set(elastic::generation_key, std::to_string(generation));
-      err << "actorch launch: " << why << "; the job goes on with rank"
-          << (members.size() > 1 ? "s " : " ") << list << " (--elastic, membership " << generation
-          << ", "
-          << (v.replacement ? "rank " + std::to_string(gone.rank) + " replaced: replacement " +
-                                  std::to_string(replaced) + " of " + std::to_string(o.max_restarts)
-                            : "without rank " + std::to_string(gone.rank))
-          << ")\n";
-      err.flush();
+      nodes->publish_later(std::move(c));
       return v;
     };
-  }
+  // What an elastic job's watcher published, said on launch()'s thread.
+  const auto say_published = [&] {
+    if (!nodes)
+      return;
+    for (const auto& line : nodes->take_messages())
+      err << "actorch launch: " << line << "\n";
+    err.flush();
+  };
   std::string failure;
   for (int restart = 0;;) {
     node_coordinator::verdict seen;       // why the watcher stopped this attempt, if it did
     std::function<std::string()> watched; // one node: nothing to watch
     if (nodes) {
       node_coordinator::watch(nodes, restart);
-      watched = [&] { return (seen = nodes->current()).reason; };
+      watched = [&] {
+        say_published();
+        return (seen = nodes->current()).reason;
+      };
     }
     failure = run_attempt(chosen, token, restart, out, watched, lost);
+    if (o.elastic)
+      nodes->flush();
+    say_published();
     if (nodes) {
       // A store lost after the last look still spares the calls below; a move found after it
       // is left to fail(), which returns the attempt the job moved to, so that a failure of

@@ -394,3 +394,39 @@ TEST_CASE("the nccl backend refuses clearly where it cannot run", "[comm][nccl][
     CHECK_THAT(e, Contains("the nccl backend is not available: this build has no CUDA"));
   }
 }
+
+TEST_CASE("abort() fails a collective waiting on a silent peer at once, not at the timeout",
+          "[comm][gloo][elastic]") {
+  // Note [Aborting a Gloo group]: rank 1 is alive but never joins the all_reduce (as a peer
+  // behind a cut link); rank 0's waits until another thread aborts the group. Gloo's own
+  // close() left it waiting for the whole timeout.
+  auto opts = test::short_timeout(30000);
+  opts.shared_memory = false;
+  std::atomic<bool> rank0_done{false};
+  const auto results = test::on_ranks<std::string>(
+      2,
+      [&](int rank, dist::process_group_gloo& pg) -> std::string {
+        if (rank == 1) {
+          while (!rank0_done)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          return "";
+        }
+        std::thread aborter([&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          pg.abort();
+        });
+        const auto t0 = std::chrono::steady_clock::now();
+        tensor t = ones({1024});
+        const std::string what = test::error_of([&] { pg.all_reduce(t, reduce_op::sum).wait(); });
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        aborter.join();
+        rank0_done = true;
+        return what + " | after " + std::to_string(seconds) + " s";
+      },
+      opts);
+  INFO(results[0]);
+  CHECK_THAT(results[0], Contains("all_reduce failed"));
+  const double seconds = std::stod(results[0].substr(results[0].rfind("after ") + 6));
+  CHECK(seconds < 10); // the group's timeout is 30 s
+}

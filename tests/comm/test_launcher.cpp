@@ -506,10 +506,60 @@ TEST_CASE("with --elastic a killed rank leaves the others running, and the launc
                                    "rank 1 replaced: replacement 1 of 1)"));
     CHECK_THAT(out.str(), Contains("[rank1]: rank 1 join 1") && Contains("[rank0]: rank 0 join 0"));
   }
-  SECTION("what is not built yet is refused") {
-    auto o = sh(2, "true");
-    o.elastic = true;
-    o.nnodes = 2;
-    CHECK_THROWS_WITH(launch(o, out, err), Contains("--elastic runs jobs on one node"));
+}
+
+TEST_CASE("with --elastic across nodes a lost rank or a silent node leaves the side "
+          "holding the store going, and the side cut off from it stops saying so",
+          "[comm][launch][elastic]") {
+  auto o = sh(1, "");
+  o.nnodes = 2;
+  o.insecure = true;
+  o.elastic = true;
+  o.rdzv_timeout = 1500ms;
+  const auto dir = actorch::test::scratch_dir("elastic_nodes") / std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  SECTION("node 1's rank killed: node 0's goes on, and both launchers end well") {
+    o.master_port = free_port();
+    o.command = {"/bin/sh", "-c", "if [ $RANK = 1 ]; then kill -9 $$; fi; sleep 1; echo done"};
+    const pid_t pids[2] = {fork_node(o, 0, dir), fork_node(o, 1, dir)};
+    const node_run n0 = wait_node(pids[0], 0, dir), n1 = wait_node(pids[1], 1, dir);
+    CHECK(n0.rc == 0);
+    CHECK(n1.rc == 0);
+    CHECK_THAT(n0.out, Contains("[rank0]: done"));
+    CHECK_THAT(n1.err, Contains("rank 1 was killed by signal 9 (Killed); the job goes on with "
+                                "rank 0 (--elastic, membership 1, without rank 1)"));
+  }
+  for (const int stopped : {1, 0}) {
+    DYNAMIC_SECTION("node " << stopped << "'s launcher silent, as behind a cut link") {
+      o.master_port = free_port();
+      for (int n = 0; n < 2; ++n)
+        std::filesystem::remove(dir / ("up" + std::to_string(n)));
+      o.command = {"/bin/sh", "-c",
+                   "echo $$ > " + (dir / "up").string() + "$RANK.part && mv " +
+                       (dir / "up").string() + "$RANK.part " + (dir / "up").string() +
+                       "$RANK && sleep 4 && echo done"};
+      const pid_t pids[2] = {fork_node(o, 0, dir), fork_node(o, 1, dir)};
+      for (int i = 0; i < 1000 && !(std::filesystem::exists(dir / "up0") &&
+                                    std::filesystem::exists(dir / "up1"));
+           ++i)
+        std::this_thread::sleep_for(10ms);
+      REQUIRE(std::filesystem::exists(dir / "up1"));
+      ::kill(pids[stopped], SIGSTOP);
+      const int other = 1 - stopped;
+      const node_run r = wait_node(pids[other], other, dir);
+      ::kill(pids[stopped], SIGKILL);
+      ::waitpid(pids[stopped], nullptr, 0);
+      if (stopped == 1) { // node 0 holds the store: it goes on without node 1's rank
+        CHECK(r.rc == 0);
+        CHECK_THAT(r.out, Contains("[rank0]: done"));
+        CHECK_THAT(r.err, Contains("node 1's launcher has not been heard from for") &&
+                              Contains("the job goes on with rank 0 (--elastic, membership 1, "
+                                       "without rank 1)"));
+      } else { // node 1 is cut off from the store: it stops its rank, saying why
+        CHECK(r.rc != 0);
+        CHECK_THAT(r.out, !Contains("[rank1]: done"));
+        CHECK_THAT(r.err, Contains("node 1 lost the launchers' store (node 0's launcher)"));
+      }
+    }
   }
 }

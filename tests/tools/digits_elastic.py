@@ -25,7 +25,7 @@ from job_helpers import free_port, test_accuracy as accuracy  # noqa: E402
 
 TRAIN = 1437  # digits' training split (80% of 1797)
 BATCH = 32
-EPOCHS = 25
+EPOCHS = 15
 
 
 def read_log(path):

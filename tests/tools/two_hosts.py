@@ -2,10 +2,13 @@
 a /dev/shm of its own (so the ranks cannot take the shared-memory path and really cross the
 link), no GLOO_SOCKET_IFNAME. Across them: the seed tutorial, a DDP training (the digits job),
 then a link cut mid-collective and a rank stopped with SIGSTOP, each reported by the other side
-within the timeout, naming the peer. Skips (status 77), saying why, where namespaces cannot be
-made. Usage: python3 two_hosts.py TUTORIAL DIGITS_DDP COLLECTIVE_LOOP SCRATCH_DIR
+within the timeout, naming the peer; last, an elastic digits job under two launchers whose link
+is cut mid-training: the side holding the launchers' store goes on alone and ends well, the other
+side stops saying it lost the store. Skips (status 77), saying why, where namespaces cannot be
+made. Usage: python3 two_hosts.py TUTORIAL DIGITS_DDP COLLECTIVE_LOOP SCRATCH_DIR ACTORCH
 """
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -59,8 +62,59 @@ def both(argv_of, port, timeout, extra=None):
     return [p.communicate(timeout=timeout) + (p.returncode,) for p in procs]
 
 
+def elastic_cut(actorch, digits, scratch):
+    """Two launchers, --elastic, a rank each; the link cut mid-training (Note [Elastic
+    membership])."""
+    failures = []
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GLOO_", "MASTER_"))}
+    env.update(OPENBLAS_NUM_THREADS="1")
+    log = os.path.join(scratch, "elastic_samples")
+    procs = [on_host(n, [actorch, "launch", "--elastic", "--insecure", "--nnodes", "2",
+                         "--node-rank", str(n), "--nproc-per-node", "1", "--master-addr", ADDR[0],
+                         "--master-port", "29615", "--rdzv-timeout", "3", digits, "--epochs", "15",
+                         "--plot", "0", "--out", os.path.join(scratch, f"elastic{n}"),
+                         "--sample-log", log], env) for n in range(2)]
+    deadline = time.time() + 120
+    while time.time() < deadline and all(p.poll() is None for p in procs):
+        try:
+            with open(log + ".1") as f:
+                if sum(1 for line in f if " 2 0 " in line and "done" in line) >= 5:
+                    break  # rank 1 is in epoch 2
+        except OSError:
+            pass
+        time.sleep(0.01)
+    t0 = time.time()
+    sh("ip", "-n", NS[0], "link", "set", "actorch_va", "down")
+    outs, ended = [], []
+    for n, p in enumerate(procs):
+        try:
+            outs.append(p.communicate(timeout=90) + (p.returncode,))
+            ended.append(time.time() - t0)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            outs.append(p.communicate() + (None,))
+            failures.append(f"elastic cut: node {n}'s launcher did not end within 90 s")
+    sh("ip", "-n", NS[0], "link", "set", "actorch_va", "up")
+    (o0, e0, rc0), (o1, e1, rc1) = outs
+    if rc0 != 0 or "without rank 1" not in e0 or "regrouped as rank 0 of 1" not in o0:
+        failures.append(f"elastic cut: node 0 (the store's side) status {rc0}:\n{o0[-2000:]}\n"
+                        f"{e0[-2000:]}")
+    else:
+        acc = re.search(r"test accuracy ([0-9.]+)", o0)
+        took = re.search(r"regrouped as rank 0 of 1 .*?\) (\d+) ms after", o0)
+        print(f"two_hosts: elastic cut: node 0 went on alone, test accuracy "
+              f"{acc.group(1) if acc else None}, regrouped {took.group(1) if took else '?'} ms "
+              f"after its collective failed; node 1 status {rc1}; the launchers ended "
+              f"{', '.join(f'{t:.1f}' for t in ended)} s after the cut")
+        if not acc or float(acc.group(1)) < 0.95:
+            failures.append(f"elastic cut: node 0's test accuracy {acc and acc.group(1)}")
+    if rc1 == 0 or "lost the launchers' store" not in e1:
+        failures.append(f"elastic cut: node 1 (cut off) status {rc1}:\n{o1[-1500:]}\n{e1[-1500:]}")
+    return failures
+
+
 def main():
-    tutorial, digits, loop, scratch = sys.argv[1:5]
+    tutorial, digits, loop, scratch, actorch = sys.argv[1:6]
     try:
         setup()
     except (subprocess.CalledProcessError, FileNotFoundError) as e:
@@ -123,6 +177,8 @@ def main():
                     p.wait()
             if case == "cut":
                 sh("ip", "-n", NS[0], "link", "set", "actorch_va", "up")
+
+        failures += elastic_cut(actorch, digits, scratch)
     finally:
         teardown()
     if failures:

@@ -1,9 +1,11 @@
 // `actorch launch --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]
-// [--rdzv-endpoint HOST:PORT] [--max-restarts R] [--elastic] [--use-local-rank-arg] [--insecure]
+// [--rdzv-endpoint HOST:PORT] [--rdzv-timeout S] [--max-restarts R] [--elastic]
+// [--use-local-rank-arg] [--insecure]
 // PROGRAM ARGS...`: torchrun's launcher (comm/launch/launcher.hpp), with a job secret for its
 // ranks' store by default (Note [Launch secrets]).
 // torchrun's underscore spellings (--nproc_per_node, ...) are accepted too; --use-local-rank-arg is
 // torch.distributed.launch's older convention of passing --local_rank=N to each rank.
+#include <chrono>
 #include <iostream>
 
 #include "base/error.hpp"
@@ -29,6 +31,11 @@ void add_launch(CLI::App& app) {
   cmd->add_option("--max-restarts,--max_restarts", opts->max_restarts,
                   "restart the whole job this many times when a rank fails (torchrun's)")
       ->check(CLI::Range(0, 1000));
+  auto rdzv_seconds = std::make_shared<double>(0);
+  cmd->add_option("--rdzv-timeout,--rdzv_timeout", *rdzv_seconds,
+                  "seconds the launchers of several nodes wait for each other, and after which a "
+                  "silent node counts as lost (default 300)")
+      ->check(CLI::Range(0.1, 86400.0));
   auto endpoint = std::make_shared<std::string>();
   cmd->add_option("--rdzv-endpoint,--rdzv_endpoint", *endpoint,
                   "HOST:PORT of the rendezvous (torchrun's; here: the master's address and port)");
@@ -43,7 +50,9 @@ void add_launch(CLI::App& app) {
   // PROGRAM and everything after it belong to the program, dashes included.
   cmd->prefix_command();
   cmd->footer("PROGRAM ARGS...: the program each rank runs, with its arguments");
-  cmd->callback([opts, cmd, endpoint] {
+  cmd->callback([opts, cmd, endpoint, rdzv_seconds] {
+    if (*rdzv_seconds > 0)
+      opts->rdzv_timeout = std::chrono::milliseconds(int64_t(*rdzv_seconds * 1000));
     if (!endpoint->empty()) { // HOST:PORT, [v6]:PORT, or HOST alone (torchrun's port 29400)
       const auto [host, port] = dist::split_host_port(*endpoint);
       ACTORCH_CHECK(!host.empty(), "launch: --rdzv-endpoint '", *endpoint, "' has no host");

@@ -31,9 +31,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include <sys/socket.h>
 
 #include <gloo/allgather.h>
 #include <gloo/transport/pair.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <openssl/crypto.h>
@@ -340,14 +345,52 @@ process_group_gloo::~process_group_gloo() {
   impl_->p2p_waiter.shutdown();
 }
 
+// Note [Aborting a Gloo group]
+// Gloo's Pair::close() closes the socket but leaves an op waiting on the pair to its timeout,
+// which is what a rank behind a cut link meets (no reset ever comes). shutdown(2) on the
+// pair's socket instead makes Gloo's event loop read its end: the pair fails every op waiting
+// on it with "Connection closed", and the peer, if it still hears us, sees the same. Gloo keeps
+// the socket to itself, so abort() finds it among this process's descriptors by the pair's
+// local address (its port is the socket's alone).
 void process_group_gloo::abort() {
-  // Gloo's pairs take their own locks; a close wakes an op waiting on the pair with an error,
-  // and the peer's side of the socket sees it closed.
+  std::vector<sockaddr_storage> ours;
   for (auto& context : impl_->contexts)
     for (int peer = 0; peer < size(); ++peer)
       if (peer != rank())
         if (auto& pair = context->getPair(peer))
-          pair->close();
+          ours.push_back(
+              static_cast<const gloo::transport::tcp::Address&>(pair->address()).getSockaddr());
+  const auto same = [](const sockaddr_storage& a, const sockaddr_storage& b) {
+    if (a.ss_family != b.ss_family)
+      return false;
+    if (a.ss_family == AF_INET) {
+      const auto& x = reinterpret_cast<const sockaddr_in&>(a);
+      const auto& y = reinterpret_cast<const sockaddr_in&>(b);
+      return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
+    }
+    const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
+    const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
+    return x.sin6_port == y.sin6_port &&
+           std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
+  };
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    try {
+      fd = std::stoi(entry.path().filename().string());
+    } catch (const std::exception&) {
+      continue;
+    }
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0)
+      continue; // not a socket (or gone meanwhile)
+    for (const auto& a : ours)
+      if (same(local, a)) {
+        ::shutdown(fd, SHUT_RDWR);
+        break;
+      }
+  }
 }
 
 milliseconds process_group_gloo::timeout() const {

@@ -44,7 +44,8 @@ public:
 
   std::string backend() const override { return "gloo"; }
   milliseconds timeout() const;
-  /// Closes every pair of every device (process_group::abort).
+  /// Shuts every pair's socket down, failing the ops waiting on it (process_group::abort;
+  /// Note [Aborting a Gloo group]).
   void abort() override;
   /// Why the group refuses work (a Gloo failure poisons its context), or "" while usable.
   std::string broken_reason() const;
