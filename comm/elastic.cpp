@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "base/error.hpp"
@@ -24,6 +25,27 @@ std::string need_env(const char* name) {
 }
 
 } // namespace
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (const int r : ranks) {
+    if (!out.empty())
+      out += ',';
+    out += std::to_string(r);
+  }
+  return out;
+}
+
+std::vector<int> parse_rank_list(const std::string& text, const std::string& what) {
+  std::vector<int> ranks;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    ranks.push_back(int(parse_int(text.substr(pos, comma - pos), what + " (\"" + text + "\")", 0,
+                                  std::numeric_limits<int>::max())));
+    pos = comma + 1;
+  }
+  return ranks;
+}
 
 bool enabled() {
   const char* v = std::getenv("ACTORCH_ELASTIC");
@@ -112,14 +134,10 @@ membership coordinator::join(milliseconds wait) {
 membership coordinator::read(int64_t generation) {
   membership m;
   m.generation = generation;
-  const std::string list = store_->get(members_key + std::to_string(generation));
-  for (size_t pos = 0; pos <= list.size();) {
-    const size_t comma = std::min(list.find(',', pos), list.size());
-    m.ranks.push_back(int(parse_int(list.substr(pos, comma - pos), "elastic: a member's rank", 0)));
-    if (m.ranks.back() == launch_rank_)
-      m.rank = int(m.ranks.size()) - 1;
-    pos = comma + 1;
-  }
+  m.ranks = parse_rank_list(store_->get(members_key + std::to_string(generation)),
+                            "elastic: membership " + std::to_string(generation));
+  const auto it = std::find(m.ranks.begin(), m.ranks.end(), launch_rank_);
+  m.rank = it == m.ranks.end() ? -1 : int(it - m.ranks.begin());
   return m;
 }
 

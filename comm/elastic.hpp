@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/process_group.hpp"
@@ -22,6 +23,11 @@ using milliseconds = std::chrono::milliseconds;
 /// ("0,2,3": the RANKs the launcher gave them).
 inline constexpr const char* generation_key = "/elastic/generation";
 inline constexpr const char* members_key = "/elastic/members/";
+
+/// A membership's ranks as the store keeps them, "0,2,3" ("" for none), and back. Throws
+/// naming `what` for a malformed list.
+std::string rank_list(const std::vector<int>& ranks);
+std::vector<int> parse_rank_list(const std::string& text, const std::string& what);
 
 /// Whether this process was started by `actorch launch --elastic` (ACTORCH_ELASTIC=1).
 bool enabled();

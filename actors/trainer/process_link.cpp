@@ -161,12 +161,7 @@ std::shared_ptr<dist::replica_group> process_link::regroup(replica_info& info,
                    static_cast<long long>(m.generation), e.what());
       continue;
     }
-    std::string ranks;
-    for (const int r : m.ranks) {
-      if (!ranks.empty())
-        ranks += ',';
-      ranks += std::to_string(r);
-    }
+    const std::string ranks = dist::elastic::rank_list(m.ranks);
     {
       std::lock_guard lock(mu_);
       connect(std::move(pg));

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <thread>
@@ -365,10 +366,9 @@ public:
       return;
     store_.set(kGeneration, "0");
     if (o.elastic) { // Note [Elastic membership]: membership 0 is every rank of every node
-      std::string everyone;
-      for (int r = 0; r < o.nnodes * o.nproc_per_node; ++r)
-        everyone += (r ? "," : "") + std::to_string(r);
-      store_.set(std::string(elastic::members_key) + "0", everyone);
+      std::vector<int> everyone(size_t(o.nnodes * o.nproc_per_node));
+      std::iota(everyone.begin(), everyone.end(), 0);
+      store_.set(std::string(elastic::members_key) + "0", elastic::rank_list(everyone));
       store_.set(elastic::generation_key, "0");
     }
   }
@@ -495,31 +495,23 @@ private:
   void publish(const change& c) {
     int64_t g = parse_int(store_.get(elastic::generation_key), "the job's membership", 0);
     for (;;) {
-      const std::string now = store_.get(elastic::members_key + std::to_string(g));
-      std::vector<int> members;
-      for (size_t pos = 0; pos < now.size();) {
-        const size_t comma = std::min(now.find(',', pos), now.size());
-        members.push_back(int(parse_int(now.substr(pos, comma - pos), "a member's rank", 0)));
-        pos = comma + 1;
-      }
+      std::vector<int> members =
+          elastic::parse_rank_list(store_.get(elastic::members_key + std::to_string(g)),
+                                   "launch: membership " + std::to_string(g));
       std::erase_if(members, [&](int r) {
         return std::find(c.lost.begin(), c.lost.end(), r) != c.lost.end();
       });
       members.insert(members.end(), c.replaced.begin(), c.replaced.end());
       std::sort(members.begin(), members.end());
       members.erase(std::unique(members.begin(), members.end()), members.end());
-      std::string list;
-      for (const int r : members)
-        list += (list.empty() ? "" : ",") + std::to_string(r);
+      const std::string list = elastic::rank_list(members);
       const std::string key = elastic::members_key + std::to_string(g + 1);
       if (store_.compare_set(key, "", list) != list) {
         ++g; // another launcher's change came first
         continue;
       }
       store_.set(elastic::generation_key, std::to_string(g + 1));
-      std::string lost;
-      for (const int r : c.lost)
-        lost += (lost.empty() ? "" : ",") + std::to_string(r);
+      const std::string lost = elastic::rank_list(c.lost);
       std::lock_guard lock(pending_mu_);
       messages_.push_back(c.why + "; the job goes on with " +
                           (members.empty() ? std::string("no rank")
