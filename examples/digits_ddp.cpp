@@ -3,7 +3,7 @@
 //
 //   actorch launch --nproc-per-node 2 build/release/examples/digits_ddp --out digits-run
 //     [--epochs 30] [--batch-size 32] [--num-workers 1] [--actors 1] [--trace trace.json]
-//     [--resume digits-run/digits_ddp.safetensors] [--device cuda]
+//     [--resume digits-run/digits_ddp.safetensors] [--device cuda] [--sample-log PATH]
 //
 // With --device cuda each process trains on cuda:LOCAL_RANK and the job's group is NCCL.
 //
