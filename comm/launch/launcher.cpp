@@ -423,9 +423,21 @@ public:
 
   /// Asks the watcher to stop; does not wait for it (it may be inside a store call).
   void unwatch() {
-    if (watch_)
+    if (watch_) {
       watch_->stop = true;
+      pending_cv_.notify_all();
+      last_watch_ = watch_;
+    }
     watch_.reset();
+  }
+
+  /// At launch()'s end: waits up to `limit` for the last watcher to return, so that it is not
+  /// still inside the store's calls (OpenSSL's among them) while the process exits and frees
+  /// them; one stuck on the network is left behind after `limit`.
+  void wait_unwatched(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (last_watch_ && !last_watch_->done && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 
   /// The current watch's verdict; never waits on the network.
@@ -532,11 +544,16 @@ private:
 
   struct watch_state {
     std::atomic<bool> stop{false};
+    std::atomic<bool> done{false}; // run_watch returned
     std::mutex mu;
     verdict found;
   };
 
   void run_watch(watch_state& w, int g) {
+    struct mark_done {
+      watch_state& w;
+      ~mark_done() { w.done = true; }
+    } mark{w};
     using clock = std::chrono::steady_clock;
     // Node 0: each other node's last heartbeat count, and when it last changed.
     std::vector<std::pair<int64_t, clock::time_point>> heard(size_t(o_.nnodes), {-1, clock::now()});
@@ -618,6 +635,7 @@ private:
   // The current watch: watch(), unwatch() and current() run on launch()'s thread alone; the
   // watcher thread touches only its watch_state.
   std::shared_ptr<watch_state> watch_;
+  std::shared_ptr<watch_state> last_watch_; // for wait_unwatched
 };
 
 } // namespace
@@ -768,6 +786,8 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
+  if (nodes)
+    nodes->wait_unwatched(std::chrono::milliseconds(2000));
   if (failure.empty())
     return 0;
   err << "actorch launch: " << failure << "; stopped the other ranks"
