@@ -26,29 +26,27 @@ void replica_run::sync_state(int64_t done_here) {
   // The furthest: most steps, then the later epoch (a member that finished an epoch's end
   // before the others lost the rank in it is at the next one's start).
   const double progress = total_ < 0 ? -1.0 : double(total_) * 1e6 + double(epoch_);
-  tensor most = as_tensor(std::vector<double>{progress}, {1}, {});
-  group_->all_reduce(most, dist::reduce_op::max).wait();
-  const double furthest = most.data_ptr<double>()[0];
-  tensor lowest =
-      as_tensor(std::vector<double>{progress == furthest ? double(info_.rank) : 1e18}, {1}, {});
-  group_->all_reduce(lowest, dist::reduce_op::min).wait();
-  const int src = int(lowest.data_ptr<double>()[0]);
-  tensor position = as_tensor(
-      std::vector<double>{double(total_), double(done_here), double(epoch_step_), double(epoch_)},
-      {4}, {});
-  std::vector<tensor> state{position};
+  std::vector<tensor> state;
   for (auto& [name, t] : model_->named_parameters())
     state.push_back(t.detach());
   for (auto& [name, t] : model_->named_buffers())
     state.push_back(t);
   const optim::optimizer_state os = opt_->state_dict();
-  tensor count = as_tensor(std::vector<double>{double(os.tensors.size())}, {1}, {});
-  tensor fewest = count.clone();
-  group_->all_reduce(count, dist::reduce_op::max).wait();
-  group_->all_reduce(fewest, dist::reduce_op::min).wait();
-  ACTORCH_CHECK(count.data_ptr<double>()[0] == fewest.data_ptr<double>()[0],
-                "train_data_parallel: cannot heal: the members' optimizers hold different "
-                "state (one has not stepped yet)");
+  // One max gives the furthest progress and both ends of the optimizers' state counts.
+  const auto count = double(os.tensors.size());
+  tensor most = as_tensor(std::vector<double>{progress, count, -count}, {3}, {});
+  group_->all_reduce(most, dist::reduce_op::max).wait();
+  const double* m = most.data_ptr<double>();
+  ACTORCH_CHECK(m[1] == -m[2], "train_data_parallel: cannot heal: the members' optimizers hold "
+                               "different state (one has not stepped yet)");
+  tensor lowest =
+      as_tensor(std::vector<double>{progress == m[0] ? double(info_.rank) : 1e18}, {1}, {});
+  group_->all_reduce(lowest, dist::reduce_op::min).wait();
+  const int src = int(lowest.data_ptr<double>()[0]);
+  tensor position = as_tensor(
+      std::vector<double>{double(total_), double(done_here), double(epoch_step_), double(epoch_)},
+      {4}, {});
+  state.insert(state.begin(), position);
   for (const auto& [name, t] : os.tensors)
     state.push_back(t);
   dist::broadcast_from(*group_, state, src);
@@ -61,12 +59,11 @@ void replica_run::sync_state(int64_t done_here) {
   double sum = 0;
   for (size_t i = 1; i < state.size(); ++i)
     sum += state[i].to(dtype::float64).sum().item<double>();
-  tensor hi = as_tensor(std::vector<double>{sum}, {1}, {}), lo = hi.clone();
-  group_->all_reduce(hi, dist::reduce_op::max).wait();
-  group_->all_reduce(lo, dist::reduce_op::min).wait();
-  ACTORCH_CHECK(hi.data_ptr<double>()[0] == lo.data_ptr<double>()[0],
-                "train_data_parallel: after healing, the members' states differ (sums ",
-                lo.data_ptr<double>()[0], " and ", hi.data_ptr<double>()[0], ")");
+  tensor ends = as_tensor(std::vector<double>{sum, -sum}, {2}, {});
+  group_->all_reduce(ends, dist::reduce_op::max).wait();
+  const double* e = ends.data_ptr<double>();
+  ACTORCH_CHECK(e[0] == -e[1], "train_data_parallel: after healing, the members' states differ ",
+                "(sums ", -e[1], " and ", e[0], ")");
   wrap_model();
 }
 
