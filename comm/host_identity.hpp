@@ -1,5 +1,5 @@
 // Who this machine and a process are, for deciding what can be shared or cleaned up: ranks on
-// the same host (and boot) share memory (shm_allreduce), and a store file's recorded users are
+// the same host (and boot) share memory (shm_collectives), and a store file's recorded users are
 // checked against the processes running here (file_store, Note [Stale store files]); and a
 // socket address as numbers or text, for the addresses comm gives out, logs and reads.
 #pragma once

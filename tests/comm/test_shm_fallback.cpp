@@ -73,10 +73,10 @@ TEST_CASE("a planted shared-memory segment name makes every rank fall back to TC
     CHECK(got[0] == std::vector<double>(1000, 3.0));
     CHECK(got[1] == std::vector<double>(1000, 3.0));
     const std::string log = err.text();
-    CHECK_THAT(log, Contains("rank 1 of group [0, 1]: all_reduce does not use shared memory "
+    CHECK_THAT(log, Contains("rank 1 of group [0, 1]: collectives do not use shared memory "
                              "(cannot map the shared segment rank 0 named (its key shm/name): "
                              "shm_open('/actorch_planted_nothing')"));
-    CHECK_THAT(log, Contains("rank 0 of group [0, 1]: all_reduce does not use shared memory "
+    CHECK_THAT(log, Contains("rank 0 of group [0, 1]: collectives do not use shared memory "
                              "(another rank could not map or verify"));
   }
   SECTION("a stranger's segment, which the other ranks map") {
@@ -91,9 +91,9 @@ TEST_CASE("a planted shared-memory segment name makes every rank fall back to TC
     CHECK(got[0] == std::vector<double>(1000, 3.0));
     CHECK(got[1] == std::vector<double>(1000, 3.0));
     const std::string log = err.text();
-    CHECK_THAT(log, Contains("rank 0 of group [0, 1]: all_reduce does not use shared memory "
+    CHECK_THAT(log, Contains("rank 0 of group [0, 1]: collectives do not use shared memory "
                              "(rank 1 mapped another segment than this rank did"));
-    CHECK_THAT(log, Contains("rank 1 of group [0, 1]: all_reduce does not use shared memory "
+    CHECK_THAT(log, Contains("rank 1 of group [0, 1]: collectives do not use shared memory "
                              "(rank 0 mapped another segment than this rank did ('" +
                              name + "'"));
   }

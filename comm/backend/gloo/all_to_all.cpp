@@ -27,6 +27,19 @@ char* back_to_back(const std::vector<tensor>& ts) {
   return ts.empty() ? nullptr : static_cast<char*>(ts.front().data_ptr());
 }
 
+bool overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto* p = static_cast<const char*>(a);
+  const auto* q = static_cast<const char*>(b);
+  return a_bytes != 0 && b_bytes != 0 && p < q + b_bytes && q < p + a_bytes;
+}
+
+size_t total_bytes(const std::vector<tensor>& ts) {
+  size_t bytes = 0;
+  for (const tensor& t : ts)
+    bytes += size_t(t.nbytes());
+  return bytes;
+}
+
 } // namespace
 
 work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
@@ -50,19 +63,23 @@ work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
     counts[j] = inputs[j].numel();
     counts[n + j] = outputs[j].numel();
   }
+  auto ins = inputs;
+  auto outs = outputs;
+  const dtype dt = inputs[0].dtype();
+  if (impl_->shm)
+    return impl_->enqueue("all_to_all", [this, ins, outs, n, counts, dt](uint32_t seq) {
+      const std::vector<int64_t> all = impl_->all_to_all_counts(counts, dt, seq);
+      impl_->check_pairs(all, n);
+      impl_->shm_all_to_all(ins, outs, all, dt);
+      return outs;
+    });
   // In place where the chunks lie back to back (as all_to_all_single's do), else through flat
   // buffers. The inputs are read when the op runs: a caller leaves them alone until it is done.
   char* in_place = back_to_back(inputs);
   char* const out_place = back_to_back(outputs);
-  if (in_place && out_place) { // outputs over the inputs: Gloo would read what it wrote
-    int64_t in_bytes = 0, out_bytes = 0;
-    for (size_t j = 0; j < n; ++j) {
-      in_bytes += int64_t(inputs[j].nbytes());
-      out_bytes += int64_t(outputs[j].nbytes());
-    }
-    if (in_place < out_place + out_bytes && out_place < in_place + in_bytes)
-      in_place = nullptr;
-  }
+  if (in_place && out_place &&
+      overlap(in_place, total_bytes(inputs), out_place, total_bytes(outputs)))
+    in_place = nullptr; // outputs over the inputs: Gloo would read what it wrote
   tensor in;
   if (in_place == nullptr) {
     std::vector<tensor> flat_inputs;
@@ -70,31 +87,10 @@ work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
       flat_inputs.push_back(t.reshape({-1}));
     in = cat(flat_inputs, 0);
   }
-  auto ins = inputs;
-  auto outs = outputs;
-  const dtype dt = inputs[0].dtype();
   return impl_->enqueue("all_to_all", [this, in, ins, in_place, out_place, outs, n, counts,
                                        dt](uint32_t seq) {
-    // The header carries the dtype; the counts are checked pairwise below.
-    const tensor dtype_only = empty({0}, {.dtype = dt});
-    impl_->check_headers("all_to_all", seq, make_header(op_kind::all_to_all, &dtype_only, -1, -1));
-    std::vector<int64_t> all(2 * n * n);
-    gloo::AllgatherOptions ag(impl_->ctx(seq));
-    ag.setInput(const_cast<int64_t*>(counts.data()), counts.size());
-    ag.setOutput(all.data(), all.size());
-    ag.setTag(4 * seq + 2);
-    ag.setTimeout(impl_->opts.timeout);
-    gloo::allgather(ag);
-    std::string bad;
-    for (size_t i = 0; i < n; ++i)
-      for (size_t j = 0; j < n; ++j)
-        if (all[i * 2 * n + j] != all[j * 2 * n + n + i])
-          bad += std::string(bad.empty() ? "" : "; ") + "rank " +
-                 std::to_string(global_ranks()[i]) + " sends " +
-                 std::to_string(all[i * 2 * n + j]) + " elements to rank " +
-                 std::to_string(global_ranks()[j]) + ", which expects " +
-                 std::to_string(all[j * 2 * n + n + i]);
-    ACTORCH_CHECK(bad.empty(), "all_to_all: sizes do not match across ranks: ", bad);
+    const std::vector<int64_t> all = impl_->all_to_all_counts(counts, dt, seq);
+    impl_->check_pairs(all, n);
     const size_t es = element_size(dt);
     std::vector<int64_t> send_bytes, recv_bytes;
     int64_t total = 0;
@@ -123,6 +119,81 @@ work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
     (void)ins; // kept alive until the op has read them
     return outs;
   });
+}
+
+std::vector<int64_t> process_group_gloo::impl::all_to_all_counts(const std::vector<int64_t>& counts,
+                                                                 dtype dt, uint32_t seq) {
+  // The header carries the dtype; the counts are checked pairwise after.
+  const tensor dtype_only = empty({0}, {.dtype = dt});
+  const op_header h = make_header(op_kind::all_to_all, &dtype_only, -1, -1);
+  const size_t n = size_t(pg.size());
+  std::vector<int64_t> all(counts.size() * n);
+  if (shm) {
+    std::vector<char*> outs;
+    for (size_t q = 0; q < n; ++q)
+      outs.push_back(reinterpret_cast<char*>(all.data() + q * counts.size()));
+    staged("all_to_all", [&](std::vector<int64_t>& headers) {
+      return shm->all_gather(h.v, headers, reinterpret_cast<const char*>(counts.data()),
+                             counts.size() * sizeof(int64_t), outs);
+    });
+    return all;
+  }
+  check_headers("all_to_all", seq, h);
+  gloo::AllgatherOptions ag(ctx(seq));
+  ag.setInput(const_cast<int64_t*>(counts.data()), counts.size());
+  ag.setOutput(all.data(), all.size());
+  ag.setTag(4 * seq + 2);
+  ag.setTimeout(opts.timeout);
+  gloo::allgather(ag);
+  return all;
+}
+
+void process_group_gloo::impl::check_pairs(const std::vector<int64_t>& all, size_t n) const {
+  std::string bad;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n; ++j)
+      if (all[i * 2 * n + j] != all[j * 2 * n + n + i])
+        bad += std::string(bad.empty() ? "" : "; ") + "rank " +
+               std::to_string(pg.global_ranks()[i]) + " sends " +
+               std::to_string(all[i * 2 * n + j]) + " elements to rank " +
+               std::to_string(pg.global_ranks()[j]) + ", which expects " +
+               std::to_string(all[j * 2 * n + n + i]);
+  ACTORCH_CHECK(bad.empty(), "all_to_all: sizes do not match across ranks: ", bad);
+}
+
+void process_group_gloo::impl::shm_all_to_all(const std::vector<tensor>& inputs,
+                                              const std::vector<tensor>& outputs,
+                                              const std::vector<int64_t>& all, dtype dt) {
+  const size_t n = size_t(pg.size()), es = element_size(dt);
+  staged_outputs dst(outputs);
+  std::vector<tensor> ins;
+  std::vector<const char*> sends;
+  std::vector<size_t> send_bytes, recv_bytes;
+  for (size_t j = 0; j < n; ++j) {
+    // An input under an output the op writes would be overwritten before it is staged.
+    tensor t = inputs[j].contiguous();
+    const auto under_an_output = [&] {
+      for (size_t i = 0; i < n; ++i)
+        if (overlap(t.data_ptr(), t.nbytes(), dst.ptrs[i], dst.bufs[i].flat.nbytes()))
+          return true;
+      return false;
+    };
+    if (t.is_same(inputs[j]) && under_an_output())
+      t = t.clone();
+    sends.push_back(static_cast<const char*>(t.data_ptr()));
+    send_bytes.push_back(size_t(t.nbytes()));
+    recv_bytes.push_back(size_t(dst.bufs[j].flat.nbytes()));
+    ins.push_back(std::move(t));
+  }
+  size_t max_pair = 0;
+  for (int64_t c : all)
+    max_pair = std::max(max_pair, size_t(c) * es);
+  const tensor dtype_only = empty({0}, {.dtype = dt});
+  const op_header h = make_header(op_kind::all_to_all, &dtype_only, -1, -1);
+  staged("all_to_all", [&](std::vector<int64_t>& headers) {
+    return shm->all_to_all(h.v, headers, sends, send_bytes, dst.ptrs, recv_bytes, max_pair);
+  });
+  dst.copy_back();
 }
 
 } // namespace actorch::dist

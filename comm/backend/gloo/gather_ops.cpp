@@ -18,8 +18,20 @@ work process_group_gloo::all_gather_into_tensor(tensor& output, const tensor& in
   auto in = std::make_shared<contiguous_buffer>(input);
   auto out = std::make_shared<contiguous_buffer>(output);
   return impl_->enqueue("all_gather_into_tensor", [this, in, out](uint32_t seq) {
-    impl_->check_headers("all_gather_into_tensor", seq,
-                         make_header(op_kind::all_gather, &in->flat, -1, -1));
+    const op_header h = make_header(op_kind::all_gather, &in->flat, -1, -1);
+    if (impl_->shm) {
+      const size_t bytes = in->flat.nbytes();
+      std::vector<char*> outs;
+      for (int q = 0; q < size(); ++q)
+        outs.push_back(static_cast<char*>(out->flat.data_ptr()) + size_t(q) * bytes);
+      impl_->staged("all_gather_into_tensor", [&](std::vector<int64_t>& all) {
+        return impl_->shm->all_gather(h.v, all, static_cast<const char*>(in->flat.data_ptr()),
+                                      bytes, outs);
+      });
+      out->copy_back();
+      return std::vector<tensor>{out->orig};
+    }
+    impl_->check_headers("all_gather_into_tensor", seq, h);
     gloo::AllgatherOptions o(impl_->ctx(seq));
     o.setInput(static_cast<uint8_t*>(in->flat.data_ptr()), in->flat.nbytes());
     o.setOutput(static_cast<uint8_t*>(out->flat.data_ptr()), out->flat.nbytes());
@@ -36,7 +48,17 @@ work process_group_gloo::all_gather(std::vector<tensor>& outputs, const tensor& 
   auto in = std::make_shared<contiguous_buffer>(input);
   auto outs = outputs;
   return impl_->enqueue("all_gather", [this, in, outs](uint32_t seq) {
-    impl_->check_headers("all_gather", seq, make_header(op_kind::all_gather, &in->flat, -1, -1));
+    const op_header h = make_header(op_kind::all_gather, &in->flat, -1, -1);
+    if (impl_->shm) {
+      staged_outputs dst(outs);
+      impl_->staged("all_gather", [&](std::vector<int64_t>& all) {
+        return impl_->shm->all_gather(h.v, all, static_cast<const char*>(in->flat.data_ptr()),
+                                      in->flat.nbytes(), dst.ptrs);
+      });
+      dst.copy_back();
+      return outs;
+    }
+    impl_->check_headers("all_gather", seq, h);
     tensor flat = empty({int64_t(size()) * in->flat.numel()}, {.dtype = in->flat.dtype()});
     gloo::AllgatherOptions o(impl_->ctx(seq));
     o.setInput(static_cast<uint8_t*>(in->flat.data_ptr()), in->flat.nbytes());
@@ -63,7 +85,17 @@ work process_group_gloo::gather(std::vector<tensor>& outputs, const tensor& inpu
   auto in = std::make_shared<contiguous_buffer>(input);
   auto outs = outputs;
   return impl_->enqueue("gather", [this, in, outs, root](uint32_t seq) {
-    impl_->check_headers("gather", seq, make_header(op_kind::gather, &in->flat, root, -1));
+    const op_header h = make_header(op_kind::gather, &in->flat, root, -1);
+    if (impl_->shm) {
+      staged_outputs dst(outs); // empty off the root
+      impl_->staged("gather", [&](std::vector<int64_t>& all) {
+        return impl_->shm->gather(h.v, all, root, static_cast<const char*>(in->flat.data_ptr()),
+                                  in->flat.nbytes(), dst.ptrs);
+      });
+      dst.copy_back();
+      return outs;
+    }
+    impl_->check_headers("gather", seq, h);
     gloo::GatherOptions o(impl_->ctx(seq));
     o.setInput(static_cast<uint8_t*>(in->flat.data_ptr()), in->flat.nbytes());
     tensor flat;

@@ -254,6 +254,13 @@ void process_group_gloo::impl::check_headers(const std::string& op, uint32_t seq
     throw_mismatch(op, all);
 }
 
+void process_group_gloo::impl::staged(const std::string& op,
+                                      const std::function<bool(std::vector<int64_t>&)>& run) {
+  std::vector<int64_t> all;
+  if (!run(all))
+    throw_mismatch(op, all);
+}
+
 void process_group_gloo::impl::throw_mismatch(const std::string& op,
                                               const std::vector<int64_t>& all) {
   const size_t n = size_t(pg.size());
@@ -319,7 +326,7 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
     const char* shm_env = std::getenv("ACTORCH_GLOO_SHM");
     if (impl_->opts.shared_memory && !(shm_env && std::string(shm_env) == "0"))
       impl_->shm =
-          shm_allreduce::connect(*impl_->st, rank, size, impl_->opts.timeout, impl_->where());
+          shm_collectives::connect(*impl_->st, rank, size, impl_->opts.timeout, impl_->where());
     if (size > 1) {
       const auto delay = impl_->opts.report_delay.count() > 0
                              ? std::min(impl_->opts.report_delay, impl_->opts.timeout / 2)

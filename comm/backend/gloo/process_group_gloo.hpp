@@ -22,8 +22,8 @@ public:
     /// process_group_gloo.cpp); empty: those of GLOO_SOCKET_IFNAME when it is set, else
     /// `hostname`. An interface that does not exist is an error listing those that do.
     std::vector<std::string> interfaces = {};
-    /// all_reduce through shared memory when every rank runs on this host (see
-    /// shm_allreduce.hpp); the environment variable ACTORCH_GLOO_SHM=0 turns it off.
+    /// Every collective through shared memory when every rank runs on this host (see
+    /// shm_collectives.hpp); the environment variable ACTORCH_GLOO_SHM=0 turns it off.
     bool shared_memory = true;
     /// The job secret every pair proves before it carries data (Note [Gloo pair proofs] in
     /// process_group_gloo.cpp); empty: ACTORCH_JOB_TOKEN's (or ACTORCH_JOB_TOKEN_FILE's),
@@ -52,7 +52,7 @@ public:
 
   work broadcast(tensor& t, int root) override;
   work all_reduce(tensor& t, reduce_op op) override;
-  /// Memory the ranks' shared-memory segment reaches (shm_allreduce::allocate) when every rank
+  /// Memory the ranks' shared-memory segment reaches (shm_collectives::allocate) when every rank
   /// is on this host; see process_group::empty_shared.
   tensor empty_shared(int64_t numel, dtype dt) override;
   work reduce(tensor& t, int root, reduce_op op) override;

@@ -16,7 +16,7 @@
 
 #include "comm/backend/gloo/gloo_checks.hpp"
 #include "comm/backend/gloo/process_group_gloo.hpp"
-#include "comm/backend/gloo/shm_allreduce.hpp"
+#include "comm/backend/gloo/shm_collectives.hpp"
 #include "comm/backend/ledger.hpp"
 #include "comm/backend/serial_executor.hpp"
 #include "kernels/cpu/elementwise.hpp"
@@ -24,6 +24,23 @@
 namespace actorch::dist {
 
 using namespace gloo_checks;
+
+/// The outputs of a staged gather (one tensor per rank), each written where it lies when it is
+/// contiguous, else through a contiguous copy written back.
+struct staged_outputs {
+  std::vector<contiguous_buffer> bufs;
+  std::vector<char*> ptrs;
+  explicit staged_outputs(const std::vector<tensor>& outs) {
+    for (const tensor& t : outs) {
+      bufs.emplace_back(t);
+      ptrs.push_back(static_cast<char*>(bufs.back().flat.data_ptr()));
+    }
+  }
+  void copy_back() {
+    for (auto& b : bufs)
+      b.copy_back();
+  }
+};
 
 /// The combine function of `op` on `t` for Gloo and the shared-memory all-reduce (AVG sums;
 /// the caller divides).
@@ -36,14 +53,14 @@ struct process_group_gloo::impl {
   // One device and full mesh per interface; see Note [Socket interfaces].
   std::vector<std::shared_ptr<gloo::transport::Device>> devices;
   std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;
-  std::unique_ptr<shm_allreduce> shm;        // all_reduce's path when every rank is on this host
+  std::unique_ptr<shm_collectives> shm;      // all_reduce's path when every rank is on this host
   std::unique_ptr<collective_ledger> ledger; // Note [Collective ledger]; set once connected
   // The shared blocks empty_shared handed out, by this rank's address of each; a block goes
   // when its last tensor does.
   std::mutex shared_mu;
-  std::map<const void*, std::weak_ptr<shm_allreduce::shared_block>> shared;
+  std::map<const void*, std::weak_ptr<shm_collectives::shared_block>> shared;
   /// The block `flat` is the whole of, or null.
-  std::shared_ptr<shm_allreduce::shared_block> shared_block_of(const tensor& flat);
+  std::shared_ptr<shm_collectives::shared_block> shared_block_of(const tensor& flat);
 
   mutable std::mutex mu; // guards broken and next_seq; held while posting, so posts keep order
   std::string broken;    // see Note [Gloo group threads]
@@ -90,6 +107,19 @@ struct process_group_gloo::impl {
   /// A posted send or recv (p2p.cpp): the p2p waiter completes `w` once Gloo has finished it.
   struct p2p_op;
   void wait_p2p(std::shared_ptr<p2p_op> op, work w);
+
+  /// Runs a staged collective through shared memory (`run` returns false on a header
+  /// mismatch) and throws the mismatch error for `op`.
+  void staged(const std::string& op, const std::function<bool(std::vector<int64_t>&)>& run);
+
+  /// all_to_all's first exchange: the op header, then every rank's counts (all_to_all.cpp),
+  /// rank-major; and their pairwise check, throwing on every rank when a pair disagrees.
+  std::vector<int64_t> all_to_all_counts(const std::vector<int64_t>& counts, dtype dt,
+                                         uint32_t seq);
+  void check_pairs(const std::vector<int64_t>& all, size_t n) const;
+  /// all_to_all's data through shared memory, once the counts agree.
+  void shm_all_to_all(const std::vector<tensor>& inputs, const std::vector<tensor>& outputs,
+                      const std::vector<int64_t>& all, dtype dt);
 
   /// all_reduce's header check and reduction, through shared memory when the group has it.
   void allreduce_checked(tensor& flat, reduce_op op, uint32_t seq);

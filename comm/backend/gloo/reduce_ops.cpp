@@ -1,5 +1,5 @@
-// The reductions of the Gloo group: all_reduce (through shared memory when every rank is on
-// this host), reduce and reduce_scatter. See Note [Gloo group threads] in process_group_gloo.cpp.
+// The reductions of the Gloo group: all_reduce, reduce and reduce_scatter, through shared memory
+// when every rank is on this host. See Note [Gloo group threads] in process_group_gloo.cpp.
 #include <gloo/allreduce.h>
 #include <gloo/reduce.h>
 
@@ -22,7 +22,7 @@ template <class T> void divide(void* data, size_t count, int64_t divisor) {
 // dtypes it has one for; null otherwise (the caller divides the whole result afterwards when
 // op is AVG). The same arithmetic as local_replicas' AVG, so that threads and processes give
 // the same bits.
-shm_allreduce::finish_fn finish_of(reduce_op op, dtype dt) {
+shm_collectives::finish_fn finish_of(reduce_op op, dtype dt) {
   if (op != reduce_op::avg)
     return nullptr;
   switch (dt) {
@@ -34,7 +34,7 @@ shm_allreduce::finish_fn finish_of(reduce_op op, dtype dt) {
 
 } // namespace
 
-std::shared_ptr<shm_allreduce::shared_block>
+std::shared_ptr<shm_collectives::shared_block>
 process_group_gloo::impl::shared_block_of(const tensor& flat) {
   std::lock_guard lock(shared_mu);
   auto it = shared.find(flat.data_ptr());
@@ -52,7 +52,7 @@ tensor process_group_gloo::empty_shared(int64_t numel, dtype dt) {
   ACTORCH_CHECK(numel >= 0, "empty_shared: numel must not be negative but got ", numel);
   const size_t bytes = size_t(numel) * element_size(dt);
   // Every rank decides alike: the segment exists on all ranks or on none, and sizes agree.
-  if (!impl_->shm || bytes <= shm_allreduce::small_bytes())
+  if (!impl_->shm || bytes <= shm_collectives::small_bytes())
     return {};
   auto block = impl_->shm->allocate(*impl_->st, bytes);
   if (!block)
@@ -74,7 +74,7 @@ void process_group_gloo::impl::allreduce_checked(tensor& flat, reduce_op op, uin
     return;
   }
   std::vector<int64_t> all;
-  const shm_allreduce::finish_fn finish = finish_of(op, flat.dtype());
+  const shm_collectives::finish_fn finish = finish_of(op, flat.dtype());
   const auto block = shared_block_of(flat);
   if (block)
     h.v[kSharedSlot] = int64_t(block->id) + 1; // the ranks must all pass the same block
@@ -119,7 +119,24 @@ work process_group_gloo::reduce(tensor& t, int root, reduce_op op) {
   check_reduce("reduce", t.dtype(), op);
   auto buf = std::make_shared<contiguous_buffer>(t);
   return impl_->enqueue("reduce", [this, buf, root, op](uint32_t seq) {
-    impl_->check_headers("reduce", seq, make_header(op_kind::reduce, &buf->flat, root, int(op)));
+    const op_header h = make_header(op_kind::reduce, &buf->flat, root, int(op));
+    if (impl_->shm) {
+      const shm_collectives::finish_fn finish = finish_of(op, buf->flat.dtype());
+      impl_->staged("reduce", [&](std::vector<int64_t>& all) {
+        return dispatch(buf->flat.dtype(), [&]<class T>() {
+          char* data = static_cast<char*>(buf->flat.data_ptr());
+          return impl_->shm->reduce(h.v, all, root, data, data, size_t(buf->flat.numel()),
+                                    sizeof(T), reduce_function(op, dtype_of<T>()), finish, size());
+        });
+      });
+      if (rank() == root) {
+        if (op == reduce_op::avg && finish == nullptr)
+          buf->flat.div_(double(size()));
+        buf->copy_back();
+      }
+      return std::vector<tensor>{buf->orig};
+    }
+    impl_->check_headers("reduce", seq, h);
     // Gloo reduces in place on every rank; non-roots reduce into a scratch copy so their
     // tensor keeps its value.
     tensor out = rank() == root ? buf->flat : buf->flat.clone();
@@ -146,28 +163,39 @@ work process_group_gloo::reduce_scatter(tensor& output, const std::vector<tensor
   check_list("reduce_scatter", inputs, "inputs", size_t(size()), output);
   check_reduce("reduce_scatter", output.dtype(), op);
   auto out = std::make_shared<contiguous_buffer>(output);
-  // All-reduce of the concatenated inputs (through shared memory when the group has it),
-  // keeping this rank's part: twice the traffic of a dedicated reduce-scatter, which this Gloo
-  // lacks in its options API.
+  if (impl_->shm) { // each rank reduces its part straight from the others' inputs
+    std::vector<tensor> ins;
+    for (const auto& t : inputs)
+      ins.push_back(t.contiguous());
+    return impl_->enqueue("reduce_scatter", [this, out, ins, op](uint32_t) {
+      const op_header h = make_header(op_kind::reduce_scatter, &out->flat, -1, int(op));
+      const shm_collectives::finish_fn finish = finish_of(op, out->flat.dtype());
+      std::vector<const char*> from;
+      for (const auto& t : ins)
+        from.push_back(static_cast<const char*>(t.data_ptr()));
+      impl_->staged("reduce_scatter", [&](std::vector<int64_t>& all) {
+        return dispatch(out->flat.dtype(), [&]<class T>() {
+          return impl_->shm->reduce_scatter(
+              h.v, all, from, static_cast<char*>(out->flat.data_ptr()), size_t(out->flat.numel()),
+              sizeof(T), reduce_function(op, dtype_of<T>()), finish, size());
+        });
+      });
+      if (op == reduce_op::avg && finish == nullptr)
+        out->flat.div_(double(size()));
+      out->copy_back();
+      return std::vector<tensor>{out->orig};
+    });
+  }
+  // Over TCP: an all-reduce of the concatenated inputs, keeping this rank's part; twice the
+  // traffic of a dedicated reduce-scatter, which this Gloo lacks in its options API.
   std::vector<tensor> flat_inputs;
   for (const auto& t : inputs)
     flat_inputs.push_back(t.reshape({-1}));
   tensor all = cat(flat_inputs, 0);
   return impl_->enqueue("reduce_scatter", [this, out, all, op](uint32_t seq) mutable {
-    const op_header h = make_header(op_kind::reduce_scatter, &out->flat, -1, int(op));
-    impl_->check_headers("reduce_scatter", seq, h);
-    if (impl_->shm) { // the headers agreed above, so the segment's own check passes
-      std::vector<int64_t> ignored;
-      const shm_allreduce::finish_fn finish = finish_of(op, all.dtype());
-      dispatch(all.dtype(), [&]<class T>() {
-        impl_->shm->run(all.data_ptr(), size_t(all.numel()), sizeof(T),
-                        reduce_function(op, dtype_of<T>()), h.v, ignored, finish, size());
-      });
-      if (op == reduce_op::avg && finish == nullptr)
-        all.div_(double(size()));
-    } else {
-      impl_->allreduce_flat(all, op, seq);
-    }
+    impl_->check_headers("reduce_scatter", seq,
+                         make_header(op_kind::reduce_scatter, &out->flat, -1, int(op)));
+    impl_->allreduce_flat(all, op, seq);
     const int64_t n = out->flat.numel();
     out->flat.copy_(all.narrow(0, int64_t(rank()) * n, n).view(out->flat.sizes()));
     out->copy_back();

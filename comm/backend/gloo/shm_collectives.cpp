@@ -21,7 +21,7 @@
 // their compute threads often outnumber cores, and a waiter that spins or yields takes the
 // CPU from them); a rank that passes a counter wakes its sleepers. While asleep, a waiter
 // wakes every kSleepSlice to check the deadline and whether the peers' processes still exist.
-#include "comm/backend/gloo/shm_allreduce.hpp"
+#include "comm/backend/gloo/shm_collectives.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -103,7 +103,7 @@ inline void cpu_relax() {
 }
 
 int64_t* header_of(void* base, int r, uint64_t parity) {
-  return block(base, r).headers + parity * shm_allreduce::header_len;
+  return block(base, r).headers + parity * shm_collectives::header_len;
 }
 
 char* small_buffer(void* base, int size, int r, uint64_t parity) {
@@ -210,16 +210,16 @@ bool all_ranks(store& st, const std::string& prefix, int rank, int size, bool mi
 // agree on the outcome, and whenever the shared-memory path is not taken for a reason other
 // than the ranks being on several hosts, each rank that saw why logs it: all_reduce then runs
 // over TCP, several times slower, and the log is the only place that says so.
-std::unique_ptr<shm_allreduce> shm_allreduce::connect(store& st, int rank, int size,
-                                                      milliseconds timeout,
-                                                      const std::string& who) {
+std::unique_ptr<shm_collectives> shm_collectives::connect(store& st, int rank, int size,
+                                                          milliseconds timeout,
+                                                          const std::string& who) {
   const size_t bytes = (kBlock + 2 * kSmall) * size_t(size) + kChunk * size_t(size + 1);
   // Round 1: same host?
   if (!all_same(st, "shm/host/", rank, size, host_id(), timeout) || size < 2)
     return nullptr;
   const auto fall_back = [&](const std::string& why) {
     std::fprintf(stderr,
-                 "process_group_gloo: %s: all_reduce does not use shared memory (%s); it runs "
+                 "process_group_gloo: %s: collectives do not use shared memory (%s); they run "
                  "over TCP instead, several times slower\n",
                  who.c_str(), why.c_str());
   };
@@ -261,17 +261,17 @@ std::unique_ptr<shm_allreduce> shm_allreduce::connect(store& st, int rank, int s
       ::munmap(base, bytes);
     return nullptr;
   }
-  return std::unique_ptr<shm_allreduce>(new shm_allreduce(rank, size, timeout, base, bytes));
+  return std::unique_ptr<shm_collectives>(new shm_collectives(rank, size, timeout, base, bytes));
 }
 
-shm_allreduce::shm_allreduce(int rank, int size, milliseconds timeout, void* base, size_t bytes)
+shm_collectives::shm_collectives(int rank, int size, milliseconds timeout, void* base, size_t bytes)
     : rank_(rank), size_(size), timeout_(timeout), base_(base), bytes_(bytes) {}
 
-shm_allreduce::~shm_allreduce() {
+shm_collectives::~shm_collectives() {
   ::munmap(base_, bytes_);
 }
 
-void shm_allreduce::barrier(size_t which, uint64_t epoch) {
+void shm_collectives::barrier(size_t which, uint64_t epoch) {
   auto mine = block(base_, rank_);
   counter* own = which == 0 ? mine.arrive : mine.done;
   // seq_cst on both sides (this store and the sleepers load; a sleeper's increment and its
@@ -308,9 +308,9 @@ void shm_allreduce::barrier(size_t which, uint64_t epoch) {
   }
 }
 
-bool shm_allreduce::run(void* data, size_t count, size_t elem_size, reduce_fn fn,
-                        const int64_t* header, std::vector<int64_t>& all_headers, finish_fn finish,
-                        int64_t divisor) {
+bool shm_collectives::run(void* data, size_t count, size_t elem_size, reduce_fn fn,
+                          const int64_t* header, std::vector<int64_t>& all_headers,
+                          finish_fn finish, int64_t divisor) {
   const uint64_t parity = ops_++ & 1;
   if (count * elem_size <= kSmall)
     return run_small(data, count, elem_size, fn, header, all_headers, parity, finish, divisor);
@@ -337,11 +337,8 @@ bool shm_allreduce::run(void* data, size_t count, size_t elem_size, reduce_fn fn
     const uint64_t epoch = ++epoch_;
     barrier(0, epoch);
     if (first) {
-      if (!same_headers(parity, all_headers)) {
-        // Nobody has written a result yet; a done barrier keeps the epochs in step.
-        barrier(1, epoch);
-        return false;
-      }
+      if (!same_headers(parity, all_headers))
+        return false; // Note [Header mismatches]
       first = false;
     }
     // 3. Reduce my part from the others' slots, publish it.
@@ -368,7 +365,16 @@ bool shm_allreduce::run(void* data, size_t count, size_t elem_size, reduce_fn fn
   return true;
 }
 
-bool shm_allreduce::same_headers(uint64_t parity, std::vector<int64_t>& all_headers) const {
+// Note [Header mismatches]
+// Ranks whose headers differ may be in different ops, or in one op at different sizes, and so
+// on different paths through the segment (one barrier or two per round, one round or many).
+// What they share is the first arrive barrier, after which each compares the headers: on a
+// mismatch every rank returns there, with nothing read or written beyond its own header and
+// slot. No done barrier follows (a rank on the one-barrier path would never arrive at it); the
+// counters hold epochs, not counts, so a skipped done barrier leaves nothing out of step. The
+// next op's writes are safe as ever: a rank writes its header of the same parity, or its slot,
+// only after passing the next op's arrive barrier, which every rank reaches after its compare.
+bool shm_collectives::same_headers(uint64_t parity, std::vector<int64_t>& all_headers) const {
   bool same = true;
   for (int q = 1; q < size_; ++q)
     same = same && std::memcmp(header_of(base_, q, parity), header_of(base_, 0, parity),
@@ -387,9 +393,9 @@ bool shm_allreduce::same_headers(uint64_t parity, std::vector<int64_t>& all_head
 // buffer itself, in rank order (so every rank computes the same bits). A rank writes a buffer
 // of the same parity again two ops later, after the next op's barrier, which nobody passes
 // before finishing its reads of this op: no second barrier is needed.
-bool shm_allreduce::run_small(void* data, size_t count, size_t elem_size, reduce_fn fn,
-                              const int64_t* header, std::vector<int64_t>& all_headers,
-                              uint64_t parity, finish_fn finish, int64_t divisor) {
+bool shm_collectives::run_small(void* data, size_t count, size_t elem_size, reduce_fn fn,
+                                const int64_t* header, std::vector<int64_t>& all_headers,
+                                uint64_t parity, finish_fn finish, int64_t divisor) {
   const size_t nbytes = count * elem_size;
   copy(small_buffer(base_, size_, rank_, parity), data, nbytes);
   std::memcpy(header_of(base_, rank_, parity), header, header_len * sizeof(int64_t));
@@ -423,17 +429,17 @@ namespace actorch::dist {
 //  3. Done barrier: every part of every block holds the result.
 // Per rank that is one read and one write of the bucket in all, and every element is summed
 // in rank order. A block is unmapped when the last tensor using it dies.
-size_t shm_allreduce::small_bytes() {
+size_t shm_collectives::small_bytes() {
   return kSmall;
 }
 
-shm_allreduce::shared_block::~shared_block() {
+shm_collectives::shared_block::~shared_block() {
   for (char* b : base)
     if (b != nullptr)
       ::munmap(b, bytes);
 }
 
-std::shared_ptr<shm_allreduce::shared_block> shm_allreduce::allocate(store& st, size_t bytes) {
+std::shared_ptr<shm_collectives::shared_block> shm_collectives::allocate(store& st, size_t bytes) {
   std::lock_guard lock(alloc_mu_);
   auto block = std::make_shared<shared_block>();
   block->id = allocations_++;
@@ -470,18 +476,16 @@ std::shared_ptr<shm_allreduce::shared_block> shm_allreduce::allocate(store& st, 
   return all ? block : nullptr;
 }
 
-bool shm_allreduce::run_shared(const shared_block& block, size_t count, size_t elem_size,
-                               reduce_fn fn, const int64_t* header,
-                               std::vector<int64_t>& all_headers, finish_fn finish,
-                               int64_t divisor) {
+bool shm_collectives::run_shared(const shared_block& block, size_t count, size_t elem_size,
+                                 reduce_fn fn, const int64_t* header,
+                                 std::vector<int64_t>& all_headers, finish_fn finish,
+                                 int64_t divisor) {
   const uint64_t parity = ops_++ & 1;
   std::memcpy(header_of(base_, rank_, parity), header, header_len * sizeof(int64_t));
   const uint64_t epoch = ++epoch_;
   barrier(0, epoch);
-  if (!same_headers(parity, all_headers)) {
-    barrier(1, epoch);
-    return false;
-  }
+  if (!same_headers(parity, all_headers))
+    return false;                     // Note [Header mismatches]
   constexpr size_t kStep = 64u << 10; // bytes per chunk: N of them stay in cache
   const size_t n_size = size_t(size_);
   const size_t begin = size_t(rank_) * count / n_size, end = size_t(rank_ + 1) * count / n_size;
@@ -497,6 +501,82 @@ bool shm_allreduce::run_shared(const shared_block& block, size_t count, size_t e
       std::memcpy(block.base[q] + c * elem_size, acc, n * elem_size);
   }
   barrier(1, epoch);
+  return true;
+}
+
+} // namespace actorch::dist
+
+namespace actorch::dist {
+
+// Note [Staged collectives]
+// Every collective other than the all-reduce moves bytes from some ranks to others, unchanged
+// or reduced on arrival. Through the segment each is a number of rounds; in a round every
+// rank copies what others will need into the staging areas (its own, or for scatter the
+// receiver's), arrives, copies or reduces what it needs out of the others' areas straight into
+// its outputs, and is done. A payload up to the small-op buffer's size per area is one round
+// on the small buffers of the op's parity with no done barrier (Note [Small all-reduce]'s
+// argument holds for any rank writing any buffer); a larger one goes in rounds through the
+// slots, kChunk bytes per area, a done barrier closing each round before the next one's copies
+// overwrite the areas (one-sided ops overlap their rounds instead: Note [Pipelined rounds]).
+// The op header rides in the first round (Note [Header mismatches]).
+// Per rank, each byte is written once into the segment and read once by each rank that needs
+// it: no TCP, no kernel, no intermediate buffer beyond the staging area.
+shm_collectives::plan shm_collectives::plan_of(size_t bytes, size_t pieces, bool pipelined) {
+  const size_t line = pieces == 1 ? 1 : 64; // pieces start on cache lines
+  const size_t padded = (bytes + line - 1) / line * line;
+  if (padded * pieces <= kSmall)
+    return {true, false, padded, 1};
+  if (pipelined) { // rounds enough to overlap the two sides (about 8), of 64 KiB at least
+    const size_t piece = std::clamp<size_t>((bytes / 8 + 63) / 64 * 64, 64u << 10, kChunk / 2);
+    return {false, true, piece, (bytes + piece - 1) / piece};
+  }
+  const size_t piece = kChunk / pieces / line * line;
+  return {false, false, piece, (bytes + piece - 1) / piece};
+}
+
+// Note [Pipelined rounds]
+// Where one side only writes and the other only reads (broadcast, scatter: the root stages and
+// the others collect; gather, reduce: the other way round), a round's two halves leave each side
+// idle half the time. Pipelined, each area is two halves used by alternate rounds, and one barrier
+// ends each step: step 0 stages round 0 (and its barrier carries the header check); in step k
+// the writers stage round k into halves k % 2 while the readers collect round k - 1 from the
+// other halves, and the barrier after it means round k is staged and round k - 1 read. A
+// writer stages round k + 1 into the halves round k - 1 used only after that barrier. The last
+// step only collects, and its barrier keeps the next op from writing areas a rank still reads.
+bool shm_collectives::exchange(const int64_t* header, std::vector<int64_t>& all_headers,
+                               const plan& p, const round_fn& stage, const round_fn& collect) {
+  const uint64_t parity = ops_++ & 1;
+  staging halves[2];
+  for (int h = 0; h < 2; ++h) {
+    halves[h].capacity = p.small ? kSmall : p.pipelined ? kChunk / 2 : kChunk;
+    for (int q = 0; q < size_; ++q)
+      halves[h].areas.push_back(p.small ? small_buffer(base_, size_, q, parity)
+                                        : slot(base_, size_, q) + h * halves[h].capacity);
+  }
+  std::memcpy(header_of(base_, rank_, parity), header, header_len * sizeof(int64_t));
+  if (p.pipelined) {
+    stage(0, halves[0]);
+    barrier(0, ++epoch_);
+    if (!same_headers(parity, all_headers))
+      return false; // Note [Header mismatches]
+    for (size_t k = 1; k <= p.rounds; ++k) {
+      if (k < p.rounds)
+        stage(k, halves[k % 2]);
+      collect(k - 1, halves[(k - 1) % 2]);
+      barrier(0, ++epoch_);
+    }
+    return true;
+  }
+  for (size_t k = 0; k < p.rounds; ++k) {
+    stage(k, halves[0]);
+    const uint64_t epoch = ++epoch_;
+    barrier(0, epoch);
+    if (k == 0 && !same_headers(parity, all_headers))
+      return false; // Note [Header mismatches]
+    collect(k, halves[0]);
+    if (!p.small)
+      barrier(1, epoch);
+  }
   return true;
 }
 
