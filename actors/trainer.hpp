@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,15 @@ struct trainer_spec {
   /// Converts every BatchNorm of each replica's model to SyncBatchNorm over the job's replicas
   /// (dist::convert_sync_batchnorm) before DDP wraps it.
   bool sync_batchnorm = false;
+  /// The optimizer step sharded over the trainer actors of a job of one process (Note
+  /// [Sharded step], ZeroRedundancyOptimizer's partition): the actors share one copy of the
+  /// parameters, and each averages the gradients of its shard and steps it with the optimizer
+  /// make_optimizer builds over a module holding only that shard's parameters. The same
+  /// results, bit for bit, with less work per step. Unset: on wherever it applies (one process,
+  /// several actors on the CPU, no comm_hook, contiguous float32/float64 parameters, an
+  /// optimizer over the module's parameters); true: an error where it does not apply; false:
+  /// off (DDP's all-reduce, the whole step on every actor).
+  std::optional<bool> zero_redundancy;
 
   /// Called on each replica's thread twice a step: when it takes its batch (`done` false,
   /// with the batch's dataset indices) and when the step's gradients are reduced (`done`
@@ -165,6 +175,8 @@ struct job_report {
   int num_processes = 1;
   /// When each step of local replica 0 ended (benchmarks derive step times from it).
   std::vector<trace::clock::time_point> step_end_times;
+  /// Whether this process's replicas sharded the optimizer step (trainer_spec::zero_redundancy).
+  bool zero_redundancy = false;
 };
 
 /// Runs the job's part in this process: a comm actor and num_local trainer actors (spawned in

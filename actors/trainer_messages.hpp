@@ -35,6 +35,7 @@ struct replica_report {
   int local_rank = 0;
   std::string error; // non-empty: the replica failed
   std::vector<trace::clock::time_point> step_end_times;
+  bool sharded = false; // the optimizer step was sharded (Note [Sharded step])
 };
 
 } // namespace actorch::actors

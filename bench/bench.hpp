@@ -59,6 +59,8 @@ struct ddp_mlp_options {
   // actors and process modes: DDP's bucket_cap_mb and adaptive_buckets.
   double bucket_cap_mb = 25;
   bool adaptive_buckets = true;
+  // actors mode: trainer_spec::zero_redundancy (the sharded step, where it applies).
+  bool zero_redundancy = true;
   /// "cpu", or a GPU: mode single is then WORKLOADS.md's gpu-step; the actors and process
   /// modes put one GPU replica in each process (trainer_spec::device).
   std::string device = "cpu";

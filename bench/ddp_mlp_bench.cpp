@@ -50,6 +50,8 @@ void print_line(const ddp_mlp_options& o, double seconds_per_step, double loss, 
     out << " hidden=" << o.hidden << " depth=" << o.depth;
   if (o.bucket_cap_mb != 25 || !o.adaptive_buckets)
     out << " bucket_cap_mb=" << o.bucket_cap_mb << " adaptive_buckets=" << o.adaptive_buckets;
+  if (o.mode == "actors" && !o.zero_redundancy)
+    out << " zero_redundancy=0";
   out << " ms_per_step=" << seconds_per_step * 1e3
       << " samples_per_s=" << double(o.batch * o.world) / seconds_per_step << " loss=" << loss
       << std::endl;
@@ -136,6 +138,8 @@ actors::trainer_spec spec_of(const ddp_mlp_options& o, double* last_loss) {
   };
   s.ddp.bucket_cap_mb = o.bucket_cap_mb;
   s.ddp.adaptive_buckets = o.adaptive_buckets;
+  if (!o.zero_redundancy)
+    s.zero_redundancy = false;
   s.make_optimizer = [](nn::module& m) {
     return std::make_unique<optim::sgd>(m.parameters(),
                                         optim::sgd_options{.lr = 0.01, .momentum = 0.9});

@@ -235,6 +235,10 @@ public:
   void backward(const tensor& gradient = {}, bool retain_graph = false) const;
   /// The same data, cut from the graph (shares storage).
   tensor detach() const;
+  /// torch's `t.data = src`: this tensor (every handle of it) now reads and writes src's
+  /// memory; its autograd state (requires_grad, .grad, hooks) stays its own. Trainer threads
+  /// sharing one copy of the parameters use it. @pre same dtype, shape and device.
+  void set_data(const tensor& src);
   /// Called with the leaf as soon as its gradient for the current backward pass has been
   /// accumulated, on the thread running backward (DistributedDataParallel's bucketing hook).
   void register_post_accumulate_grad_hook(std::function<void(const tensor&)> hook);

@@ -82,7 +82,7 @@ resume_point load_training_checkpoint(const std::string& path, nn::module& model
 }
 
 void save_training_checkpoint(const std::string& path, const nn::module& model,
-                              const optim::optimizer& opt, int64_t epoch, int64_t step,
+                              const optim::optimizer_state& opt, int64_t epoch, int64_t step,
                               int64_t total_steps, const data::data_loader* loader) {
   std::map<std::string, std::string> meta{{"epoch", std::to_string(epoch)},
                                           {"step", std::to_string(step)},

@@ -15,7 +15,8 @@ class module;
 }
 namespace optim {
 class optimizer;
-}
+struct optimizer_state;
+} // namespace optim
 } // namespace actorch
 
 namespace actorch::actors {
@@ -35,7 +36,7 @@ resume_point load_training_checkpoint(const std::string& path, nn::module& model
 /// Writes it atomically: model, optimizer, `epoch`, `step`, `total_steps` and, with a loader,
 /// its position (at step 0: epoch `epoch` from its start).
 void save_training_checkpoint(const std::string& path, const nn::module& model,
-                              const optim::optimizer& opt, int64_t epoch, int64_t step,
+                              const optim::optimizer_state& opt, int64_t epoch, int64_t step,
                               int64_t total_steps, const data::data_loader* loader);
 
 } // namespace actorch::actors

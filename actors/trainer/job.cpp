@@ -138,6 +138,16 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
                   "does not resume from a checkpoint (",
                   spec.resume, ") yet");
   }
+  // Note [Sharded step]: where the job is one process of several CPU trainer actors.
+  const bool shardable = opts.num_local > 1 && link.num_processes() == 1 && !link.elastic() &&
+                         !spec.device.is_cuda() && !spec.comm_hook;
+  ACTORCH_CHECK(!spec.zero_redundancy.value_or(false) || shardable,
+                "train_data_parallel: zero_redundancy = true shards the step over the trainer "
+                "actors of a job of one process, on the CPU, without a comm_hook; this job has ",
+                opts.num_local, " actors per process, ", link.num_processes(), " processes, ",
+                spec.device.str(), spec.comm_hook ? ", a comm_hook" : "");
+  if (shardable && spec.zero_redundancy.value_or(true))
+    link.set_sharded(std::make_shared<sharded_step>(opts.num_local));
   ACTORCH_CHECK(!spec.on_step_samples || link.elastic(),
                 "train_data_parallel: on_step_samples reports an elastic job's samples; this job "
                 "is not elastic (start it with actorch launch --elastic)");
@@ -186,8 +196,10 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
           reported[size_t(r.local_rank)] = 1;
           if (!r.error.empty())
             fail("train_data_parallel: replica " + std::to_string(r.rank) + " failed: " + r.error);
-          if (r.local_rank == 0)
+          if (r.local_rank == 0) {
             out.step_end_times = std::move(r.step_end_times);
+            out.zero_redundancy = r.sharded;
+          }
         },
         [&](const caf::down_msg& d) {
           ++down;

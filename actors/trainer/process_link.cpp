@@ -129,6 +129,8 @@ std::shared_ptr<dist::process_group> process_link::group() const {
 
 void process_link::abort(std::exception_ptr e) {
   std::lock_guard lock(mu_);
+  if (sharded_)
+    sharded_->abort(e);
   if (locals_)
     locals_->abort(std::move(e));
 }

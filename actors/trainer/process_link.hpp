@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "actors/trainer.hpp"
+#include "actors/trainer/sharded_step.hpp"
 #include "comm/ddp/replica_group.hpp"
 #include "comm/elastic.hpp"
 #include "comm/process_group.hpp"
@@ -39,6 +40,11 @@ public:
   /// Fails the local replicas' pending and future exchanges (one replica failed).
   void abort(std::exception_ptr e);
 
+  /// The local replicas' sharded step (Note [Sharded step]), or null where the job does not
+  /// shard it: set once, before the trainers start.
+  void set_sharded(std::shared_ptr<sharded_step> s) { sharded_ = std::move(s); }
+  sharded_step* sharded() const { return sharded_.get(); }
+
   /// Whether this job heals: started by `actorch launch --elastic`, with a process group.
   bool elastic() const { return coordinator_ != nullptr; }
   /// The launcher's membership this process's group belongs to (0 until a rank is lost).
@@ -64,6 +70,7 @@ private:
   std::shared_ptr<dist::process_exchange> exchange_;
   std::shared_ptr<dist::local_replicas> locals_;
   std::shared_ptr<dist::replica_group> gpu_group_;
+  std::shared_ptr<sharded_step> sharded_;
   std::unique_ptr<dist::elastic::coordinator> coordinator_;
   int64_t generation_ = 0; // written under mu_ (with pg_), by replica 0's thread
   bool replacement_ = false;

@@ -74,6 +74,7 @@ replica_report replica_run::run() {
     offset = resume_at_;
   } else {
     wrap_model();
+    shard_optimizer();
   }
   if (spec_.dataset && link_.elastic()) {
     // Each epoch's loader is made by start_segment (Note [Elastic healing]).
@@ -107,7 +108,31 @@ replica_report replica_run::run() {
       offset = resume_at_;
     }
   }
+  report.sharded = sharded_;
   return report;
+}
+
+void replica_run::shard_optimizer() {
+  sharded_step* const sharded = link_.sharded();
+  if (sharded == nullptr)
+    return;
+  // Every replica decides alike: the same model and optimizer code.
+  const std::vector<tensor> params = model_->parameters();
+  const std::vector<tensor>& over = opt_->params();
+  bool fits = over.size() == params.size();
+  for (size_t k = 0; fits && k < params.size(); ++k)
+    fits = over[k].is_same(params[k]) && params[k].is_contiguous() &&
+           (params[k].dtype() == dtype::float32 || params[k].dtype() == dtype::float64);
+  ACTORCH_CHECK(fits || !spec_.zero_redundancy.value_or(false),
+                "train_data_parallel: zero_redundancy = true needs an optimizer over the model's "
+                "parameters, in order, all contiguous float32 or float64");
+  if (!fits)
+    return;
+  // The plain optimizer's state (a resumed checkpoint's) goes to the shards.
+  const optim::optimizer_state resumed = opt_->state_dict();
+  opt_ = sharded->join(info_.local_rank, *model_, spec_.make_optimizer);
+  sharded->load_state_dict(info_.local_rank, resumed);
+  sharded_ = true;
 }
 
 void replica_run::wrap_model() {
@@ -138,22 +163,36 @@ void replica_run::run_epoch(int64_t epoch, int64_t first_step, replica_report& r
     if (spec_.on_step_samples)
       spec_.on_step_samples(info_, step_samples{epoch, link_.membership(), segment_steps_, false,
                                                 batch_indices(segment_steps_)});
-    opt_->zero_grad();
+    sharded_step* const sharded = sharded_ ? link_.sharded() : nullptr;
+    if (sharded)
+      zero_grads(model_->parameters()); // every gradient, not only the shard's
+    else
+      opt_->zero_grad();
     step_result r;
     {
       trace::span s(lane_, "forward");
+      std::optional<dist::distributed_data_parallel::no_sync_guard> local;
+      if (sharded) // Note [Sharded step]: the gradients stay where backward leaves them
+        local.emplace(*ddp_);
       r = spec_.forward(*ddp_, batch);
     }
     {
       trace::span s(lane_, "backward");
       r.loss.backward();
     }
+    if (sharded) {
+      trace::span s(lane_, "shard's gradients");
+      sharded->average_shard(info_.local_rank);
+    }
     if (spec_.on_step_samples) // the gradients are reduced: the step's samples are in it
       spec_.on_step_samples(info_,
                             step_samples{epoch, link_.membership(), segment_steps_, true, {}});
     {
       trace::span s(lane_, "optimizer step");
-      opt_->step();
+      if (opt_)
+        opt_->step();
+      if (sharded)
+        sharded->stepped(info_.local_rank);
     }
     if (gpu_steps_)
       gpu_steps_->end();
@@ -249,7 +288,9 @@ void replica_run::save(int64_t epoch, int64_t step) {
     return;
   if (info_.rank == 0) {
     trace::span s(lane_, "checkpoint");
-    save_training_checkpoint(spec_.checkpoint, *model_, *opt_, epoch, step, total_, loader_.get());
+    save_training_checkpoint(spec_.checkpoint, *model_,
+                             sharded_ ? link_.sharded()->state_dict() : opt_->state_dict(), epoch,
+                             step, total_, loader_.get());
   }
   tensor token = zeros({1}, {.device = group_->collective_device()});
   group_->all_reduce(token, dist::reduce_op::sum).synchronize(); // a barrier: the host waits

@@ -32,6 +32,9 @@ private:
   bool limit_reached() const { return spec_.max_steps >= 0 && total_ >= spec_.max_steps; }
 
   void wrap_model();
+  // Note [Sharded step]: where the job shards the step and this model and optimizer allow it,
+  // joins the other replicas over one copy of the parameters; opt_ becomes the shard's.
+  void shard_optimizer();
 
   // Runs `f`, a part of the job with collectives; in an elastic job a failure of one of them
   // heals the job (Note [Elastic healing]) and returns false, for the caller to take up its
@@ -91,7 +94,8 @@ private:
   std::string lane_;
   device device_; // where this replica trains
   std::shared_ptr<nn::module> model_;
-  std::unique_ptr<optim::optimizer> opt_;
+  std::unique_ptr<optim::optimizer> opt_; // null for a sharded step's empty shard
+  bool sharded_ = false;                  // shard_optimizer joined
   std::unique_ptr<dist::distributed_data_parallel> ddp_;
   std::unique_ptr<data::data_loader> loader_;
   // On a GPU while tracing: each step as its stream ran it, next to the loader's copies.

@@ -177,20 +177,11 @@ void zero_redundancy_optimizer::consolidate_state_dict(int to) {
     consolidated_.reset();
     return;
   }
-  std::sort(whole.tensors.begin(), whole.tensors.end(), [](const auto& a, const auto& b) {
-    const auto ka = split_key(a.first), kb = split_key(b.first);
-    return ka < kb;
-  });
   // The metadata: this shard's, with the whole parameter count.
-  if (local_) {
-    whole.metadata = std::move(mine.metadata);
-  } else {
-    ACTORCH_FAIL("ZeroRedundancyOptimizer: rank ", to,
-                 " holds no parameter, so it has no optimizer to take the metadata from; "
-                 "consolidate to rank 0");
-  }
-  whole.metadata["param_groups.0.params"] = std::to_string(params_.size());
-  consolidated_ = std::move(whole);
+  ACTORCH_CHECK(local_ != nullptr, "ZeroRedundancyOptimizer: rank ", to,
+                " holds no parameter, so it has no optimizer to take the metadata from; "
+                "consolidate to rank 0");
+  consolidated_ = whole_state(std::move(whole.tensors), std::move(mine.metadata), params_.size());
 }
 
 const optim::optimizer_state& zero_redundancy_optimizer::state_dict() const {
@@ -203,28 +194,54 @@ const optim::optimizer_state& zero_redundancy_optimizer::state_dict() const {
 }
 
 void zero_redundancy_optimizer::load_state_dict(const optim::optimizer_state& state) {
-  auto it = state.metadata.find("param_groups.0.params");
-  ACTORCH_CHECK(it != state.metadata.end() && it->second == std::to_string(params_.size()),
+  const optim::optimizer_state mine =
+      shard_state(state, partition_[size_t(group_->rank())], params_.size());
+  if (local_)
+    local_->load_state_dict(mine); // checks kind, shapes and hyper-parameters first
+}
+
+optim::optimizer_state globalize_state(const optim::optimizer_state& of_shard,
+                                       const std::vector<size_t>& shard) {
+  optim::optimizer_state out;
+  out.metadata = of_shard.metadata;
+  for (const auto& [key, t] : of_shard.tensors) {
+    const auto [local, name] = split_key(key);
+    ACTORCH_CHECK(local < shard.size(), "ZeroRedundancyOptimizer: \"", key,
+                  "\" names no parameter of a shard of ", shard.size());
+    out.tensors.emplace_back("state." + std::to_string(shard[local]) + "." + name, t);
+  }
+  return out;
+}
+
+optim::optimizer_state whole_state(std::vector<std::pair<std::string, tensor>> entries,
+                                   std::map<std::string, std::string> metadata, size_t total) {
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return split_key(a.first) < split_key(b.first); });
+  metadata["param_groups.0.params"] = std::to_string(total);
+  return {std::move(entries), std::move(metadata)};
+}
+
+optim::optimizer_state shard_state(const optim::optimizer_state& whole,
+                                   const std::vector<size_t>& shard, size_t total) {
+  auto it = whole.metadata.find("param_groups.0.params");
+  ACTORCH_CHECK(it != whole.metadata.end() && it->second == std::to_string(total),
                 "ZeroRedundancyOptimizer: load_state_dict: the state covers ",
-                it == state.metadata.end() ? std::string("no") : it->second,
-                " parameters, this optimizer has ", params_.size());
-  if (!local_)
-    return;
-  const auto& shard = partition_[size_t(group_->rank())];
-  std::vector<size_t> local_of(params_.size(), size_t(-1));
+                it == whole.metadata.end() ? std::string("no") : it->second,
+                " parameters, this optimizer has ", total);
+  std::vector<size_t> local_of(total, size_t(-1));
   for (size_t k = 0; k < shard.size(); ++k)
     local_of[shard[k]] = k;
   optim::optimizer_state mine;
-  mine.metadata = state.metadata;
+  mine.metadata = whole.metadata;
   mine.metadata["param_groups.0.params"] = std::to_string(shard.size());
-  for (const auto& [key, t] : state.tensors) {
+  for (const auto& [key, t] : whole.tensors) {
     const auto [global, name] = split_key(key);
-    ACTORCH_CHECK(global < params_.size(), "ZeroRedundancyOptimizer: load_state_dict: \"", key,
+    ACTORCH_CHECK(global < total, "ZeroRedundancyOptimizer: load_state_dict: \"", key,
                   "\" names no parameter");
     if (local_of[global] != size_t(-1))
       mine.tensors.emplace_back("state." + std::to_string(local_of[global]) + "." + name, t);
   }
-  local_->load_state_dict(mine); // checks kind, shapes and hyper-parameters first
+  return mine;
 }
 
 } // namespace actorch::dist

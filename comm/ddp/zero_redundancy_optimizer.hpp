@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -62,6 +63,21 @@ private:
   std::unique_ptr<optim::optimizer> local_;
   std::optional<optim::optimizer_state> consolidated_;
 };
+
+/// A shard's optimizer state with its keys renumbered from the shard's indices (k) to the whole
+/// parameter list's (shard[k]).
+optim::optimizer_state globalize_state(const optim::optimizer_state& of_shard,
+                                       const std::vector<size_t>& shard);
+/// The unsharded layout from the shards' globalized states: entries sorted by parameter and
+/// name, `metadata` (any shard's: the kind and hyper-parameters are the same) with the whole
+/// parameter count `total`.
+optim::optimizer_state whole_state(std::vector<std::pair<std::string, tensor>> entries,
+                                   std::map<std::string, std::string> metadata, size_t total);
+/// The entries of a whole state for `shard`, renumbered 0, 1, ... in shard order, with the
+/// shard's parameter count; throws when `whole` covers another number of parameters than
+/// `total` or names one outside it.
+optim::optimizer_state shard_state(const optim::optimizer_state& whole,
+                                   const std::vector<size_t>& shard, size_t total);
 
 /// torch's _partition_parameters: parameters by size, largest first (stable), each to the
 /// rank with the fewest elements so far (the lowest rank among equals).

@@ -262,6 +262,21 @@ void tensor::set_grad(const tensor& g) {
   meta_of(*this).grad = g;
 }
 
+void tensor::set_data(const tensor& src) {
+  ACTORCH_CHECK(src.defined() && src.dtype() == dtype() && src.sizes() == sizes() &&
+                    src.device() == device(),
+                "set_data: the source (", src.defined() ? dtype_name(src.dtype()) : "undefined",
+                " ", src.defined() ? shape_str(src.sizes()) : "",
+                ") must have this tensor's "
+                "dtype, shape and device (",
+                dtype_name(dtype()), " ", shape_str(sizes()), " on ", device().str(), ")");
+  tensor_impl& mine = impl();
+  const tensor_impl& theirs = src.impl();
+  mine.storage = theirs.storage;
+  mine.strides = theirs.strides;
+  mine.offset = theirs.offset;
+}
+
 const std::shared_ptr<node>& tensor::grad_fn() const {
   static const std::shared_ptr<node> none;
   const autograd_meta* m = find_meta(*this);

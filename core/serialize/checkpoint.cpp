@@ -147,6 +147,12 @@ optim::optimizer_state optimizer_state_of(const pickle_value& v, const std::stri
 
 void save_checkpoint(const std::string& path, const nn::module& model, const optim::optimizer& opt,
                      const std::map<std::string, std::string>& metadata) {
+  save_checkpoint(path, model, opt.state_dict(), metadata);
+}
+
+void save_checkpoint(const std::string& path, const nn::module& model,
+                     const optim::optimizer_state& os,
+                     const std::map<std::string, std::string>& metadata) {
   std::vector<std::pair<std::string, tensor>> tensors;
   std::map<std::string, std::string> meta;
   for (const auto& [k, v] : metadata) {
@@ -159,7 +165,7 @@ void save_checkpoint(const std::string& path, const nn::module& model, const opt
     // and the metadata as strings}.
     pickle_value::dict d;
     d.items.emplace_back(std::string("model"), state_dict_value(model.state_dict()));
-    d.items.emplace_back(std::string("optimizer"), torch_optimizer_value(opt.state_dict()));
+    d.items.emplace_back(std::string("optimizer"), torch_optimizer_value(os));
     for (const auto& [k, v] : meta) {
       ACTORCH_CHECK(k != "model" && k != "optimizer", "save_checkpoint: ", path,
                     ": metadata key \"", k, "\" is reserved");
@@ -170,7 +176,6 @@ void save_checkpoint(const std::string& path, const nn::module& model, const opt
   }
   for (const auto& [n, t] : model.state_dict())
     tensors.emplace_back("model." + n, t);
-  const auto os = opt.state_dict();
   for (const auto& [n, t] : os.tensors)
     tensors.emplace_back("optim." + n, t);
   for (const auto& [k, v] : os.metadata)

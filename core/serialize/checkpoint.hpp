@@ -17,6 +17,10 @@ namespace actorch {
 
 void save_checkpoint(const std::string& path, const nn::module& model, const optim::optimizer& opt,
                      const std::map<std::string, std::string>& metadata);
+/// The same with the optimizer's state given (a sharded optimizer's, consolidated).
+void save_checkpoint(const std::string& path, const nn::module& model,
+                     const optim::optimizer_state& opt_state,
+                     const std::map<std::string, std::string>& metadata);
 
 /// Loads into `model` and `opt` (every check before any write: a bad file leaves them as they
 /// were) and returns the caller's metadata. Errors name the file and the key.

@@ -181,6 +181,26 @@ TEST_CASE("no_grad records nothing and detach cuts the graph", "[core][autograd]
                       Contains("only change requires_grad of leaf tensors"));
 }
 
+TEST_CASE("set_data points a leaf at another tensor's memory and keeps its own gradient",
+          "[core][autograd]") {
+  tensor a = tensor_of({1.0, 2.0}).requires_grad_();
+  tensor b = tensor_of({5.0, 7.0}).requires_grad_();
+  tensor handle = b; // another handle of b: it follows too
+  b.set_data(a);
+  CHECK(handle.storage() == a.storage());
+  {
+    no_grad guard;
+    a.mul_(3); // an optimizer stepping a: b reads the new values
+  }
+  CHECK(values_of(b) == std::vector<double>{3.0, 6.0});
+  (b * b).sum().backward(); // b's gradient, not a's
+  CHECK(values_of(b.grad()) == std::vector<double>{6.0, 12.0});
+  CHECK_FALSE(a.grad().defined());
+  REQUIRE_THROWS_WITH(b.set_data(tensor_of({1.0, 2.0, 3.0})),
+                      Contains("set_data: the source (float32 [3]) must have this tensor's dtype, "
+                               "shape and device (float32 [2] on cpu)"));
+}
+
 TEST_CASE("in-place ops on graph tensors are refused or detected", "[core][autograd]") {
   tensor w = tensor_of({1.0, 2.0}).requires_grad_();
   REQUIRE_THROWS_WITH(

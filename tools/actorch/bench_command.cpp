@@ -68,6 +68,13 @@ void add_bench(CLI::App& app) {
                    "adaptive_buckets); 0: torch's static buckets")
       ->check(CLI::Range(0, 1));
   mlp_cmd
+      ->add_option(
+          "--zero-redundancy", mlp->zero_redundancy,
+          "actors mode: 1 (the default) shards the optimizer step over the trainer "
+          "actors, which share one copy of the parameters (trainer_spec::zero_redundancy); "
+          "0: DDP's all-reduce and the whole step on every actor")
+      ->check(CLI::Range(0, 1));
+  mlp_cmd
       ->add_option("--device", mlp->device,
                    "cpu, or cuda / cuda:N: the replica's step on a GPU (WORKLOADS.md's gpu-step "
                    "with --mode single; actors and process modes: one GPU replica per process)")
