@@ -3,6 +3,7 @@
 // them through its allocator) or wraps memory it was given with a deleter (from_blob).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -29,9 +30,11 @@ public:
   allocator* owner() const { return allocator_; }
 
   /// Bumped by every in-place write through any view; autograd compares it with the version a
-  /// saved tensor had, to detect tensors modified after they were saved for backward.
-  uint64_t version() const { return version_; }
-  void bump_version() { ++version_; }
+  /// saved tensor had, to detect tensors modified after they were saved for backward. Atomic:
+  /// threads may write disjoint views of one storage at once (trainer actors stepping their
+  /// pieces of one shared parameter, Note [Sharded step]).
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
 private:
   void* data_;
@@ -39,7 +42,7 @@ private:
   actorch::device device_;
   allocator* allocator_ = nullptr;
   std::function<void(void*)> deleter_;
-  uint64_t version_ = 0;
+  std::atomic<uint64_t> version_{0};
 };
 
 } // namespace actorch

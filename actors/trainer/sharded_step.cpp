@@ -3,22 +3,30 @@
 // keeps a copy of every parameter and of its optimizer state, the in-place all-reduce reads
 // both replicas' gradients and writes the average into both (on whichever thread arrives
 // last, the other idle), and then every replica runs the whole optimizer step on identical
-// copies. Sharded instead (ZeroRedundancyOptimizer's partition, torch's by size):
+// copies. Sharded instead:
 //  - after DDP's broadcast made them equal, every replica's parameters take replica 0's memory
 //    (tensor::set_data): one copy, read by every forward and backward; each replica keeps its
 //    own .grad;
+//  - replica r's shard is the r-th of N equal runs of the parameters' elements taken in order
+//    (boundaries on 16-element lines): pieces of parameters, as 1-D leaves over the shared
+//    memory, over which make_optimizer builds replica r's optimizer. torch's
+//    ZeroRedundancyOptimizer gives whole parameters to ranks, which on an MLP leaves one rank
+//    most of the work (the hidden layer's weight); elementwise optimizers (SGD, Adam) step a
+//    piece exactly as they step it inside the whole parameter;
 //  - DDP arms no reduction (its forwards run under no_sync; buffers are still broadcast);
-//  - after backward, a barrier; then each replica averages its shard's gradients over every
+//  - after backward, a barrier; then each replica averages its pieces' gradients over every
 //    replica's .grad (in replica order, divided once: the bits the in-place all-reduce gives)
-//    into its own, and its optimizer, made by the spec over the shard, steps the shard of the
-//    one copy; a second barrier, and the next forward reads every shard stepped.
-// Per replica and step that is one read of every replica's gradients of a shard and one write
-// of the shard, in parallel on every trainer thread, and 1/N of the optimizer step; nothing is
-// exchanged after the step. The results are the unsharded job's, bit for bit (a test checks).
-// One process only: across processes the shards' new values would have to travel, which is
-// ZeroRedundancyOptimizer's exchange (comm/ddp/zero_redundancy_optimizer.hpp).
+//    and steps them; a second barrier, and the next forward reads every piece stepped.
+// Per replica and step that is one read of every replica's gradients over 1/N of the elements
+// and one write of them, in parallel on every trainer thread, and 1/N of the optimizer step;
+// nothing is exchanged after the step. The results are the unsharded job's, bit for bit (a test
+// checks). A checkpoint's optimizer state is reassembled per parameter (elementwise entries
+// concatenated, scalar ones such as Adam's step taken once). One process only: across
+// processes the pieces' new values would have to travel, which is ZeroRedundancyOptimizer's
+// exchange (comm/ddp/zero_redundancy_optimizer.hpp).
 #include "actors/trainer/sharded_step.hpp"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -40,14 +48,26 @@ public:
   }
 };
 
-// dst[j] = (parts[0][j] + parts[1][j] + ...) / n, element by element (dst may be a part).
+// dst[j] = (parts[0][j] + parts[1][j] + ...) / n for j < count (dst may be a part): chunk by
+// chunk through a buffer in L1, each pass a plain loop the compiler vectorizes.
 template <class T> void average_into(T* dst, const std::vector<const T*>& parts, int64_t count) {
+  constexpr int64_t kChunk = 1024;
+  T acc[kChunk];
   const T n = T(parts.size());
-  for (int64_t j = 0; j < count; ++j) {
-    T acc = parts[0][j];
-    for (size_t k = 1; k < parts.size(); ++k)
-      acc += parts[k][j];
-    dst[j] = acc / n;
+  for (int64_t b = 0; b < count; b += kChunk) {
+    const int64_t len = std::min(kChunk, count - b);
+    const T* p0 = parts[0] + b;
+    const T* p1 = parts[1] + b;
+    for (int64_t j = 0; j < len; ++j)
+      acc[j] = p0[j] + p1[j];
+    for (size_t k = 2; k < parts.size(); ++k) {
+      const T* pk = parts[k] + b;
+      for (int64_t j = 0; j < len; ++j)
+        acc[j] += pk[j];
+    }
+    T* out = dst + b;
+    for (int64_t j = 0; j < len; ++j)
+      out[j] = acc[j] / n;
   }
 }
 
@@ -65,11 +85,6 @@ std::unique_ptr<optim::optimizer> sharded_step::join(
     const std::function<std::unique_ptr<optim::optimizer>(nn::module&)>& make_optimizer) {
   replica& me = replicas_[size_t(i)];
   me.params = model.parameters();
-  for (const tensor& p : me.params)
-    ACTORCH_CHECK(p.device().is_cpu() && p.is_contiguous() &&
-                      (p.dtype() == dtype::float32 || p.dtype() == dtype::float64),
-                  "train_data_parallel: the sharded step takes contiguous float32 or float64 CPU "
-                  "parameters; set trainer_spec::zero_redundancy = false for this model");
   barrier(); // every replica's parameters are known
   const replica& first = replicas_[0];
   ACTORCH_CHECK(first.params.size() == me.params.size(), "train_data_parallel: replica ", i,
@@ -77,18 +92,35 @@ std::unique_ptr<optim::optimizer> sharded_step::join(
   if (i != 0)
     for (size_t k = 0; k < me.params.size(); ++k)
       me.params[k].set_data(first.params[k]);
-  me.shard = dist::partition_parameters(me.params, int(replicas_.size()))[size_t(i)];
+  // This replica's run of the elements, [begin, end) over the parameters in order.
+  int64_t total = 0;
+  for (const tensor& p : me.params)
+    total += p.numel();
+  const auto boundary = [&](int r) {
+    return std::min(total, (total * r / int64_t(replicas_.size()) + 15) / 16 * 16);
+  };
+  const int64_t begin = boundary(i), end = i + 1 == int(replicas_.size()) ? total : boundary(i + 1);
+  int64_t at = 0;
+  for (size_t k = 0; k < me.params.size(); ++k) {
+    const int64_t n = me.params[k].numel(), from = std::max(begin, at), to = std::min(end, at + n);
+    if (from < to) {
+      tensor view = me.params[k].detach().view({-1}).narrow(0, from - at, to - from);
+      view.requires_grad_();
+      me.shard.push_back({k, from - at, to - from, view});
+    }
+    at += n;
+  }
   std::unique_ptr<optim::optimizer> opt;
   if (!me.shard.empty()) {
-    std::vector<tensor> mine;
-    for (size_t k : me.shard)
-      mine.push_back(me.params[k]);
-    shard_module holder(mine);
+    std::vector<tensor> views;
+    for (const piece& p : me.shard)
+      views.push_back(p.view);
+    shard_module holder(views);
     opt = make_optimizer(holder);
     ACTORCH_CHECK(opt != nullptr, "train_data_parallel: make_optimizer returned null");
-    ACTORCH_CHECK(opt->params().size() == mine.size(),
+    ACTORCH_CHECK(opt->params().size() == views.size(),
                   "train_data_parallel: the sharded step gives make_optimizer a module of ",
-                  mine.size(), " parameters, and its optimizer took ", opt->params().size(),
+                  views.size(), " parameters, and its optimizer took ", opt->params().size(),
                   "; set trainer_spec::zero_redundancy = false for an optimizer over other "
                   "tensors");
   }
@@ -100,28 +132,27 @@ std::unique_ptr<optim::optimizer> sharded_step::join(
 void sharded_step::average_shard(int i) {
   barrier(); // every replica's gradients are complete
   no_grad guard;
-  const replica& me = replicas_[size_t(i)];
-  for (size_t k : me.shard) {
-    const tensor& p = me.params[k];
+  replica& me = replicas_[size_t(i)];
+  for (piece& pc : me.shard) {
     std::vector<tensor> grads;
     bool any = false;
     for (const replica& r : replicas_) {
-      grads.push_back(r.params[k].grad());
+      grads.push_back(r.params[pc.param].grad());
       any = any || grads.back().defined();
     }
-    if (!any)
-      continue;             // no replica used it: it stays without a gradient, as with DDP
-    for (tensor& g : grads) // an unused parameter contributes zeros
-      g = g.defined() ? g.contiguous() : zeros_like(p);
-    tensor out = p.grad();
-    if (!out.defined() || !out.is_contiguous()) {
-      out = empty_like(p);
-      tensor(p).set_grad(out);
+    if (!any) { // no replica used it: no gradient, as with DDP, and the optimizer skips it
+      pc.view.set_grad(tensor());
+      continue;
     }
+    const tensor& p = me.params[pc.param];
+    for (tensor& g : grads) // an unused parameter contributes zeros
+      g = (g.defined() ? g.contiguous() : zeros_like(p)).view({-1}).narrow(0, pc.offset, pc.length);
+    if (!pc.view.grad().defined())
+      pc.view.set_grad(empty({pc.length}, {.dtype = p.dtype()}));
     if (p.dtype() == dtype::float32)
-      average_into(out.data_ptr<float>(), pointers<float>(grads), p.numel());
+      average_into(pc.view.grad().data_ptr<float>(), pointers<float>(grads), pc.length);
     else
-      average_into(out.data_ptr<double>(), pointers<double>(grads), p.numel());
+      average_into(pc.view.grad().data_ptr<double>(), pointers<double>(grads), pc.length);
   }
 }
 
@@ -130,25 +161,71 @@ void sharded_step::stepped(int) {
 }
 
 optim::optimizer_state sharded_step::state_dict() const {
-  std::vector<std::pair<std::string, tensor>> entries;
+  // Each parameter's entries from its pieces: an entry shaped as the piece is elementwise and
+  // goes to the piece's run of the parameter's; any other (a 0-d step count) is per parameter,
+  // the same in every piece, and taken once.
+  const std::vector<tensor>& params = replicas_[0].params;
+  std::map<std::pair<size_t, std::string>, tensor> whole;
   std::map<std::string, std::string> metadata;
   for (const replica& r : replicas_) {
     if (r.opt == nullptr)
       continue;
-    optim::optimizer_state mine = dist::globalize_state(r.opt->state_dict(), r.shard);
-    for (auto& e : mine.tensors)
-      entries.push_back(std::move(e));
+    optim::optimizer_state mine = r.opt->state_dict();
+    for (const auto& [key, t] : mine.tensors) {
+      const auto [k, name] = dist::split_state_key(key);
+      const piece& pc = r.shard.at(k);
+      auto [it, fresh] = whole.try_emplace({pc.param, name});
+      if (t.sizes() == shape_t{pc.length}) {
+        if (fresh)
+          it->second = empty(params[pc.param].sizes(), {.dtype = t.dtype()});
+        it->second.view({-1}).narrow(0, pc.offset, pc.length).copy_(t);
+      } else if (fresh) {
+        it->second = t.clone();
+      }
+    }
     if (metadata.empty())
       metadata = std::move(mine.metadata);
   }
-  return dist::whole_state(std::move(entries), std::move(metadata), replicas_[0].params.size());
+  std::vector<std::pair<std::string, tensor>> entries;
+  for (auto& [key, t] : whole)
+    entries.emplace_back("state." + std::to_string(key.first) + "." + key.second, std::move(t));
+  return dist::whole_state(std::move(entries), std::move(metadata), params.size());
 }
 
 void sharded_step::load_state_dict(int i, const optim::optimizer_state& whole) {
   const replica& me = replicas_[size_t(i)];
-  const optim::optimizer_state mine = dist::shard_state(whole, me.shard, me.params.size());
-  if (me.opt != nullptr)
-    me.opt->load_state_dict(mine);
+  const size_t total = me.params.size();
+  auto it = whole.metadata.find("param_groups.0.params");
+  ACTORCH_CHECK(it != whole.metadata.end() && it->second == std::to_string(total),
+                "train_data_parallel: the optimizer state covers ",
+                it == whole.metadata.end() ? std::string("no") : it->second,
+                " parameters, the model has ", total);
+  if (me.opt == nullptr)
+    return;
+  optim::optimizer_state mine;
+  mine.metadata = whole.metadata;
+  mine.metadata["param_groups.0.params"] = std::to_string(me.shard.size());
+  for (size_t k = 0; k < me.shard.size(); ++k) {
+    const piece& pc = me.shard[k];
+    const tensor& p = me.params[pc.param];
+    for (const auto& [key, t] : whole.tensors) {
+      const auto [param, name] = dist::split_state_key(key);
+      ACTORCH_CHECK(param < total, "train_data_parallel: the optimizer state's \"", key,
+                    "\" names no parameter");
+      if (param != pc.param)
+        continue;
+      ACTORCH_CHECK(t.sizes() == p.sizes() || t.dim() == 0,
+                    "train_data_parallel: the sharded "
+                    "step splits parameters and cannot place the optimizer state's \"",
+                    key, "\" of shape ", shape_str(t.sizes()), " (the parameter's is ",
+                    shape_str(p.sizes()), "); set trainer_spec::zero_redundancy = false");
+      mine.tensors.emplace_back(
+          "state." + std::to_string(k) + "." + name,
+          t.dim() == 0 ? t.clone()
+                       : t.contiguous().view({-1}).narrow(0, pc.offset, pc.length).clone());
+    }
+  }
+  me.opt->load_state_dict(mine);
 }
 
 void sharded_step::abort(std::exception_ptr e) {

@@ -23,14 +23,15 @@ public:
 
   /// Replica i's part of the set-up, once its parameters equal every other replica's (after
   /// DDP's broadcast): they take replica 0's memory, and replica i gets the optimizer its spec
-  /// makes over its shard (torch's partition by size). Blocks until every replica joined.
+  /// makes over its shard, an equal share of the parameters' elements (pieces of them, as 1-D
+  /// views). Blocks until every replica joined.
   std::unique_ptr<optim::optimizer>
   join(int i, nn::module& model,
        const std::function<std::unique_ptr<optim::optimizer>(nn::module&)>& make_optimizer);
 
   /// After replica i's backward: once every replica's is done, the average over the replicas
   /// of its shard's gradients (in replica order, divided once, as the in-place all-reduce
-  /// computes it) into replica i's .grad.
+  /// computes it) into the .grad of its pieces, which its optimizer steps.
   void average_shard(int i);
   /// After replica i's step of its shard: waits until every shard is stepped (the next forward
   /// reads them all).
@@ -47,9 +48,16 @@ public:
   void abort(std::exception_ptr e);
 
 private:
+  // A run of parameter `param`'s elements from `offset`, as a 1-D leaf over the shared memory
+  // that the shard's optimizer steps.
+  struct piece {
+    size_t param;
+    int64_t offset, length;
+    tensor view;
+  };
   struct replica {
     std::vector<tensor> params;
-    std::vector<size_t> shard;
+    std::vector<piece> shard;
     optim::optimizer* opt = nullptr; // null when the shard is empty
   };
   void barrier();

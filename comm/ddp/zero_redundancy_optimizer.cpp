@@ -94,14 +94,17 @@ struct entry_schema {
   shape_t shape;
 };
 
-// "state.<index>.<name>" -> (index, name).
-std::pair<size_t, std::string> split_key(const std::string& key) {
+} // namespace
+
+std::pair<size_t, std::string> split_state_key(const std::string& key) {
   const size_t dot = key.find('.', 6);
   ACTORCH_CHECK(key.rfind("state.", 0) == 0 && dot != std::string::npos,
                 "ZeroRedundancyOptimizer: unexpected state key \"", key, "\"");
   return {size_t(parse_int(key.substr(6, dot - 6), "ZeroRedundancyOptimizer: state key " + key, 0)),
           key.substr(dot + 1)};
 }
+
+namespace {
 
 std::vector<int64_t> encode(const std::vector<entry_schema>& entries) {
   std::vector<int64_t> row{int64_t(entries.size())};
@@ -149,7 +152,7 @@ void zero_redundancy_optimizer::consolidate_state_dict(int to) {
   if (local_) {
     mine = local_->state_dict();
     for (const auto& [key, t] : mine.tensors) {
-      const auto [local, name] = split_key(key);
+      const auto [local, name] = split_state_key(key);
       schema.push_back({partition_[size_t(me)].at(local), name, t.dtype(), t.sizes()});
     }
   }
@@ -205,7 +208,7 @@ optim::optimizer_state globalize_state(const optim::optimizer_state& of_shard,
   optim::optimizer_state out;
   out.metadata = of_shard.metadata;
   for (const auto& [key, t] : of_shard.tensors) {
-    const auto [local, name] = split_key(key);
+    const auto [local, name] = split_state_key(key);
     ACTORCH_CHECK(local < shard.size(), "ZeroRedundancyOptimizer: \"", key,
                   "\" names no parameter of a shard of ", shard.size());
     out.tensors.emplace_back("state." + std::to_string(shard[local]) + "." + name, t);
@@ -215,8 +218,9 @@ optim::optimizer_state globalize_state(const optim::optimizer_state& of_shard,
 
 optim::optimizer_state whole_state(std::vector<std::pair<std::string, tensor>> entries,
                                    std::map<std::string, std::string> metadata, size_t total) {
-  std::sort(entries.begin(), entries.end(),
-            [](const auto& a, const auto& b) { return split_key(a.first) < split_key(b.first); });
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    return split_state_key(a.first) < split_state_key(b.first);
+  });
   metadata["param_groups.0.params"] = std::to_string(total);
   return {std::move(entries), std::move(metadata)};
 }
@@ -235,7 +239,7 @@ optim::optimizer_state shard_state(const optim::optimizer_state& whole,
   mine.metadata = whole.metadata;
   mine.metadata["param_groups.0.params"] = std::to_string(shard.size());
   for (const auto& [key, t] : whole.tensors) {
-    const auto [global, name] = split_key(key);
+    const auto [global, name] = split_state_key(key);
     ACTORCH_CHECK(global < total, "ZeroRedundancyOptimizer: load_state_dict: \"", key,
                   "\" names no parameter");
     if (local_of[global] != size_t(-1))

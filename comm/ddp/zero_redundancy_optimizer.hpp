@@ -64,6 +64,8 @@ private:
   std::optional<optim::optimizer_state> consolidated_;
 };
 
+/// "state.<index>.<name>" -> (index, name); throws naming any other key.
+std::pair<size_t, std::string> split_state_key(const std::string& key);
 /// A shard's optimizer state with its keys renumbered from the shard's indices (k) to the whole
 /// parameter list's (shard[k]).
 optim::optimizer_state globalize_state(const optim::optimizer_state& of_shard,
