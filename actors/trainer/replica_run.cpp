@@ -108,7 +108,7 @@ replica_report replica_run::run() {
       offset = resume_at_;
     }
   }
-  report.sharded = sharded_;
+  report.sharded = sharded_ != nullptr;
   return report;
 }
 
@@ -132,7 +132,7 @@ void replica_run::shard_optimizer() {
   const optim::optimizer_state resumed = opt_->state_dict();
   opt_ = sharded->join(info_.local_rank, *model_, spec_.make_optimizer);
   sharded->load_state_dict(info_.local_rank, resumed);
-  sharded_ = true;
+  sharded_ = sharded;
 }
 
 void replica_run::wrap_model() {
@@ -163,8 +163,7 @@ void replica_run::run_epoch(int64_t epoch, int64_t first_step, replica_report& r
     if (spec_.on_step_samples)
       spec_.on_step_samples(info_, step_samples{epoch, link_.membership(), segment_steps_, false,
                                                 batch_indices(segment_steps_)});
-    sharded_step* const sharded = sharded_ ? link_.sharded() : nullptr;
-    if (sharded)
+    if (sharded_)
       zero_grads(model_->parameters()); // every gradient, not only the shard's
     else
       opt_->zero_grad();
@@ -172,7 +171,7 @@ void replica_run::run_epoch(int64_t epoch, int64_t first_step, replica_report& r
     {
       trace::span s(lane_, "forward");
       std::optional<dist::distributed_data_parallel::no_sync_guard> local;
-      if (sharded) // Note [Sharded step]: the gradients stay where backward leaves them
+      if (sharded_) // Note [Sharded step]: the gradients stay where backward leaves them
         local.emplace(*ddp_);
       r = spec_.forward(*ddp_, batch);
     }
@@ -180,9 +179,9 @@ void replica_run::run_epoch(int64_t epoch, int64_t first_step, replica_report& r
       trace::span s(lane_, "backward");
       r.loss.backward();
     }
-    if (sharded) {
+    if (sharded_) {
       trace::span s(lane_, "shard's gradients");
-      sharded->average_shard(info_.local_rank);
+      sharded_->average_shard(info_.local_rank);
     }
     if (spec_.on_step_samples) // the gradients are reduced: the step's samples are in it
       spec_.on_step_samples(info_,
@@ -191,8 +190,8 @@ void replica_run::run_epoch(int64_t epoch, int64_t first_step, replica_report& r
       trace::span s(lane_, "optimizer step");
       if (opt_)
         opt_->step();
-      if (sharded)
-        sharded->stepped(info_.local_rank);
+      if (sharded_)
+        sharded_->stepped();
     }
     if (gpu_steps_)
       gpu_steps_->end();
@@ -289,8 +288,8 @@ void replica_run::save(int64_t epoch, int64_t step) {
   if (info_.rank == 0) {
     trace::span s(lane_, "checkpoint");
     save_training_checkpoint(spec_.checkpoint, *model_,
-                             sharded_ ? link_.sharded()->state_dict() : opt_->state_dict(), epoch,
-                             step, total_, loader_.get());
+                             sharded_ ? sharded_->state_dict() : opt_->state_dict(), epoch, step,
+                             total_, loader_.get());
   }
   tensor token = zeros({1}, {.device = group_->collective_device()});
   group_->all_reduce(token, dist::reduce_op::sum).synchronize(); // a barrier: the host waits

@@ -95,7 +95,7 @@ private:
   device device_; // where this replica trains
   std::shared_ptr<nn::module> model_;
   std::unique_ptr<optim::optimizer> opt_; // null for a sharded step's empty shard
-  bool sharded_ = false;                  // shard_optimizer joined
+  sharded_step* sharded_ = nullptr;       // the link's, once shard_optimizer joined it
   std::unique_ptr<dist::distributed_data_parallel> ddp_;
   std::unique_ptr<data::data_loader> loader_;
   // On a GPU while tracing: each step as its stream ran it, next to the loader's copies.

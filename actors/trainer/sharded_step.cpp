@@ -145,8 +145,9 @@ void sharded_step::average_shard(int i) {
       continue;
     }
     const tensor& p = me.params[pc.param];
-    for (tensor& g : grads) // an unused parameter contributes zeros
-      g = (g.defined() ? g.contiguous() : zeros_like(p)).view({-1}).narrow(0, pc.offset, pc.length);
+    for (tensor& g : grads) // a replica that did not use it contributes zeros
+      g = g.defined() ? g.contiguous().view({-1}).narrow(0, pc.offset, pc.length)
+                      : zeros({pc.length}, {.dtype = p.dtype()});
     if (!pc.view.grad().defined())
       pc.view.set_grad(empty({pc.length}, {.dtype = p.dtype()}));
     if (p.dtype() == dtype::float32)
@@ -156,7 +157,7 @@ void sharded_step::average_shard(int i) {
   }
 }
 
-void sharded_step::stepped(int) {
+void sharded_step::stepped() {
   barrier();
 }
 
@@ -202,23 +203,27 @@ void sharded_step::load_state_dict(int i, const optim::optimizer_state& whole) {
                 " parameters, the model has ", total);
   if (me.opt == nullptr)
     return;
+  // The whole state's entries by parameter, parsed once.
+  std::vector<std::vector<std::pair<std::string, tensor>>> of_param(total);
+  for (const auto& [key, t] : whole.tensors) {
+    auto [param, name] = dist::split_state_key(key);
+    ACTORCH_CHECK(param < total, "train_data_parallel: the optimizer state's \"", key,
+                  "\" names no parameter");
+    of_param[param].emplace_back(std::move(name), t);
+  }
   optim::optimizer_state mine;
   mine.metadata = whole.metadata;
   mine.metadata["param_groups.0.params"] = std::to_string(me.shard.size());
   for (size_t k = 0; k < me.shard.size(); ++k) {
     const piece& pc = me.shard[k];
     const tensor& p = me.params[pc.param];
-    for (const auto& [key, t] : whole.tensors) {
-      const auto [param, name] = dist::split_state_key(key);
-      ACTORCH_CHECK(param < total, "train_data_parallel: the optimizer state's \"", key,
-                    "\" names no parameter");
-      if (param != pc.param)
-        continue;
+    for (const auto& [name, t] : of_param[pc.param]) {
       ACTORCH_CHECK(t.sizes() == p.sizes() || t.dim() == 0,
-                    "train_data_parallel: the sharded "
-                    "step splits parameters and cannot place the optimizer state's \"",
-                    key, "\" of shape ", shape_str(t.sizes()), " (the parameter's is ",
-                    shape_str(p.sizes()), "); set trainer_spec::zero_redundancy = false");
+                    "train_data_parallel: the sharded step splits parameters and cannot place "
+                    "the optimizer state's \"state.",
+                    pc.param, ".", name, "\" of shape ", shape_str(t.sizes()),
+                    " (the parameter's is ", shape_str(p.sizes()),
+                    "); set trainer_spec::zero_redundancy = false");
       mine.tensors.emplace_back(
           "state." + std::to_string(k) + "." + name,
           t.dim() == 0 ? t.clone()

@@ -33,9 +33,9 @@ public:
   /// of its shard's gradients (in replica order, divided once, as the in-place all-reduce
   /// computes it) into the .grad of its pieces, which its optimizer steps.
   void average_shard(int i);
-  /// After replica i's step of its shard: waits until every shard is stepped (the next forward
+  /// After a replica's step of its shard: waits until every shard is stepped (the next forward
   /// reads them all).
-  void stepped(int i);
+  void stepped();
 
   /// The whole optimizer state in the unsharded optimizer's layout. Called by one replica
   /// while every other one waits between stepped() and its next step (a checkpoint).

@@ -196,35 +196,11 @@ const optim::optimizer_state& zero_redundancy_optimizer::state_dict() const {
   return *consolidated_;
 }
 
-void zero_redundancy_optimizer::load_state_dict(const optim::optimizer_state& state) {
-  const optim::optimizer_state mine =
-      shard_state(state, partition_[size_t(group_->rank())], params_.size());
-  if (local_)
-    local_->load_state_dict(mine); // checks kind, shapes and hyper-parameters first
-}
+namespace {
 
-optim::optimizer_state globalize_state(const optim::optimizer_state& of_shard,
-                                       const std::vector<size_t>& shard) {
-  optim::optimizer_state out;
-  out.metadata = of_shard.metadata;
-  for (const auto& [key, t] : of_shard.tensors) {
-    const auto [local, name] = split_state_key(key);
-    ACTORCH_CHECK(local < shard.size(), "ZeroRedundancyOptimizer: \"", key,
-                  "\" names no parameter of a shard of ", shard.size());
-    out.tensors.emplace_back("state." + std::to_string(shard[local]) + "." + name, t);
-  }
-  return out;
-}
-
-optim::optimizer_state whole_state(std::vector<std::pair<std::string, tensor>> entries,
-                                   std::map<std::string, std::string> metadata, size_t total) {
-  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
-    return split_state_key(a.first) < split_state_key(b.first);
-  });
-  metadata["param_groups.0.params"] = std::to_string(total);
-  return {std::move(entries), std::move(metadata)};
-}
-
+// The entries of a whole state for `shard`, renumbered 0, 1, ... in shard order, with the
+// shard's parameter count; throws when `whole` covers another number of parameters than `total`
+// or names one outside it.
 optim::optimizer_state shard_state(const optim::optimizer_state& whole,
                                    const std::vector<size_t>& shard, size_t total) {
   auto it = whole.metadata.find("param_groups.0.params");
@@ -246,6 +222,24 @@ optim::optimizer_state shard_state(const optim::optimizer_state& whole,
       mine.tensors.emplace_back("state." + std::to_string(local_of[global]) + "." + name, t);
   }
   return mine;
+}
+
+} // namespace
+
+void zero_redundancy_optimizer::load_state_dict(const optim::optimizer_state& state) {
+  const optim::optimizer_state mine =
+      shard_state(state, partition_[size_t(group_->rank())], params_.size());
+  if (local_)
+    local_->load_state_dict(mine); // checks kind, shapes and hyper-parameters first
+}
+
+optim::optimizer_state whole_state(std::vector<std::pair<std::string, tensor>> entries,
+                                   std::map<std::string, std::string> metadata, size_t total) {
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    return split_state_key(a.first) < split_state_key(b.first);
+  });
+  metadata["param_groups.0.params"] = std::to_string(total);
+  return {std::move(entries), std::move(metadata)};
 }
 
 } // namespace actorch::dist

@@ -66,21 +66,11 @@ private:
 
 /// "state.<index>.<name>" -> (index, name); throws naming any other key.
 std::pair<size_t, std::string> split_state_key(const std::string& key);
-/// A shard's optimizer state with its keys renumbered from the shard's indices (k) to the whole
-/// parameter list's (shard[k]).
-optim::optimizer_state globalize_state(const optim::optimizer_state& of_shard,
-                                       const std::vector<size_t>& shard);
-/// The unsharded layout from the shards' globalized states: entries sorted by parameter and
-/// name, `metadata` (any shard's: the kind and hyper-parameters are the same) with the whole
-/// parameter count `total`.
+/// The unsharded layout from the shards' entries, keyed by the whole list's indices: entries sorted
+/// by parameter and name, `metadata` (any shard's: the kind and hyper-parameters are the same) with
+/// the whole parameter count `total`.
 optim::optimizer_state whole_state(std::vector<std::pair<std::string, tensor>> entries,
                                    std::map<std::string, std::string> metadata, size_t total);
-/// The entries of a whole state for `shard`, renumbered 0, 1, ... in shard order, with the
-/// shard's parameter count; throws when `whole` covers another number of parameters than
-/// `total` or names one outside it.
-optim::optimizer_state shard_state(const optim::optimizer_state& whole,
-                                   const std::vector<size_t>& shard, size_t total);
-
 /// torch's _partition_parameters: parameters by size, largest first (stable), each to the
 /// rank with the fewest elements so far (the lowest rank among equals).
 std::vector<std::vector<size_t>> partition_parameters(const std::vector<tensor>& params, int world);

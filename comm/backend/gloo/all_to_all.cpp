@@ -40,6 +40,12 @@ size_t total_bytes(const std::vector<tensor>& ts) {
   return bytes;
 }
 
+// all_to_all's header carries the dtype only; the counts are checked pairwise.
+op_header all_to_all_header(dtype dt) {
+  const tensor dtype_only = empty({0}, {.dtype = dt});
+  return make_header(op_kind::all_to_all, &dtype_only, -1, -1);
+}
+
 } // namespace
 
 work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
@@ -123,9 +129,7 @@ work process_group_gloo::all_to_all(std::vector<tensor>& outputs,
 
 std::vector<int64_t> process_group_gloo::impl::all_to_all_counts(const std::vector<int64_t>& counts,
                                                                  dtype dt, uint32_t seq) {
-  // The header carries the dtype; the counts are checked pairwise after.
-  const tensor dtype_only = empty({0}, {.dtype = dt});
-  const op_header h = make_header(op_kind::all_to_all, &dtype_only, -1, -1);
+  const op_header h = all_to_all_header(dt);
   const size_t n = size_t(pg.size());
   std::vector<int64_t> all(counts.size() * n);
   if (shm) {
@@ -188,8 +192,7 @@ void process_group_gloo::impl::shm_all_to_all(const std::vector<tensor>& inputs,
   size_t max_pair = 0;
   for (int64_t c : all)
     max_pair = std::max(max_pair, size_t(c) * es);
-  const tensor dtype_only = empty({0}, {.dtype = dt});
-  const op_header h = make_header(op_kind::all_to_all, &dtype_only, -1, -1);
+  const op_header h = all_to_all_header(dt);
   staged("all_to_all", [&](std::vector<int64_t>& headers) {
     return shm->all_to_all(h.v, headers, sends, send_bytes, dst.ptrs, recv_bytes, max_pair);
   });

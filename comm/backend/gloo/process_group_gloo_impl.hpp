@@ -53,7 +53,7 @@ struct process_group_gloo::impl {
   // One device and full mesh per interface; see Note [Socket interfaces].
   std::vector<std::shared_ptr<gloo::transport::Device>> devices;
   std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;
-  std::unique_ptr<shm_collectives> shm;      // all_reduce's path when every rank is on this host
+  std::unique_ptr<shm_collectives> shm;      // every collective's path when all ranks are here
   std::unique_ptr<collective_ledger> ledger; // Note [Collective ledger]; set once connected
   // The shared blocks empty_shared handed out, by this rank's address of each; a block goes
   // when its last tensor does.

@@ -32,6 +32,12 @@ shm_collectives::finish_fn finish_of(reduce_op op, dtype dt) {
   }
 }
 
+// AVG's division of a shared-memory result that finish_of had no division for (left a sum).
+void divide_unfinished(tensor& t, reduce_op op, shm_collectives::finish_fn finish, int size) {
+  if (op == reduce_op::avg && finish == nullptr)
+    t.div_(double(size));
+}
+
 } // namespace
 
 std::shared_ptr<shm_collectives::shared_block>
@@ -87,8 +93,7 @@ void process_group_gloo::impl::allreduce_checked(tensor& flat, reduce_op op, uin
   });
   if (!same)
     throw_mismatch("all_reduce", all);
-  if (op == reduce_op::avg && finish == nullptr)
-    flat.div_(double(pg.size()));
+  divide_unfinished(flat, op, finish, pg.size());
 }
 
 void process_group_gloo::impl::allreduce_flat(tensor& flat, reduce_op op, uint32_t seq) {
@@ -130,8 +135,7 @@ work process_group_gloo::reduce(tensor& t, int root, reduce_op op) {
         });
       });
       if (rank() == root) {
-        if (op == reduce_op::avg && finish == nullptr)
-          buf->flat.div_(double(size()));
+        divide_unfinished(buf->flat, op, finish, size());
         buf->copy_back();
       }
       return std::vector<tensor>{buf->orig};
@@ -180,8 +184,7 @@ work process_group_gloo::reduce_scatter(tensor& output, const std::vector<tensor
               sizeof(T), reduce_function(op, dtype_of<T>()), finish, size());
         });
       });
-      if (op == reduce_op::avg && finish == nullptr)
-        out->flat.div_(double(size()));
+      divide_unfinished(out->flat, op, finish, size());
       out->copy_back();
       return std::vector<tensor>{out->orig};
     });

@@ -72,7 +72,7 @@ public:
   // bytes; `outs`/`ins` are by rank. Throws std::runtime_error as run() does.
   bool all_gather(const int64_t* header, std::vector<int64_t>& all_headers, const char* in,
                   size_t bytes, const std::vector<char*>& outs);
-  /// `outs` is read on the root only.
+  /// `outs` is read on the root only; root -1 is every rank (all_gather).
   bool gather(const int64_t* header, std::vector<int64_t>& all_headers, int root, const char* in,
               size_t bytes, const std::vector<char*>& outs);
   bool broadcast(const int64_t* header, std::vector<int64_t>& all_headers, int root, char* data,

@@ -25,27 +25,20 @@ void move(void* dst, const void* src, size_t n) {
 
 bool shm_collectives::all_gather(const int64_t* header, std::vector<int64_t>& all_headers,
                                  const char* in, size_t bytes, const std::vector<char*>& outs) {
-  const plan p = plan_of(bytes, 1);
-  const auto stage = [&](size_t k, const staging& s) {
-    move(s.areas[size_t(rank_)], in + k * p.piece, round_bytes(bytes, k, p.piece));
-  };
-  const auto collect = [&](size_t k, const staging& s) {
-    const size_t n = round_bytes(bytes, k, p.piece);
-    for (int q = 0; q < size_; ++q)
-      move(outs[size_t(q)] + k * p.piece, q == rank_ ? in + k * p.piece : s.areas[size_t(q)], n);
-  };
-  return exchange(header, all_headers, p, stage, collect);
+  return gather(header, all_headers, -1, in, bytes, outs);
 }
 
 bool shm_collectives::gather(const int64_t* header, std::vector<int64_t>& all_headers, int root,
                              const char* in, size_t bytes, const std::vector<char*>& outs) {
-  const plan p = plan_of(bytes, 1, true);
+  // root -1: every rank gathers (all_gather), in plain rounds; one root: pipelined.
+  const bool everyone = root < 0;
+  const plan p = plan_of(bytes, 1, !everyone);
   const auto stage = [&](size_t k, const staging& s) {
     if (rank_ != root)
       move(s.areas[size_t(rank_)], in + k * p.piece, round_bytes(bytes, k, p.piece));
   };
   const auto collect = [&](size_t k, const staging& s) {
-    if (rank_ != root)
+    if (!everyone && rank_ != root)
       return;
     const size_t n = round_bytes(bytes, k, p.piece);
     for (int q = 0; q < size_; ++q)
