@@ -113,16 +113,18 @@ struct trainer_spec {
   /// Converts every BatchNorm of each replica's model to SyncBatchNorm over the job's replicas
   /// (dist::convert_sync_batchnorm) before DDP wraps it.
   bool sync_batchnorm = false;
-  /// The optimizer step sharded over the trainer actors of a job of one process (Note
-  /// [Sharded step], after ZeroRedundancyOptimizer): the actors share one copy of the
-  /// parameters, and each averages the gradients of an equal share of their elements and steps
-  /// it with the optimizer make_optimizer builds over a module holding that share (pieces of
-  /// parameters, as 1-D views). The same results, bit for bit, with less work per step, for
-  /// elementwise optimizers (SGD, Adam; one that takes a norm per parameter would see pieces).
-  /// Unset: on wherever it applies (one process, several actors on the CPU, no comm_hook,
-  /// contiguous float32/float64 parameters, an optimizer over the module's parameters); true:
-  /// an error where it does not apply; false: off (DDP's all-reduce, the whole step on every
-  /// actor).
+  /// The optimizer step sharded over the trainer actors of a job of one process, or over
+  /// processes of one actor each on one host (Note [Sharded step] and Note [Sharded step across
+  /// processes], after ZeroRedundancyOptimizer): the actors share one copy of the parameters
+  /// (across processes, in memory they all map), and each averages the gradients of an equal
+  /// share of their elements and steps it with the optimizer make_optimizer builds over a
+  /// module holding that share (pieces of parameters, as 1-D views). The same results, bit for
+  /// bit, with less work per step, for elementwise optimizers (SGD, Adam; one that takes a
+  /// norm per parameter would see pieces). Unset: on wherever it applies (several actors in one
+  /// process, or one actor in each of several processes whose Gloo group has shared memory;
+  /// the CPU, no comm_hook, not elastic, contiguous float32/float64 parameters, of one dtype
+  /// across processes, an optimizer over the module's parameters); true: an error where it does
+  /// not apply; false: off (DDP's all-reduce, the whole step on every actor).
   std::optional<bool> zero_redundancy;
 
   /// Called on each replica's thread twice a step: when it takes its batch (`done` false,

@@ -37,6 +37,10 @@ tensor process_group::empty_shared(int64_t, dtype) {
   return {};
 }
 
+std::shared_ptr<symmetric_memory> process_group::empty_symmetric(int64_t, dtype) {
+  return nullptr;
+}
+
 int process_group::group_rank(int global_rank) const {
   for (int i = 0; i < size_; ++i)
     if (global_ranks_[size_t(i)] == global_rank)

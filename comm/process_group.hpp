@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,20 @@ enum class reduce_op { sum, avg, product, min, max, band, bor, bxor };
 
 /// "SUM", "AVG", ... as PyTorch prints them.
 const char* reduce_op_name(reduce_op op);
+
+/// Memory every rank of a group maps (process_group::empty_symmetric, after torch's
+/// SymmetricMemory): the ranks order their reads and writes of it with its barrier.
+class symmetric_memory {
+public:
+  virtual ~symmetric_memory() = default;
+  /// Rank q's buffer, mapped here (the group's rank, not the global one).
+  virtual tensor buffer(int q) const = 0;
+  /// Waits until every rank has called it as often as this one, over signals in the memory
+  /// itself: independent of the group's queued collectives (no thread hop), callable from any
+  /// thread, one per rank at a time. Throws naming a rank whose process exited or that did not
+  /// arrive within the group's timeout.
+  virtual void barrier() = 0;
+};
 
 class process_group {
 public:
@@ -46,6 +61,11 @@ public:
   /// hosts, the tensor is too small to gain from it, or the backend has none): callers then
   /// use ordinary memory. Only an all_reduce of the whole tensor takes the copy-free path.
   virtual tensor empty_shared(int64_t numel, dtype dt);
+  /// Zeroed CPU memory that every rank maps (torch's symmetric memory): each rank's buffer of
+  /// `numel` elements of `dt`, which any rank may read and write, with a barrier of its own. A
+  /// collective as empty_shared; null on every rank when the group has no such memory (its
+  /// ranks are on several hosts, a buffer cannot be made, or the backend has none), at any size.
+  virtual std::shared_ptr<symmetric_memory> empty_symmetric(int64_t numel, dtype dt);
 
   // Collectives. Each must be called by every rank of the group, in the same order.
   virtual work broadcast(tensor& t, int root) = 0;

@@ -356,8 +356,9 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
            as_tensor(test_indices, {int64_t(test_indices.size())}, {}));
   const auto& last = done.back().eval;
   const double acc = last.count("test_accuracy") ? last.at("test_accuracy") : -1;
-  std::printf("test accuracy %.4f after %lld epochs in %.1f s\n", acc,
-              static_cast<long long>(o.epochs), display.seconds());
+  std::printf("test accuracy %.4f after %lld epochs in %.1f s%s\n", acc,
+              static_cast<long long>(o.epochs), display.seconds(),
+              report.zero_redundancy ? " (optimizer step sharded over the replicas)" : "");
   std::printf("wrote %s, %s, %s, %s, %s%s%s\n", spec.checkpoint.c_str(),
               (dir / "model.safetensors").c_str(), (dir / "test_indices.npy").c_str(),
               (dir / "metrics.csv").c_str(), o.plot ? (dir / "curves.png").c_str() : "(no plot)",

@@ -138,16 +138,22 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
                   "does not resume from a checkpoint (",
                   spec.resume, ") yet");
   }
-  // Note [Sharded step]: where the job is one process of several CPU trainer actors.
-  const bool shardable = opts.num_local > 1 && link.num_processes() == 1 && !link.elastic() &&
-                         !spec.device.is_cuda() && !spec.comm_hook;
+  // Note [Sharded step]: the CPU trainer actors of a job of one process, or one per process
+  // (Note [Sharded step across processes]).
+  const bool in_process = opts.num_local > 1 && link.num_processes() == 1;
+  const bool across = opts.num_local == 1 && link.num_processes() > 1;
+  const bool shardable =
+      (in_process || across) && !link.elastic() && !spec.device.is_cuda() && !spec.comm_hook;
   ACTORCH_CHECK(!spec.zero_redundancy.value_or(false) || shardable,
                 "train_data_parallel: zero_redundancy = true shards the step over the trainer "
-                "actors of a job of one process, on the CPU, without a comm_hook; this job has ",
+                "actors of a job of one process, or over processes of one actor each, on the "
+                "CPU, without a comm_hook; this job has ",
                 opts.num_local, " actors per process, ", link.num_processes(), " processes, ",
-                spec.device.str(), spec.comm_hook ? ", a comm_hook" : "");
+                spec.device.str(), spec.comm_hook ? ", a comm_hook" : "",
+                link.elastic() ? ", elastic" : "");
   if (shardable && spec.zero_redundancy.value_or(true))
-    link.set_sharded(std::make_shared<sharded_step>(opts.num_local));
+    link.set_sharded(in_process ? std::make_shared<sharded_step>(opts.num_local)
+                                : std::make_shared<sharded_step>(link.group()));
   ACTORCH_CHECK(!spec.on_step_samples || link.elastic(),
                 "train_data_parallel: on_step_samples reports an elastic job's samples; this job "
                 "is not elastic (start it with actorch launch --elastic)");

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "actors/trainer/checkpoint.hpp"
 #include "core/autograd/grad_mode.hpp"
@@ -130,7 +131,15 @@ void replica_run::shard_optimizer() {
     return;
   // The plain optimizer's state (a resumed checkpoint's) goes to the shards.
   const optim::optimizer_state resumed = opt_->state_dict();
-  opt_ = sharded->join(info_.local_rank, *model_, spec_.make_optimizer);
+  auto shard_opt = sharded->join(info_.local_rank, *model_, spec_.make_optimizer);
+  if (!sharded->active()) { // processes without memory they all map, or of several dtypes
+    ACTORCH_CHECK(!spec_.zero_redundancy.value_or(false),
+                  "train_data_parallel: zero_redundancy = true shards the step across processes "
+                  "through memory they all map, which needs every process on one host, the Gloo "
+                  "backend and parameters of one dtype");
+    return;
+  }
+  opt_ = std::move(shard_opt);
   sharded->load_state_dict(info_.local_rank, resumed);
   sharded_ = sharded;
 }
@@ -285,11 +294,17 @@ void replica_run::run_epoch(int64_t epoch, int64_t first_step, replica_report& r
 void replica_run::save(int64_t epoch, int64_t step) {
   if (spec_.checkpoint.empty())
     return;
+  // Across processes every shard's state goes to rank 0 (a collective).
+  std::optional<optim::optimizer_state> gathered;
+  if (sharded_ && sharded_->across_processes())
+    gathered = sharded_->state_dict(group_.get());
   if (info_.rank == 0) {
     trace::span s(lane_, "checkpoint");
     save_training_checkpoint(spec_.checkpoint, *model_,
-                             sharded_ ? sharded_->state_dict() : opt_->state_dict(), epoch, step,
-                             total_, loader_.get());
+                             gathered   ? *gathered
+                             : sharded_ ? sharded_->state_dict()
+                                        : opt_->state_dict(),
+                             epoch, step, total_, loader_.get());
   }
   tensor token = zeros({1}, {.device = group_->collective_device()});
   group_->all_reduce(token, dist::reduce_op::sum).synchronize(); // a barrier: the host waits

@@ -21,9 +21,26 @@
 // and one write of them, in parallel on every trainer thread, and 1/N of the optimizer step;
 // nothing is exchanged after the step. The results are the unsharded job's, bit for bit (a test
 // checks). A checkpoint's optimizer state is reassembled per parameter (elementwise entries
-// concatenated, scalar ones such as Adam's step taken once). One process only: across
-// processes the pieces' new values would have to travel, which is ZeroRedundancyOptimizer's
-// exchange (comm/ddp/zero_redundancy_optimizer.hpp).
+// concatenated, scalar ones such as Adam's step taken once).
+//
+// Note [Sharded step across processes]
+// One trainer actor per process, the processes on one host (the group has memory they all map,
+// process_group::empty_symmetric): the same step, with three blocks every process maps.
+//  - The parameters: rank 0's block holds the one copy. Rank 0 copies its parameters in, and
+//    every process's parameters take views of it (set_data), so forward and backward of every
+//    process read the same pages and nothing is exchanged after the step, where torch's
+//    ZeroRedundancyOptimizer broadcasts every updated shard.
+//  - The gradients: backward leaves them in each process's own memory, which the others cannot
+//    read, so after backward each process copies its gradients' elements outside its own run
+//    into its gradient block ((N-1)/N of them; DDP's shared buckets take all of them), and
+//    marks in its `used` block which parameters it has a gradient for.
+//  - A barrier (the group's, through its shared segment); then rank r averages its run from its
+//    own .grad and the others' blocks, in rank order and divided once (the bits of the shared-
+//    memory all-reduce, which sums block 0's part, block 1's, ... and divides), and steps it;
+//    a second barrier.
+// A checkpoint gathers every shard's optimizer state to rank 0 (gather_state_entries, as
+// consolidate_state_dict). A process that dies leaves the others' barrier failing, not waiting
+// (the segment's barriers watch the peers' pids).
 #include "actors/trainer/sharded_step.hpp"
 
 #include <algorithm>
@@ -80,35 +97,105 @@ template <class T> std::vector<const T*> pointers(const std::vector<tensor>& ts)
 
 } // namespace
 
+std::vector<sharded_step::piece> sharded_step::pieces_of(const std::vector<tensor>& params, int r,
+                                                         int n) {
+  // Run r of the elements, [begin, end) over the parameters in order, on 16-element lines.
+  int64_t total = 0;
+  for (const tensor& p : params)
+    total += p.numel();
+  const auto boundary = [&](int q) {
+    return std::min(total, (total * q / int64_t(n) + 15) / 16 * 16);
+  };
+  const int64_t begin = boundary(r), end = r + 1 == n ? total : boundary(r + 1);
+  std::vector<piece> out;
+  int64_t at = 0;
+  for (size_t k = 0; k < params.size(); ++k) {
+    const int64_t len = params[k].numel(), from = std::max(begin, at), to = std::min(end, at + len);
+    if (from < to)
+      out.push_back({k, from - at, to - from, tensor()});
+    at += len;
+  }
+  return out;
+}
+
+// Across processes: the parameters into rank 0's block, every process's over it; false (alike
+// everywhere) where the group has no such memory or the parameters differ in dtype.
+bool sharded_step::map_parameters(replica& me) {
+  const dtype dt = me.params.front().dtype();
+  int64_t total = 0;
+  for (const tensor& p : me.params) {
+    if (p.dtype() != dt)
+      return false;
+    total += p.numel();
+  }
+  const auto params = group_->empty_symmetric(total, dt);
+  const auto grads = group_->empty_symmetric(total, dt);
+  const auto used = group_->empty_symmetric(int64_t(me.params.size()), dtype::int32);
+  if (!params || !grads || !used)
+    return false;
+  mapped_.params = params->buffer(0);
+  for (int q = 0; q < group_->size(); ++q) {
+    mapped_.grads.push_back(grads->buffer(q));
+    mapped_.used.push_back(used->buffer(q));
+  }
+  mapped_.signals = grads;
+  mapped_.offsets.assign(1, 0);
+  for (const tensor& p : me.params)
+    mapped_.offsets.push_back(mapped_.offsets.back() + p.numel());
+  const tensor& one = mapped_.params;
+  no_grad guard;
+  int64_t at = 0;
+  if (group_->rank() == 0)
+    for (const tensor& p : me.params) {
+      one.narrow(0, at, p.numel()).copy_(p.detach().reshape({-1}));
+      at += p.numel();
+    }
+  mapped_.signals->barrier(); // rank 0's copy is complete
+  at = 0;
+  for (tensor& p : me.params) {
+    p.set_data(one.narrow(0, at, p.numel()).view(p.sizes()));
+    at += p.numel();
+  }
+  return true;
+}
+
 std::unique_ptr<optim::optimizer> sharded_step::join(
     int i, nn::module& model,
     const std::function<std::unique_ptr<optim::optimizer>(nn::module&)>& make_optimizer) {
   replica& me = replicas_[size_t(i)];
   me.params = model.parameters();
-  barrier(); // every replica's parameters are known
-  const replica& first = replicas_[0];
-  ACTORCH_CHECK(first.params.size() == me.params.size(), "train_data_parallel: replica ", i,
-                " has ", me.params.size(), " parameters, replica 0 ", first.params.size());
-  if (i != 0)
+  ACTORCH_CHECK(!me.params.empty(), "train_data_parallel: the model has no parameters");
+  if (group_) {
+    active_ = map_parameters(me);
+    if (!active_)
+      return nullptr;
+  } else {
+    barrier(); // every replica's parameters are known
+    const replica& first = replicas_[0];
+    ACTORCH_CHECK(first.params.size() == me.params.size(), "train_data_parallel: replica ", i,
+                  " has ", me.params.size(), " parameters, replica 0 ", first.params.size());
+    if (i != 0)
+      for (size_t k = 0; k < me.params.size(); ++k)
+        me.params[k].set_data(first.params[k]);
+  }
+  const int rank = group_ ? group_->rank() : i;
+  const int n = group_ ? group_->size() : int(replicas_.size());
+  me.shard = pieces_of(me.params, rank, n);
+  if (group_) {
+    // Each gradient goes to this process's buffer as soon as backward has accumulated it,
+    // while it is still in cache (the part outside its run: the run stays in its .grad).
+    mapped_.kept.clear();
+    for (const tensor& p : me.params)
+      mapped_.kept.emplace_back(p.numel(), p.numel());
+    for (const piece& pc : me.shard)
+      mapped_.kept[pc.param] = {pc.offset, pc.offset + pc.length};
     for (size_t k = 0; k < me.params.size(); ++k)
-      me.params[k].set_data(first.params[k]);
-  // This replica's run of the elements, [begin, end) over the parameters in order.
-  int64_t total = 0;
-  for (const tensor& p : me.params)
-    total += p.numel();
-  const auto boundary = [&](int r) {
-    return std::min(total, (total * r / int64_t(replicas_.size()) + 15) / 16 * 16);
-  };
-  const int64_t begin = boundary(i), end = i + 1 == int(replicas_.size()) ? total : boundary(i + 1);
-  int64_t at = 0;
-  for (size_t k = 0; k < me.params.size(); ++k) {
-    const int64_t n = me.params[k].numel(), from = std::max(begin, at), to = std::min(end, at + n);
-    if (from < to) {
-      tensor view = me.params[k].detach().view({-1}).narrow(0, from - at, to - from);
-      view.requires_grad_();
-      me.shard.push_back({k, from - at, to - from, view});
-    }
-    at += n;
+      me.params[k].register_post_accumulate_grad_hook(
+          [this, k](const tensor& leaf) { publish_gradient(k, leaf.grad()); });
+  }
+  for (piece& pc : me.shard) {
+    pc.view = me.params[pc.param].detach().view({-1}).narrow(0, pc.offset, pc.length);
+    pc.view.requires_grad_();
   }
   std::unique_ptr<optim::optimizer> opt;
   if (!me.shard.empty()) {
@@ -129,52 +216,124 @@ std::unique_ptr<optim::optimizer> sharded_step::join(
   return opt;
 }
 
+void sharded_step::average_piece(piece& pc, const tensor& param, std::vector<tensor>& parts) {
+  bool any = false;
+  for (const tensor& g : parts)
+    any = any || g.defined();
+  if (!any) { // no replica used it: no gradient, as with DDP, and the optimizer skips it
+    pc.view.set_grad(tensor());
+    return;
+  }
+  for (tensor& g : parts) // a replica that did not use it contributes zeros
+    if (!g.defined())
+      g = zeros({pc.length}, {.dtype = param.dtype()});
+  if (!pc.view.grad().defined())
+    pc.view.set_grad(empty({pc.length}, {.dtype = param.dtype()}));
+  if (param.dtype() == dtype::float32)
+    average_into(pc.view.grad().data_ptr<float>(), pointers<float>(parts), pc.length);
+  else
+    average_into(pc.view.grad().data_ptr<double>(), pointers<double>(parts), pc.length);
+}
+
 void sharded_step::average_shard(int i) {
+  replica& me = replicas_[size_t(i)];
+  if (group_) {
+    average_across_processes(me);
+    return;
+  }
   barrier(); // every replica's gradients are complete
   no_grad guard;
-  replica& me = replicas_[size_t(i)];
   for (piece& pc : me.shard) {
-    std::vector<tensor> grads;
-    bool any = false;
+    std::vector<tensor> parts;
     for (const replica& r : replicas_) {
-      grads.push_back(r.params[pc.param].grad());
-      any = any || grads.back().defined();
+      const tensor g = r.params[pc.param].grad();
+      parts.push_back(g.defined() ? g.contiguous().view({-1}).narrow(0, pc.offset, pc.length)
+                                  : tensor());
     }
-    if (!any) { // no replica used it: no gradient, as with DDP, and the optimizer skips it
-      pc.view.set_grad(tensor());
-      continue;
+    average_piece(pc, me.params[pc.param], parts);
+  }
+}
+
+void sharded_step::publish_gradient(size_t k, const tensor& grad) {
+  no_grad guard;
+  const int rank = group_->rank();
+  const tensor flat = grad.contiguous().view({-1});
+  const int64_t len = flat.numel(), at = mapped_.offsets[k];
+  const auto [from, to] = mapped_.kept[k];
+  const tensor& block = mapped_.grads[size_t(rank)];
+  if (from > 0)
+    block.narrow(0, at, from).copy_(flat.narrow(0, 0, from));
+  if (to < len)
+    block.narrow(0, at + to, len - to).copy_(flat.narrow(0, to, len - to));
+  mapped_.used[size_t(rank)].data_ptr<int32_t>()[k] = 1;
+}
+
+void sharded_step::average_across_processes(replica& me) {
+  no_grad guard;
+  const int rank = group_->rank(), n = group_->size();
+  mapped_.signals->barrier(); // every process's gradients are in place
+  for (piece& pc : me.shard) {
+    std::vector<tensor> parts;
+    for (int q = 0; q < n; ++q) {
+      if (mapped_.used[size_t(q)].data_ptr<int32_t>()[pc.param] == 0)
+        parts.emplace_back();
+      else if (q == rank)
+        parts.push_back(
+            me.params[pc.param].grad().contiguous().view({-1}).narrow(0, pc.offset, pc.length));
+      else
+        parts.push_back(
+            mapped_.grads[size_t(q)].narrow(0, mapped_.offsets[pc.param] + pc.offset, pc.length));
     }
-    const tensor& p = me.params[pc.param];
-    for (tensor& g : grads) // a replica that did not use it contributes zeros
-      g = g.defined() ? g.contiguous().view({-1}).narrow(0, pc.offset, pc.length)
-                      : zeros({pc.length}, {.dtype = p.dtype()});
-    if (!pc.view.grad().defined())
-      pc.view.set_grad(empty({pc.length}, {.dtype = p.dtype()}));
-    if (p.dtype() == dtype::float32)
-      average_into(pc.view.grad().data_ptr<float>(), pointers<float>(grads), pc.length);
-    else
-      average_into(pc.view.grad().data_ptr<double>(), pointers<double>(grads), pc.length);
+    average_piece(pc, me.params[pc.param], parts);
   }
 }
 
 void sharded_step::stepped() {
   barrier();
+  if (group_) // every process has read this one's gradients: the next backward marks its own
+    mapped_.used[size_t(group_->rank())].fill_(0);
 }
 
-optim::optimizer_state sharded_step::state_dict() const {
+optim::optimizer_state sharded_step::state_dict(dist::replica_group* group) const {
+  // Every shard's entries with its pieces, keyed by (replica, piece index).
+  struct shard_entries {
+    std::vector<piece> shard;
+    std::vector<std::pair<std::string, tensor>> tensors;
+  };
+  std::vector<shard_entries> shards;
+  std::map<std::string, std::string> metadata;
+  const std::vector<tensor>& params = replicas_[0].params;
+  if (group_) {
+    ACTORCH_CHECK(group != nullptr, "sharded_step::state_dict: a collective across processes");
+    const replica& me = replicas_[0];
+    optim::optimizer_state mine;
+    if (me.opt != nullptr)
+      mine = me.opt->state_dict();
+    auto gathered = dist::gather_state_entries(*group, mine.tensors, 0);
+    if (group->rank() != 0)
+      return {};
+    // Rank 0's shard is never empty (its run starts at element 0), so it has the metadata.
+    metadata = std::move(mine.metadata);
+    for (int r = 0; r < group->size(); ++r)
+      shards.push_back({pieces_of(params, r, group->size()), std::move(gathered[size_t(r)])});
+  } else {
+    for (const replica& r : replicas_) {
+      if (r.opt == nullptr)
+        continue;
+      optim::optimizer_state mine = r.opt->state_dict();
+      if (metadata.empty())
+        metadata = std::move(mine.metadata);
+      shards.push_back({r.shard, std::move(mine.tensors)});
+    }
+  }
   // Each parameter's entries from its pieces: an entry shaped as the piece is elementwise and
   // goes to the piece's run of the parameter's; any other (a 0-d step count) is per parameter,
   // the same in every piece, and taken once.
-  const std::vector<tensor>& params = replicas_[0].params;
   std::map<std::pair<size_t, std::string>, tensor> whole;
-  std::map<std::string, std::string> metadata;
-  for (const replica& r : replicas_) {
-    if (r.opt == nullptr)
-      continue;
-    optim::optimizer_state mine = r.opt->state_dict();
-    for (const auto& [key, t] : mine.tensors) {
+  for (const shard_entries& s : shards)
+    for (const auto& [key, t] : s.tensors) {
       const auto [k, name] = dist::split_state_key(key);
-      const piece& pc = r.shard.at(k);
+      const piece& pc = s.shard.at(k);
       auto [it, fresh] = whole.try_emplace({pc.param, name});
       if (t.sizes() == shape_t{pc.length}) {
         if (fresh)
@@ -184,9 +343,6 @@ optim::optimizer_state sharded_step::state_dict() const {
         it->second = t.clone();
       }
     }
-    if (metadata.empty())
-      metadata = std::move(mine.metadata);
-  }
   std::vector<std::pair<std::string, tensor>> entries;
   for (auto& [key, t] : whole)
     entries.emplace_back("state." + std::to_string(key.first) + "." + key.second, std::move(t));
@@ -241,6 +397,10 @@ void sharded_step::abort(std::exception_ptr e) {
 }
 
 void sharded_step::barrier() {
+  if (group_) {
+    mapped_.signals->barrier();
+    return;
+  }
   std::unique_lock lock(mu_);
   if (aborted_)
     std::rethrow_exception(aborted_);

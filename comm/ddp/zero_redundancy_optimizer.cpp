@@ -142,49 +142,65 @@ std::vector<entry_schema> decode(const int64_t* row) {
 
 } // namespace
 
+std::vector<std::vector<std::pair<std::string, tensor>>>
+gather_state_entries(replica_group& group, const std::vector<std::pair<std::string, tensor>>& mine,
+                     int to) {
+  const int me = group.rank();
+  std::vector<entry_schema> schema;
+  for (const auto& [key, t] : mine) {
+    const auto [param, name] = split_state_key(key);
+    schema.push_back({param, name, t.dtype(), t.sizes()});
+  }
+  const std::vector<int64_t> row = encode(schema);
+  tensor mine_row = empty({int64_t(row.size())}, {.dtype = dtype::int64});
+  std::copy(row.begin(), row.end(), mine_row.data_ptr<int64_t>());
+  const tensor rows = all_gather_rows(group, mine_row, -1).contiguous();
+  std::vector<std::vector<std::pair<std::string, tensor>>> out(size_t(group.size()));
+  for (int r = 0; r < group.size(); ++r) {
+    const std::vector<entry_schema> theirs = decode(rows.data_ptr<int64_t>() + r * rows.size(1));
+    std::vector<tensor> values;
+    for (size_t k = 0; k < theirs.size(); ++k)
+      values.push_back(r == me ? mine[k].second.contiguous().clone()
+                               : empty(theirs[k].shape, {.dtype = theirs[k].type}));
+    if (!values.empty())
+      broadcast_from(group, values, r);
+    if (me == to)
+      for (size_t k = 0; k < theirs.size(); ++k)
+        out[size_t(r)].emplace_back(
+            "state." + std::to_string(theirs[k].param) + "." + theirs[k].name, values[k]);
+  }
+  return out;
+}
+
 void zero_redundancy_optimizer::consolidate_state_dict(int to) {
   ACTORCH_CHECK(to >= 0 && to < group_->size(), "ZeroRedundancyOptimizer: consolidate to rank ", to,
                 " of a world of ", group_->size());
   const int me = group_->rank();
   // This replica's entries, renamed to the global indices.
   optim::optimizer_state mine;
-  std::vector<entry_schema> schema;
+  std::vector<std::pair<std::string, tensor>> entries;
   if (local_) {
     mine = local_->state_dict();
     for (const auto& [key, t] : mine.tensors) {
       const auto [local, name] = split_state_key(key);
-      schema.push_back({partition_[size_t(me)].at(local), name, t.dtype(), t.sizes()});
+      entries.emplace_back("state." + std::to_string(partition_[size_t(me)].at(local)) + "." + name,
+                           t);
     }
   }
-  const std::vector<int64_t> row = encode(schema);
-  tensor mine_row = empty({int64_t(row.size())}, {.dtype = dtype::int64});
-  std::copy(row.begin(), row.end(), mine_row.data_ptr<int64_t>());
-  const tensor rows = all_gather_rows(*group_, mine_row, -1).contiguous();
-  // The metadata (kind, lr, hyper-parameters) is the same everywhere; the owner of parameter
-  // 0 has it even where another replica's shard is empty.
-  optim::optimizer_state whole;
-  for (int r = 0; r < group_->size(); ++r) {
-    const std::vector<entry_schema> theirs = decode(rows.data_ptr<int64_t>() + r * rows.size(1));
-    std::vector<tensor> values;
-    for (size_t k = 0; k < theirs.size(); ++k)
-      values.push_back(r == me ? mine.tensors[k].second.contiguous().clone()
-                               : empty(theirs[k].shape, {.dtype = theirs[k].type}));
-    if (!values.empty())
-      broadcast_from(*group_, values, r);
-    if (me == to)
-      for (size_t k = 0; k < theirs.size(); ++k)
-        whole.tensors.emplace_back(
-            "state." + std::to_string(theirs[k].param) + "." + theirs[k].name, values[k]);
-  }
+  auto gathered = gather_state_entries(*group_, entries, to);
   if (me != to) {
     consolidated_.reset();
     return;
   }
-  // The metadata: this shard's, with the whole parameter count.
+  // The metadata (kind, lr, hyper-parameters) is the same everywhere: this shard's, with the
+  // whole parameter count.
   ACTORCH_CHECK(local_ != nullptr, "ZeroRedundancyOptimizer: rank ", to,
                 " holds no parameter, so it has no optimizer to take the metadata from; "
                 "consolidate to rank 0");
-  consolidated_ = whole_state(std::move(whole.tensors), std::move(mine.metadata), params_.size());
+  std::vector<std::pair<std::string, tensor>> whole;
+  for (auto& theirs : gathered)
+    std::move(theirs.begin(), theirs.end(), std::back_inserter(whole));
+  consolidated_ = whole_state(std::move(whole), std::move(mine.metadata), params_.size());
 }
 
 const optim::optimizer_state& zero_redundancy_optimizer::state_dict() const {

@@ -71,6 +71,12 @@ std::pair<size_t, std::string> split_state_key(const std::string& key);
 /// the whole parameter count `total`.
 optim::optimizer_state whole_state(std::vector<std::pair<std::string, tensor>> entries,
                                    std::map<std::string, std::string> metadata, size_t total);
+/// Every replica's optimizer state entries ("state.<index>.<name>") onto replica `to`, by rank
+/// (contiguous copies; empty elsewhere). A collective: an all-gather of their schemas, then
+/// each replica's tensors broadcast from it.
+std::vector<std::vector<std::pair<std::string, tensor>>>
+gather_state_entries(replica_group& group, const std::vector<std::pair<std::string, tensor>>& mine,
+                     int to);
 /// torch's _partition_parameters: parameters by size, largest first (stable), each to the
 /// rank with the fewest elements so far (the lowest rank among equals).
 std::vector<std::vector<size_t>> partition_parameters(const std::vector<tensor>& params, int world);

@@ -2,11 +2,20 @@
 // step]): the same bits as DDP's all-reduce and a whole step per actor, in the model and in the
 // optimizer state a checkpoint holds, with SGD's momentum and Adam, at 2, 3 and 5 actors (5:
 // more actors than the toy model has parameters, so some shards are empty); checkpoints that
-// cross between the two; and the errors where it cannot apply.
+// cross between the two; and the errors where it cannot apply. Then the same across forked
+// processes of one actor each (Note [Sharded step across processes]).
 #include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
 
 #include "actors/trainer.hpp"
 #include "comm/ddp/comm_hooks.hpp"
+#include "comm/distributed.hpp"
+#include "comm/launch/launcher.hpp"
 #include "core/optim/sgd.hpp"
 #include "core/serialize/safetensors.hpp"
 #include "tests/actors/toy_job.hpp"
@@ -48,7 +57,131 @@ trainer_spec with_adam(trainer_spec s) {
   return s;
 }
 
+// Runs spec() in `world` forked processes of one trainer actor each (rendezvous through a file
+// store under `name`) and requires every process's job_report::zero_redundancy to be `sharded`.
+// Rank 0 writes the spec's checkpoint. A process's error text goes to `name`.error. Call it
+// while this process has no threads (spawn's precondition).
+void in_processes(const std::string& name, int world, const std::function<trainer_spec()>& spec,
+                  bool sharded, const std::function<void()>& before = {}) {
+  const std::string store = scratch(name + ".store"), error_file = scratch(name + ".error");
+  std::filesystem::remove(store);
+  std::filesystem::remove(error_file);
+  dist::spawn(
+      [&](int rank) {
+        if (before)
+          before();
+        try {
+          dist::init_process_group({.init_method = "file://" + store,
+                                    .world_size = world,
+                                    .rank = rank,
+                                    .timeout = std::chrono::milliseconds(20000)});
+          const job_report r = train_data_parallel(spec(), {.process_group = dist::world()});
+          ACTORCH_CHECK(r.zero_redundancy == sharded, "rank ", rank, ": zero_redundancy ",
+                        r.zero_redundancy, ", expected ", sharded);
+          dist::destroy_process_group();
+        } catch (const std::exception& e) {
+          std::ofstream(error_file + "." + std::to_string(rank)) << e.what();
+          throw;
+        }
+      },
+      world);
+}
+
+// The error text rank `rank` of in_processes(name, ...) wrote.
+std::string error_of_rank(const std::string& name, int rank) {
+  std::ifstream in(scratch(name + ".error." + std::to_string(rank)));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 } // namespace
+
+TEST_CASE("trainer processes: the sharded step across processes ends bit for bit where DDP's "
+          "all-reduce does, model and optimizer state") {
+  const int world = GENERATE(2, 3);
+  const bool adam = GENERATE(false, true);
+  INFO(world << " processes, " << (adam ? "Adam" : "SGD with momentum"));
+  const std::string tag = "p" + std::to_string(world) + (adam ? "_adam" : "_sgd");
+  const std::string plain = scratch("plain_" + tag + ".safetensors"),
+                    sharded = scratch("sharded_" + tag + ".safetensors");
+  auto spec_of = [&](const std::string& path, std::optional<bool> zero) {
+    return [=] {
+      trainer_spec s = toy_spec(24, path);
+      s.zero_redundancy = zero;
+      return adam ? with_adam(s) : s;
+    };
+  };
+  in_processes("plain_" + tag, world, spec_of(plain, false), false);
+  in_processes("sharded_" + tag, world, spec_of(sharded, std::nullopt), true); // the default
+  const saved x = saved_in(plain), y = saved_in(sharded);
+  REQUIRE(x.tensors.size() == y.tensors.size());
+  size_t optim_entries = 0;
+  for (const auto& [name, values] : x.tensors) {
+    INFO(name);
+    REQUIRE(y.tensors.count(name));
+    CHECK(y.tensors.at(name) == values); // exactly
+    optim_entries += name.rfind("optim.", 0) == 0;
+  }
+  CHECK(optim_entries == (adam ? 4u * 3u : 4u)); // every parameter's state, from every process
+  CHECK(x.optim_metadata == y.optim_metadata);
+}
+
+TEST_CASE("trainer processes: a checkpoint of the sharded step across processes resumes "
+          "unsharded and in trainer actors, and the other way round, ending where one run "
+          "does") {
+  const std::string full = scratch("pcross_full.safetensors");
+  in_processes(
+      "pcross_full", 2,
+      [&] {
+        trainer_spec s = toy_spec(32, full);
+        s.zero_redundancy = false;
+        return s;
+      },
+      false);
+  for (const bool first_sharded : {false, true}) { // the one in this process last (spawn)
+    INFO("first part sharded across processes: " << first_sharded);
+    const std::string part =
+        scratch(std::string("pcross_part_") + (first_sharded ? "s" : "p") + ".safetensors");
+    in_processes(
+        "pcross_first", 2,
+        [&] {
+          trainer_spec s = toy_spec(32, part);
+          s.max_steps = 6; // mid-epoch 1, with a checkpoint every 3 steps
+          s.checkpoint_every = 3;
+          s.zero_redundancy = first_sharded;
+          return s;
+        },
+        first_sharded);
+    trainer_spec second = toy_spec(32, part);
+    second.resume = part;
+    if (first_sharded) { // in 2 trainer actors of one process, unsharded
+      second.zero_redundancy = false;
+      CHECK_FALSE(train_data_parallel(second, {.num_local = 2}).zero_redundancy);
+    } else { // sharded across processes again
+      in_processes(
+          "pcross_second", 2, [&] { return second; }, true);
+    }
+    CHECK(saved_in(part).tensors == saved_in(full).tensors);
+  }
+}
+
+TEST_CASE("trainer processes: without memory the processes all map, unset falls back to DDP's "
+          "all-reduce and zero_redundancy = true is an error naming why") {
+  const auto no_shm = [] { ::setenv("ACTORCH_GLOO_SHM", "0", 1); };
+  in_processes(
+      "pnone_auto", 2, [] { return toy_spec(32, ""); }, false, no_shm);
+  CHECK_THROWS(in_processes(
+      "pnone_required", 2,
+      [] {
+        trainer_spec s = toy_spec(32, "");
+        s.zero_redundancy = true;
+        return s;
+      },
+      true, no_shm));
+  for (int rank = 0; rank < 2; ++rank)
+    CHECK_THAT(error_of_rank("pnone_required", rank),
+               Contains("zero_redundancy = true shards the step across processes through memory "
+                        "they all map, which needs every process on one host"));
+}
 
 TEST_CASE("trainer actors: the sharded step ends bit for bit where DDP's all-reduce does, model "
           "and optimizer state") {
@@ -112,8 +245,8 @@ TEST_CASE("trainer actors: zero_redundancy = true where the step cannot be shard
   s.zero_redundancy = true;
   CHECK_THROWS_WITH(train_data_parallel(s, {.num_local = 1}),
                     Contains("zero_redundancy = true shards the step over the trainer actors of a "
-                             "job of one process, on the CPU, without a comm_hook; this job has 1 "
-                             "actors per process"));
+                             "job of one process, or over processes of one actor each, on the "
+                             "CPU, without a comm_hook; this job has 1 actors per process"));
   s.comm_hook = [] { return dist::hooks::fp16_compress_hook(); };
   CHECK_THROWS_WITH(train_data_parallel(s, {.num_local = 2}), Contains(", a comm_hook"));
   s = toy_spec(32, "");

@@ -433,3 +433,57 @@ TEST_CASE(
   for (const std::string& e : errors)
     REQUIRE_THAT(e, Contains("on shared block 0"));
 }
+
+TEST_CASE("empty_symmetric: every rank's buffer mapped on every rank at any size, its barrier "
+          "ordering their writes and reads, none without shared memory, and a rank that does not "
+          "come named",
+          "[comm][gloo]") {
+  const int world = GENERATE(2, 3);
+  const int64_t n = GENERATE(int64_t(3), int64_t(100000));
+  INFO("world " << world << ", " << n << " floats");
+  // Each round every rank writes round * 10 + its rank into its buffer and, after the barrier,
+  // reads every rank's; a second barrier lets the next round overwrite.
+  auto sums = on_ranks<std::vector<double>>(world, [&](int r, process_group_gloo& pg) {
+    auto m = pg.empty_symmetric(n, dtype::float32);
+    REQUIRE(m != nullptr);
+    std::vector<double> out;
+    for (int round = 0; round < 3; ++round) {
+      m->buffer(r).fill_(double(round * 10 + r));
+      m->barrier();
+      double sum = 0;
+      for (int q = 0; q < world; ++q)
+        sum +=
+            m->buffer(q).select(0, n - 1).item<double>() + m->buffer(q).select(0, 0).item<double>();
+      out.push_back(sum);
+      m->barrier();
+    }
+    return out;
+  });
+  for (int r = 0; r < world; ++r)
+    for (int round = 0; round < 3; ++round) {
+      double want = 0;
+      for (int q = 0; q < world; ++q)
+        want += 2.0 * (round * 10 + q);
+      CHECK(sums[size_t(r)][size_t(round)] == want);
+    }
+  auto opts = actorch::test::short_timeout();
+  opts.shared_memory = false;
+  auto none = on_ranks<int>(
+      2,
+      [](int, process_group_gloo& pg) {
+        const bool mapped = pg.empty_symmetric(16, dtype::float32) != nullptr;
+        pg.barrier().wait();
+        return int(mapped);
+      },
+      opts);
+  CHECK(none == std::vector<int>{0, 0});
+  auto errors = on_ranks<std::string>(
+      2,
+      [](int r, process_group_gloo& pg) {
+        auto m = pg.empty_symmetric(16, dtype::float32);
+        return r == 0 ? error_of([&] { m->barrier(); }) : std::string();
+      },
+      actorch::test::short_timeout(500));
+  CHECK_THAT(errors[0],
+             Contains("rank 1 did not arrive in the barrier over shared memory within 500 ms"));
+}

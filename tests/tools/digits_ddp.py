@@ -1,7 +1,8 @@
 """The main job end to end: `actorch launch --nproc-per-node 2 digits_ddp` reaches >= 95% test
 accuracy, prints a progress line per epoch, and writes a loadable checkpoint, a metrics file
-whose rows match the printed epochs, a PNG plot, and a Chrome trace with both ranks' trainer,
-bucket and all_reduce spans and the loader's stages. Then PyTorch (where installed) loads the
+whose rows match the printed epochs, a PNG plot, and a Chrome trace with both ranks' trainer
+spans (forward, backward, the sharded step's gradients), all_reduce spans and the loader's
+stages. Then PyTorch (where installed) loads the
 job's model.safetensors, read here without actorch, into the equivalent torch.nn.Sequential as
 it is (strict) and gets the job's test accuracy on the job's test split.
 Usage: python3 digits_ddp.py ACTORCH_BINARY DIGITS_DDP_BINARY SCRATCH_DIR
@@ -88,9 +89,13 @@ def main():
              if e["ph"] == "M" and e["name"] == "thread_name"}
     spans = {(e["pid"], lanes.get((e["pid"], e["tid"]), "?"), e["name"].split(" ")[0])
              for e in events if e["ph"] == "X"}
+    # One CPU actor per process on one host: the sharded step (Note [Sharded step across
+    # processes]) instead of DDP's buckets; the epochs' sums still go through the comm actor.
+    if "(optimizer step sharded over the replicas)" not in r.stdout:
+        failures.append("the job did not shard its optimizer step")
     for pid in (0, 1):
         for lane, name in ((f"trainer {pid}", "forward"), (f"trainer {pid}", "backward"),
-                           (f"buckets {pid}", "bucket"), ("comm", "all_reduce")):
+                           (f"trainer {pid}", "shard's"), ("comm", "all_reduce")):
             if (pid, lane, name) not in spans:
                 failures.append(f"trace: no '{name}' span on lane '{lane}' of process {pid}")
     loader = {name for (_, lane, name) in spans if "worker" in lane or lane == "coordinator"}

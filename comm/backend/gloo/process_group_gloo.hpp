@@ -55,6 +55,7 @@ public:
   /// Memory the ranks' shared-memory segment reaches (shm_collectives::allocate) when every rank
   /// is on this host; see process_group::empty_shared.
   tensor empty_shared(int64_t numel, dtype dt) override;
+  std::shared_ptr<symmetric_memory> empty_symmetric(int64_t numel, dtype dt) override;
   work reduce(tensor& t, int root, reduce_op op) override;
   work all_gather(std::vector<tensor>& outputs, const tensor& input) override;
   work all_gather_into_tensor(tensor& output, const tensor& input) override;

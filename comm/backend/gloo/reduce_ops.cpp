@@ -72,6 +72,40 @@ tensor process_group_gloo::empty_shared(int64_t numel, dtype dt) {
   return from_blob(mine, {numel}, dt, [block](void*) mutable { block.reset(); });
 }
 
+namespace {
+
+class gloo_symmetric_memory final : public symmetric_memory {
+public:
+  gloo_symmetric_memory(std::shared_ptr<shm_collectives::shared_block> block, int64_t numel,
+                        dtype dt)
+      : block_(std::move(block)), numel_(numel), dt_(dt) {}
+  tensor buffer(int q) const override {
+    ACTORCH_CHECK(q >= 0 && q < int(block_->base.size()), "symmetric_memory: rank ", q,
+                  " of a group of ", block_->base.size());
+    auto keep = block_;
+    return from_blob(block_->base[size_t(q)], {numel_}, dt_,
+                     [keep](void*) mutable { keep.reset(); });
+  }
+  void barrier() override { block_->barrier(); }
+
+private:
+  std::shared_ptr<shm_collectives::shared_block> block_;
+  int64_t numel_;
+  dtype dt_;
+};
+
+} // namespace
+
+std::shared_ptr<symmetric_memory> process_group_gloo::empty_symmetric(int64_t numel, dtype dt) {
+  ACTORCH_CHECK(numel > 0, "empty_symmetric: numel must be positive but got ", numel);
+  if (!impl_->shm)
+    return nullptr;
+  auto block = impl_->shm->allocate(*impl_->st, size_t(numel) * element_size(dt));
+  if (!block)
+    return nullptr;
+  return std::make_shared<gloo_symmetric_memory>(std::move(block), numel, dt);
+}
+
 void process_group_gloo::impl::allreduce_checked(tensor& flat, reduce_op op, uint32_t seq) {
   op_header h = make_header(op_kind::all_reduce, &flat, -1, int(op));
   if (!shm) {

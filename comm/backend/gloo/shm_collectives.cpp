@@ -271,41 +271,65 @@ shm_collectives::~shm_collectives() {
   ::munmap(base_, bytes_);
 }
 
-void shm_collectives::barrier(size_t which, uint64_t epoch) {
-  auto mine = block(base_, rank_);
-  counter* own = which == 0 ? mine.arrive : mine.done;
+namespace {
+
+// One rank's side of a barrier: its counter, the count of ranks asleep on it, its pid.
+struct signal_words {
+  counter* count;
+  sleep_count* sleepers;
+  const int32_t* pid;
+};
+
+// Sets this rank's counter to `epoch` (waking its sleepers), then waits until every rank's
+// counter (words(q)) has reached it: spinning briefly, then asleep on the counter's futex in
+// slices, between which it checks the deadline and whether the rank's process still exists.
+// `what` names the operation in the errors.
+template <class Words>
+void pass_barrier(const Words& words, int rank, int size, uint64_t epoch, milliseconds timeout,
+                  const char* what) {
+  const signal_words mine = words(rank);
   // seq_cst on both sides (this store and the sleepers load; a sleeper's increment and its
   // counter load): either this rank sees the sleeper, or the sleeper sees the new epoch.
-  own->store(epoch, std::memory_order_seq_cst);
-  if (mine.sleepers[which].load(std::memory_order_seq_cst) != 0)
-    futex_wake_all(futex_word(own));
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  mine.count->store(epoch, std::memory_order_seq_cst);
+  if (mine.sleepers->load(std::memory_order_seq_cst) != 0)
+    futex_wake_all(futex_word(mine.count));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   const int32_t self = int32_t(::getpid());
-  for (int q = 0; q < size_; ++q) {
-    auto b = block(base_, q);
-    counter* c = which == 0 ? b.arrive : b.done;
+  for (int q = 0; q < size; ++q) {
+    const signal_words w = words(q);
+    counter* c = w.count;
     for (uint32_t spins = 0; c->load(std::memory_order_acquire) < epoch; ++spins) {
       if (spins < kSpins) {
         cpu_relax();
         continue;
       }
-      b.sleepers[which].fetch_add(1, std::memory_order_seq_cst);
+      w.sleepers->fetch_add(1, std::memory_order_seq_cst);
       const uint64_t seen = c->load(std::memory_order_seq_cst);
       if (seen < epoch)
         futex_wait(futex_word(c), uint32_t(seen), kSleepSlice);
-      b.sleepers[which].fetch_sub(1, std::memory_order_seq_cst);
+      w.sleepers->fetch_sub(1, std::memory_order_seq_cst);
       if (c->load(std::memory_order_acquire) >= epoch)
         break;
-      const int32_t pid = *b.pid;
+      const int32_t pid = *w.pid;
       if (pid != self && ::kill(pid, 0) != 0 && errno == ESRCH)
         throw std::runtime_error("rank " + std::to_string(q) + " (pid " + std::to_string(pid) +
-                                 ") exited during a shared-memory all-reduce");
+                                 ") exited during a " + what);
       if (std::chrono::steady_clock::now() > deadline)
-        throw std::runtime_error("rank " + std::to_string(q) + " did not arrive in the " +
-                                 "shared-memory all-reduce within " +
-                                 std::to_string(timeout_.count()) + " ms");
+        throw std::runtime_error("rank " + std::to_string(q) + " did not arrive in the " + what +
+                                 " within " + std::to_string(timeout.count()) + " ms");
     }
   }
+}
+
+} // namespace
+
+void shm_collectives::barrier(size_t which, uint64_t epoch) {
+  pass_barrier(
+      [&](int q) {
+        auto b = block(base_, q);
+        return signal_words{which == 0 ? b.arrive : b.done, &b.sleepers[which], b.pid};
+      },
+      rank_, size_, epoch, timeout_, "shared-memory all-reduce");
 }
 
 bool shm_collectives::run(void* data, size_t count, size_t elem_size, reduce_fn fn,
@@ -433,10 +457,32 @@ size_t shm_collectives::small_bytes() {
   return kSmall;
 }
 
+namespace {
+
+// A shared block's signals (its barrier's words) after its bytes, on their own cache lines.
+constexpr size_t kSignals = 256;
+
+size_t signals_offset(size_t bytes) {
+  return (bytes + 63) / 64 * 64;
+}
+
+} // namespace
+
 shm_collectives::shared_block::~shared_block() {
   for (char* b : base)
     if (b != nullptr)
-      ::munmap(b, bytes);
+      ::munmap(b, signals_offset(bytes) + kSignals);
+}
+
+void shm_collectives::shared_block::barrier() {
+  const size_t at = signals_offset(bytes);
+  pass_barrier(
+      [&](int q) {
+        char* s = base[size_t(q)] + at;
+        return signal_words{reinterpret_cast<counter*>(s), reinterpret_cast<sleep_count*>(s + 64),
+                            reinterpret_cast<const int32_t*>(s + 128)};
+      },
+      rank, int(base.size()), ++epoch, timeout, "barrier over shared memory");
 }
 
 std::shared_ptr<shm_collectives::shared_block> shm_collectives::allocate(store& st, size_t bytes) {
@@ -445,12 +491,18 @@ std::shared_ptr<shm_collectives::shared_block> shm_collectives::allocate(store& 
   block->id = allocations_++;
   block->bytes = bytes;
   block->base.assign(size_t(size_), nullptr);
+  block->rank = rank_;
+  block->timeout = timeout_;
   const std::string prefix = "shm/block/" + std::to_string(block->id) + "/";
+  const size_t mapped = signals_offset(bytes) + kSignals;
   std::string name, why;
-  void* mine = create_segment(name, bytes, why, "_" + std::to_string(block->id));
+  void* mine = create_segment(name, mapped, why, "_" + std::to_string(block->id));
   bool all = mine != MAP_FAILED;
-  if (all)
+  if (all) {
     block->base[size_t(rank_)] = static_cast<char*>(mine);
+    *reinterpret_cast<int32_t*>(block->base[size_t(rank_)] + signals_offset(bytes) + 128) =
+        int32_t(::getpid());
+  }
   st.set(prefix + "name/" + std::to_string(rank_), name);
   for (int q = 0; q < size_; ++q) {
     if (q == rank_)
@@ -458,7 +510,7 @@ std::shared_ptr<shm_collectives::shared_block> shm_collectives::allocate(store& 
     const std::string key = prefix + "name/" + std::to_string(q);
     st.wait({key}, timeout_);
     std::string peer_why;
-    void* peer = map_segment(st.get(key), bytes, peer_why);
+    void* peer = map_segment(st.get(key), mapped, peer_why);
     if (peer == MAP_FAILED && why.empty())
       why = "cannot map rank " + std::to_string(q) + "'s: " + peer_why;
     all = all && peer != MAP_FAILED;

@@ -53,7 +53,14 @@ public:
     std::vector<char*> base; // by rank
     size_t bytes = 0;
     uint64_t id = 0; // the same on every rank
+    int rank = 0;
+    milliseconds timeout{};
+    uint64_t epoch = 0; // barriers passed
     ~shared_block();
+    /// Waits until every rank has passed as many barriers over this block, over signals of its
+    /// own after each rank's bytes: independent of the segment's collectives, so any thread
+    /// may call it (one per rank at a time). Throws std::runtime_error as run() does.
+    void barrier();
   };
   /// A collective over the group's store: every rank calls it with the same `bytes`, in the
   /// same order as the others. Null on every rank when any rank cannot make or map its block.
