@@ -445,8 +445,9 @@ TEST_CASE("empty_symmetric: every rank's buffer mapped on every rank at any size
   // reads every rank's; a second barrier lets the next round overwrite.
   auto sums = on_ranks<std::vector<double>>(world, [&](int r, process_group_gloo& pg) {
     auto m = pg.empty_symmetric(n, dtype::float32);
-    REQUIRE(m != nullptr);
     std::vector<double> out;
+    if (m == nullptr) // not REQUIRE: Catch's assertions are not for the rank threads
+      return out;
     for (int round = 0; round < 3; ++round) {
       m->buffer(r).fill_(double(round * 10 + r));
       m->barrier();
@@ -461,6 +462,7 @@ TEST_CASE("empty_symmetric: every rank's buffer mapped on every rank at any size
   });
   for (int r = 0; r < world; ++r)
     for (int round = 0; round < 3; ++round) {
+      REQUIRE(sums[size_t(r)].size() == 3u);
       double want = 0;
       for (int q = 0; q < world; ++q)
         want += 2.0 * (round * 10 + q);
