@@ -200,7 +200,8 @@ struct loader_impl {
     cfg.auto_collation = auto_collation();
     // Worker processes keep their deadlines themselves: one that passes it is killed and
     // replaced, not an error (Note [Worker processes] in actors/loader/worker_process.cpp).
-    const bool processes = !source && opts.multiprocessing_context == "fork";
+    const bool processes = !source && (opts.multiprocessing_context == "fork" ||
+                                       opts.multiprocessing_context == "spawn");
     cfg.timeout_s = processes ? 0 : opts.timeout;
     cfg.collate = opts.collate_fn;
     cfg.pool = pool;
@@ -226,6 +227,8 @@ struct loader_impl {
       proto.process = processes;
       proto.timeout_s = opts.timeout;
       proto.hooks = opts.fork_hooks;
+      if (opts.multiprocessing_context == "spawn")
+        proto.spawn = opts.spawn;
       proto.report_delay_s = opts.report_delay;
       if (!processes && opts.report_delay > 0) { // processes report from their parents
         if (!slow) // one watcher for the loader's life, not one per epoch's coordinator
@@ -465,11 +468,12 @@ void check_options(const loader_options& o, bool custom_source, bool iterable) {
     ACTORCH_CHECK(o.num_workers > 0, "DataLoader: multiprocessing_context can only be used with "
                                      "multi-process loading (num_workers > 0), but got "
                                      "num_workers=0");
-    ACTORCH_CHECK(o.multiprocessing_context == "fork", "DataLoader: multiprocessing_context '",
-                  o.multiprocessing_context,
-                  "' is not supported: actorch's workers are threads (\"\", the default) or "
-                  "forked processes (\"fork\"); spawn and forkserver would start a new program, "
-                  "which cannot rebuild a C++ dataset");
+    ACTORCH_CHECK(o.multiprocessing_context == "fork" ||
+                      (o.multiprocessing_context == "spawn" && !o.spawn.argv.empty()),
+                  "DataLoader: multiprocessing_context '", o.multiprocessing_context,
+                  "' is not supported: actorch's workers are threads (\"\", the default), "
+                  "forked processes (\"fork\") or, from Python, new programs (\"spawn\", which "
+                  "rebuild a Python dataset from its pickle; a C++ dataset cannot be rebuilt so)");
   }
   if (!o.worker_cpus.empty()) {
     ACTORCH_CHECK(!custom_source, "DataLoader with a source actor: worker_cpus option pins the "

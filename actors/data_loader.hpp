@@ -88,10 +88,14 @@ struct loader_options {
   /// passes it. Costs a copy of each batch and a process per worker: Note [Worker processes]
   /// in actors/loader/worker_process.cpp, docs/performance.md. A batch's tensors come back
   /// through shared memory, its structure and strings in a message of at most 64 MiB; a child
-  /// whose reply passes that is killed as a crashed one is. "spawn" and "forkserver" are
-  /// refused: they would start a new program, which cannot rebuild a C++ dataset object.
-  /// Only with num_workers > 0, as PyTorch requires.
+  /// whose reply passes that is killed as a crashed one is. "spawn": the same, each child a new
+  /// program (`spawn`) that rebuilds the dataset itself (the Python module's, from a pickle);
+  /// a C++ dataset object cannot be rebuilt so, and the C++ API takes "spawn" only with
+  /// `spawn` set. Only with num_workers > 0, as PyTorch requires.
   std::string multiprocessing_context{};
+  /// With multiprocessing_context "spawn": the program each worker process runs, and what it
+  /// is told first (Note [Spawned workers] in actors/loader/worker_process.cpp).
+  data::spawn_command spawn{};
   /// Run around each worker process's fork(), on the forking worker's thread: how an embedded
   /// runtime keeps its state sound across the fork (the Python module takes the GIL and calls
   /// CPython's PyOS_BeforeFork / PyOS_AfterFork_Parent / PyOS_AfterFork_Child, as os.fork

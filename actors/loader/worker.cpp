@@ -381,10 +381,16 @@ void start_process(worker_state& s) {
     s.cfg.active_run_id = nullptr;
     return run_init(s);
   };
+  std::string first; // a spawned child's first frame (Note [Spawned workers])
+  if (!s.cfg.spawn.argv.empty())
+    first =
+        worker_process::spawn_frame({s.cfg.id, s.cfg.num_workers, s.cfg.base_seed, s.cfg.batch_size,
+                                     s.cfg.drop_last, s.cfg.cpu, s.cfg.start_cpu},
+                                    s.cfg.spawn.payload);
   s.proc = std::make_unique<worker_process>(
       s.name, init, [&s](const index_batch& task) { return load_one(s, task); }, s.cfg.pool.get(),
       s.cfg.pin_memory, s.cfg.timeout_s, s.cfg.active_run_id.get(), s.cfg.hooks,
-      s.cfg.report_delay_s, s.cfg.stack_signal);
+      s.cfg.report_delay_s, s.cfg.stack_signal, s.cfg.spawn, std::move(first));
 }
 
 /// Before the worker's first batch: run_init on this thread, or with cfg.process in the child it
@@ -514,6 +520,24 @@ source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cf
 
 source_actor spawn_dataset_worker(caf::actor_system& sys, worker_config cfg) {
   return sys.spawn<caf::detached>(dataset_worker, std::move(cfg));
+}
+
+void serve_spawned_worker(int sock, int shm_fd, pid_t parent, worker_config cfg,
+                          std::string init_error) {
+  worker_state s;
+  s.info = {cfg.id, cfg.num_workers, cfg.base_seed + uint64_t(cfg.id), cfg.dataset, cfg.iterable};
+  s.name = "DataLoader worker " + std::to_string(cfg.id);
+  s.cfg = std::move(cfg);
+  s.cfg.pool = data::buffer_pool::make(cpu_allocator()); // as a forked child's (start_process)
+  s.cfg.pin_memory = false;
+  s.cfg.active_run_id = nullptr;
+  s.cfg.process = false;
+  s.initialized = true;
+  data::worker_scope scope(&s.info);
+  worker_process::serve(
+      sock, shm_fd, parent, s.name,
+      [&] { return init_error.empty() ? run_init(s) : s.name + ": " + init_error; },
+      [&s](const index_batch& task) { return load_one(s, task); });
 }
 
 } // namespace actorch::actors

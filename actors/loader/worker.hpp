@@ -9,6 +9,8 @@
 // with the same functions on the consumer's thread.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -56,6 +58,7 @@ struct worker_config {
   bool process = false;
   double timeout_s = 0;
   data::fork_hooks hooks;    // around the fork (loader_options::fork_hooks)
+  data::spawn_command spawn; // non-empty argv: the child is a new program (loader_options::spawn)
   double report_delay_s = 0; // loader_options::report_delay
   /// Worker threads' samples past report_delay, named on stderr (slow_samples.hpp); null: none.
   std::shared_ptr<slow_samples> slow;
@@ -97,5 +100,13 @@ void finish_batch(loaded_batch& b, bool auto_collation, const data::collate_fn& 
 /// on its thread before its first batch, with get_worker_info() set; so does an iterable
 /// worker's iter(), once per run (run_id).
 source_actor spawn_dataset_worker(caf::actor_system& sys, worker_config cfg);
+
+/// A spawned worker program's side (Note [Spawned workers] in worker_process.cpp): serves the
+/// tasks on `sock` as worker `cfg` (its numbers from worker_process::parse_spawn_frame, its
+/// dataset, collate and worker_init_fn rebuilt by the program), batches into `shm_fd`, as a
+/// forked child does; `init_error` (not empty: the program could not rebuild the worker) is
+/// every task's error instead. Exits the process when the worker closes the socket.
+[[noreturn]] void serve_spawned_worker(int sock, int shm_fd, pid_t parent, worker_config cfg,
+                                       std::string init_error);
 
 } // namespace actorch::actors

@@ -27,7 +27,7 @@
 //   timeout would fail the epoch where a worker process can be replaced.
 // A dataset exception (a std::exception) is an ordinary error, reported as a worker thread's.
 // The child's fatal signals go back to their default action, so a fault ends it at once (see
-// child_main). The child dies with the worker's thread (PR_SET_PDEATHSIG), so a killed loader
+// serve). The child dies with the worker's thread (PR_SET_PDEATHSIG), so a killed loader
 // leaves no child behind; the worker's state kills and reaps it when the worker stops. Writing
 // to a child that died is send(MSG_NOSIGNAL): no SIGPIPE reaches the program. The loader's
 // shutdown (active_run_id set to its end) interrupts the wait for a child within kPollSlice.
@@ -55,8 +55,25 @@
 //   message saying what was wrong.
 // The child likewise ends (kBadTask) on a task frame over the bound; the parent sends none: load
 // fails such a batch as a batch error first.
+//
+// Note [Spawned workers]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// With multiprocessing_context = "spawn" the child is a new program (loader_options::spawn;
+// from Python, an interpreter running actorch.data._spawn): the worker forks, and the child at
+// once puts the socket and the shared file on descriptors 3 and 4 (dup2, async-signal-safe: the
+// parent has other threads), asks to die with the worker's thread and execs it. Nothing of
+// the parent's memory survives the exec, so the child learns what it is from its first frame
+// (spawn_frame: the worker's id, worker count, base seed, batch size, drop_last and CPUs, then
+// the payload: for Python, the pickled dataset, collate_fn and worker_init_fn), which the worker
+// sends just before its first task, under that task's deadline. The program rebuilds the
+// worker from it and runs serve(), the loop a forked child runs; from then on the two are the
+// same to the worker: the same frames, deaths, timeouts and replacement. A program that cannot
+// start (exec fails) exits with kExecFailed, reported with the batch as any death is; one that
+// cannot rebuild the dataset (an unpickling error) reports it as worker_init_fn's failure is,
+// with the first batch.
 #include "actors/loader/worker_process.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -72,6 +89,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "actors/loader/plan.hpp"
 #include "base/error.hpp"
@@ -84,6 +102,7 @@ namespace {
 constexpr auto kPollSlice = std::chrono::milliseconds(50);
 constexpr int kForeignException = 70;  // the child's exit status for a non-std exception
 constexpr int kBadTask = 71;           // ... for a task frame over max_frame_bytes
+constexpr int kExecFailed = 72;        // ... when a spawned child's program cannot be started
 constexpr size_t kReadChunk = 1 << 20; // a reply's buffer grows by this much as bytes arrive
 constexpr uint64_t kAlign = 64;        // tensors' offsets in the shared file
 
@@ -301,9 +320,10 @@ std::string encode_reply(const loaded_batch& b, shared_writer& shm) {
   return std::move(w.out);
 }
 
-[[noreturn]] void child_main(int sock, int shm_fd, pid_t parent, const std::string& name,
-                             const std::function<std::string()>& init,
-                             const worker_process::load_fn& load) {
+} // namespace
+
+void worker_process::serve(int sock, int shm_fd, pid_t parent, const std::string& name,
+                           const std::function<std::string()>& init, const load_fn& load) {
   // See Note [Worker processes]: the child dies with the worker's thread.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent)
@@ -359,6 +379,37 @@ std::string encode_reply(const loaded_batch& b, shared_writer& shm) {
   }
   ::_exit(0); // the worker closed the socket: it is stopping
 }
+
+std::string worker_process::spawn_frame(const spawn_header& h, const std::string& payload) {
+  writer w;
+  w.put(h.id);
+  w.put(h.num_workers);
+  w.put(h.base_seed);
+  w.put(h.batch_size);
+  w.put<uint8_t>(h.drop_last);
+  w.put(h.cpu);
+  w.put(h.start_cpu);
+  w.put_string(payload);
+  return std::move(w.out);
+}
+
+std::pair<worker_process::spawn_header, std::string>
+worker_process::parse_spawn_frame(std::string_view frame) {
+  reader r(frame);
+  spawn_header h;
+  h.id = r.get<int64_t>();
+  h.num_workers = r.get<int64_t>();
+  h.base_seed = r.get<uint64_t>();
+  h.batch_size = r.get<int64_t>();
+  h.drop_last = r.get<uint8_t>() != 0;
+  h.cpu = r.get<int32_t>();
+  h.start_cpu = r.get<int32_t>();
+  std::string payload = r.get_string();
+  ACTORCH_CHECK(r.done(), "worker process: a first frame longer than its fields");
+  return {h, std::move(payload)};
+}
+
+namespace {
 
 // The parent. --------------------------------------------------------------------------------
 
@@ -428,6 +479,8 @@ std::string exit_text(int status) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == kForeignException)
     return "ended on an exception not derived from std::exception";
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kExecFailed)
+    return "could not start its program (exec failed)";
   if (WIFEXITED(status) && WEXITSTATUS(status) == kBadTask)
     return "ended on a task frame longer than " + std::to_string(worker_process::max_frame_bytes) +
            " bytes";
@@ -442,9 +495,11 @@ worker_process::worker_process(std::string name, std::function<std::string()> in
                                data::buffer_pool* pool, bool pin_memory, double timeout_s,
                                const std::atomic<uint64_t>* active_run_id,
                                const data::fork_hooks& hooks, double report_delay_s,
-                               int stack_signal)
+                               int stack_signal, const data::spawn_command& spawn,
+                               std::string first)
     : name_(std::move(name)), pool_(pool), pin_memory_(pin_memory), timeout_s_(timeout_s),
-      report_delay_s_(report_delay_s), stack_signal_(stack_signal), active_run_id_(active_run_id) {
+      report_delay_s_(report_delay_s), stack_signal_(stack_signal), active_run_id_(active_run_id),
+      first_(std::move(first)) {
   int fds[2];
   ACTORCH_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0, name_,
                 ": cannot make the socket to its process: ", errno_str(errno));
@@ -456,17 +511,36 @@ worker_process::worker_process(std::string name, std::function<std::string()> in
     ACTORCH_FAIL(name_, ": cannot make its shared batch file: ", errno_str(err));
   }
   const pid_t parent = ::getpid();
-  if (hooks.before)
-    hooks.before();
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    ::close(fds[0]);
-    if (hooks.child)
-      hooks.child();
-    child_main(fds[1], shm_fd_, parent, name_, init, load);
+  if (!spawn.argv.empty()) { // Note [Spawned workers]: argv made here, the child only execs
+    std::vector<char*> argv;
+    for (const std::string& a : spawn.argv)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int sock = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 10);
+      const int file = ::fcntl(shm_fd_, F_DUPFD_CLOEXEC, 10);
+      if (sock < 0 || file < 0 || ::dup2(sock, 3) < 0 || ::dup2(file, 4) < 0)
+        ::_exit(kExecFailed);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent)
+        ::_exit(0);
+      ::execv(argv[0], argv.data());
+      ::_exit(kExecFailed);
+    }
+  } else {
+    if (hooks.before)
+      hooks.before();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(fds[0]);
+      if (hooks.child)
+        hooks.child();
+      serve(fds[1], shm_fd_, parent, name_, init, load);
+    }
   }
   const int err = errno;
-  if (hooks.parent)
+  if (spawn.argv.empty() && hooks.parent)
     hooks.parent();
   ::close(fds[1]);
   sock_ = fds[0];
@@ -611,6 +685,14 @@ loaded_batch worker_process::load(const index_batch& task) {
                 " sample indices), more than the " + std::to_string(max_frame_bytes) +
                 " a frame to a worker process may hold";
     return out;
+  }
+  if (!first_.empty()) { // a spawned child's first frame (Note [Spawned workers])
+    uint64_t len = first_.size();
+    if (!transfer(true, reinterpret_cast<char*>(&len), sizeof len, deadline, task) ||
+        !transfer(true, first_.data(), first_.size(), deadline, task))
+      return out;
+    first_.clear();
+    first_.shrink_to_fit();
   }
   uint64_t n = frame.size();
   if (!transfer(true, reinterpret_cast<char*>(&n), sizeof n, deadline, task) ||

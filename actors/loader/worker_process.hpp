@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "actors/messages.hpp"
 #include "core/data/buffer_pool.hpp"
@@ -48,10 +50,14 @@ public:
   /// after `report_delay_s` (> 0) is reported on stderr once, the child asked for its stack
   /// with `stack_signal` when not 0.
   /// @throws actorch::error when the child cannot be started.
+  /// With `spawn` (non-empty argv) the child is a new program instead, which gets `first`
+  /// (spawn_frame) before its first task and then serves tasks itself (Note [Spawned
+  /// workers]); `init`, `load` and `hooks` are then unused.
   worker_process(std::string name, std::function<std::string()> init, load_fn load,
                  data::buffer_pool* pool, bool pin_memory, double timeout_s,
                  const std::atomic<uint64_t>* active_run_id, const data::fork_hooks& hooks = {},
-                 double report_delay_s = 0, int stack_signal = 0);
+                 double report_delay_s = 0, int stack_signal = 0,
+                 const data::spawn_command& spawn = {}, std::string first = {});
   /// Kills and reaps the child.
   ~worker_process();
   worker_process(const worker_process&) = delete;
@@ -64,6 +70,23 @@ public:
   loaded_batch load(const index_batch& task);
 
   pid_t pid() const { return pid_; }
+
+  /// What a spawned child is told first: its worker's numbers, then the spawn payload.
+  struct spawn_header {
+    int64_t id = 0, num_workers = 1;
+    uint64_t base_seed = 0;
+    int64_t batch_size = 1;
+    bool drop_last = false;
+    int32_t cpu = -1, start_cpu = -1;
+  };
+  static std::string spawn_frame(const spawn_header& h, const std::string& payload);
+  /// The inverse of spawn_frame. @throws actorch::error on a frame that does not parse.
+  static std::pair<spawn_header, std::string> parse_spawn_frame(std::string_view frame);
+  /// The child's side: runs `init`, then answers every task on `sock` with `load`, writing the
+  /// batches into `shm_fd`, until the worker closes the socket; then exits the process. A forked
+  /// child runs it at once, a spawned program after reading its first frame.
+  [[noreturn]] static void serve(int sock, int shm_fd, pid_t parent, const std::string& name,
+                                 const std::function<std::string()>& init, const load_fn& load);
 
 private:
   using clock = std::chrono::steady_clock;
@@ -99,6 +122,7 @@ private:
   int exit_status_ = 0;
   void* shm_ = nullptr;
   uint64_t shm_bytes_ = 0; // mapped here
+  std::string first_;      // a spawned child's first frame, sent with the first task
 };
 
 } // namespace actorch::actors

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/data/dataset.hpp"
@@ -22,6 +23,16 @@ namespace actorch::data {
 /// loader_options::fork_hooks): `before`, then `parent` here or `child` in the new process.
 struct fork_hooks {
   std::function<void()> before, parent, child;
+};
+
+/// How a loader worker process starts as a new program instead of a fork
+/// (loader_options::multiprocessing_context "spawn"): `argv` runs with the worker's socket as
+/// file descriptor 3 and its shared batch file as 4. Its first frame holds the worker's numbers
+/// and `payload` (serve_spawned_worker in actors/loader/worker.hpp reads it; the Python module's
+/// program unpickles the dataset from the payload); then it serves tasks as a forked child.
+struct spawn_command {
+  std::vector<std::string> argv;
+  std::string payload;
 };
 
 struct worker_info {

@@ -16,6 +16,12 @@
 // do. The loader is destroyed without the GIL, since its shutdown waits for workers that may
 // need the GIL.
 //
+// Spawned worker processes (multiprocessing_context "spawn" or "forkserver"): each is a new
+// interpreter running actorch.data._spawn (Note [Spawned workers] in
+// actors/loader/worker_process.cpp), which unpickles the dataset, collate_fn and worker_init_fn
+// DataLoader pickled and calls _serve_spawned_worker below: the worker rebuilt as the parent's
+// _Loader would build it, then the forked child's loop.
+//
 // Note [Forking a Python worker]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A worker process is forked from its worker actor's thread, not from the main thread. The fork
@@ -38,6 +44,8 @@
 #include <optional>
 
 #include "actors/data_loader.hpp"
+#include "actors/loader/worker.hpp"
+#include "actors/loader/worker_process.hpp"
 #include "python/src/bindings.hpp"
 #include "python/src/convert.hpp"
 #include "python/src/python_dataset.hpp"
@@ -131,6 +139,47 @@ template <class Cxx, class Adapter> std::shared_ptr<Cxx> cxx_or_adapted(const py
 
 /// Python code as a collate_fn: the samples as Python objects in, the batch back as the very
 /// object it returned (`keep`), or as a sample where it must leave a worker process.
+data::collate_fn python_collate(py::object fn, bool keep);
+
+/// The worker_init_fn, collate_fn and dataset of a loader over a Python dataset, set in `cfg`
+/// alike in _Loader and in a spawned worker: `processes` says whether the batches leave a
+/// worker process, `unbatched` whether batch_size is None (torch's default_convert).
+struct python_parts {
+  data::dataset_ptr dataset;
+  data::iterable_dataset_ptr iterable;
+  data::collate_fn collate;
+  std::function<void(int64_t)> worker_init_fn;
+};
+
+python_parts python_parts_of(const py::object& dataset, bool iterable, const py::object& collate_fn,
+                             const py::object& worker_init_fn, bool processes, bool unbatched,
+                             bool cxx_dataset) {
+  python_parts out;
+  if (!collate_fn.is_none())
+    out.collate = python_collate(collate_fn, !processes);
+  else if (!cxx_dataset && unbatched)
+    // torch's default_convert keeps a Python dataset's numbers and containers as they are
+    // (from_python already made its arrays tensors): nothing to do per sample.
+    out.collate = [](std::vector<data::sample> s) { return std::move(s[0]); };
+  if (!worker_init_fn.is_none())
+    out.worker_init_fn = [fn = std::make_shared<gil_object>(worker_init_fn)](int64_t id) {
+      gil_lock gil;
+      try {
+        fn->obj(id);
+      } catch (py::error_already_set& e) {
+        rethrow_python_error(e, "");
+      }
+    };
+  if (cxx_dataset)
+    return out;
+  const bool opaque = !collate_fn.is_none(); // the collate_fn takes them as they are
+  if (iterable)
+    out.iterable = std::make_shared<python_iterable_dataset>(dataset, opaque);
+  else
+    out.dataset = std::make_shared<python_map_dataset>(dataset, opaque);
+  return out;
+}
+
 data::collate_fn python_collate(py::object fn, bool keep) {
   return [held = std::make_shared<gil_object>(std::move(fn)),
           keep](std::vector<data::sample> samples) -> data::sample {
@@ -152,6 +201,39 @@ data::collate_fn python_collate(py::object fn, bool keep) {
 } // namespace
 
 void bind_loader(py::module_& m) {
+  m.def(
+      "_parse_spawn_frame",
+      [](py::bytes frame) {
+        const auto [h, payload] = actors::worker_process::parse_spawn_frame(std::string(frame));
+        return py::make_tuple(h.id, h.num_workers, h.base_seed, h.batch_size, h.drop_last, h.cpu,
+                              h.start_cpu, py::bytes(payload));
+      },
+      "A spawned worker's first frame: (id, num_workers, base_seed, batch_size, drop_last, cpu, "
+      "start_cpu, payload)");
+  m.def(
+      "_serve_spawned_worker",
+      [](int sock, int shm_fd, int parent, py::tuple numbers, py::object dataset, bool iterable,
+         py::object collate_fn, py::object worker_init_fn, bool unbatched,
+         const std::string& init_error) {
+        actors::worker_config cfg;
+        cfg.id = numbers[0].cast<int64_t>();
+        cfg.num_workers = numbers[1].cast<int64_t>();
+        cfg.base_seed = numbers[2].cast<uint64_t>();
+        cfg.batch_size = numbers[3].cast<int64_t>();
+        cfg.drop_last = numbers[4].cast<bool>();
+        cfg.cpu = numbers[5].cast<int>();
+        cfg.start_cpu = numbers[6].cast<int>();
+        if (init_error.empty()) {
+          python_parts parts = python_parts_of(dataset, iterable, collate_fn, worker_init_fn, true,
+                                               unbatched, false);
+          cfg.dataset = std::move(parts.dataset);
+          cfg.iterable = std::move(parts.iterable);
+          cfg.collate = std::move(parts.collate);
+          cfg.worker_init_fn = std::move(parts.worker_init_fn);
+        }
+        actors::serve_spawned_worker(sock, shm_fd, pid_t(parent), std::move(cfg), init_error);
+      },
+      "Serves a spawned worker's tasks (actorch.data._spawn); never returns");
   py::class_<loader_iterator>(m, "_LoaderIterator")
       .def("__iter__", [](loader_iterator& it) -> loader_iterator& { return it; })
       .def("__next__", &loader_iterator::next);
@@ -162,7 +244,7 @@ void bind_loader(py::module_& m) {
                        double timeout, py::object worker_init_fn, bool processes,
                        std::optional<uint64_t> seed, std::optional<int64_t> prefetch_factor,
                        bool persistent_workers, bool in_order, bool round_robin,
-                       double report_delay) {
+                       double report_delay, py::object spawn) {
              data::loader_options o;
              o.batch_size = batch_size;
              o.shuffle = shuffle;
@@ -180,44 +262,36 @@ void bind_loader(py::module_& m) {
              o.report_delay = report_delay;
              if (seed)
                o.generator = std::make_shared<generator>(*seed);
-             if (processes) {
+             if (!spawn.is_none()) { // (argv, payload): Note [Spawned workers]
+               const auto [argv, payload] =
+                   spawn.cast<std::pair<std::vector<std::string>, py::bytes>>();
+               o.multiprocessing_context = "spawn";
+               o.spawn = {argv, std::string(payload)};
+               o.worker_stack_signal = SIGUSR1; // actorch.data._spawn registers faulthandler
+             } else if (processes) {
                o.multiprocessing_context = "fork";
                o.fork_hooks = python_fork_hooks();
                // faulthandler prints the child's Python stack on it (actorch.data.dataloader)
                o.worker_stack_signal = SIGUSR1;
              }
              const bool cxx_dataset = py::isinstance<data::dataset>(dataset);
-             if (!collate_fn.is_none())
-               o.collate_fn = python_collate(collate_fn, !processes);
-             else if (!cxx_dataset && !batch_size)
-               // torch's default_convert keeps a Python dataset's numbers and containers as they
-               // are (from_python already made its arrays tensors): nothing to do per sample.
-               o.collate_fn = [](std::vector<data::sample> s) { return std::move(s[0]); };
-             if (!worker_init_fn.is_none())
-               o.worker_init_fn = [fn = std::make_shared<gil_object>(worker_init_fn)](int64_t id) {
-                 gil_lock gil;
-                 try {
-                   fn->obj(id);
-                 } catch (py::error_already_set& e) {
-                   rethrow_python_error(e, "");
-                 }
-               };
+             python_parts parts = python_parts_of(dataset, iterable, collate_fn, worker_init_fn,
+                                                  processes, !batch_size, cxx_dataset);
+             o.collate_fn = std::move(parts.collate);
+             o.worker_init_fn = std::move(parts.worker_init_fn);
              if (cxx_dataset)
                return python_owned(
                    data::data_loader(dataset.cast<std::shared_ptr<data::dataset>>(), std::move(o)));
-             const bool opaque = !collate_fn.is_none(); // the collate_fn takes them as they are
              if (iterable)
-               return python_owned(data::data_loader(
-                   std::make_shared<python_iterable_dataset>(dataset, opaque), std::move(o)));
-             return python_owned(data::data_loader(
-                 std::make_shared<python_map_dataset>(dataset, opaque), std::move(o)));
+               return python_owned(data::data_loader(parts.iterable, std::move(o)));
+             return python_owned(data::data_loader(parts.dataset, std::move(o)));
            }),
            py::arg("dataset"), py::arg("iterable"), py::arg("batch_size"), py::arg("shuffle"),
            py::arg("sampler"), py::arg("batch_sampler"), py::arg("num_workers"),
            py::arg("collate_fn"), py::arg("pin_memory"), py::arg("drop_last"), py::arg("timeout"),
            py::arg("worker_init_fn"), py::arg("processes"), py::arg("seed"),
            py::arg("prefetch_factor"), py::arg("persistent_workers"), py::arg("in_order"),
-           py::arg("round_robin"), py::arg("report_delay"))
+           py::arg("round_robin"), py::arg("report_delay"), py::arg("spawn") = py::none())
       .def("__len__", &data::data_loader::size)
       .def("_timing",
            [](const data::data_loader& l) {

@@ -384,6 +384,24 @@ TEST_CASE("multiprocessing_context is checked as PyTorch checks it", "[actors][l
              Contains("multiprocessing_context 'spawn' is not supported"));
 }
 
+TEST_CASE("a spawned worker whose program cannot start fails the batch naming it, after its "
+          "replacements",
+          "[actors][loader][process]") {
+  // See Note [Spawned workers]: the child execs the program; here there is none.
+  loader_options o;
+  o.batch_size = 2;
+  o.num_workers = 1;
+  o.multiprocessing_context = "spawn";
+  o.spawn.argv = {"/nonexistent/actorch-worker-program"};
+  data_loader loader(std::make_shared<probe_dataset>(4), o);
+  CHECK_THROWS_WITH(
+      [&] {
+        for (const auto& b : loader)
+          (void)b;
+      }(),
+      Contains("could not start its program (exec failed)") && Contains("batch 0"));
+}
+
 TEST_CASE("a worker process's reply is bounded before the loader allocates for it",
           "[actors][loader][process]") {
   // See Note [Worker processes] in actors/loader/worker_process.cpp. The dataset in the child

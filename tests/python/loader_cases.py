@@ -18,9 +18,10 @@ processes = pytest.mark.skipif(os.environ.get("ACTORCH_SANITIZERS") == "address"
                                reason="fork under ASan: the allocator is not fork-safe")
 
 # Where the workers run: no workers, worker processes (actorch's default for a Python dataset,
-# as torch's), worker threads.
+# as torch's), worker processes started as new interpreters, worker threads.
 WORKERS = [pytest.param(0, None, id="no-workers"),
            pytest.param(2, None, id="processes", marks=processes),
+           pytest.param(2, "spawn", id="spawn", marks=processes),
            pytest.param(2, "thread", id="threads")]
 
 

@@ -112,23 +112,27 @@ def test_any_iterable_object_is_an_iterable_dataset():
     assert_same(list(actorch.DataLoader(Plain(), batch_size=3)), want)
 
 
+# At module level, so that spawned workers can unpickle them.
+class Opaque:
+    def __init__(self, i):
+        self.i = i
+
+
+class Objects(torch.utils.data.Dataset):
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        return Opaque(i), np.array([i])
+
+
+def collate(samples):
+    assert all(isinstance(o, Opaque) and isinstance(a, np.ndarray) for o, a in samples)
+    return torch.tensor([o.i for o, _ in samples]), np.concatenate([a for _, a in samples])
+
+
 @pytest.mark.parametrize("workers,context", WORKERS)
 def test_a_python_collate_fn_gets_the_samples_as_returned(workers, context):
-    class Opaque:
-        def __init__(self, i):
-            self.i = i
-
-    class Objects(torch.utils.data.Dataset):
-        def __len__(self):
-            return 6
-
-        def __getitem__(self, i):
-            return Opaque(i), np.array([i])
-
-    def collate(samples):
-        assert all(isinstance(o, Opaque) and isinstance(a, np.ndarray) for o, a in samples)
-        return torch.tensor([o.i for o, _ in samples]), np.concatenate([a for _, a in samples])
-
     want, got = both(Objects(), batch_size=4, collate_fn=collate, num_workers=workers,
                      multiprocessing_context=context)
     assert [[x.tolist(), y.tolist()] for x, y in got] == [[x.tolist(), y.tolist()]
@@ -148,8 +152,12 @@ def test_arguments_refused_as_torch_refuses_them():
         assert str(got.value) == str(want.value), kw
     with pytest.raises(ValueError, match="expected unspecified shuffle"):
         actorch.DataLoader(Stream(), shuffle=True)
-    with pytest.raises(ValueError, match="spawn"):
-        actorch.DataLoader(Squares(), num_workers=1, multiprocessing_context="spawn")
+    with pytest.raises(ValueError, match="multiprocessing_context='spawn' rebuilds the dataset "
+                                         "from its pickle"):
+        actorch.DataLoader(actorch.data.TensorDataset(np.zeros(4, dtype=np.float32)), num_workers=1,
+                           multiprocessing_context="spawn")
+    with pytest.raises(ValueError, match="valid start method"):
+        actorch.DataLoader(Squares(), num_workers=1, multiprocessing_context="vfork")
     with pytest.raises(TypeError, match="neither __getitem__"):
         actorch.DataLoader(42)
 

@@ -4,6 +4,7 @@ __getitem__ and `timeout`; worker_init_fn and get_worker_info() (actorch's and t
 as torch's workers get them; persistent workers; breaking out of an epoch and starting again."""
 import gc
 import os
+import pickle
 import random
 import re
 import signal
@@ -267,3 +268,90 @@ def test_breaking_out_mid_epoch_and_iterating_again(workers, context):
     it = iter(loader)
     next(it)
     assert [b.tolist() for b in loader][-1] == [36, 37, 38, 39]
+
+
+# Spawned workers (multiprocessing_context="spawn"/"forkserver", Note [Spawned workers]).
+MARK = "as imported"  # the parent changes it; a forked worker would see the change
+
+
+class Marks(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        info = torch.utils.data.get_worker_info()
+        return {"i": i, "pid": os.getpid(), "worker": info.id, "tag": getattr(self, "tag", -1),
+                "mark": MARK}
+
+
+def tag_worker(worker_id):
+    torch.utils.data.get_worker_info().dataset.tag = 100 + worker_id
+
+
+@processes
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+def test_spawned_workers_start_afresh_from_the_pickled_dataset(context):
+    global MARK
+    MARK = "changed in the parent"
+    try:
+        loader = actorch.DataLoader(Marks(), batch_size=2, num_workers=2,
+                                    worker_init_fn=tag_worker, multiprocessing_context=context)
+        batches = list(loader)
+        forked = list(actorch.DataLoader(Marks(), batch_size=2, num_workers=2,
+                                         worker_init_fn=tag_worker))
+    finally:
+        MARK = "as imported"
+    assert [b["i"].tolist() for b in batches] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    # A new interpreter: the module as imported, not the parent's memory (a fork's is).
+    assert {m for b in batches for m in b["mark"]} == {"as imported"}
+    assert {m for b in forked for m in b["mark"]} == {"changed in the parent"}
+    assert {w for b in batches for w in b["worker"].tolist()} == {0, 1}
+    for b in batches:
+        assert (b["tag"] == 100 + b["worker"]).all()
+        assert os.getpid() not in b["pid"].tolist()
+
+
+class HoldsALambda(torch.utils.data.Dataset):
+    def __init__(self):
+        self.f = lambda i: i
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return self.f(i)
+
+
+class BreaksOnUnpickling(torch.utils.data.Dataset):
+    def __init__(self):
+        self.state = "some"  # pickled, so that unpickling calls __setstate__
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return i
+
+    def __setstate__(self, state):
+        raise ValueError("this dataset cannot be rebuilt")
+
+
+@processes
+def test_spawn_errors_an_unpicklable_dataset_and_one_that_cannot_be_rebuilt():
+    with pytest.raises((AttributeError, pickle.PicklingError), match="lambda"):
+        actorch.DataLoader(HoldsALambda(), num_workers=1, multiprocessing_context="spawn")
+    with pytest.raises(RuntimeError) as got:
+        list(actorch.DataLoader(BreaksOnUnpickling(), num_workers=1,
+                                multiprocessing_context="spawn"))
+    text = str(got.value)
+    assert "could not rebuild the dataset" in text and "this dataset cannot be rebuilt" in text
+    assert "DataLoader worker 0" in text and "__setstate__" in text
+
+
+@processes
+def test_a_killed_spawned_worker_names_its_signal_and_batch():
+    with pytest.raises(RuntimeError) as got:
+        list(actorch.DataLoader(Killing(), batch_size=4, num_workers=2,
+                                multiprocessing_context="spawn"))
+    text = str(got.value)
+    assert "signal 9" in text and "batch 2" in text and "[8, 9, 10, 11]" in text, text

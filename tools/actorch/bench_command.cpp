@@ -70,9 +70,10 @@ void add_bench(CLI::App& app) {
   mlp_cmd
       ->add_option(
           "--zero-redundancy", mlp->zero_redundancy,
-          "actors mode: 1 (the default) shards the optimizer step over the trainer "
-          "actors, which share one copy of the parameters (trainer_spec::zero_redundancy); "
-          "0: DDP's all-reduce and the whole step on every actor")
+          "actors and process modes: 1 (the default) shards the optimizer step over the "
+          "trainer actors, which share one copy of the parameters (processes: in memory they "
+          "all map; trainer_spec::zero_redundancy); 0: DDP's all-reduce and the whole step on "
+          "every actor")
       ->check(CLI::Range(0, 1));
   mlp_cmd
       ->add_option("--device", mlp->device,

@@ -12,7 +12,11 @@ Where the workers run (num_workers > 0):
   time in code that releases the GIL (numpy on large arrays, file reads, decoding).
 - actorch's C++ datasets (NpyDataset, TransformedDataset, ...) load on threads by default,
   without the GIL; "fork" puts them in processes.
-"spawn" and "forkserver" are refused for now: see the README.
+- multiprocessing_context="spawn" (or "forkserver", which actorch starts the same way) runs each
+  worker process as a new interpreter that rebuilds the dataset, collate_fn and worker_init_fn
+  from their pickles (made when the DataLoader is made, so an unpicklable one fails there) and
+  imports the main module as multiprocessing's spawn does: for a program whose parent must not
+  be forked (threads holding locks, a CUDA context). The batches travel as with "fork".
 
 Seeding, as torch's worker processes: worker i's seed is base_seed + i, with base_seed drawn per
 epoch from `generator` (or torch's default generator); each worker process seeds `random`,
@@ -190,19 +194,21 @@ class DataLoader:
         if method is not None and num_workers == 0:
             raise ValueError("multiprocessing_context can only be used with multi-process "
                              f"loading (num_workers > 0), but got num_workers={num_workers}")
-        if method in ("spawn", "forkserver"):
-            raise ValueError(f"multiprocessing_context={method!r}: actorch forks its worker "
-                             "processes (the child shares the dataset in memory) and cannot "
-                             "start them as a new program yet; use 'fork' (the default for a "
-                             "Python dataset) or 'thread'")
-        if method not in (None, "fork", "thread"):
+        if method not in (None, "fork", "spawn", "forkserver", "thread"):
             raise ValueError("multiprocessing_context option should specify a valid start method "
-                             "in ['fork', 'thread'] (actorch's), but got "
+                             "in ['fork', 'spawn', 'forkserver', 'thread'] (actorch's), but got "
                              f"multiprocessing_context={method!r}")
         # A C++ dataset that calls Python code (an ImageFolder with torchvision's transforms)
         # loads in processes, as a Python dataset does: under one GIL, threads would take turns.
         cxx = isinstance(dataset, _C.data.Dataset) and not getattr(dataset, "_python_code", False)
-        processes = num_workers > 0 and (method == "fork" or (method is None and not cxx))
+        spawned = method in ("spawn", "forkserver")
+        if spawned and isinstance(dataset, _C.data.Dataset):
+            raise ValueError(f"multiprocessing_context={method!r} rebuilds the dataset from its "
+                             f"pickle in a new interpreter, and actorch's C++ datasets "
+                             f"({type(dataset).__name__}) do not pickle; use 'fork' or the "
+                             "default (threads)")
+        processes = num_workers > 0 and (method in ("fork", "spawn", "forkserver") or
+                                         (method is None and not cxx))
 
         self.dataset = dataset
         self.batch_size = batch_size
@@ -227,7 +233,13 @@ class DataLoader:
         self._as_torch = _torch is not None
 
         init = worker_init_fn
-        if num_workers > 0 and (processes or worker_init_fn is not None):
+        spawn = None
+        if spawned:  # the new interpreter wraps worker_init_fn itself (actorch.data._spawn)
+            from . import _spawn
+            spawn = _spawn.command(dataset, iterable, collate_fn, worker_init_fn,
+                                   batch_size is None and batch_sampler is None)
+            init = None
+        elif num_workers > 0 and (processes or worker_init_fn is not None):
             def init(worker_id, user_fn=worker_init_fn, processes=processes):
                 _worker_setup(worker_id, user_fn, processes)
         self._loader = _C._Loader(
@@ -240,7 +252,7 @@ class DataLoader:
             prefetch_factor=prefetch_factor if num_workers > 0 else None,
             persistent_workers=persistent_workers, in_order=in_order,
             # torch's order of batches to workers: Python code draws from per-worker generators
-            round_robin=not cxx, report_delay=float(report_delay))
+            round_robin=not cxx, report_delay=float(report_delay), spawn=spawn)
 
     def __iter__(self, as_torch=None):
         """One epoch's batches; as_torch=False gives actorch.Tensor objects instead of torch
