@@ -50,7 +50,7 @@ void print_line(const ddp_mlp_options& o, double seconds_per_step, double loss, 
     out << " hidden=" << o.hidden << " depth=" << o.depth;
   if (o.bucket_cap_mb != 25 || !o.adaptive_buckets)
     out << " bucket_cap_mb=" << o.bucket_cap_mb << " adaptive_buckets=" << o.adaptive_buckets;
-  if (o.mode == "actors" && !o.zero_redundancy)
+  if ((o.mode == "actors" || o.mode == "process") && !o.zero_redundancy)
     out << " zero_redundancy=0";
   out << " ms_per_step=" << seconds_per_step * 1e3
       << " samples_per_s=" << double(o.batch * o.world) / seconds_per_step << " loss=" << loss
