@@ -216,7 +216,8 @@ std::unique_ptr<optim::optimizer> sharded_step::join(
   return opt;
 }
 
-void sharded_step::average_piece(piece& pc, const tensor& param, std::vector<tensor>& parts) {
+void sharded_step::average_piece(piece& pc, const tensor& param, std::vector<tensor>& parts,
+                                 size_t own) {
   bool any = false;
   for (const tensor& g : parts)
     any = any || g.defined();
@@ -224,11 +225,16 @@ void sharded_step::average_piece(piece& pc, const tensor& param, std::vector<ten
     pc.view.set_grad(tensor());
     return;
   }
+  // The average goes over this replica's own part of its .grad, which nobody else reads (each
+  // replica reads its own run of everyone's): the lines just read are written back, and no
+  // buffer of its own is written and read again.
+  if (parts[own].defined())
+    pc.view.set_grad(parts[own]);
+  else if (!pc.view.grad().defined())
+    pc.view.set_grad(empty({pc.length}, {.dtype = param.dtype()}));
   for (tensor& g : parts) // a replica that did not use it contributes zeros
     if (!g.defined())
       g = zeros({pc.length}, {.dtype = param.dtype()});
-  if (!pc.view.grad().defined())
-    pc.view.set_grad(empty({pc.length}, {.dtype = param.dtype()}));
   if (param.dtype() == dtype::float32)
     average_into(pc.view.grad().data_ptr<float>(), pointers<float>(parts), pc.length);
   else
@@ -250,7 +256,7 @@ void sharded_step::average_shard(int i) {
       parts.push_back(g.defined() ? g.contiguous().view({-1}).narrow(0, pc.offset, pc.length)
                                   : tensor());
     }
-    average_piece(pc, me.params[pc.param], parts);
+    average_piece(pc, me.params[pc.param], parts, size_t(i));
   }
 }
 
@@ -284,7 +290,7 @@ void sharded_step::average_across_processes(replica& me) {
         parts.push_back(
             mapped_.grads[size_t(q)].narrow(0, mapped_.offsets[pc.param] + pc.offset, pc.length));
     }
-    average_piece(pc, me.params[pc.param], parts);
+    average_piece(pc, me.params[pc.param], parts, size_t(rank));
   }
 }
 

@@ -92,8 +92,9 @@ private:
   // its buffer, and the parameter marked used.
   void publish_gradient(size_t k, const tensor& grad);
   // Averages `parts` (by replica, undefined: it did not use the parameter) into the piece's
-  // gradient, or clears it where no replica used it.
-  static void average_piece(piece& pc, const tensor& param, std::vector<tensor>& parts);
+  // gradient (parts[own], this replica's, where it has one), or clears it where no replica
+  // used it.
+  static void average_piece(piece& pc, const tensor& param, std::vector<tensor>& parts, size_t own);
   void barrier();
 
   std::vector<replica> replicas_;
