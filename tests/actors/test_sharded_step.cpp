@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 
 #include "actors/trainer.hpp"
@@ -162,6 +163,33 @@ TEST_CASE("trainer processes: a checkpoint of the sharded step across processes 
     }
     CHECK(saved_in(part).tensors == saved_in(full).tensors);
   }
+}
+
+TEST_CASE("trainer processes: a sharded job's checkpoint at 3 processes resumes sharded at 2, "
+          "ending where the unsharded pair of runs does") {
+  // The checkpoint holds the whole state in the unsharded layout, so the shards of another
+  // world size take their runs of it.
+  std::map<bool, saved> ends;
+  for (const bool sharded : {false, true}) {
+    INFO("sharded: " << sharded);
+    const std::string path =
+        scratch(std::string("pworlds_") + (sharded ? "s" : "p") + ".safetensors");
+    const auto spec = [&](int epochs, bool resume) {
+      return [=] {
+        trainer_spec s = with_adam(toy_spec(24, path));
+        s.epochs = epochs;
+        s.zero_redundancy = sharded;
+        if (resume)
+          s.resume = path;
+        return s;
+      };
+    };
+    in_processes("pworlds_3", 3, spec(1, false), sharded);
+    in_processes("pworlds_2", 2, spec(2, true), sharded);
+    ends[sharded] = saved_in(path);
+  }
+  CHECK(ends[true].tensors == ends[false].tensors);
+  CHECK(ends[true].optim_metadata == ends[false].optim_metadata);
 }
 
 TEST_CASE("trainer processes: without memory the processes all map, unset falls back to DDP's "
