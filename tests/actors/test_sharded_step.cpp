@@ -51,6 +51,22 @@ saved saved_in(const std::string& path) {
   return s;
 }
 
+// The two checkpoints hold the same tensors, bit for bit, with every parameter's optimizer
+// state (the toy model's 4; Adam's 3 entries each, SGD's momentum) and the same metadata.
+void check_equal_checkpoints(const std::string& plain, const std::string& sharded, bool adam) {
+  const saved x = saved_in(plain), y = saved_in(sharded);
+  REQUIRE(x.tensors.size() == y.tensors.size());
+  size_t optim_entries = 0;
+  for (const auto& [name, values] : x.tensors) {
+    INFO(name);
+    REQUIRE(y.tensors.count(name));
+    CHECK(y.tensors.at(name) == values); // exactly
+    optim_entries += name.rfind("optim.", 0) == 0;
+  }
+  CHECK(optim_entries == (adam ? 4u * 3u : 4u)); // every parameter's state, from every shard
+  CHECK(x.optim_metadata == y.optim_metadata);
+}
+
 trainer_spec with_adam(trainer_spec s) {
   s.make_optimizer = [](nn::module& m) {
     return std::make_unique<optim::adam>(m.parameters(), optim::adam_options{.lr = 0.01});
@@ -113,17 +129,7 @@ TEST_CASE("trainer processes: the sharded step across processes ends bit for bit
   };
   in_processes("plain_" + tag, world, spec_of(plain, false), false);
   in_processes("sharded_" + tag, world, spec_of(sharded, std::nullopt), true); // the default
-  const saved x = saved_in(plain), y = saved_in(sharded);
-  REQUIRE(x.tensors.size() == y.tensors.size());
-  size_t optim_entries = 0;
-  for (const auto& [name, values] : x.tensors) {
-    INFO(name);
-    REQUIRE(y.tensors.count(name));
-    CHECK(y.tensors.at(name) == values); // exactly
-    optim_entries += name.rfind("optim.", 0) == 0;
-  }
-  CHECK(optim_entries == (adam ? 4u * 3u : 4u)); // every parameter's state, from every process
-  CHECK(x.optim_metadata == y.optim_metadata);
+  check_equal_checkpoints(plain, sharded, adam);
 }
 
 TEST_CASE("trainer processes: a checkpoint of the sharded step across processes resumes "
@@ -229,17 +235,7 @@ TEST_CASE("trainer actors: the sharded step ends bit for bit where DDP's all-red
   const job_report b = train_data_parallel(spec_of(sharded), {.num_local = actors}); // default
   CHECK_FALSE(a.zero_redundancy);
   CHECK(b.zero_redundancy);
-  const saved x = saved_in(plain), y = saved_in(sharded);
-  REQUIRE(x.tensors.size() == y.tensors.size());
-  size_t optim_entries = 0;
-  for (const auto& [name, values] : x.tensors) {
-    INFO(name);
-    REQUIRE(y.tensors.count(name));
-    CHECK(y.tensors.at(name) == values); // exactly
-    optim_entries += name.rfind("optim.", 0) == 0;
-  }
-  CHECK(optim_entries == (adam ? 4u * 3u : 4u)); // every parameter's state, from every shard
-  CHECK(x.optim_metadata == y.optim_metadata);
+  check_equal_checkpoints(plain, sharded, adam);
   for (size_t e = 0; e < a.epochs.size(); ++e)
     CHECK(a.epochs[e].loss == b.epochs[e].loss);
 }
