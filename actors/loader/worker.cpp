@@ -372,11 +372,11 @@ std::string run_init(worker_state& s) {
 /// With cfg.process: forks the worker's child, which runs run_init and loads with its own copy
 /// of `s`. See Note [Worker processes].
 void start_process(worker_state& s) {
-  auto init = [&s] {
-    // In the child: its copy of the state collates into a pool of its own (the parent's lock
-    // and pinned pages are the parent's), and the parent alone knows which run is current (it
-    // cancels; the child's copy of the flag would stay stale).
-    s.cfg.pool = data::buffer_pool::make(cpu_allocator());
+  auto init = [&s](allocator* batches) {
+    // In the child: its copy of the state collates into a pool of its own over the shared file
+    // (the parent's lock and pinned pages are the parent's), and the parent alone knows which
+    // run is current (it cancels; the child's copy of the flag would stay stale).
+    s.cfg.pool = data::buffer_pool::make(batches);
     s.cfg.pin_memory = false;
     s.cfg.active_run_id = nullptr;
     return run_init(s);
@@ -528,15 +528,17 @@ void serve_spawned_worker(int sock, int shm_fd, pid_t parent, worker_config cfg,
   s.info = {cfg.id, cfg.num_workers, cfg.base_seed + uint64_t(cfg.id), cfg.dataset, cfg.iterable};
   s.name = "DataLoader worker " + std::to_string(cfg.id);
   s.cfg = std::move(cfg);
-  s.cfg.pool = data::buffer_pool::make(cpu_allocator()); // as a forked child's (start_process)
-  s.cfg.pin_memory = false;
+  s.cfg.pin_memory = false; // as a forked child's (start_process)
   s.cfg.active_run_id = nullptr;
   s.cfg.process = false;
   s.initialized = true;
   data::worker_scope scope(&s.info);
   worker_process::serve(
       sock, shm_fd, parent, s.name,
-      [&] { return init_error.empty() ? run_init(s) : s.name + ": " + init_error; },
+      [&](allocator* batches) {
+        s.cfg.pool = data::buffer_pool::make(batches);
+        return init_error.empty() ? run_init(s) : s.name + ": " + init_error;
+      },
       [&s](const index_batch& task) { return load_one(s, task); });
 }
 

@@ -11,10 +11,11 @@
 //                    dtype, shape and offset) or the error, the tensors' bytes being in a
 //                    shared-memory file (memfd) the child grows as needed and the parent maps
 // framed by a 64-bit length over a socket pair. The child loads and collates with the code the
-// worker threads use (load_one in worker.cpp) but into a buffer pool of its own: the loader's
-// pool, its mutex and its pinned pages are the parent's. The parent copies each batch out of the
-// shared file into the pool (pinned with pin_memory) before it sends the next task, so one file per
-// worker, reused, suffices. One copy more than a worker thread makes: see docs/performance.md.
+// worker threads use (load_one in worker.cpp) but into a buffer pool of its own, whose memory is
+// the shared file (Note [Collating into the shared file]): the loader's pool, its mutex and its
+// pinned pages are the parent's. The parent copies each batch out of the shared file into the
+// pool (pinned with pin_memory) before it sends the next task, so one file per worker, reused,
+// suffices. One copy more than a worker thread makes: see docs/performance.md.
 //
 // The child can die or hang without taking the program with it:
 // - it dies (abort, a segfault, an exception not derived from std::exception, _exit): the
@@ -229,44 +230,86 @@ index_batch decode_task(std::string_view frame) {
 
 // The child. ---------------------------------------------------------------------------------
 
-/// The child's side of the shared file: tensors are appended, the file grown as needed.
-class shared_writer {
+// Note [Collating into the shared file]
+// The child's buffer pool takes its memory from the shared file itself (shared_file is the
+// pool's allocator: it only grows the file, and the pool recycles what it lent), so a batch the
+// child collates is already where the parent reads it: encode_sample records its offset and
+// copies nothing. Only a reply's other tensors (a collate_fn's own, a sample's tensor passed
+// through unbatched) are copied, after the pool's memory. Reuse is safe for the reason one file
+// suffices: the parent copies a batch out before it sends the next task, and the child
+// collates the next batch into the same buffers only once it has that task. The file is mapped
+// once over a reserve of address space (kReserve), so the pool's pointers stay valid as it
+// grows; a batch beyond the reserve is an error naming the sizes.
+class shared_file final : public allocator {
 public:
-  explicit shared_writer(int fd) : fd_(fd) {}
-  void reset() { used_ = 0; }
+  static constexpr uint64_t kReserve = uint64_t(16) << 30;
+  /// `why` says why the file cannot be mapped (empty when it is).
+  shared_file(int fd, std::string& why) : fd_(fd) {
+    void* p = ::mmap(nullptr, kReserve, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (p == MAP_FAILED)
+      why = "cannot map the shared batch file: " + errno_str(errno);
+    else
+      base_ = static_cast<char*>(p);
+  }
+  ~shared_file() override {
+    if (base_ != nullptr)
+      ::munmap(base_, kReserve);
+  }
+  shared_file(const shared_file&) = delete;
+  shared_file& operator=(const shared_file&) = delete;
+
+  void* allocate(size_t nbytes) override {
+    ACTORCH_CHECK(base_ != nullptr, "the shared batch file is not mapped");
+    const uint64_t at = (top_ + kAlign - 1) / kAlign * kAlign;
+    grow(at + std::max<uint64_t>(nbytes, 1));
+    top_ = at + std::max<uint64_t>(nbytes, 1);
+    return base_ + at;
+  }
+  void deallocate(void*, size_t) noexcept override {} // the pool keeps its buffers to the end
+  actorch::device device() const override { return kCPU; }
+  std::string_view name() const override { return "shared batch file"; }
+
+  /// A new reply: its copies go after the pool's memory.
+  void reset() { used_ = top_; }
+  /// The bytes a reply uses from the file's start (the pool's memory and the reply's copies).
   uint64_t used() const { return used_; }
-  /// Copies t's bytes (C order) into the file; returns their offset.
+  /// The offset of t's bytes (C order) in the file: where they are, for a contiguous tensor in
+  /// the pool's memory; else copied in after it.
   uint64_t append(const tensor& t) {
     const tensor c = t.contiguous();
-    const uint64_t at = (used_ + kAlign - 1) / kAlign * kAlign;
     const uint64_t n = c.nbytes();
-    reserve(at + n);
+    const char* p = static_cast<const char*>(c.data_ptr());
+    if (n > 0 && p >= base_ && p + n <= base_ + top_)
+      return uint64_t(p - base_);
+    const uint64_t at = (used_ + kAlign - 1) / kAlign * kAlign;
+    grow(at + n);
     if (n > 0)
-      std::memcpy(static_cast<char*>(base_) + at, c.data_ptr(), n);
+      std::memcpy(base_ + at, p, n);
     used_ = at + n;
     return at;
   }
 
 private:
-  void reserve(uint64_t bytes) {
-    if (bytes <= cap_)
+  void grow(uint64_t bytes) {
+    if (bytes <= size_)
       return;
-    const uint64_t cap = std::max<uint64_t>({bytes, 2 * cap_, uint64_t(1) << 20});
-    ACTORCH_CHECK(::ftruncate(fd_, off_t(cap)) == 0, "cannot grow the shared batch file to ", cap,
+    ACTORCH_CHECK(bytes <= kReserve, "a batch needs ", bytes,
+                  " bytes of the shared batch file, more than the ", kReserve,
+                  " a worker process reserves for it");
+    const uint64_t size = std::min(kReserve, std::max<uint64_t>({bytes, 2 * size_, 1 << 20}));
+    ACTORCH_CHECK(::ftruncate(fd_, off_t(size)) == 0, "cannot grow the shared batch file to ", size,
                   " bytes: ", errno_str(errno));
-    if (base_ != nullptr)
-      ::munmap(base_, cap_);
-    base_ = ::mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-    ACTORCH_CHECK(base_ != MAP_FAILED, "cannot map the shared batch file: ", errno_str(errno));
-    cap_ = cap;
+    size_ = size;
   }
 
   int fd_;
-  void* base_ = nullptr;
-  uint64_t cap_ = 0, used_ = 0;
+  char* base_ = nullptr;
+  uint64_t size_ = 0; // the file's
+  uint64_t top_ = 0;  // the pool's memory: [0, top_)
+  uint64_t used_ = 0; // this reply's: [0, used_)
 };
 
-void encode_sample(const data::sample& s, writer& w, shared_writer& shm) {
+void encode_sample(const data::sample& s, writer& w, shared_file& shm) {
   using kind = data::sample::kind;
   w.put<uint8_t>(uint8_t(s.type()));
   switch (s.type()) {
@@ -306,7 +349,7 @@ void encode_sample(const data::sample& s, writer& w, shared_writer& shm) {
   }
 }
 
-std::string encode_reply(const loaded_batch& b, shared_writer& shm) {
+std::string encode_reply(const loaded_batch& b, shared_file& shm) {
   shm.reset();
   writer w;
   w.put(b.run_id);
@@ -323,7 +366,7 @@ std::string encode_reply(const loaded_batch& b, shared_writer& shm) {
 } // namespace
 
 void worker_process::serve(int sock, int shm_fd, pid_t parent, const std::string& name,
-                           const std::function<std::string()>& init, const load_fn& load) {
+                           const init_fn& init, const load_fn& load) {
   // See Note [Worker processes]: the child dies with the worker's thread.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent)
@@ -334,14 +377,17 @@ void worker_process::serve(int sock, int shm_fd, pid_t parent, const std::string
   for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS})
     ::signal(sig, SIG_DFL);
   std::string init_error;
+  shared_file shm(shm_fd, init_error); // Note [Collating into the shared file]
   try {
-    init_error = init();
+    if (init_error.empty())
+      init_error = init(&shm);
+    else
+      init_error = name + ": " + init_error;
   } catch (const std::exception& e) {
     init_error = name + ": " + e.what();
   } catch (...) {
     ::_exit(kForeignException);
   }
-  shared_writer shm(shm_fd);
   std::string frame;
   for (uint64_t n = 0; recv_all(sock, reinterpret_cast<char*>(&n), sizeof n);) {
     if (n > worker_process::max_frame_bytes)
@@ -491,7 +537,7 @@ std::string exit_text(int status) {
 
 } // namespace
 
-worker_process::worker_process(std::string name, std::function<std::string()> init, load_fn load,
+worker_process::worker_process(std::string name, init_fn init, load_fn load,
                                data::buffer_pool* pool, bool pin_memory, double timeout_s,
                                const std::atomic<uint64_t>* active_run_id,
                                const data::fork_hooks& hooks, double report_delay_s,

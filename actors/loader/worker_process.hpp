@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "actors/messages.hpp"
+#include "core/allocator.hpp"
 #include "core/data/buffer_pool.hpp"
 #include "core/data/worker_info.hpp"
 
@@ -34,6 +35,10 @@ class worker_process {
 public:
   /// What the child does for one task (load_one on its copy of the worker's state).
   using load_fn = std::function<loaded_batch(const index_batch&)>;
+  /// What the child does first (pinning, worker_init_fn; a non-empty result is an error
+  /// reported with the first batch), told where to collate its batches: memory in the shared
+  /// file (Note [Collating into the shared file]).
+  using init_fn = std::function<std::string(allocator* batches)>;
 
   /// The most bytes a frame between the worker and its child may hold, either way: a task (8
   /// bytes per sample index, so up to about 8 million in a batch) or a reply (the batch's
@@ -53,11 +58,11 @@ public:
   /// With `spawn` (non-empty argv) the child is a new program instead, which gets `first`
   /// (spawn_frame) before its first task and then serves tasks itself (Note [Spawned
   /// workers]); `init`, `load` and `hooks` are then unused.
-  worker_process(std::string name, std::function<std::string()> init, load_fn load,
-                 data::buffer_pool* pool, bool pin_memory, double timeout_s,
-                 const std::atomic<uint64_t>* active_run_id, const data::fork_hooks& hooks = {},
-                 double report_delay_s = 0, int stack_signal = 0,
-                 const data::spawn_command& spawn = {}, std::string first = {});
+  worker_process(std::string name, init_fn init, load_fn load, data::buffer_pool* pool,
+                 bool pin_memory, double timeout_s, const std::atomic<uint64_t>* active_run_id,
+                 const data::fork_hooks& hooks = {}, double report_delay_s = 0,
+                 int stack_signal = 0, const data::spawn_command& spawn = {},
+                 std::string first = {});
   /// Kills and reaps the child.
   ~worker_process();
   worker_process(const worker_process&) = delete;
@@ -86,7 +91,7 @@ public:
   /// batches into `shm_fd`, until the worker closes the socket; then exits the process. A forked
   /// child runs it at once, a spawned program after reading its first frame.
   [[noreturn]] static void serve(int sock, int shm_fd, pid_t parent, const std::string& name,
-                                 const std::function<std::string()>& init, const load_fn& load);
+                                 const init_fn& init, const load_fn& load);
 
 private:
   using clock = std::chrono::steady_clock;
