@@ -261,8 +261,15 @@ public:
   void* allocate(size_t nbytes) override {
     ACTORCH_CHECK(base_ != nullptr, "the shared batch file is not mapped");
     const uint64_t at = (top_ + kAlign - 1) / kAlign * kAlign;
-    grow(at + std::max<uint64_t>(nbytes, 1));
-    top_ = at + std::max<uint64_t>(nbytes, 1);
+    const uint64_t end = at + std::max<uint64_t>(nbytes, 1);
+    grow(end);
+    // Every page of the pool's memory is written once here, so that the file holds written
+    // pages up to top_ whatever the batches later leave untouched (the parent checks that a
+    // reply's bytes are in written pages: Note [Worker processes]).
+    static const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+    for (uint64_t p = at / page * page; p < end; p += page)
+      static_cast<volatile char*>(base_)[std::max(p, at)] = 0;
+    top_ = end;
     return base_ + at;
   }
   void deallocate(void*, size_t) noexcept override {} // the pool keeps its buffers to the end
@@ -279,12 +286,14 @@ public:
     const tensor c = t.contiguous();
     const uint64_t n = c.nbytes();
     const char* p = static_cast<const char*>(c.data_ptr());
-    if (n > 0 && p >= base_ && p + n <= base_ + top_)
-      return uint64_t(p - base_);
+    const auto addr = uintptr_t(p), base = uintptr_t(base_);
+    if (n > 0 && base_ != nullptr && addr >= base && addr + n <= base + top_)
+      return uint64_t(addr - base);
+    if (n == 0)
+      return 0; // nothing to read, anywhere in the file
     const uint64_t at = (used_ + kAlign - 1) / kAlign * kAlign;
     grow(at + n);
-    if (n > 0)
-      std::memcpy(base_ + at, p, n);
+    std::memcpy(base_ + at, p, n);
     used_ = at + n;
     return at;
   }
