@@ -19,7 +19,8 @@
 
 namespace actorch::actors {
 
-/// What the replicas of one process share: their parameters, who steps which, the barriers.
+/// What the replicas share (the actors of one process, or one actor per process on one host):
+/// their parameters, who steps which, the barriers.
 class sharded_step {
 public:
   /// The `num_local` trainer actors of a job of one process.
