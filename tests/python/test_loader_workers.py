@@ -8,6 +8,8 @@ import pickle
 import random
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -355,3 +357,23 @@ def test_a_killed_spawned_worker_names_its_signal_and_batch():
                                 multiprocessing_context="spawn"))
     text = str(got.value)
     assert "signal 9" in text and "batch 2" in text and "[8, 9, 10, 11]" in text, text
+
+
+@processes
+def test_spawned_workers_run_with_the_interpreters_flags(tmp_path):
+    # As multiprocessing's spawn: a parent started with -O has workers without __debug__.
+    script = tmp_path / "flags.py"
+    script.write_text(
+        "import actorch, torch\n"
+        "class Debug(torch.utils.data.Dataset):\n"
+        "    def __len__(self): return 2\n"
+        "    def __getitem__(self, i): return int(__debug__)\n"
+        "if __name__ == '__main__':\n"
+        "    loader = actorch.DataLoader(Debug(), batch_size=2, num_workers=1,\n"
+        "                                multiprocessing_context='spawn')\n"
+        "    print('debug', int(__debug__), [b.tolist() for b in loader])\n")
+    for flags, want in (([], "debug 1 [[1, 1]]"), (["-O"], "debug 0 [[0, 0]]")):
+        out = subprocess.run([sys.executable, *flags, str(script)], capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == want, (flags, out.stdout, out.stderr)

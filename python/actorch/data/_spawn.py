@@ -38,10 +38,18 @@ def command(dataset, iterable, collate_fn, worker_init_fn, unbatched):
     objects = pickle.dumps((dataset, iterable, collate_fn, worker_init_fn, unbatched),
                            protocol=pickle.HIGHEST_PROTOCOL)
     payload = pickle.dumps((prep, objects), protocol=pickle.HIGHEST_PROTOCOL)
+    import subprocess
+    # The interpreter and its flags (-O, -B, ...) as multiprocessing's spawn starts its children.
+    executable = os.fsdecode(multiprocessing.spawn.get_executable() or b"")
+    if not executable:
+        raise ValueError("multiprocessing_context='spawn' starts each worker with this "
+                         "interpreter, and sys.executable is empty (an embedded Python); use "
+                         "'fork' or 'thread'")
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     boot = (f"import sys; sys.path.insert(0, {package_root!r}); "
             "from actorch.data._spawn import main; main()")
-    return [sys.executable, "-c", boot, str(os.getpid())], payload
+    flags = subprocess._args_from_interpreter_flags()
+    return [executable, *flags, "-c", boot, str(os.getpid())], payload
 
 
 def main():
