@@ -211,6 +211,12 @@ TEST_CASE("a stopped rank is named, with its silent heartbeat, while the others 
       }
       write_file(base + ".result", result);
       std::fflush(err);
+      // Rank 0 hosts the store: it stays until rank 1 has its result, whose roll call reads
+      // the ledger there (under ASan rank 0 once timed out first, left, and took the store
+      // with it).
+      const std::string rank1 = (dir / "rank1.result").string();
+      for (int i = 0; r == 0 && i < 4000 && !std::filesystem::exists(rank1); ++i)
+        std::this_thread::sleep_for(5ms);
       ::_exit(0);
     }
     pids.push_back(pid);
