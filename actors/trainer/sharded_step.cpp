@@ -122,12 +122,13 @@ std::vector<sharded_step::piece> sharded_step::pieces_of(const std::vector<tenso
 // everywhere) where the group has no such memory or the parameters differ in dtype.
 bool sharded_step::map_parameters(replica& me) {
   const dtype dt = me.params.front().dtype();
-  int64_t total = 0;
+  mapped_.offsets.assign(1, 0);
   for (const tensor& p : me.params) {
     if (p.dtype() != dt)
       return false;
-    total += p.numel();
+    mapped_.offsets.push_back(mapped_.offsets.back() + p.numel());
   }
+  const int64_t total = mapped_.offsets.back();
   const auto params = group_->empty_symmetric(total, dt);
   const auto grads = group_->empty_symmetric(total, dt);
   const auto used = group_->empty_symmetric(int64_t(me.params.size()), dtype::int32);
@@ -139,23 +140,17 @@ bool sharded_step::map_parameters(replica& me) {
     mapped_.used.push_back(used->buffer(q));
   }
   mapped_.signals = grads;
-  mapped_.offsets.assign(1, 0);
-  for (const tensor& p : me.params)
-    mapped_.offsets.push_back(mapped_.offsets.back() + p.numel());
-  const tensor& one = mapped_.params;
+  // Parameter k's memory: its run of rank 0's buffer, from mapped_.offsets[k].
+  const auto slot = [&](size_t k) {
+    return mapped_.params.narrow(0, mapped_.offsets[k], me.params[k].numel());
+  };
   no_grad guard;
-  int64_t at = 0;
   if (group_->rank() == 0)
-    for (const tensor& p : me.params) {
-      one.narrow(0, at, p.numel()).copy_(p.detach().reshape({-1}));
-      at += p.numel();
-    }
+    for (size_t k = 0; k < me.params.size(); ++k)
+      slot(k).copy_(me.params[k].detach().reshape({-1}));
   mapped_.signals->barrier(); // rank 0's copy is complete
-  at = 0;
-  for (tensor& p : me.params) {
-    p.set_data(one.narrow(0, at, p.numel()).view(p.sizes()));
-    at += p.numel();
-  }
+  for (size_t k = 0; k < me.params.size(); ++k)
+    me.params[k].set_data(slot(k).view(me.params[k].sizes()));
   return true;
 }
 

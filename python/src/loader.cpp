@@ -139,10 +139,26 @@ template <class Cxx, class Adapter> std::shared_ptr<Cxx> cxx_or_adapted(const py
 
 /// Python code as a collate_fn: the samples as Python objects in, the batch back as the very
 /// object it returned (`keep`), or as a sample where it must leave a worker process.
-data::collate_fn python_collate(py::object fn, bool keep);
+data::collate_fn python_collate(py::object fn, bool keep) {
+  return [held = std::make_shared<gil_object>(std::move(fn)),
+          keep](std::vector<data::sample> samples) -> data::sample {
+    gil_lock gil;
+    try {
+      py::list items;
+      for (const auto& s : samples)
+        items.append(to_python(s, {}));
+      py::object batch = held->obj(items);
+      if (keep)
+        return std::make_shared<python_value>(std::move(batch));
+      return from_python(batch);
+    } catch (py::error_already_set& e) {
+      rethrow_python_error(e, "collate_fn raised ");
+    }
+  };
+}
 
-/// The worker_init_fn, collate_fn and dataset of a loader over a Python dataset, set in `cfg`
-/// alike in _Loader and in a spawned worker: `processes` says whether the batches leave a
+/// The worker_init_fn, collate_fn and dataset of a loader over a Python dataset, built alike for
+/// _Loader and for a spawned worker: `processes` says whether the batches leave a
 /// worker process, `unbatched` whether batch_size is None (torch's default_convert).
 struct python_parts {
   data::dataset_ptr dataset;
@@ -178,24 +194,6 @@ python_parts python_parts_of(const py::object& dataset, bool iterable, const py:
   else
     out.dataset = std::make_shared<python_map_dataset>(dataset, opaque);
   return out;
-}
-
-data::collate_fn python_collate(py::object fn, bool keep) {
-  return [held = std::make_shared<gil_object>(std::move(fn)),
-          keep](std::vector<data::sample> samples) -> data::sample {
-    gil_lock gil;
-    try {
-      py::list items;
-      for (const auto& s : samples)
-        items.append(to_python(s, {}));
-      py::object batch = held->obj(items);
-      if (keep)
-        return std::make_shared<python_value>(std::move(batch));
-      return from_python(batch);
-    } catch (py::error_already_set& e) {
-      rethrow_python_error(e, "collate_fn raised ");
-    }
-  };
 }
 
 } // namespace
