@@ -3,13 +3,16 @@
 #
 #   bash scripts/gpu-check.sh bundle   # here: build (Release, sm_90) and pack .device/
 #   bash scripts/gpu-check.sh          # on the GPU machine, with .device carried along
+#   bash scripts/gpu-check.sh torch2   # there: only the torch 2.x backend's check (below)
 #
 # On the GPU machine it runs every [cuda] test (each CUDA kernel against its CPU twin on random
 # shapes, streams, copies, the NCCL group at world 1, DDP over NCCL, the loader's device
 # prefetch, a GPU trainer actor), the digits job with --device cuda next to the same job on the
 # CPU, the digits CNN on the GPU, whether the job's trace shows each batch copied while the step
 # before it ran (scripts/trace_overlap.py), and the h2d and gpu-step workloads next to PyTorch on
-# the same GPU (bench/peer_gpu.py).
+# the same GPU (bench/peer_gpu.py); and the torch.distributed backend "actorch" built there against
+# the machine's torch 2.x, running DDP's demo_basic on CUDA tensors through actorch's NCCL group
+# next to torch's nccl (tests/tools/torch2_backend.py).
 # One verdict line per check, then `N passed, N failed`; logs go to $OUT (the device tool's
 # folder that comes back) or /tmp/actorch-gpu-check. Exit status: the number of failures.
 set -uo pipefail
@@ -26,6 +29,9 @@ if [ "${1:-}" = bundle ]; then
   bash ../shared/tools/device-bundle.sh "$b/tests/actorch_core_tests" \
     "$b/tests/comm/actorch_comm_tests" "$b/tests/actors/actorch_actors_tests" \
     "$b/tools/actorch" "$b/examples/digits_actors"
+  # The static libraries the torch backend links, for building it there against that torch.
+  tar -C "$b" -cJf .device/torch2-libs.tar.xz comm/libactorch_comm.a core/libactorch_core.a \
+    kernels/libactorch_kernels.a base/libactorch_base.a
   exit 0
 fi
 
@@ -50,6 +56,72 @@ finish() {
 [ -f .device/unpack.sh ] || { verdict FAIL bundle "no .device/: run 'bash scripts/gpu-check.sh bundle' and carry .device"; finish; }
 bash .device/unpack.sh
 run=/tmp/actorch-device/run.sh
+
+# actorch's torch.distributed backend against this machine's torch (2.x: python/src/
+# torch_backend.cpp's c10d::Backend), CUDA tensors on actorch's NCCL group: built with the
+# machine's compiler from the carried static libraries and the bundle's shared ones, then
+# tests/tools/torch2_backend.py. Only the extension is built: actorch's Python package is built
+# for Debian's Python, not this one's.
+check_torch2_backend() {
+  local dir=/tmp/actorch-torch2 blog=$logs/torch2-build.log
+  rm -rf "$dir" && mkdir -p "$dir/libs" "$dir/ext"
+  tar -C "$dir/libs" -xJf .device/torch2-libs.tar.xz
+  # One argument per line: torch's include paths and pybind11 ABI flags, this Python's headers.
+  if ! python3 - "$dir" > "$blog" 2>&1 <<'PY'; then
+import os, sys, sysconfig, torch
+from torch.utils import cpp_extension as ext
+d = sys.argv[1]
+assert torch._C._GLIBCXX_USE_CXX11_ABI, "this torch uses the old C++ ABI; actorch's libraries the new"
+flags = ["-isystem" + p for p in ext.include_paths()] + ["-isystem" + sysconfig.get_paths()["include"]]
+import warnings
+warnings.simplefilter("ignore")  # 2.x deprecates asking for pybind11's ABI flags, and still needs them
+flags += getattr(ext, "_get_pybind11_abi_build_flags", list)()
+cuda = ["/usr/local/cuda/include"] + [os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", n, "include") for n in ("cuda_runtime", "nccl")]
+flags += ["-isystem" + p for p in cuda if os.path.isdir(p)]
+open(f"{d}/cflags", "w").write("\n".join(flags) + "\n")
+libs = ext.library_paths()[0]
+open(f"{d}/ldflags", "w").write("\n".join(["-L" + libs, "-Wl,-rpath," + libs] + ["-l" + l for l in ("c10", "c10_cuda", "torch", "torch_cpu", "torch_cuda", "torch_python")]) + "\n")
+open(f"{d}/suffix", "w").write(sysconfig.get_config_var("EXT_SUFFIX"))
+print("torch", torch.__version__, "python", sys.version.split()[0])
+PY
+    verdict FAIL "torch 2.x backend: build" "$(tail -3 "$blog" | tr '\n' ' ')"
+    return
+  fi
+  local cuda_libs=() name found d
+  for name in cudart cublas cublasLt nccl; do
+    found=""
+    for d in /usr/local/cuda/lib64 /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib; do
+      found=$(ls "$d"/lib$name.so "$d"/lib$name.so.* 2>/dev/null | head -1)
+      [ -n "$found" ] && break
+    done
+    [ -n "$found" ] && cuda_libs+=("$found" "-Wl,-rpath,$(dirname "$found")")
+  done
+  mapfile -t cflags < "$dir/cflags"
+  mapfile -t ldflags < "$dir/ldflags"
+  g++ --version | head -1 >> "$blog"
+  if ! g++ -std=c++20 -O2 -fPIC -shared -DACTORCH_HAVE_CUDA=1 -DACTORCH_TORCH_CUDA=1 -I. \
+    "${cflags[@]}" python/src/torch_backend.cpp -o "$dir/ext/_torch_backend$(cat "$dir/suffix")" \
+    -Wl,--start-group "$dir"/libs/*/*.a -Wl,--end-group /tmp/actorch-device/lib/*.so* \
+    -Wl,-rpath,/tmp/actorch-device/lib "${cuda_libs[@]}" "${ldflags[@]}" >> "$blog" 2>&1; then
+    verdict FAIL "torch 2.x backend: build" "see $blog: $(grep -m3 'error' "$blog" | tr '\n' ' ' | cut -c1-400)"
+    return
+  fi
+  verdict PASS "torch 2.x backend: build" "$(grep -m1 '^torch ' "$blog"), $(tail -1 "$blog")"
+  local line v rest
+  # The bundle's libraries need each other (Debian's Gloo needs hiredis): the path, not an rpath.
+  LD_LIBRARY_PATH=/tmp/actorch-device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 300 \
+    python3 tests/tools/torch2_backend.py "$dir/ext" "$dir/out" > "$logs/torch2.log" 2>&1
+  grep -qE '^(PASS|FAIL) ' "$logs/torch2.log" ||
+    verdict FAIL "torch 2.x backend: run" "$(tail -5 "$logs/torch2.log" | tr '\n' ' ' | cut -c1-400)"
+  while read -r line; do
+    v=${line%% *} rest=${line#* }
+    verdict "$v" "torch 2.x: ${rest%% world=*}" "world=${rest#* world=}"
+  done < <(grep -E '^(PASS|FAIL) ' "$logs/torch2.log")
+}
+if [ "${1:-}" = torch2 ]; then
+  check_torch2_backend
+  finish
+fi
 if nvidia-smi -L > "$logs/nvidia-smi.log" 2>&1; then
   verdict PASS gpu "$(head -1 "$logs/nvidia-smi.log")"
 else
@@ -132,4 +204,5 @@ if [ -n "$mine" ] && [ -n "$torch" ] && holds "$mine <= $torch"; then
 else
   verdict FAIL "gpu-step" "'$mine' ms per step, torch eager '$torch' ms (target: at most torch's)"
 fi
+check_torch2_backend
 finish

@@ -59,6 +59,13 @@ stream stream::default_stream(int device) {
   return stream(resolve(device, "default_stream"), nullptr);
 }
 
+stream stream::borrowed(int device, void* handle) {
+  device = resolve(device, "stream::borrowed");
+  if (handle == nullptr)
+    return stream(device, nullptr);
+  return stream(device, std::shared_ptr<void>(handle, [](void*) {}));
+}
+
 void stream::synchronize() const {
   device_guard guard(device_);
   ACTORCH_CUDA_CHECK(cudaStreamSynchronize(raw(*this)));
@@ -186,6 +193,9 @@ stream stream::create(int) {
 }
 stream stream::default_stream(int) {
   fail_without_cuda("default_stream");
+}
+stream stream::borrowed(int, void*) {
+  fail_without_cuda("stream::borrowed");
 }
 void stream::synchronize() const {}
 bool stream::query() const {

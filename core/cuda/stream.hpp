@@ -26,6 +26,9 @@ public:
   static stream create(int device = -1);
   /// The legacy default stream of `device`.
   static stream default_stream(int device = -1);
+  /// A stream made elsewhere (torch's current stream, for one), not owned: its maker keeps it
+  /// alive while this is used. nullptr is the legacy default stream.
+  static stream borrowed(int device, void* handle);
 
   int device() const { return device_; }
   /// The cudaStream_t (nullptr for the legacy default stream).

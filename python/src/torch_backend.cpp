@@ -18,6 +18,15 @@
 // *_multigpu collectives, whose lists of several CPU tensors go to comm/multigpu. A Future's
 // callbacks (a comm hook's Python `then`) run on the group's worker and take the GIL there, so
 // the group is destroyed without the GIL (its end waits for that worker).
+//
+// Under torch 2.x the same class is a c10d::Backend (2.x's ProcessGroup dispatches each op to
+// the backend registered for its tensors' device; the ops are the same). A build that defines
+// ACTORCH_TORCH_CUDA (scripts/gpu-check.sh builds one against the GPU machine's torch) also
+// takes CUDA tensors: they go to actorch's NCCL group, made at the first CUDA op through the
+// same store (keys under "nccl/") on that tensor's device. Each such op is queued behind what
+// torch's current stream holds (the NCCL group orders its stream after the issuing thread's
+// current stream, here torch's), and the work's wait() makes torch's current stream wait for
+// it; the Future, made for that device, completes once the op has run.
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 
@@ -26,17 +35,32 @@
 #include <algorithm>
 #include <optional>
 
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/utils/pybind.h>
-#include <torch/version.h>
+#ifndef ACTORCH_TORCH_CUDA
+#define ACTORCH_TORCH_CUDA 0
+#endif
+#if ACTORCH_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include "comm/backend/gloo/process_group_gloo.hpp"
 #include "comm/multigpu.hpp"
 #include "comm/store/store.hpp"
 #include "core/ops/factory.hpp"
+#if ACTORCH_TORCH_CUDA
+#include "comm/backend/nccl/process_group_nccl.hpp"
+#include "comm/store/prefix_store.hpp"
+#include "core/cuda/stream.hpp"
+#endif
 
 namespace py = pybind11;
 
@@ -45,6 +69,12 @@ namespace actorch::torch_backend {
 namespace {
 
 using milliseconds = std::chrono::milliseconds;
+
+#if TORCH_VERSION_MAJOR >= 2
+using torch_group = ::c10d::Backend;
+#else
+using torch_group = ::c10d::ProcessGroup;
+#endif
 
 std::vector<uint8_t> bytes(const std::string& s) {
   return {s.begin(), s.end()};
@@ -102,14 +132,22 @@ dtype dtype_of(const at::Tensor& t) {
 
 /// The actorch tensor over `t`'s memory; the deleter keeps `t`'s storage alive.
 tensor wrap(const at::Tensor& t, const char* op) {
+#if ACTORCH_TORCH_CUDA
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "actorch backend: ", op,
+              " takes CPU or CUDA tensors (got one on ", t.device(), ")");
+#else
   TORCH_CHECK(t.device().is_cpu(), "actorch backend: ", op, " takes CPU tensors (got one on ",
               t.device(),
               "); CUDA tensors are not supported "
               "by this build of the backend");
+#endif
   TORCH_CHECK(t.is_contiguous(), "actorch backend: ", op, ": tensors must be contiguous");
   const auto sizes = t.sizes();
-  return from_blob(t.data_ptr(), shape_t(sizes.begin(), sizes.end()), dtype_of(t),
-                   [keep = t](void*) mutable { keep.reset(); });
+  const actorch::device where =
+      t.device().is_cuda() ? actorch::device{device_type::cuda, t.device().index()} : kCPU;
+  return from_blob(
+      t.data_ptr(), shape_t(sizes.begin(), sizes.end()), dtype_of(t),
+      [keep = t](void*) mutable { keep.reset(); }, {}, where);
 }
 
 const at::Tensor& only(const std::vector<at::Tensor>& ts, const char* op) {
@@ -132,13 +170,31 @@ dist::reduce_op reduce_op_of(const ::c10d::ReduceOp& op) {
   }
 }
 
-/// torch's Work over actorch's: its Future holds `outputs` once the op is done.
+#if ACTORCH_TORCH_CUDA
+/// Makes torch's current stream on `d` actorch's current stream for a scope: what the NCCL
+/// group queues behind, and what a work's wait() orders after the op.
+class torch_stream_scope {
+public:
+  explicit torch_stream_scope(const c10::Device& d)
+      : guard_(cuda::stream::borrowed(d.index(),
+                                      c10::cuda::getCurrentCUDAStream(d.index()).stream())) {}
+
+private:
+  cuda::stream_guard guard_;
+};
+#endif
+
+/// torch's Work over actorch's: its Future holds `outputs` once the op is done. For an op on
+/// CUDA tensors (`cuda`), the Future is one of that device and wait() orders torch's current
+/// stream after the op instead of blocking the host.
 class actorch_work final : public ::c10d::Work {
 public:
-  actorch_work(dist::work w, std::vector<at::Tensor> outputs, ::c10d::OpType type)
-      : ::c10d::Work(-1, type), w_(std::move(w)), outputs_(std::move(outputs)),
+  actorch_work(dist::work w, std::vector<at::Tensor> outputs, ::c10d::OpType type,
+               std::optional<c10::Device> cuda)
+      : ::c10d::Work(-1, type), w_(std::move(w)), outputs_(std::move(outputs)), cuda_(cuda),
         future_(c10::make_intrusive<c10::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()))) {
+            c10::ListType::create(c10::TensorType::get()),
+            cuda ? std::vector<c10::Device>{*cuda} : std::vector<c10::Device>{})) {
     w_.then([fut = future_, outs = outputs_](const dist::work& done) {
       if (auto e = done.exception())
         fut->setError(e);
@@ -151,25 +207,37 @@ public:
   std::exception_ptr exception() const override { return w_.exception(); }
   int sourceRank() const override { return w_.source_rank(); }
   std::vector<at::Tensor> result() override { return outputs_; }
-  void synchronize() override {}
+  void synchronize() override {
+    if (cuda_)
+      wait(kNoTimeout);
+  }
   bool wait(milliseconds timeout) override {
+#if ACTORCH_TORCH_CUDA
+    std::optional<torch_stream_scope> on_torch_stream;
+    if (cuda_)
+      on_torch_stream.emplace(*cuda_);
+#endif
     if (timeout == kNoTimeout)
       w_.wait();
     else
       w_.wait(timeout);
     return true;
   }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    return future_;
+  }
 
 private:
   dist::work w_;
   std::vector<at::Tensor> outputs_;
+  std::optional<c10::Device> cuda_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
 c10::intrusive_ptr<::c10d::Work> make_work(dist::work w, std::vector<at::Tensor> outputs,
-                                           ::c10d::OpType type) {
-  return c10::make_intrusive<actorch_work>(std::move(w), std::move(outputs), type);
+                                           ::c10d::OpType type,
+                                           std::optional<c10::Device> cuda = std::nullopt) {
+  return c10::make_intrusive<actorch_work>(std::move(w), std::move(outputs), type, cuda);
 }
 
 /// The flat actorch tensors of a list of torch tensors (all_gather's outputs, scatter's inputs).
@@ -182,16 +250,15 @@ std::vector<tensor> wrap_all(const std::vector<at::Tensor>& ts, const char* op) 
 
 } // namespace
 
-/// The ProcessGroup torch.distributed gets for backend="actorch".
-class process_group_actorch final : public ::c10d::ProcessGroup {
+/// The ProcessGroup (torch 2.x: the Backend) torch.distributed gets for backend="actorch".
+class process_group_actorch final : public torch_group {
 public:
   process_group_actorch(const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
                         milliseconds timeout)
-      : ::c10d::ProcessGroup(rank, size) {
+      : torch_group(rank, size), store_(std::make_shared<torch_store>(store)), timeout_(timeout) {
     dist::process_group_gloo::options o;
     o.timeout = timeout;
-    pg_ = std::make_unique<dist::process_group_gloo>(std::make_shared<torch_store>(store), rank,
-                                                     size, o);
+    pg_ = std::make_unique<dist::process_group_gloo>(store_, rank, size, o);
   }
 
   /// Without the GIL: the group's worker may be running a Future's callbacks (a comm hook's
@@ -199,11 +266,14 @@ public:
   ~process_group_actorch() override {
     if (::getpid() != maker_) { // a fork's copy (a DataLoader worker): its threads are not here
       (void)pg_.release();
+      if (nccl_) // left alone as well
+        (void)new std::shared_ptr<dist::process_group>(std::move(nccl_));
       return;
     }
     std::optional<py::gil_scoped_release> no_gil;
     if (PyGILState_Check())
       no_gil.emplace();
+    nccl_.reset();
     pg_.reset();
   }
 
@@ -223,7 +293,8 @@ public:
           ::c10d::OpType::BROADCAST);
     }
     tensor t = wrap(only(ts, "broadcast"), "broadcast");
-    return make_work(pg_->broadcast(t, int(o.rootRank)), ts, ::c10d::OpType::BROADCAST);
+    return issue(ts[0], ts, ::c10d::OpType::BROADCAST,
+                 [&](dist::process_group& g) { return g.broadcast(t, int(o.rootRank)); });
   }
   c10::intrusive_ptr<::c10d::Work> allreduce(std::vector<at::Tensor>& ts,
                                              const ::c10d::AllreduceOptions& o) override {
@@ -233,7 +304,8 @@ public:
                        ::c10d::OpType::ALLREDUCE);
     }
     tensor t = wrap(only(ts, "allreduce"), "allreduce");
-    return make_work(pg_->all_reduce(t, reduce_op_of(o.reduceOp)), ts, ::c10d::OpType::ALLREDUCE);
+    return issue(ts[0], ts, ::c10d::OpType::ALLREDUCE,
+                 [&](dist::process_group& g) { return g.all_reduce(t, reduce_op_of(o.reduceOp)); });
   }
   c10::intrusive_ptr<::c10d::Work>
   allreduce_coalesced(std::vector<at::Tensor>& ts,
@@ -241,12 +313,17 @@ public:
     // One all-reduce per tensor, queued back to back; the work is the last one's (the group
     // runs its collectives in issue order, so the last done means all are).
     TORCH_CHECK(!ts.empty(), "actorch backend: allreduce_coalesced of no tensors");
-    std::vector<dist::work> works;
-    for (auto& x : ts) {
-      tensor t = wrap(x, "allreduce_coalesced");
-      works.push_back(pg_->all_reduce(t, reduce_op_of(o.reduceOp)));
-    }
-    return make_work(dist::when_all(works), ts, ::c10d::OpType::ALLREDUCE_COALESCED);
+    return issue(ts[0], ts, ::c10d::OpType::ALLREDUCE_COALESCED, [&](dist::process_group& g) {
+      std::vector<dist::work> works;
+      for (auto& x : ts) {
+        TORCH_CHECK(x.device() == ts[0].device(),
+                    "actorch backend: allreduce_coalesced's tensors are on ", ts[0].device(),
+                    " and ", x.device());
+        tensor t = wrap(x, "allreduce_coalesced");
+        works.push_back(g.all_reduce(t, reduce_op_of(o.reduceOp)));
+      }
+      return dist::when_all(works);
+    });
   }
   c10::intrusive_ptr<::c10d::Work> reduce(std::vector<at::Tensor>& ts,
                                           const ::c10d::ReduceOptions& o) override {
@@ -257,8 +334,9 @@ public:
                        ts, ::c10d::OpType::REDUCE);
     }
     tensor t = wrap(only(ts, "reduce"), "reduce");
-    return make_work(pg_->reduce(t, int(o.rootRank), reduce_op_of(o.reduceOp)), ts,
-                     ::c10d::OpType::REDUCE);
+    return issue(ts[0], ts, ::c10d::OpType::REDUCE, [&](dist::process_group& g) {
+      return g.reduce(t, int(o.rootRank), reduce_op_of(o.reduceOp));
+    });
   }
   c10::intrusive_ptr<::c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outs,
                                              std::vector<at::Tensor>& ins,
@@ -276,14 +354,15 @@ public:
     }
     TORCH_CHECK(outs.size() == 1, "actorch backend: allgather takes one output list");
     std::vector<tensor> o = wrap_all(outs[0], "allgather");
-    return make_work(pg_->all_gather(o, wrap(only(ins, "allgather"), "allgather")), outs[0],
-                     ::c10d::OpType::ALLGATHER);
+    tensor in = wrap(only(ins, "allgather"), "allgather");
+    return issue(ins[0], outs[0], ::c10d::OpType::ALLGATHER,
+                 [&](dist::process_group& g) { return g.all_gather(o, in); });
   }
   c10::intrusive_ptr<::c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in,
                                                    const ::c10d::AllgatherOptions&) override {
-    tensor o = wrap(out, "_allgather_base");
-    return make_work(pg_->all_gather_into_tensor(o, wrap(in, "_allgather_base")), {out},
-                     ::c10d::OpType::_ALLGATHER_BASE);
+    tensor o = wrap(out, "_allgather_base"), i = wrap(in, "_allgather_base");
+    return issue(in, {out}, ::c10d::OpType::_ALLGATHER_BASE,
+                 [&](dist::process_group& g) { return g.all_gather_into_tensor(o, i); });
   }
   c10::intrusive_ptr<::c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outs,
                                           std::vector<at::Tensor>& ins,
@@ -295,8 +374,9 @@ public:
       w = wrap_all(outs[0], "gather");
       outputs = outs[0];
     }
-    return make_work(pg_->gather(w, wrap(only(ins, "gather"), "gather"), int(o.rootRank)), outputs,
-                     ::c10d::OpType::GATHER);
+    tensor in = wrap(only(ins, "gather"), "gather");
+    return issue(ins[0], outputs, ::c10d::OpType::GATHER,
+                 [&](dist::process_group& g) { return g.gather(w, in, int(o.rootRank)); });
   }
   c10::intrusive_ptr<::c10d::Work> scatter(std::vector<at::Tensor>& outs,
                                            std::vector<std::vector<at::Tensor>>& ins,
@@ -307,7 +387,8 @@ public:
       w = wrap_all(ins[0], "scatter");
     }
     tensor out = wrap(only(outs, "scatter"), "scatter");
-    return make_work(pg_->scatter(out, w, int(o.rootRank)), outs, ::c10d::OpType::SCATTER);
+    return issue(outs[0], outs, ::c10d::OpType::SCATTER,
+                 [&](dist::process_group& g) { return g.scatter(out, w, int(o.rootRank)); });
   }
   c10::intrusive_ptr<::c10d::Work> reduce_scatter(std::vector<at::Tensor>& outs,
                                                   std::vector<std::vector<at::Tensor>>& ins,
@@ -323,9 +404,30 @@ public:
     }
     TORCH_CHECK(ins.size() == 1, "actorch backend: reduce_scatter takes one input list");
     tensor out = wrap(only(outs, "reduce_scatter"), "reduce_scatter");
-    return make_work(
-        pg_->reduce_scatter(out, wrap_all(ins[0], "reduce_scatter"), reduce_op_of(o.reduceOp)),
-        outs, ::c10d::OpType::REDUCE_SCATTER);
+    std::vector<tensor> in = wrap_all(ins[0], "reduce_scatter");
+    return issue(outs[0], outs, ::c10d::OpType::REDUCE_SCATTER, [&](dist::process_group& g) {
+      return g.reduce_scatter(out, in, reduce_op_of(o.reduceOp));
+    });
+  }
+  /// reduce_scatter_tensor: `in` is the world size's parts of `out`'s shape, back to back.
+  c10::intrusive_ptr<::c10d::Work>
+  _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
+                       const ::c10d::ReduceScatterOptions& o) override {
+    TORCH_CHECK(in.is_contiguous(), "actorch backend: reduce_scatter_tensor: the input must be "
+                                    "contiguous");
+    TORCH_CHECK(in.numel() == out.numel() * getSize(),
+                "actorch backend: reduce_scatter_tensor: "
+                "the input has ",
+                in.numel(), " elements, not the world size ", getSize(), " times the output's ",
+                out.numel());
+    std::vector<at::Tensor> parts;
+    for (const at::Tensor& part : in.view(-1).chunk(getSize()))
+      parts.push_back(part.view(out.sizes()));
+    tensor t = wrap(out, "reduce_scatter_tensor");
+    std::vector<tensor> list = wrap_all(parts, "reduce_scatter_tensor");
+    return issue(in, {out}, ::c10d::OpType::_REDUCE_SCATTER_BASE, [&](dist::process_group& g) {
+      return g.reduce_scatter(t, list, reduce_op_of(o.reduceOp));
+    });
   }
   c10::intrusive_ptr<::c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in,
                                                  std::vector<int64_t>& out_splits,
@@ -340,7 +442,8 @@ public:
     std::vector<at::Tensor> ins = in.chunk(n), outs = out.chunk(n);
     std::vector<tensor> i = wrap_all(ins, "all_to_all_single"),
                         o = wrap_all(outs, "all_to_all_single");
-    return make_work(pg_->all_to_all(o, i), {out}, ::c10d::OpType::ALLTOALL_BASE);
+    return issue(in, {out}, ::c10d::OpType::ALLTOALL_BASE,
+                 [&](dist::process_group& g) { return g.all_to_all(o, i); });
   }
   /// all_to_all_single with split sizes: each rank's chunks padded to the largest split of any
   /// rank (agreed by a MAX all-reduce first), one equal all_to_all, then each received chunk's
@@ -365,6 +468,10 @@ public:
       TORCH_CHECK(t.dim() > 0 && total == t.size(0), "actorch backend: all_to_all_single: ", what,
                   " split sizes sum to ", total, " but dim 0 is ", t.dim() ? t.size(0) : 0);
     };
+    TORCH_CHECK(in.is_cpu(),
+                "actorch backend: all_to_all_single with split sizes takes CPU "
+                "tensors (got one on ",
+                in.device(), ")");
     equal(in, in_splits, "input");
     equal(out, out_splits, "output");
     at::Tensor longest =
@@ -394,27 +501,72 @@ public:
   c10::intrusive_ptr<::c10d::Work> alltoall(std::vector<at::Tensor>& outs,
                                             std::vector<at::Tensor>& ins,
                                             const ::c10d::AllToAllOptions&) override {
-    std::vector<tensor> o = wrap_all(outs, "all_to_all");
-    return make_work(pg_->all_to_all(o, wrap_all(ins, "all_to_all")), outs,
-                     ::c10d::OpType::ALLTOALL);
+    TORCH_CHECK(!ins.empty(), "actorch backend: all_to_all of no tensors");
+    std::vector<tensor> o = wrap_all(outs, "all_to_all"), i = wrap_all(ins, "all_to_all");
+    return issue(ins[0], outs, ::c10d::OpType::ALLTOALL,
+                 [&](dist::process_group& g) { return g.all_to_all(o, i); });
   }
   c10::intrusive_ptr<::c10d::Work> barrier(const ::c10d::BarrierOptions&) override {
     return make_work(pg_->barrier(), {}, ::c10d::OpType::BARRIER);
   }
   c10::intrusive_ptr<::c10d::Work> send(std::vector<at::Tensor>& ts, int dst, int tag) override {
-    return make_work(pg_->send(wrap(only(ts, "send"), "send"), dst, tag), ts, ::c10d::OpType::SEND);
+    tensor t = wrap(only(ts, "send"), "send");
+    return issue(ts[0], ts, ::c10d::OpType::SEND,
+                 [&](dist::process_group& g) { return g.send(t, dst, tag); });
   }
   c10::intrusive_ptr<::c10d::Work> recv(std::vector<at::Tensor>& ts, int src, int tag) override {
     tensor t = wrap(only(ts, "recv"), "recv");
-    return make_work(pg_->recv(t, src, tag), ts, ::c10d::OpType::RECV);
+    return issue(ts[0], ts, ::c10d::OpType::RECV,
+                 [&](dist::process_group& g) { return g.recv(t, src, tag); });
   }
   c10::intrusive_ptr<::c10d::Work> recvAnysource(std::vector<at::Tensor>& ts, int tag) override {
     tensor t = wrap(only(ts, "recv"), "recv");
-    return make_work(pg_->recv(t, -1, tag), ts, ::c10d::OpType::RECVANYSOURCE);
+    return issue(ts[0], ts, ::c10d::OpType::RECVANYSOURCE,
+                 [&](dist::process_group& g) { return g.recv(t, -1, tag); });
   }
 
 private:
+  /// Issues `launch(group)` on the group for `like`'s device (the Gloo group for CPU tensors,
+  /// the NCCL group for CUDA ones, queued behind torch's current stream) and returns its work
+  /// as torch's, holding `outputs`.
+  template <class Launch>
+  c10::intrusive_ptr<::c10d::Work> issue(const at::Tensor& like, std::vector<at::Tensor> outputs,
+                                         ::c10d::OpType type, Launch&& launch) {
+#if ACTORCH_TORCH_CUDA
+    if (like.is_cuda()) {
+      dist::process_group& g = nccl(like.device());
+      torch_stream_scope on_torch_stream(like.device());
+      return make_work(launch(g), std::move(outputs), type, like.device());
+    }
+#else
+    (void)like;
+#endif
+    return make_work(launch(*pg_), std::move(outputs), type);
+  }
+
+#if ACTORCH_TORCH_CUDA
+  /// The NCCL group on `d`, made by the first CUDA op (every rank issues it, as the rendezvous
+  /// needs) through the group's store under "nccl/".
+  dist::process_group& nccl(const c10::Device& d) {
+    std::lock_guard lock(nccl_mu_);
+    if (!nccl_) {
+      nccl_ = dist::make_process_group_nccl(std::make_shared<dist::prefix_store>("nccl/", store_),
+                                            getRank(), getSize(), timeout_, {}, d.index());
+      nccl_device_ = d.index();
+    }
+    TORCH_CHECK(d.index() == nccl_device_,
+                "actorch backend: this group's CUDA ops run on cuda:", nccl_device_,
+                " (its first CUDA op's device), not on ", d);
+    return *nccl_;
+  }
+#endif
+
+  std::shared_ptr<dist::store> store_;
+  milliseconds timeout_;
   std::unique_ptr<dist::process_group_gloo> pg_;
+  std::mutex nccl_mu_;
+  std::shared_ptr<dist::process_group> nccl_; // CUDA tensors' group, made when first needed
+  int nccl_device_ = -1;
   pid_t maker_ = ::getpid();
 };
 
@@ -426,8 +578,10 @@ PYBIND11_MODULE(_torch_backend, m) {
             "it as 'actorch')";
   m.attr("built_with_torch") = TORCH_VERSION;
   py::module_::import("torch.distributed");
+  m.attr("devices") = ACTORCH_TORCH_CUDA ? std::vector<std::string>{"cpu", "cuda"}
+                                         : std::vector<std::string>{"cpu"};
   py::class_<process_group_actorch, c10::intrusive_ptr<process_group_actorch>,
-             ::c10d::ProcessGroup>(m, "ProcessGroupActorch")
+             actorch::torch_backend::torch_group>(m, "ProcessGroupActorch")
       .def(py::init([](const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout) {
              return c10::make_intrusive<process_group_actorch>(store, rank, size, timeout);

@@ -114,6 +114,9 @@ out["scatter"] = s
 if not gloo:
     o = torch.zeros(3)
     dist.reduce_scatter(o, [torch.ones(3) * (r + i) for i in range(n)]); out["reduce_scatter"] = o
+    o = torch.zeros(2, 2)  # the parts back to back in one tensor (_reduce_scatter_base)
+    dist.reduce_scatter_tensor(o, torch.arange(8.0).reshape(4, 2) * (r + 1))
+    out["reduce_scatter_tensor"] = o
 a = torch.zeros(2 * n); dist.all_to_all_single(a, torch.arange(2.0 * n) + 10 * r); out["all_to_all_single"] = a
 u = torch.zeros(3, 2)  # uneven: rank r sends 1 + r rows to rank 0 and 2 - r to rank 1
 dist.all_to_all_single(u, torch.arange(6.0).reshape(3, 2) + 10 * r,
@@ -165,14 +168,17 @@ def test_every_op_of_torchs_process_group_as_gloo_computes_it(tmp_path):
     for r in range(2):
         want = got["gloo"][r]
         # What torch 1.13's gloo lacks, against arithmetic.
-        assert set(want) | {"reduce_scatter", "all_reduce AVG", "_allgather_base",
-                            "all_to_all", "reduce_multigpu",
+        assert set(want) | {"reduce_scatter", "reduce_scatter_tensor", "all_reduce AVG",
+                            "_allgather_base", "all_to_all", "reduce_multigpu",
                             "reduce_scatter_multigpu"} == set(got["actorch"][r])
         for key, value in got["actorch"][r].items():
             # reduce's tensor off the root is undefined in torch (gloo leaves a partial sum)
             if key in want and not (key == "reduce" and r != 1):
                 same(value, want[key], f"rank {r} {key}")
         assert got["actorch"][r]["reduce_scatter"].tolist() == [1.0 * (0 + r) + (1 + r)] * 3
+        # Rank r gets rows 2r and 2r + 1 of arange(8).reshape(4, 2), times 1 + 2.
+        assert got["actorch"][r]["reduce_scatter_tensor"].tolist() == (
+            (torch.arange(8.0).reshape(4, 2)[2 * r:2 * r + 2] * 3).tolist())
         assert got["actorch"][r]["all_reduce AVG"].tolist() == [2.5, 5.0]
         # reduce_multigpu: 1 + 3 + 2 + 4 into rank 1's tensor 1 only.
         assert [t.tolist() for t in got["actorch"][r]["reduce_multigpu"]] == (
