@@ -17,9 +17,9 @@
 // next arrive barrier (everybody finished copying the previous result out).
 // AVG's division runs in step 3 on the reducing rank's part only (`finish`), so each element
 // is divided once, not once per rank after the copy out.
-// Barriers spin briefly on per-rank counters, then sleep on the counter's futex (ranks and
-// their compute threads often outnumber cores, and a waiter that spins or yields takes the
-// CPU from them); a rank that passes a counter wakes its sleepers. While asleep, a waiter
+// Barriers spin briefly on per-rank counters (spin_budget), then sleep on the counter's futex
+// (ranks and their compute threads often outnumber cores, and a waiter that spins or yields
+// takes the CPU from them); a rank that passes a counter wakes its sleepers. While asleep, a waiter
 // wakes every kSleepSlice to check the deadline and whether the peers' processes still exist.
 #include "comm/backend/gloo/shm_collectives.hpp"
 
@@ -37,6 +37,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -59,7 +60,24 @@ static_assert(counter::is_always_lock_free, "shared-memory counters must be lock
 using sleep_count = std::atomic<uint32_t>;
 static_assert(sleep_count::is_always_lock_free);
 constexpr auto kSleepSlice = std::chrono::milliseconds(50);
-constexpr uint32_t kSpins = 256;
+// How long a waiter spins before it sleeps. With a CPU for each rank, about one round of a
+// pipelined op (a 64 KiB copy and the peer's barrier), so the rounds of an op in progress meet
+// without a futex wake-up (tens of microseconds each here; broadcast, reduce and all-reduce of
+// 512 KiB to 2 MiB took 1.5-2x as long); a rank far behind costs a waiter no more than that.
+// With more ranks than CPUs a spinning waiter holds the CPU the rank it waits for needs
+// (world 4 on 2 CPUs ran 2-5x slower spinning that long), so there it barely spins. Past the
+// first few microseconds a spinning waiter also yields at each clock read: the scheduler may
+// have put the rank it waits for (or its own compute thread) on this CPU, and a pure spin then
+// cost a whole budget per barrier (a 512 KiB broadcast took 550 us instead of 55 in one run).
+std::chrono::nanoseconds spin_budget(int ranks) {
+  static const int cpus = [] {
+    cpu_set_t set;
+    return ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  }();
+  return ranks <= cpus ? std::chrono::microseconds(50) : std::chrono::microseconds(2);
+}
+constexpr uint32_t kSpinsPerClockRead = 64;
+constexpr uint32_t kPausesBeforeYield = 256;
 
 struct block_view {
   counter* arrive;
@@ -298,9 +316,20 @@ void pass_barrier(const Words& words, int rank, int size, uint64_t epoch, millis
   for (int q = 0; q < size; ++q) {
     const signal_words w = words(q);
     counter* c = w.count;
+    std::chrono::steady_clock::time_point spin_until{};
+    bool spinning = true;
     for (uint32_t spins = 0; c->load(std::memory_order_acquire) < epoch; ++spins) {
-      if (spins < kSpins) {
+      if (spinning) {
         cpu_relax();
+        if (spins % kSpinsPerClockRead == 0) {
+          const auto now = std::chrono::steady_clock::now();
+          if (spins == 0)
+            spin_until = now + spin_budget(size);
+          else if (now > spin_until)
+            spinning = false;
+          else if (spins >= kPausesBeforeYield)
+            ::sched_yield(); // the rank waited for may be queued on this CPU
+        }
         continue;
       }
       w.sleepers->fetch_add(1, std::memory_order_seq_cst);
