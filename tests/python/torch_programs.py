@@ -21,8 +21,6 @@ import torch.nn.functional as F
 import torch.optim as optim
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-import actorch  # noqa: F401  registers the backend "actorch"
-
 OUT = None
 
 
@@ -246,6 +244,8 @@ def init_process(rank, size, fn, backend, out, port):
     """The tutorial's init_process: the environment, then the group."""
     global OUT
     OUT = out
+    import actorch  # noqa: F401  registers the backend "actorch" (imported here, not at the top,
+    # so that the GPU check's tests/tools/torch2_backend.py can take the models under torch 2.x)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group(backend, rank=rank, world_size=size)
@@ -257,6 +257,7 @@ if __name__ == "__main__":
     program, backend, OUT = sys.argv[1], sys.argv[2], sys.argv[3]
     torch.set_num_threads(1)
     if "LOCAL_RANK" in os.environ:  # under torchrun: env:// from its variables
+        import actorch  # noqa: F401  registers the backend "actorch"
         dist.init_process_group(backend)
         PROGRAMS[program](dist.get_rank(), dist.get_world_size())
         dist.destroy_process_group()

@@ -29,6 +29,9 @@ import torch.nn as nn
 import torch.optim as optim
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from torch_programs import Branchy, ToyModel  # noqa: E402  the seeds' models, as the suite has them
+
 
 def register(extension_dir):
     """Registers "actorch" from the extension built in `extension_dir` (once per process)."""
@@ -40,17 +43,6 @@ def register(extension_dir):
     def creator(store, rank, size, timeout):
         return _torch_backend.ProcessGroupActorch(store, rank, size, timeout)
     dist.Backend.register_backend("actorch", creator, devices=list(_torch_backend.devices))
-
-
-class ToyModel(nn.Module):
-    def __init__(self):
-        super(ToyModel, self).__init__()
-        self.net1 = nn.Linear(10, 10)
-        self.relu = nn.ReLU()
-        self.net2 = nn.Linear(10, 5)
-
-    def forward(self, x):
-        return self.net2(self.relu(self.net1(x)))
 
 
 def demo_basic(rank, device):
@@ -66,22 +58,6 @@ def demo_basic(rank, device):
     loss_fn(outputs, labels).backward()
     optimizer.step()
     return [p.detach().cpu() for p in model.parameters()]
-
-
-class Branchy(nn.Module):
-    """A model one of whose layers a step may not use (find_unused_parameters)."""
-
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(10, 10)
-        self.b = nn.Linear(10, 10)
-        self.out = nn.Linear(10, 5)
-
-    def forward(self, x, use_b):
-        h = torch.relu(self.a(x))
-        if use_b:
-            h = torch.relu(self.b(h))
-        return self.out(h)
 
 
 def ddp_variants(rank):
