@@ -47,27 +47,43 @@ pid_t fork_node(launch_options o, int n, const std::filesystem::path& dir) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     o.node_rank = n;
-    std::ostringstream out, err;
+    // Written as they come (unitbuf), so a node that never ends has said what it did.
+    std::ofstream out(dir / ("out" + std::to_string(n))), err(dir / ("err" + std::to_string(n)));
+    out << std::unitbuf;
+    err << std::unitbuf;
     int rc = 99;
     try {
       rc = launch(o, out, err);
     } catch (const std::exception& e) {
       err << "threw: " << e.what();
     }
-    actorch::test::write_file((dir / ("out" + std::to_string(n))).string(), out.str());
-    actorch::test::write_file((dir / ("err" + std::to_string(n))).string(), err.str());
     ::_exit(rc);
   }
   return pid;
 }
 
+// Waits for node n's launcher; one still running after 120 s (the tests expect seconds) is
+// killed, and its run says so after what it wrote, instead of the test hanging until ctest's
+// limit with nothing to show.
 node_run wait_node(pid_t pid, int n, const std::filesystem::path& dir) {
   node_run r;
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  bool killed = false;
+  for (auto deadline = std::chrono::steady_clock::now() + 120s;
+       ::waitpid(pid, &status, WNOHANG) == 0;) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      killed = true;
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = actorch::test::read_file((dir / ("out" + std::to_string(n))).string());
   r.err = actorch::test::read_file((dir / ("err" + std::to_string(n))).string());
+  if (killed)
+    r.err += "\n[test] node " + std::to_string(n) + "'s launcher had not ended after 120 s: killed";
   return r;
 }
 
