@@ -68,19 +68,20 @@ check_torch2_backend() {
   tar -C "$dir/libs" -xJf .device/torch2-libs.tar.xz
   # One argument per line: torch's include paths and pybind11 ABI flags, this Python's headers.
   if ! python3 - "$dir" > "$blog" 2>&1 <<'PY'; then
-import os, sys, sysconfig, torch
+import os, sys, sysconfig, warnings, torch
 from torch.utils import cpp_extension as ext
 d = sys.argv[1]
 assert torch._C._GLIBCXX_USE_CXX11_ABI, "this torch uses the old C++ ABI; actorch's libraries the new"
-flags = ["-isystem" + p for p in ext.include_paths()] + ["-isystem" + sysconfig.get_paths()["include"]]
-import warnings
+wheels = os.path.join(os.path.dirname(torch.__file__), "..", "nvidia")
+cuda = ["/usr/local/cuda/include"] + [os.path.join(wheels, n, "include") for n in ("cuda_runtime", "nccl")]
+includes = ext.include_paths() + [sysconfig.get_paths()["include"]] + [p for p in cuda if os.path.isdir(p)]
+flags = ["-isystem" + p for p in includes]
 warnings.simplefilter("ignore")  # 2.x deprecates asking for pybind11's ABI flags, and still needs them
 flags += getattr(ext, "_get_pybind11_abi_build_flags", list)()
-cuda = ["/usr/local/cuda/include"] + [os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", n, "include") for n in ("cuda_runtime", "nccl")]
-flags += ["-isystem" + p for p in cuda if os.path.isdir(p)]
 open(f"{d}/cflags", "w").write("\n".join(flags) + "\n")
 libs = ext.library_paths()[0]
-open(f"{d}/ldflags", "w").write("\n".join(["-L" + libs, "-Wl,-rpath," + libs] + ["-l" + l for l in ("c10", "c10_cuda", "torch", "torch_cpu", "torch_cuda", "torch_python")]) + "\n")
+names = ("c10", "c10_cuda", "torch", "torch_cpu", "torch_cuda", "torch_python")
+open(f"{d}/ldflags", "w").write("\n".join(["-L" + libs, "-Wl,-rpath," + libs] + ["-l" + n for n in names]) + "\n")
 open(f"{d}/suffix", "w").write(sysconfig.get_config_var("EXT_SUFFIX"))
 print("torch", torch.__version__, "python", sys.version.split()[0])
 PY

@@ -171,17 +171,11 @@ dist::reduce_op reduce_op_of(const ::c10d::ReduceOp& op) {
 }
 
 #if ACTORCH_TORCH_CUDA
-/// Makes torch's current stream on `d` actorch's current stream for a scope: what the NCCL
-/// group queues behind, and what a work's wait() orders after the op.
-class torch_stream_scope {
-public:
-  explicit torch_stream_scope(const c10::Device& d)
-      : guard_(cuda::stream::borrowed(d.index(),
-                                      c10::cuda::getCurrentCUDAStream(d.index()).stream())) {}
-
-private:
-  cuda::stream_guard guard_;
-};
+/// torch's current stream on `d`, made actorch's current stream (cuda::stream_guard) while an op
+/// is issued (the NCCL group queues behind it) and while a work is waited on (it then waits).
+cuda::stream torch_current_stream(const c10::Device& d) {
+  return cuda::stream::borrowed(d.index(), c10::cuda::getCurrentCUDAStream(d.index()).stream());
+}
 #endif
 
 /// torch's Work over actorch's: its Future holds `outputs` once the op is done. For an op on
@@ -213,9 +207,9 @@ public:
   }
   bool wait(milliseconds timeout) override {
 #if ACTORCH_TORCH_CUDA
-    std::optional<torch_stream_scope> on_torch_stream;
+    std::optional<cuda::stream_guard> on_torch_stream;
     if (cuda_)
-      on_torch_stream.emplace(*cuda_);
+      on_torch_stream.emplace(torch_current_stream(*cuda_));
 #endif
     if (timeout == kNoTimeout)
       w_.wait();
@@ -313,15 +307,17 @@ public:
     // One all-reduce per tensor, queued back to back; the work is the last one's (the group
     // runs its collectives in issue order, so the last done means all are).
     TORCH_CHECK(!ts.empty(), "actorch backend: allreduce_coalesced of no tensors");
+    std::vector<tensor> list;
+    for (const auto& x : ts) {
+      TORCH_CHECK(x.device() == ts[0].device(),
+                  "actorch backend: allreduce_coalesced's tensors are on ", ts[0].device(), " and ",
+                  x.device());
+      list.push_back(wrap(x, "allreduce_coalesced"));
+    }
     return issue(ts[0], ts, ::c10d::OpType::ALLREDUCE_COALESCED, [&](dist::process_group& g) {
       std::vector<dist::work> works;
-      for (auto& x : ts) {
-        TORCH_CHECK(x.device() == ts[0].device(),
-                    "actorch backend: allreduce_coalesced's tensors are on ", ts[0].device(),
-                    " and ", x.device());
-        tensor t = wrap(x, "allreduce_coalesced");
+      for (tensor& t : list)
         works.push_back(g.all_reduce(t, reduce_op_of(o.reduceOp)));
-      }
       return dist::when_all(works);
     });
   }
@@ -416,10 +412,8 @@ public:
     TORCH_CHECK(in.is_contiguous(), "actorch backend: reduce_scatter_tensor: the input must be "
                                     "contiguous");
     TORCH_CHECK(in.numel() == out.numel() * getSize(),
-                "actorch backend: reduce_scatter_tensor: "
-                "the input has ",
-                in.numel(), " elements, not the world size ", getSize(), " times the output's ",
-                out.numel());
+                "actorch backend: reduce_scatter_tensor: the input has ", in.numel(),
+                " elements, not the world size ", getSize(), " times the output's ", out.numel());
     std::vector<at::Tensor> parts;
     for (const at::Tensor& part : in.view(-1).chunk(getSize()))
       parts.push_back(part.view(out.sizes()));
@@ -468,10 +462,10 @@ public:
       TORCH_CHECK(t.dim() > 0 && total == t.size(0), "actorch backend: all_to_all_single: ", what,
                   " split sizes sum to ", total, " but dim 0 is ", t.dim() ? t.size(0) : 0);
     };
-    TORCH_CHECK(in.is_cpu(),
-                "actorch backend: all_to_all_single with split sizes takes CPU "
-                "tensors (got one on ",
-                in.device(), ")");
+    TORCH_CHECK(
+        in.is_cpu(),
+        "actorch backend: all_to_all_single with split sizes takes CPU tensors (got one on ",
+        in.device(), ")");
     equal(in, in_splits, "input");
     equal(out, out_splits, "output");
     at::Tensor longest =
@@ -535,7 +529,7 @@ private:
 #if ACTORCH_TORCH_CUDA
     if (like.is_cuda()) {
       dist::process_group& g = nccl(like.device());
-      torch_stream_scope on_torch_stream(like.device());
+      cuda::stream_guard on_torch_stream(torch_current_stream(like.device()));
       return make_work(launch(g), std::move(outputs), type, like.device());
     }
 #else
@@ -562,10 +556,11 @@ private:
 #endif
 
   std::shared_ptr<dist::store> store_;
-  milliseconds timeout_;
   std::unique_ptr<dist::process_group_gloo> pg_;
+  // CUDA tensors' group (ACTORCH_TORCH_CUDA builds only), made when first needed.
+  milliseconds timeout_;
   std::mutex nccl_mu_;
-  std::shared_ptr<dist::process_group> nccl_; // CUDA tensors' group, made when first needed
+  std::shared_ptr<dist::process_group> nccl_;
   int nccl_device_ = -1;
   pid_t maker_ = ::getpid();
 };

@@ -3,7 +3,9 @@ point-to-point, new_group and average_gradients training; DDP's demo_basic and d
 DDP with find_unused_parameters, no_sync and the fp16 compression hook), changed only as a
 CPU-only machine needs (CPU tensors, no device_ids, random tensors or the digits data instead of
 a download) and given the backend as an argument. Each rank writes what it ends with to
-OUT/<program>.<rank>.pt, for test_torch_backend.py to compare across backends.
+OUT/<program>.<rank>.pt, for test_torch_backend.py to compare across backends. DDP's programs
+take a device as well: "cpu" here, the seed's rank in the GPU check (tests/tools/
+torch2_backend.py, which runs demo_basic and ddp_variants on CUDA tensors).
 
 Started as the seeds start them:   torch_programs.py PROGRAM BACKEND OUT PORT [WORLD]  (mp.spawn)
 or under torchrun:                  torchrun --nproc_per_node N torch_programs.py PROGRAM BACKEND OUT
@@ -158,15 +160,15 @@ class ToyModel(nn.Module):
         return self.net2(self.relu(self.net1(x)))
 
 
-def demo_basic(rank, world_size):
+def demo_basic(rank, world_size, device="cpu"):
     torch.manual_seed(rank)  # each rank its own data, as the seed's torch.randn gives
-    model = ToyModel()
-    ddp_model = DDP(model)
+    model = ToyModel().to(device)
+    ddp_model = DDP(model, device_ids=None if device == "cpu" else [device])
     loss_fn = nn.MSELoss()
     optimizer = optim.SGD(ddp_model.parameters(), lr=0.001)
     optimizer.zero_grad()
     outputs = ddp_model(torch.randn(20, 10))
-    labels = torch.randn(20, 5)
+    labels = torch.randn(20, 5).to(device)
     loss_fn(outputs, labels).backward()
     optimizer.step()
     save("demo_basic", list(model.parameters()))
@@ -212,24 +214,25 @@ class Branchy(nn.Module):
         return self.out(h)
 
 
-def ddp_variants(rank, world_size):
+def ddp_variants(rank, world_size, device="cpu"):
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     results = []
     for variant in ("find_unused", "no_sync", "fp16_hook"):
         torch.manual_seed(0)
-        model = Branchy()
-        ddp = DDP(model, find_unused_parameters=variant == "find_unused")
+        model = Branchy().to(device)
+        ddp = DDP(model, device_ids=None if device == "cpu" else [device],
+                  find_unused_parameters=variant == "find_unused")
         if variant == "fp16_hook":
             ddp.register_comm_hook(state=None, hook=default_hooks.fp16_compress_hook)
         optimizer = optim.SGD(ddp.parameters(), lr=0.01)
         gen = torch.Generator().manual_seed(100 + rank)
         for step in range(4):
-            x = torch.randn(8, 10, generator=gen)
+            x = torch.randn(8, 10, generator=gen).to(device)
             optimizer.zero_grad()
             if variant == "no_sync" and step % 2 == 0:
                 with ddp.no_sync():  # accumulate locally, synchronise on the next step
                     ddp(x, True).sum().backward()
-                x = torch.randn(8, 10, generator=gen)
+                x = torch.randn(8, 10, generator=gen).to(device)
             ddp(x, variant != "find_unused" or step % 2 == 1).sum().backward()
             optimizer.step()
         results.append([p.detach().clone() for p in model.parameters()])
@@ -245,7 +248,7 @@ def init_process(rank, size, fn, backend, out, port):
     global OUT
     OUT = out
     import actorch  # noqa: F401  registers the backend "actorch" (imported here, not at the top,
-    # so that the GPU check's tests/tools/torch2_backend.py can take the models under torch 2.x)
+    # so that the GPU check's tests/tools/torch2_backend.py can run the programs under torch 2.x)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group(backend, rank=rank, world_size=size)

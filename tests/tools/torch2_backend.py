@@ -25,12 +25,9 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-import torch.nn as nn
-import torch.optim as optim
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from torch_programs import Branchy, ToyModel  # noqa: E402  the seeds' models, as the suite has them
+import torch_programs  # noqa: E402  the seeds' programs, as the suite runs them
 
 
 def register(extension_dir):
@@ -43,47 +40,6 @@ def register(extension_dir):
     def creator(store, rank, size, timeout):
         return _torch_backend.ProcessGroupActorch(store, rank, size, timeout)
     dist.Backend.register_backend("actorch", creator, devices=list(_torch_backend.devices))
-
-
-def demo_basic(rank, device):
-    """The seed's demo_basic after setup(); `device` is rank (the seed's) or "cpu"."""
-    torch.manual_seed(rank)  # each rank its own data, as the seed's torch.randn gives
-    model = ToyModel().to(device)
-    ddp_model = DDP(model, device_ids=[rank] if device != "cpu" else None)
-    loss_fn = nn.MSELoss()
-    optimizer = optim.SGD(ddp_model.parameters(), lr=0.001)
-    optimizer.zero_grad()
-    outputs = ddp_model(torch.randn(20, 10))
-    labels = torch.randn(20, 5).to(device)
-    loss_fn(outputs, labels).backward()
-    optimizer.step()
-    return [p.detach().cpu() for p in model.parameters()]
-
-
-def ddp_variants(rank):
-    """DDP with find_unused_parameters, no_sync and the fp16 compression hook (whose Future's
-    then() runs on CUDA tensors) on cuda:rank, four steps each."""
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-    results = []
-    for variant in ("find_unused", "no_sync", "fp16_hook"):
-        torch.manual_seed(0)
-        model = Branchy().to(rank)
-        ddp = DDP(model, device_ids=[rank], find_unused_parameters=variant == "find_unused")
-        if variant == "fp16_hook":
-            ddp.register_comm_hook(state=None, hook=default_hooks.fp16_compress_hook)
-        optimizer = optim.SGD(ddp.parameters(), lr=0.01)
-        gen = torch.Generator().manual_seed(100 + rank)
-        for step in range(4):
-            x = torch.randn(8, 10, generator=gen).to(rank)
-            optimizer.zero_grad()
-            if variant == "no_sync" and step % 2 == 0:
-                with ddp.no_sync():  # accumulate locally, synchronise on the next step
-                    ddp(x, True).sum().backward()
-                x = torch.randn(8, 10, generator=gen).to(rank)
-            ddp(x, variant != "find_unused" or step % 2 == 1).sum().backward()
-            optimizer.step()
-        results += [p.detach().cpu() for p in model.parameters()]
-    return results
 
 
 def cuda_collectives(rank, world):
@@ -114,16 +70,19 @@ def cuda_collectives(rank, world):
 
 
 def rank_main(rank, world, backend, device, extension_dir, port, out):
+    """One rank: the seed's programs (their results in OUT/<program>.<rank>.pt), and on CUDA
+    the collectives of known result; `checks` says which backend ran and what was wrong."""
     register(extension_dir)
+    torch_programs.OUT = out
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group(backend, rank=rank, world_size=world)
-    result = {"backend": dist.get_backend(), "params": demo_basic(rank, rank if device == "cuda"
-                                                                  else "cpu")}
+    torch_programs.demo_basic(rank, world, rank if device == "cuda" else "cpu")
+    wrong = []
     if device == "cuda":
-        result["wrong"] = cuda_collectives(rank, world)
-        result["variants"] = ddp_variants(rank)
-    torch.save(result, os.path.join(out, f"{backend}-{device}.{rank}.pt"))
+        torch_programs.ddp_variants(rank, world, rank)
+        wrong = cuda_collectives(rank, world)
+    torch_programs.save("checks", {"backend": dist.get_backend(), "wrong": wrong})
     dist.destroy_process_group()
 
 
@@ -134,17 +93,26 @@ def free_port():
 
 
 def run(world, backend, device, extension_dir, out):
-    mp.spawn(rank_main, args=(world, backend, device, extension_dir, free_port(), out),
+    """Every rank's results, by program, of one run in its own folder of `out`."""
+    folder = os.path.join(out, f"{backend}-{device}")
+    os.makedirs(folder, exist_ok=True)
+    mp.spawn(rank_main, args=(world, backend, device, extension_dir, free_port(), folder),
              nprocs=world, join=True)
-    return [torch.load(os.path.join(out, f"{backend}-{device}.{r}.pt")) for r in range(world)]
+    return [{f.split(".")[0]: torch.load(os.path.join(folder, f)) for f in os.listdir(folder)
+             if f.endswith(f".{r}.pt")} for r in range(world)]
 
 
-def compare(name, ours, theirs, peer, key="params"):
-    """One verdict: every rank's parameters over actorch against the peer backend's."""
+def flat(tensors):
+    """The tensors of a program's result (ddp_variants': a list per variant), in order."""
+    return [t for x in tensors for t in (flat(x) if isinstance(x, list) else [x])]
+
+
+def compare(name, ours, theirs, peer, program):
+    """One verdict: every rank's parameters after `program` over actorch against the peer's."""
     diff = max((a - b).abs().max().item()
-               for o, t in zip(ours, theirs) for a, b in zip(o[key], t[key]))
-    wrong = sorted({w for o in ours for w in o.get("wrong", [])})
-    backend = {o["backend"] for o in ours}
+               for o, t in zip(ours, theirs) for a, b in zip(flat(o[program]), flat(t[program])))
+    wrong = sorted({w for o in ours for w in o["checks"]["wrong"]})
+    backend = {o["checks"]["backend"] for o in ours}
     ok = diff <= 1e-6 and not wrong and backend == {"actorch"}
     print(f"{'PASS' if ok else 'FAIL'} {name} world={len(ours)} max_abs_diff_vs_{peer}={diff:.3g}"
           f" backend={','.join(sorted(backend))}"
@@ -167,11 +135,11 @@ def main():
     else:
         ours = run(gpus, "actorch", "cuda", extension_dir, out)
         theirs = run(gpus, "nccl", "cuda", extension_dir, out)
-        failed += compare("demo_basic cuda (seed as written)", ours, theirs, "nccl")
+        failed += compare("demo_basic cuda (seed as written)", ours, theirs, "nccl", "demo_basic")
         failed += compare("DDP find_unused/no_sync/fp16 hook cuda", ours, theirs, "nccl",
-                          "variants")
+                          "ddp_variants")
     failed += compare("demo_basic cpu under torch 2.x", run(2, "actorch", "cpu", extension_dir, out),
-                      run(2, "gloo", "cpu", extension_dir, out), "gloo")
+                      run(2, "gloo", "cpu", extension_dir, out), "gloo", "demo_basic")
     sys.exit(failed)
 
 
