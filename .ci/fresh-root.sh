@@ -13,7 +13,8 @@
 # Mounts live in a private mount namespace and processes in a pid namespace of their own, so
 # both go when the run ends, however it ends (a CI timeout's signal included).
 #
-# Usage: .ci/fresh-root.sh [PRESET...]   (default: release; the test command's presets)
+# Usage: .ci/fresh-root.sh [PRESET...]   (default: none given, so the test command runs as the
+#   README writes it, every preset; presets given are appended to it)
 # Environment: ACTORCH_CI_ORDER (main-first, the default, or test-first), ACTORCH_CI_CACHE
 # (default /var/cache/actorch/ci), ACTORCH_DEBIAN_MIRROR, and ACTORCH_CI_KEEP_ROOT=1 to keep
 # the root afterwards (for a look inside; remove it by hand).
@@ -86,7 +87,7 @@ cp /etc/resolv.conf /etc/hosts "${root}/etc/"
 
 cuda=""
 if [ -e /usr/local/cuda ]; then cuda="$(readlink -f /usr/local/cuda)"; fi
-presets="${*:-release}"
+presets="$*"
 order="${ACTORCH_CI_ORDER:-main-first}"
 
 # The root runs the README's commands in the order asked, the test command with the presets

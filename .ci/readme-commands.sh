@@ -5,7 +5,7 @@
 # its fresh Debian 12 root (.ci/fresh-root.sh), where nothing was installed before.
 #
 # Usage: .ci/readme-commands.sh main-first|test-first [PRESET...]
-#   The presets are appended to the test command (CI's fresh root: release).
+#   Presets given are appended to the test command; CI gives none, so it runs as written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 order="${1:?usage: readme-commands.sh main-first|test-first [PRESET...]}"

@@ -50,7 +50,10 @@ tar xf "${tarball}"
 srcdir="$(find . -maxdepth 1 -type d -name 'actor-framework*' | head -1)"
 
 # GCC 12 needs `-include limits` for libcaf_io. Only the libraries are built.
-cmake -S "${srcdir}" -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+# Through ccache where there is one: CI's fresh root builds this each run, with a shared ccache.
+launcher=()
+if command -v ccache > /dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+cmake -S "${srcdir}" -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \
   -DCMAKE_CXX_FLAGS="-fsanitize=thread -include limits" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" \
   -DCAF_NO_EXAMPLES=ON -DCAF_NO_UNIT_TESTS=ON -DCAF_NO_OPENCL=ON -DCAF_NO_OPENSSL=ON \
