@@ -97,8 +97,13 @@ order="${ACTORCH_CI_ORDER:-main-first}"
 unshare --mount --propagation private --pid --fork --kill-child -- bash -euo pipefail -s \
   "${root}" "${cuda}" "${ccache_dir}" "${cache}/apt-archives" "${order}" "${presets}" <<'INNER' &
 root="$1" cuda="$2" ccache_dir="$3" archives="$4" order="$5" presets="$6"
+# The root a mount point of its own: `ip netns exec` (the two-hosts test) remounts / as a
+# slave, which fails on a plain directory. The machine's cgroup tree: the store attack test
+# caps its master's memory in a cgroup of its own. Both tests skip without them.
+mount --bind "${root}" "${root}"
 mount -t proc proc "${root}/proc"
 mount -t sysfs sysfs "${root}/sys"
+mount --rbind /sys/fs/cgroup "${root}/sys/fs/cgroup"
 mount --rbind /dev "${root}/dev"
 if [ -n "${cuda}" ]; then
   mkdir -p "${root}${cuda}"

@@ -51,8 +51,12 @@ srcdir="$(find . -maxdepth 1 -type d -name 'actor-framework*' | head -1)"
 
 # GCC 12 needs `-include limits` for libcaf_io. Only the libraries are built.
 # Through ccache where there is one: CI's fresh root builds this each run, with a shared ccache.
+# The build folder's name is new each time: paths are hashed relative to it, so runs share hits.
 launcher=()
-if command -v ccache > /dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+if command -v ccache > /dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${work}" CCACHE_NOHASHDIR=1
+fi
 cmake -S "${srcdir}" -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \
   -DCMAKE_CXX_FLAGS="-fsanitize=thread -include limits" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" \

@@ -128,7 +128,8 @@ def run(actorch, digits, scratch, kills, problems, restarts=0):
             problems.append(f"{name}: rank {r} ran as {len(pids)} processes {sorted(pids)}, "
                             f"not {want}")
     if restarts and not any(g[4] == "0,1,2" for g in regroups):
-        problems.append(f"{name}: the world did not grow back to ranks 0,1,2: {regroups}")
+        problems.append(f"{name}: the world did not grow back to ranks 0,1,2: {regroups}\n"
+                        f"{out[-3000:]}")
     # The steps that happened: those a survivor finished (its model is the job's). A lost
     # rank's batch of such a step counts even when it died before finishing it itself (its
     # gradient reached the survivors); a step no survivor finished was done again.
