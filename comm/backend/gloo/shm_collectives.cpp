@@ -8,8 +8,10 @@
 //     (its own part stays in its tensor). On the first chunk it also writes its op header.
 //  2. Arrive barrier. Every slot is now full for this chunk; on the first chunk every rank
 //     compares all headers and, when they differ, all ranks return "mismatch" together.
-//  3. Reduce: rank r folds the others' slots into its own part, in its tensor, and copies the
-//     result into the result area.
+//  3. Reduce: rank r folds its part of every rank's data (its own from its tensor, the others'
+//     from their slots) in rank order into its tensor, and copies the result into the result
+//     area. So every element is reduced in rank order whichever rank owns it, as on the small
+//     path and over shared blocks: an all-reduce gives the same bits on every path.
 //  4. Done barrier. Every part of the result area is final, and nobody reads the slots any more.
 //  5. Copy out: rank r copies the others' parts of the result into its tensor.
 // Reusing the buffers for the next chunk is safe: a rank writes its slot again only after the
@@ -394,15 +396,30 @@ bool shm_collectives::run(void* data, size_t count, size_t elem_size, reduce_fn 
         return false; // Note [Header mismatches]
       first = false;
     }
-    // 3. Reduce my part from the others' slots, publish it.
+    // 3. Reduce my part in rank order, in my tensor (ranks 0 and 1 from the start; a later
+    //    rank folds ranks 0 .. r-1 in the result area first), and publish it.
     auto [b, e] = part(size_t(rank_));
     char* out = chunk + b * elem_size;
-    for (int q = 0; q < size_ && e > b; ++q)
-      if (q != rank_)
-        fn(out, out, slot(base_, size_, q) + b * elem_size, e - b);
-    if (finish != nullptr && e > b)
-      finish(out, e - b, divisor);
-    copy(result_area(base_, size_) + b * elem_size, out, (e - b) * elem_size);
+    char* result = result_area(base_, size_) + b * elem_size;
+    const auto source = [&](int q) -> const char* {
+      return q == rank_ ? out : slot(base_, size_, q) + b * elem_size;
+    };
+    if (e > b) {
+      const size_t m = e - b;
+      if (rank_ <= 1) {
+        fn(out, source(0), source(1), m);
+      } else {
+        fn(result, source(0), source(1), m);
+        for (int q = 2; q < rank_; ++q)
+          fn(result, result, source(q), m);
+        fn(out, result, out, m);
+      }
+      for (int q = std::max(2, rank_ + 1); q < size_; ++q)
+        fn(out, out, source(q), m);
+      if (finish != nullptr)
+        finish(out, m, divisor);
+      copy(result, out, m * elem_size);
+    }
     // 4. Every part of the result is final.
     barrier(1, epoch);
     // 5. Copy the others' parts out.
