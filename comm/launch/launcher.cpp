@@ -66,6 +66,24 @@ std::string describe_status(int rank, int status) {
   return "rank " + std::to_string(rank) + " ended with wait status " + std::to_string(status);
 }
 
+// Whether a rank's death by `sig` is its own fault (Note [Elastic membership]): a bad access, a
+// bad instruction or arithmetic, abort() (a failed assertion, an uncaught exception), a
+// forbidden syscall, a breakpoint, or a write to a closed pipe. A lost machine or an
+// operator's kill never looks like one of these.
+bool crashed(int sig) {
+  switch (sig) {
+  case SIGSEGV:
+  case SIGBUS:
+  case SIGFPE:
+  case SIGILL:
+  case SIGABRT:
+  case SIGSYS:
+  case SIGTRAP:
+  case SIGPIPE: return true;
+  default: return false;
+  }
+}
+
 void relay(child& c, std::ostream& out, bool flush_partial) {
   char buf[4096];
   for (;;) {
@@ -175,7 +193,7 @@ std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::
           if (k.running)
             survivors.push_back(k.rank);
         lost_verdict v;
-        if (lost && WIFSIGNALED(status))
+        if (lost && WIFSIGNALED(status) && !crashed(WTERMSIG(status)))
           v = lost(c, survivors, describe_status(c.rank, status));
         if (!v.go_on)
           stop_all(describe_status(c.rank, status));
@@ -641,14 +659,18 @@ private:
 } // namespace
 
 // Note [Elastic membership]
-// With --elastic, a rank killed by a signal (SIGKILL, the OOM killer: the process of a lost
-// machine) does not stop the others. The launcher hosts the ranks' store, as torchrun's agent
+// With --elastic, a rank killed by a signal from outside (SIGKILL, the OOM killer: the process
+// of a lost machine; SIGTERM, SIGINT, SIGHUP: an operator or a scheduler) does not stop the
+// others. The launcher hosts the ranks' store, as torchrun's agent
 // does, so that any rank may die, rank 0 included, and publishes the job's membership in it:
 // "/elastic/members/G" lists the RANKs of membership G and "/elastic/generation" is the newest
 // G. The survivors' next collective fails (the dead rank's sockets are gone; shared-memory
 // all-reduce is off, as it would spin until the timeout) and they regroup as membership G
-// (comm/elastic.hpp). A rank that exits with an error still stops the job: a bug in the
-// program is not a lost rank, and healing around it would hide it. When no rank is left, the
+// (comm/elastic.hpp). A rank that exits with an error, or crashes (SIGSEGV, SIGBUS, SIGFPE,
+// SIGILL, SIGABRT from a failed assertion or an uncaught exception, SIGSYS, SIGTRAP, SIGPIPE:
+// crashed()), still stops the job: a bug in the program is not a lost rank, and healing
+// around it would hide it (a TSan run once shrank a job by a rank that died of a signal,
+// with no error anywhere). When no rank is left, the
 // job fails. With --max-restarts N the launcher starts a replacement for each of the first N
 // lost ranks, with the lost rank's RANK and ACTORCH_ELASTIC_JOIN=n (the n-th replacement), and
 // publishes the survivors and the replacement together as the next membership: the survivors
