@@ -103,7 +103,7 @@ root="$1" cuda="$2" ccache_dir="$3" archives="$4" order="$5" presets="$6"
 mount --bind "${root}" "${root}"
 mount -t proc proc "${root}/proc"
 mount -t sysfs sysfs "${root}/sys"
-mount --rbind /sys/fs/cgroup "${root}/sys/fs/cgroup"
+if [ -d /sys/fs/cgroup ]; then mount --rbind /sys/fs/cgroup "${root}/sys/fs/cgroup"; fi
 mount --rbind /dev "${root}/dev"
 if [ -n "${cuda}" ]; then
   mkdir -p "${root}${cuda}"
