@@ -1,13 +1,19 @@
 // Every collective but the all-reduce through shared memory (Note [Staged collectives]) at the
 // sizes that take each of its paths: a few elements (one barrier on the small buffers), more
-// than a small buffer holds (one round through the slots) and more than a slot holds (several
-// rounds), at worlds 2 and 3, and the same over Gloo's TCP for comparison; each result against
-// values computed here. Then ranks on different paths of mismatched ops.
+// than a small buffer holds (one round through the slots, or one copy straight from the peers'
+// tensors: Note [Single-copy collectives]) and more than a slot holds (several rounds), at
+// worlds 2 and 3, staged, single-copy between threads and between processes, and the same over
+// Gloo's TCP for comparison; each result against values computed here. Then ranks on different
+// paths of mismatched ops.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 
+#include <signal.h>
+#include <sys/uio.h>
+
 #include "core/ops/factory.hpp"
+#include "tests/comm/processes.hpp"
 #include "tests/comm/ranks.hpp"
 
 using namespace actorch;
@@ -43,24 +49,81 @@ template <class F> int64_t wrong(const tensor& t, F want) {
 struct sized {
   int world;
   int64_t n;
+  bool processes = false;
   process_group_gloo::options opts = short_timeout(20000);
 };
 
-// The sizes and paths each test runs: elements per rank's tensor, with and without shared memory.
+// The sizes and paths each test runs: elements per rank's tensor; Gloo's TCP, staged through
+// shared memory, single-copy between ranks on threads (memmove) and on processes
+// (process_vm_readv).
 sized setting() {
   sized s{GENERATE(2, 3), GENERATE(int64_t(5), int64_t(100000), int64_t(1300000))};
-  s.opts.shared_memory = GENERATE(true, false);
+  const int path = GENERATE(0, 1, 2, 3);
+  s.opts.shared_memory = path != 0;
+  s.opts.single_copy = path >= 2;
+  s.processes = path == 3;
   return s;
 }
 
 // Runs fn on every rank and requires that no rank counted a wrong element.
 void expect_right(const sized& s, const std::function<int64_t(int, process_group_gloo&)>& fn) {
-  INFO("world " << s.world << ", " << s.n << " floats, shared memory " << s.opts.shared_memory);
-  const auto bad = on_ranks<int64_t>(s.world, fn, s.opts);
+  INFO("world " << s.world << ", " << s.n << " floats, shared memory " << s.opts.shared_memory
+                << ", single copy " << s.opts.single_copy << ", processes " << s.processes);
+  const auto bad = s.processes ? on_processes<int64_t>(s.world, fn, s.opts)
+                               : on_ranks<int64_t>(s.world, fn, s.opts);
   CHECK(bad == std::vector<int64_t>(size_t(s.world), 0));
 }
 
+// Whether one process may read a sibling's memory here, as ranks started side by side do
+// (ptrace policy decides): a child reads a word of another child's.
+bool siblings_may_read() {
+  static uint64_t word = 0x5eed5eed;
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t holder = ::fork();
+  if (holder == 0) {
+    ::close(ready[0]);
+    write_all(ready[1], "x", 1);
+    for (;;)
+      ::pause();
+  }
+  ::close(ready[1]);
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  ::close(ready[0]);
+  const pid_t reader = ::fork();
+  if (reader == 0) {
+    uint64_t got = 0;
+    iovec local{&got, sizeof got}, remote{&word, sizeof word};
+    const bool read = ::process_vm_readv(holder, &local, 1, &remote, 1, 0) == sizeof got;
+    ::_exit(read && got == word ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(reader, &status, 0);
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 } // namespace
+
+TEST_CASE("processes copy once where they may read each other's memory, staged where they may "
+          "not or are told not to",
+          "[comm][gloo][shm]") {
+  const bool may = siblings_may_read();
+  const bool single = GENERATE(true, false);
+  INFO("siblings may read each other's memory here: " << may << "; single_copy " << single);
+  auto opts = short_timeout(20000);
+  opts.single_copy = single;
+  const auto got = on_processes<int>(
+      2,
+      [](int, process_group_gloo& pg) {
+        const std::string how = pg.transport();
+        return how == "shared memory, single copy" ? 2 : how == "shared memory" ? 1 : 0;
+      },
+      opts);
+  CHECK(got == std::vector<int>(2, single && may ? 2 : 1));
+}
 
 TEST_CASE("all_gather through shared memory at every size, into contiguous and strided outputs",
           "[comm][gloo][shm]") {
@@ -176,12 +239,43 @@ TEST_CASE("all_to_all through shared memory at every size, a different size for 
   });
 }
 
+TEST_CASE("outputs past the caches, written with streaming stores, are right at any alignment",
+          "[comm][gloo][shm]") {
+  // Note [Streaming copies]: 16 MiB of output per op and more. Outputs start 1 element into
+  // their buffers, off the stores' 16-byte alignment, and end off a 64-byte block.
+  const int64_t n = (int64_t(17) << 20) / 4 + 3; // floats per rank: over 16 MiB
+  const auto bad = on_ranks<int64_t>(
+      2,
+      [&](int r, process_group_gloo& pg) {
+        const tensor in = rank_tensor(r, n);
+        tensor flat = empty({2 * n + 1});
+        tensor out = flat.narrow(0, 1, 2 * n);
+        pg.all_gather_into_tensor(out, in).wait();
+        int64_t wrong_count = wrong(out, [&](int64_t i) { return value(int(i / n), i % n); });
+        tensor b = empty({n + 1});
+        tensor bt = b.narrow(0, 1, n);
+        bt.copy_(rank_tensor(r, n));
+        pg.broadcast(bt, 0).wait();
+        wrong_count += wrong(bt, [&](int64_t i) { return value(0, i); });
+        std::vector<tensor> ins{rank_tensor(r, n, 0), rank_tensor(r, n, 1)}, outs;
+        tensor space = empty({2 * n + 1});
+        outs.push_back(space.narrow(0, 1, n));
+        outs.push_back(space.narrow(0, n + 1, n));
+        pg.all_to_all(outs, ins).wait();
+        for (int i = 0; i < 2; ++i)
+          wrong_count += wrong(outs[size_t(i)], [&](int64_t k) { return value(i, k) + float(r); });
+        return wrong_count;
+      },
+      short_timeout(20000));
+  CHECK(bad == std::vector<int64_t>{0, 0});
+}
+
 TEST_CASE("ranks on different shared-memory paths of mismatched collectives all get the mismatch, "
           "at once",
           "[comm][gloo][shm]") {
   // A few elements take one barrier on the small buffers, a million several rounds through the
-  // slots: each rank must still see the other's header and fail, not wait for a barrier the
-  // other never reaches (Note [Header mismatches]).
+  // slots, a middle-sized broadcast reads the root's tensor: each rank must still see the other's
+  // header and fail, not wait for a barrier the other never reaches (Note [Header mismatches]).
   using run_fn = std::function<void(process_group_gloo&, int64_t)>;
   const std::vector<std::pair<std::string, run_fn>> ops = {
       {"all_reduce",
@@ -199,6 +293,11 @@ TEST_CASE("ranks on different shared-memory paths of mismatched collectives all 
          tensor t = zeros({n});
          pg.broadcast(t, 0).wait();
        }},
+      {"broadcast of 100000 or 200000 floats", // single copy, sizes that differ as n's do
+       [](process_group_gloo& pg, int64_t n) {
+         tensor t = zeros({n < 100000 ? 100000 : 200000});
+         pg.broadcast(t, 0).wait();
+       }},
       {"reduce", // pipelined rounds
        [](process_group_gloo& pg, int64_t n) {
          tensor t = zeros({n});
@@ -210,7 +309,7 @@ TEST_CASE("ranks on different shared-memory paths of mismatched collectives all 
          pg.reduce_scatter(out, {zeros({n}), zeros({n})}, reduce_op::sum).wait();
        }},
   };
-  const size_t a = GENERATE(0, 1, 2, 3, 4), b = GENERATE(0, 1, 2, 3, 4);
+  const size_t a = GENERATE(0, 1, 2, 3, 4, 5), b = GENERATE(0, 1, 2, 3, 4, 5);
   INFO("rank 0: " << ops[a].first << " of 5 floats; rank 1: " << ops[b].first
                   << " of 1.3 M floats");
   const auto start = std::chrono::steady_clock::now();

@@ -324,9 +324,11 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
       impl_->contexts.push_back(std::move(context));
     }
     const char* shm_env = std::getenv("ACTORCH_GLOO_SHM");
+    const char* single_env = std::getenv("ACTORCH_GLOO_SINGLE_COPY");
     if (impl_->opts.shared_memory && !(shm_env && std::string(shm_env) == "0"))
-      impl_->shm =
-          shm_collectives::connect(*impl_->st, rank, size, impl_->opts.timeout, impl_->where());
+      impl_->shm = shm_collectives::connect(
+          *impl_->st, rank, size, impl_->opts.timeout, impl_->where(),
+          impl_->opts.single_copy && !(single_env && std::string(single_env) == "0"));
     if (size > 1) {
       const auto delay = impl_->opts.report_delay.count() > 0
                              ? std::min(impl_->opts.report_delay, impl_->opts.timeout / 2)
@@ -402,6 +404,12 @@ void process_group_gloo::abort() {
 
 milliseconds process_group_gloo::timeout() const {
   return impl_->opts.timeout;
+}
+
+std::string process_group_gloo::transport() const {
+  if (impl_->shm == nullptr)
+    return "tcp";
+  return impl_->shm->single_copy() ? "shared memory, single copy" : "shared memory";
 }
 
 std::string process_group_gloo::broken_reason() const {

@@ -25,6 +25,11 @@ public:
     /// Every collective through shared memory when every rank runs on this host (see
     /// shm_collectives.hpp); the environment variable ACTORCH_GLOO_SHM=0 turns it off.
     bool shared_memory = true;
+    /// Through shared memory, a broadcast of 256 KiB to 2 MiB copies each byte once, straight
+    /// from the root's tensor, where every rank may read the others' memory (Note [Single-copy
+    /// collectives] in shm_staged.cpp); false, or the environment variable
+    /// ACTORCH_GLOO_SINGLE_COPY=0: staged through the segment, two copies.
+    bool single_copy = true;
     /// The job secret every pair proves before it carries data (Note [Gloo pair proofs] in
     /// process_group_gloo.cpp); empty: ACTORCH_JOB_TOKEN's (or ACTORCH_JOB_TOKEN_FILE's),
     /// and no proof when there is none.
@@ -47,6 +52,10 @@ public:
   /// Shuts every pair's socket down, failing the ops waiting on it (process_group::abort;
   /// Note [Aborting a Gloo group]).
   void abort() override;
+  /// How the collectives move bytes: "tcp" (Gloo's pairs), "shared memory" (staged through
+  /// the segment) or "shared memory, single copy" (as staged, and ranks may read each other's
+  /// memory: Note [Single-copy collectives]).
+  std::string transport() const;
   /// Why the group refuses work (a Gloo failure poisons its context), or "" while usable.
   std::string broken_reason() const;
 

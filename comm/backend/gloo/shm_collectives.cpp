@@ -44,6 +44,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "base/error.hpp"
@@ -85,15 +86,16 @@ struct block_view {
   counter* arrive;
   counter* done;
   int32_t* pid;
+  uint64_t* probe;       // two: an address in the rank's process and the value it holds there
   int64_t* headers;      // two, alternating by op parity
   sleep_count* sleepers; // two: ranks asleep on `arrive`, on `done`
 };
 
 block_view block(void* base, int r) {
   auto* b = static_cast<char*>(base) + kBlock * size_t(r);
-  return {reinterpret_cast<counter*>(b), reinterpret_cast<counter*>(b + 64),
-          reinterpret_cast<int32_t*>(b + 128), reinterpret_cast<int64_t*>(b + 192),
-          reinterpret_cast<sleep_count*>(b + 448)};
+  return {reinterpret_cast<counter*>(b),       reinterpret_cast<counter*>(b + 64),
+          reinterpret_cast<int32_t*>(b + 128), reinterpret_cast<uint64_t*>(b + 136),
+          reinterpret_cast<int64_t*>(b + 192), reinterpret_cast<sleep_count*>(b + 448)};
 }
 
 // The futex word of a counter: its low 32 bits (x86-64 and aarch64 are little-endian), which
@@ -219,6 +221,27 @@ bool all_ranks(store& st, const std::string& prefix, int rank, int size, bool mi
   return all_same(st, prefix, rank, size, mine ? "1" : "0", timeout) && mine;
 }
 
+// A word of this process that other ranks read to learn whether they may (Note [Single-copy
+// collectives]): random, so that a process which merely has the same pid in another pid
+// namespace, or the same binary's layout, fails the check.
+const uint64_t& probe_word() {
+  static const uint64_t word = [] {
+    std::random_device rd;
+    return (uint64_t(rd()) << 32 | rd()) | 1;
+  }();
+  return word;
+}
+
+// Whether this process can read `bytes` at `address` in process `pid` and finds `want` there.
+bool can_read(int32_t pid, uint64_t address, uint64_t want) {
+  if (pid == int32_t(::getpid()))
+    return true;
+  uint64_t got = 0;
+  iovec local{&got, sizeof got};
+  iovec remote{reinterpret_cast<void*>(address), sizeof got};
+  return ::process_vm_readv(pid, &local, 1, &remote, 1, 0) == ssize_t(sizeof got) && got == want;
+}
+
 } // namespace
 
 // Note [Shared segment checks]
@@ -232,7 +255,8 @@ bool all_ranks(store& st, const std::string& prefix, int rank, int size, bool mi
 // over TCP, several times slower, and the log is the only place that says so.
 std::unique_ptr<shm_collectives> shm_collectives::connect(store& st, int rank, int size,
                                                           milliseconds timeout,
-                                                          const std::string& who) {
+                                                          const std::string& who,
+                                                          bool single_copy) {
   const size_t bytes = (kBlock + 2 * kSmall) * size_t(size) + kChunk * size_t(size + 1);
   // Round 1: same host?
   if (!all_same(st, "shm/host/", rank, size, host_id(), timeout) || size < 2)
@@ -258,8 +282,12 @@ std::unique_ptr<shm_collectives> shm_collectives::connect(store& st, int rank, i
     if (base == MAP_FAILED)
       why = "cannot map the shared segment rank 0 named (its key shm/name): " + why;
   }
-  if (base != MAP_FAILED)
-    *block(base, rank).pid = int32_t(::getpid());
+  if (base != MAP_FAILED) {
+    const block_view mine = block(base, rank);
+    *mine.pid = int32_t(::getpid());
+    mine.probe[0] = reinterpret_cast<uintptr_t>(&probe_word());
+    mine.probe[1] = probe_word();
+  }
   bool ok = all_ranks(st, "shm/ok/", rank, size, base != MAP_FAILED, timeout);
   if (rank == 0 && !name.empty())
     ::shm_unlink(name.c_str()); // mapped everywhere now; nothing is left behind on a crash
@@ -281,7 +309,16 @@ std::unique_ptr<shm_collectives> shm_collectives::connect(store& st, int rank, i
       ::munmap(base, bytes);
     return nullptr;
   }
-  return std::unique_ptr<shm_collectives>(new shm_collectives(rank, size, timeout, base, bytes));
+  // Round 4: may every rank read every other's memory? See Note [Single-copy collectives].
+  bool readable = single_copy;
+  for (int q = 0; q < size && readable; ++q) {
+    const block_view b = block(base, q);
+    readable = q == rank || can_read(*b.pid, b.probe[0], b.probe[1]);
+  }
+  auto shm =
+      std::unique_ptr<shm_collectives>(new shm_collectives(rank, size, timeout, base, bytes));
+  shm->single_copy_ = all_ranks(st, "shm/direct/", rank, size, readable, timeout);
+  return shm;
 }
 
 shm_collectives::shm_collectives(int rank, int size, milliseconds timeout, void* base, size_t bytes)
@@ -676,6 +713,55 @@ bool shm_collectives::exchange(const int64_t* header, std::vector<int64_t>& all_
       barrier(1, epoch);
   }
   return true;
+}
+
+// The mechanism of Note [Single-copy collectives] (shm_staged.cpp): the op's header and this
+// rank's addresses go into its small buffer of the op's parity (no other op of that parity can
+// be running: the one before it ended with a done barrier, or, on the small path, is followed
+// by an op of the other parity whose arrive barrier every rank passed), an arrive barrier makes
+// every table visible, each rank copies what it needs, and the done barrier keeps every rank's
+// tensors in place until nobody reads them.
+bool shm_collectives::direct(const int64_t* header, std::vector<int64_t>& all_headers,
+                             const std::vector<const char*>& mine, const read_fn& read) {
+  const uint64_t parity = ops_++ & 1;
+  std::memcpy(header_of(base_, rank_, parity), header, header_len * sizeof(int64_t));
+  auto* own = reinterpret_cast<uint64_t*>(small_buffer(base_, size_, rank_, parity));
+  for (size_t j = 0; j < mine.size(); ++j)
+    own[j] = reinterpret_cast<uintptr_t>(mine[j]);
+  const uint64_t epoch = ++epoch_;
+  barrier(0, epoch);
+  if (!same_headers(parity, all_headers))
+    return false; // Note [Header mismatches]
+  std::vector<table> tables;
+  for (int q = 0; q < size_; ++q)
+    tables.push_back(reinterpret_cast<table>(small_buffer(base_, size_, q, parity)));
+  read(tables);
+  barrier(1, epoch);
+  return true;
+}
+
+void shm_collectives::read_from(int q, char* to, uint64_t from, size_t n) const {
+  const int32_t pid = *block(base_, q).pid;
+  if (pid == int32_t(::getpid())) { // ranks on threads of this process
+    if (n != 0 && to != reinterpret_cast<const char*>(from))
+      std::memmove(to, reinterpret_cast<const char*>(from), n);
+    return;
+  }
+  while (n > 0) {
+    iovec local{to, n};
+    iovec remote{reinterpret_cast<void*>(from), n};
+    const ssize_t got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got <= 0) {
+      const int e = errno;
+      throw std::runtime_error("rank " + std::to_string(q) + " (pid " + std::to_string(pid) +
+                               "): reading " + std::to_string(n) + " bytes of its tensor failed: " +
+                               (got == 0 ? std::string("nothing read") : errno_str(e)) +
+                               (got < 0 && e == ESRCH ? " (its process is gone)" : ""));
+    }
+    to += got;
+    from += uint64_t(got);
+    n -= size_t(got);
+  }
 }
 
 } // namespace actorch::dist

@@ -30,8 +30,11 @@ public:
   /// segment (the group then uses Gloo's TCP algorithms); in the latter case each rank that
   /// saw why logs a line on stderr beginning with `who` ("rank 3 of group [0, 1, 2, 3]").
   /// Throws actorch::error when the store times out.
+  /// `single_copy`: a broadcast may read the root's tensor where it is, when every rank can
+  /// (Note [Single-copy collectives] in shm_staged.cpp).
   static std::unique_ptr<shm_collectives> connect(store& st, int rank, int size,
-                                                  milliseconds timeout, const std::string& who);
+                                                  milliseconds timeout, const std::string& who,
+                                                  bool single_copy = true);
   ~shm_collectives();
   shm_collectives(const shm_collectives&) = delete;
   shm_collectives& operator=(const shm_collectives&) = delete;
@@ -103,6 +106,10 @@ public:
                   const std::vector<char*>& recvs, const std::vector<size_t>& recv_bytes,
                   size_t max_pair_bytes);
 
+  /// Whether every rank may read the others' memory, so that a middle-sized broadcast reads the
+  /// root's tensor where it is (Note [Single-copy collectives]).
+  bool single_copy() const { return single_copy_; }
+
 private:
   /// Where a staged collective's round puts what the others read: rank q's area is areas[q],
   /// `capacity` bytes each, and any rank may write any area.
@@ -124,6 +131,15 @@ private:
   /// The rounds of a staged collective (Note [Staged collectives]).
   bool exchange(const int64_t* header, std::vector<int64_t>& all_headers, const plan& p,
                 const round_fn& stage, const round_fn& collect);
+  /// Reads rank q's addresses as published in a single-copy op: its table.
+  using table = const uint64_t*;
+  using read_fn = std::function<void(const std::vector<table>& tables)>;
+  /// A single-copy op (Note [Single-copy collectives]): publishes `header` and `mine` (this
+  /// rank's addresses), then `read` copies from the ranks' tables, then all are done.
+  bool direct(const int64_t* header, std::vector<int64_t>& all_headers,
+              const std::vector<const char*>& mine, const read_fn& read);
+  /// Copies `n` bytes at `from` in rank q's memory to `to` in this process.
+  void read_from(int q, char* to, uint64_t from, size_t n) const;
 
   shm_collectives(int rank, int size, milliseconds timeout, void* base, size_t bytes);
   void barrier(size_t which, uint64_t epoch);
@@ -139,6 +155,7 @@ private:
   size_t bytes_;
   uint64_t epoch_ = 0; // barriers passed
   uint64_t ops_ = 0;   // ops run; its parity picks the header and small buffer
+  bool single_copy_ = false;
   std::mutex alloc_mu_;
   uint64_t allocations_ = 0; // shared blocks asked for (numbers them alike on every rank)
 };
