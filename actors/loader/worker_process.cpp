@@ -13,9 +13,9 @@
 // framed by a 64-bit length over a socket pair. The child loads and collates with the code the
 // worker threads use (load_one in worker.cpp) but into a buffer pool of its own, whose memory is
 // the shared file (Note [Collating into the shared file]): the loader's pool, its mutex and its
-// pinned pages are the parent's. The parent copies each batch out of the shared file into the
-// pool (pinned with pin_memory) before it sends the next task, so one file per worker, reused,
-// suffices. One copy more than a worker thread makes: see docs/performance.md.
+// pinned pages are the parent's. The parent hands each batch out where it lies in the shared
+// file, the child keeping its buffers until the batch's last view is gone (Note [Lent
+// batches]); with pin_memory it copies the batch into the pool's pinned memory instead.
 //
 // The child can die or hang without taking the program with it:
 // - it dies (abort, a segfault, an exception not derived from std::exception, _exit): the
@@ -90,6 +90,8 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "actors/loader/plan.hpp"
@@ -195,7 +197,7 @@ bool recv_all(int fd, char* p, size_t n) {
   return true;
 }
 
-std::string encode_task(const index_batch& t) {
+std::string encode_task(const index_batch& t, const std::vector<uint64_t>& released) {
   writer w;
   w.put(t.run_id);
   w.put(t.epoch);
@@ -208,10 +210,14 @@ std::string encode_task(const index_batch& t) {
   w.put<uint64_t>(t.skip_seeds.size());
   for (uint64_t s : t.skip_seeds)
     w.put(s);
+  w.put<uint64_t>(released.size());
+  for (uint64_t id : released)
+    w.put(id);
   return std::move(w.out);
 }
 
-index_batch decode_task(std::string_view frame) {
+/// A task, and the leases the parent releases with it (Note [Lent batches]).
+index_batch decode_task(std::string_view frame, std::vector<uint64_t>& released) {
   reader r(frame);
   index_batch t;
   t.run_id = r.get<uint64_t>();
@@ -225,6 +231,9 @@ index_batch decode_task(std::string_view frame) {
   t.skip_seeds.resize(r.get_count(sizeof(uint64_t)));
   for (auto& s : t.skip_seeds)
     s = r.get<uint64_t>();
+  released.resize(r.get_count(sizeof(uint64_t)));
+  for (auto& id : released)
+    id = r.get<uint64_t>();
   return t;
 }
 
@@ -235,9 +244,10 @@ index_batch decode_task(std::string_view frame) {
 // pool's allocator: it only grows the file, and the pool recycles what it lent), so a batch the
 // child collates is already where the parent reads it: encode_sample records its offset and
 // copies nothing. Only a reply's other tensors (a collate_fn's own, a sample's tensor passed
-// through unbatched) are copied, after the pool's memory. Reuse is safe for the reason one file
-// suffices: the parent copies a batch out before it sends the next task, and the child
-// collates the next batch into the same buffers only once it has that task. The file is mapped
+// through unbatched) are copied, after the pool's memory, where the next reply's copies go: the
+// parent copies those out before it sends the next task. The pool's buffers are lent to the
+// parent and come back to the pool only when the parent releases them (Note [Lent batches]).
+// The file is mapped
 // once over a reserve of address space (kReserve), so the pool's pointers stay valid as it
 // grows; a batch beyond the reserve is an error naming the sizes.
 class shared_file final : public allocator {
@@ -281,13 +291,15 @@ public:
   /// The bytes a reply uses from the file's start (the pool's memory and the reply's copies).
   uint64_t used() const { return used_; }
   /// The offset of t's bytes (C order) in the file: where they are, for a contiguous tensor in
-  /// the pool's memory; else copied in after it.
-  uint64_t append(const tensor& t) {
+  /// the pool's memory (`lent`: the parent may keep them there, Note [Lent batches]); else
+  /// copied in after it, for this reply only.
+  uint64_t append(const tensor& t, bool& lent) {
     const tensor c = t.contiguous();
     const uint64_t n = c.nbytes();
     const char* p = static_cast<const char*>(c.data_ptr());
     const auto addr = uintptr_t(p), base = uintptr_t(base_);
-    if (n > 0 && base_ != nullptr && addr >= base && addr + n <= base + top_)
+    lent = n > 0 && base_ != nullptr && addr >= base && addr + n <= base + top_;
+    if (lent)
       return uint64_t(addr - base);
     if (n == 0)
       return 0; // nothing to read, anywhere in the file
@@ -318,7 +330,8 @@ private:
   uint64_t used_ = 0; // this reply's: [0, used_)
 };
 
-void encode_sample(const data::sample& s, writer& w, shared_file& shm) {
+// `lent`: set when a tensor stays in the pool's memory for the parent (Note [Lent batches]).
+void encode_sample(const data::sample& s, writer& w, shared_file& shm, bool& lent) {
   using kind = data::sample::kind;
   w.put<uint8_t>(uint8_t(s.type()));
   switch (s.type()) {
@@ -331,7 +344,10 @@ void encode_sample(const data::sample& s, writer& w, shared_file& shm) {
     w.put<uint64_t>(t.sizes().size());
     for (int64_t d : t.sizes())
       w.put(d);
-    w.put(shm.append(t));
+    bool in_pool = false;
+    w.put(shm.append(t, in_pool));
+    w.put<uint8_t>(in_pool);
+    lent = lent || in_pool;
     return;
   }
   case kind::integer: w.put(s.as_int()); return;
@@ -341,13 +357,13 @@ void encode_sample(const data::sample& s, writer& w, shared_file& shm) {
   case kind::tuple:
     w.put<uint64_t>(s.size());
     for (const auto& item : s.as_tuple())
-      encode_sample(item, w, shm);
+      encode_sample(item, w, shm, lent);
     return;
   case kind::dict:
     w.put<uint64_t>(s.size());
     for (const auto& [key, item] : s.as_dict()) {
       w.put_string(key);
-      encode_sample(item, w, shm);
+      encode_sample(item, w, shm, lent);
     }
     return;
   case kind::custom:
@@ -358,16 +374,19 @@ void encode_sample(const data::sample& s, writer& w, shared_file& shm) {
   }
 }
 
-std::string encode_reply(const loaded_batch& b, shared_file& shm) {
+// `lease`: the number the parent releases the batch's lent tensors by; `lent` set when any is.
+std::string encode_reply(const loaded_batch& b, shared_file& shm, uint64_t lease, bool& lent) {
   shm.reset();
+  lent = false;
   writer w;
+  w.put(lease);
   w.put(b.run_id);
   w.put(b.seq);
   w.put<uint8_t>(b.end_of_data);
   w.put<uint8_t>(b.collated);
   w.put_string(b.error);
   if (b.error.empty())
-    encode_sample(b.data, w, shm);
+    encode_sample(b.data, w, shm, lent);
   w.put(shm.used()); // last: the parent maps this much before it decodes
   return std::move(w.out);
 }
@@ -398,6 +417,9 @@ void worker_process::serve(int sock, int shm_fd, pid_t parent, const std::string
     ::_exit(kForeignException);
   }
   std::string frame;
+  std::unordered_map<uint64_t, data::sample> lent; // Note [Lent batches]: by lease
+  std::vector<uint64_t> released;
+  uint64_t leases = 0;
   for (uint64_t n = 0; recv_all(sock, reinterpret_cast<char*>(&n), sizeof n);) {
     if (n > worker_process::max_frame_bytes)
       ::_exit(kBadTask); // not a task the worker sent (see Note [Worker processes])
@@ -406,7 +428,9 @@ void worker_process::serve(int sock, int shm_fd, pid_t parent, const std::string
       break;
     loaded_batch out;
     try {
-      const index_batch task = decode_task(frame);
+      const index_batch task = decode_task(frame, released);
+      for (const uint64_t id : released)
+        lent.erase(id); // their buffers go back to the pool, for this task's batch
       out.run_id = task.run_id;
       out.seq = task.seq;
       if (init_error.empty())
@@ -419,16 +443,20 @@ void worker_process::serve(int sock, int shm_fd, pid_t parent, const std::string
       ::_exit(kForeignException); // a worker thread would die of it: so does the child
     }
     std::string reply;
+    bool lends = false;
+    const uint64_t lease = ++leases;
     try {
-      reply = encode_reply(out, shm);
+      reply = encode_reply(out, shm, lease, lends);
     } catch (const std::exception& e) {
       loaded_batch failed;
       failed.run_id = out.run_id;
       failed.seq = out.seq;
       failed.error = name + ": cannot hand batch " + std::to_string(out.seq) +
                      " to the loader's process: " + e.what();
-      reply = encode_reply(failed, shm);
+      reply = encode_reply(failed, shm, lease, lends);
     }
+    if (lends)
+      lent.emplace(lease, std::move(out.data));
     if (!send_frame(sock, reply))
       ::_exit(0); // the worker is gone
   }
@@ -468,8 +496,10 @@ namespace {
 
 // The parent. --------------------------------------------------------------------------------
 
-data::sample decode_sample(reader& r, const char* base, uint64_t bytes, data::buffer_pool* pool,
-                           int depth) {
+// A lent tensor (Note [Lent batches]) becomes a view of the parent's mapping that holds `lease`
+// (null: copied into `pool`, or new memory, as every other tensor is).
+data::sample decode_sample(reader& r, char* base, uint64_t bytes, data::buffer_pool* pool,
+                           const std::shared_ptr<void>& lease, int depth) {
   using kind = data::sample::kind;
   ACTORCH_CHECK(depth < 64, "worker process: a batch nested deeper than 64");
   const auto k = kind(r.get<uint8_t>());
@@ -489,8 +519,13 @@ data::sample decode_sample(reader& r, const char* base, uint64_t bytes, data::bu
                     "worker process: a bad shape");
     }
     const uint64_t at = r.get<uint64_t>();
+    const bool lent = r.get<uint8_t>() != 0;
     ACTORCH_CHECK(at <= bytes && n <= bytes - at,
                   "worker process: a tensor outside the shared file");
+    ACTORCH_CHECK(at % element_size(dt) == 0, "worker process: a tensor at offset ", at,
+                  ", not aligned to its ", element_size(dt), "-byte elements");
+    if (lent && lease != nullptr)
+      return from_blob(base + at, shape, dt, [lease](void*) {});
     tensor t = pool ? pool->empty(shape, dt) : empty(shape, {.dtype = dt});
     if (n > 0)
       std::memcpy(t.data_ptr(), base + at, n);
@@ -503,14 +538,14 @@ data::sample decode_sample(reader& r, const char* base, uint64_t bytes, data::bu
   case kind::tuple: {
     data::sample::tuple items(r.get_count(sizeof(data::sample)));
     for (auto& item : items)
-      item = decode_sample(r, base, bytes, pool, depth + 1);
+      item = decode_sample(r, base, bytes, pool, lease, depth + 1);
     return items;
   }
   case kind::dict: {
     data::sample::dict items(r.get_count(sizeof(data::sample::dict::value_type)));
     for (auto& [key, item] : items) {
       key = r.get_string();
-      item = decode_sample(r, base, bytes, pool, depth + 1);
+      item = decode_sample(r, base, bytes, pool, lease, depth + 1);
     }
     return items;
   }
@@ -546,6 +581,51 @@ std::string exit_text(int status) {
 
 } // namespace
 
+// Note [Lent batches]
+// ~~~~~~~~~~~~~~~~~~~
+// A batch a child collated into its pool's memory (Note [Collating into the shared file]) is
+// handed to the user where it is, as torch hands out its workers' shared-memory tensors: the
+// parent's tensors are views of its mapping of the shared file, and no byte is copied. So the
+// child must not collate into those buffers again while any view lives: its reply names a lease
+// and the child keeps the batch's tensors (and so their buffers, out of its pool) under it. When
+// the last view of a batch is gone, in whichever thread drops it, its lease goes on the
+// worker's `released` list, which the next task to that child carries; the child drops the
+// batches named there, before it loads, and their buffers serve that task's batch. A user who
+// holds every batch makes the child's pool, and the file, grow as torch's shared memory would.
+// The views hold the mapping they point into: when the file grows the parent maps it anew, and
+// an old mapping lives on with its last view, as it does when the child dies or the loader
+// ends (the memfd lives while mapped). The file is sealed against shrinking (F_SEAL_SHRINK)
+// before the child exists, so nothing the child runs can pull pages from under a view. Tensors
+// the child copied in after the pool's memory (a collate_fn's own, a sample's tensor passed
+// through) are still copied out, and with pin_memory every batch is (into pinned memory).
+struct worker_process::mapping {
+  char* base;
+  uint64_t bytes;
+  mapping(char* b, uint64_t n) : base(b), bytes(n) {}
+  ~mapping() { ::munmap(base, bytes); }
+  mapping(const mapping&) = delete;
+  mapping& operator=(const mapping&) = delete;
+};
+
+struct worker_process::released {
+  std::mutex mu;
+  std::vector<uint64_t> ids;
+};
+
+struct worker_process::lease {
+  std::shared_ptr<mapping> map; // the views' memory
+  std::shared_ptr<released> to;
+  uint64_t id;
+  lease(std::shared_ptr<mapping> m, std::shared_ptr<released> r, uint64_t i)
+      : map(std::move(m)), to(std::move(r)), id(i) {}
+  ~lease() {
+    std::lock_guard lock(to->mu);
+    to->ids.push_back(id);
+  }
+  lease(const lease&) = delete;
+  lease& operator=(const lease&) = delete;
+};
+
 worker_process::worker_process(std::string name, init_fn init, load_fn load,
                                data::buffer_pool* pool, bool pin_memory, double timeout_s,
                                const std::atomic<uint64_t>* active_run_id,
@@ -554,15 +634,17 @@ worker_process::worker_process(std::string name, init_fn init, load_fn load,
                                std::string first)
     : name_(std::move(name)), pool_(pool), pin_memory_(pin_memory), timeout_s_(timeout_s),
       report_delay_s_(report_delay_s), stack_signal_(stack_signal), active_run_id_(active_run_id),
-      first_(std::move(first)) {
+      released_(std::make_shared<released>()), first_(std::move(first)) {
   int fds[2];
   ACTORCH_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0, name_,
                 ": cannot make the socket to its process: ", errno_str(errno));
-  shm_fd_ = ::memfd_create(("actorch " + name_).c_str(), MFD_CLOEXEC);
-  if (shm_fd_ < 0) {
+  shm_fd_ = ::memfd_create(("actorch " + name_).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (shm_fd_ < 0 || ::fcntl(shm_fd_, F_ADD_SEALS, F_SEAL_SHRINK) != 0) { // Note [Lent batches]
     const int err = errno;
     ::close(fds[0]);
     ::close(fds[1]);
+    if (shm_fd_ >= 0)
+      ::close(shm_fd_);
     ACTORCH_FAIL(name_, ": cannot make its shared batch file: ", errno_str(err));
   }
   const pid_t parent = ::getpid();
@@ -609,8 +691,6 @@ worker_process::~worker_process() {
     ::kill(pid_, SIGKILL);
     reap(pid_);
   }
-  if (shm_ != nullptr)
-    ::munmap(shm_, shm_bytes_);
   for (const int fd : {shm_fd_, sock_, pidfd_})
     if (fd >= 0)
       ::close(fd);
@@ -642,15 +722,13 @@ void worker_process::map_shared(uint64_t bytes) {
   ACTORCH_CHECK(uint64_t(st.st_blocks) * 512 >= bytes, "the shared batch file has ",
                 uint64_t(st.st_blocks) * 512, " bytes written, fewer than the ", bytes,
                 " the reply says it used");
-  if (bytes <= shm_bytes_)
-    return;
-  if (shm_ != nullptr)
-    ::munmap(shm_, shm_bytes_);
-  shm_ = nullptr;
-  void* p = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, shm_fd_, 0);
+  if (map_ != nullptr ? bytes <= map_->bytes : bytes == 0)
+    return; // (an empty file cannot be mapped, and a reply using none has nothing there)
+  // A new mapping of the grown file; batches lent from the old one keep it (Note [Lent
+  // batches]). Writable: a batch is the user's, to change in place as torch's are.
+  void* p = ::mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, shm_fd_, 0);
   ACTORCH_CHECK(p != MAP_FAILED, name_, ": cannot map its shared batch file: ", errno_str(errno));
-  shm_ = p;
-  shm_bytes_ = uint64_t(st.st_size);
+  map_ = std::make_shared<mapping>(static_cast<char*>(p), uint64_t(st.st_size));
 }
 
 worker_process::wait_result worker_process::wait_for(short events, clock::time_point deadline) {
@@ -733,7 +811,12 @@ loaded_batch worker_process::load(const index_batch& task) {
   out.run_id = task.run_id;
   out.seq = task.seq;
   out.error = "cancelled"; // the loader shuts down meanwhile: the destructor kills the child
-  std::string frame = encode_task(task);
+  std::vector<uint64_t> given_back;
+  {
+    std::lock_guard lock(released_->mu);
+    given_back.swap(released_->ids);
+  }
+  std::string frame = encode_task(task, given_back);
   if (frame.size() > max_frame_bytes) { // a batch error: see Note [Worker processes]
     out.error = name_ + ": batch " + std::to_string(task.seq) + " is a task of " +
                 std::to_string(frame.size()) + " bytes (" + std::to_string(task.indices.size()) +
@@ -773,14 +856,20 @@ loaded_batch worker_process::load(const index_batch& task) {
     std::memcpy(&used, frame.data() + frame.size() - sizeof used, sizeof used);
     map_shared(used);
     reader r(std::string_view(frame).substr(0, frame.size() - sizeof used));
+    const uint64_t lease_id = r.get<uint64_t>();
     out.run_id = r.get<uint64_t>();
     out.seq = r.get<int64_t>();
     out.end_of_data = r.get<uint8_t>() != 0;
     out.collated = r.get<uint8_t>() != 0;
     out.error = r.get_string();
     if (out.error.empty()) {
-      out.data = decode_sample(r, static_cast<const char*>(shm_), used, pool_, 0);
-      out.pinned = pin_memory_ && pool_ != nullptr;
+      // Pinned batches are copied into the pool's pinned memory; others are lent.
+      const bool copy = pin_memory_ && pool_ != nullptr;
+      std::shared_ptr<void> held;
+      if (!copy)
+        held = std::make_shared<lease>(map_, released_, lease_id);
+      out.data = decode_sample(r, map_ ? map_->base : nullptr, used, pool_, held, 0);
+      out.pinned = copy;
     }
     ACTORCH_CHECK(r.done(), "a reply longer than its batch");
   } catch (const actorch::error& e) {

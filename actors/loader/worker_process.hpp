@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -125,9 +126,12 @@ private:
   int shm_fd_ = -1; // the shared-memory file the child writes batches into
   int pidfd_ = -1;  // readable once the child ends (-1 where the kernel has no pidfd_open)
   int exit_status_ = 0;
-  void* shm_ = nullptr;
-  uint64_t shm_bytes_ = 0; // mapped here
-  std::string first_;      // a spawned child's first frame, sent with the first task
+  struct mapping;  // the shared file mapped here, up to its size then
+  struct released; // leases given back by the batches' last views (Note [Lent batches])
+  struct lease;
+  std::shared_ptr<mapping> map_;
+  std::shared_ptr<released> released_;
+  std::string first_; // a spawned child's first frame, sent with the first task
 };
 
 } // namespace actorch::actors

@@ -176,9 +176,10 @@ struct frame_bytes {
   std::string out;
 };
 
-/// A reply's head: run id, batch, end_of_data, collated, no error.
+/// A reply's head: lease, run id, batch, end_of_data, collated, no error.
 frame_bytes reply_head() {
   return frame_bytes()
+      .put<uint64_t>(1)
       .put<uint64_t>(0)
       .put<int64_t>(0)
       .put<uint8_t>(0)
@@ -455,6 +456,7 @@ TEST_CASE("a worker process's reply is bounded before the loader allocates for i
                 .put<uint64_t>(1)      // dims
                 .put<int64_t>(absurd)  // its size
                 .put<uint64_t>(0)      // its offset in the shared file
+                .put<uint8_t>(1)       // lent (Note [Lent batches])
                 .put<uint64_t>(absurd) // the shared file's bytes used
                 .framed(),
             absurd, kHeal);

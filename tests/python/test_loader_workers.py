@@ -272,6 +272,49 @@ def test_breaking_out_mid_epoch_and_iterating_again(workers, context):
     assert [b.tolist() for b in loader][-1] == [36, 37, 38, 39]
 
 
+class Rows(torch.utils.data.Dataset):
+    """Sample i: a row of 256 floats i, and i."""
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        return np.full(256, i, dtype=np.float32), i
+
+
+def mapping_of(address):
+    """The name of this process's mapping that holds `address` (/proc/self/maps)."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split(maxsplit=5)
+            lo, hi = (int(a, 16) for a in fields[0].split("-"))
+            if lo <= address < hi:
+                return fields[5].strip() if len(fields) > 5 else ""
+    return None
+
+
+@processes
+@pytest.mark.parametrize("context", [None, "spawn"])
+@pytest.mark.parametrize("persistent", [False, True])
+def test_batches_of_worker_processes_are_lent_where_they_were_collated(context, persistent):
+    # Note [Lent batches]: no copy in this process; held for two epochs, changed in place and
+    # kept past the loader (and its workers), each batch stays what it was handed out as while
+    # the workers go on collating others.
+    loader = actorch.DataLoader(Rows(), batch_size=8, num_workers=2,
+                                multiprocessing_context=context, persistent_workers=persistent)
+    held = [b for _ in range(2) for b in loader]
+    assert mapping_of(held[0][0].data_ptr()).startswith("/memfd:actorch DataLoader worker")
+    for k, (x, y) in enumerate(held):
+        first = 8 * (k % 8)
+        assert y.tolist() == list(range(first, first + 8))
+        assert torch.equal(x, torch.arange(first, first + 8.0)[:, None].expand(8, 256))
+    held[0][0].add_(1)  # writable, as torch's batches are
+    assert held[0][0][0, 0].item() == 1.0 and held[8][0][0, 0].item() == 0.0
+    del loader
+    gc.collect()
+    assert held[5][0][3, 255].item() == 43.0
+
+
 # Spawned workers (multiprocessing_context="spawn"/"forkserver", Note [Spawned workers]).
 MARK = "as imported"  # the parent changes it; a forked worker would see the change
 
