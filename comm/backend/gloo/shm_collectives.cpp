@@ -232,7 +232,7 @@ const uint64_t& probe_word() {
   return word;
 }
 
-// Whether this process can read `bytes` at `address` in process `pid` and finds `want` there.
+// Whether this process can read the word at `address` in process `pid` and finds `want` there.
 bool can_read(int32_t pid, uint64_t address, uint64_t want) {
   if (pid == int32_t(::getpid()))
     return true;
