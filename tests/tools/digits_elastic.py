@@ -107,7 +107,11 @@ def run(actorch, digits, scratch, kills, problems, restarts=0):
         return
     seconds = time.time() - started
     if p.returncode != 0:
-        problems.append(f"{name}: the launcher exited {p.returncode}:\n{out[-3000:]}")
+        # A sanitizer's report whole (where it begins), else the output's tail.
+        report = out.find("WARNING: ThreadSanitizer")
+        report = out.find("ERROR: AddressSanitizer") if report < 0 else report
+        shown = out[max(0, out.rfind("\n", 0, report)):] if report >= 0 else out[-3000:]
+        problems.append(f"{name}: the launcher exited {p.returncode}:\n{shown}")
         return
     for rank in killed_ranks:
         if restarts and f"rank {rank} replaced: replacement" not in out:
