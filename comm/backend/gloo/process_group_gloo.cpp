@@ -323,12 +323,14 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
         prove_pairs(*context, secret, global_ranks_, rank, impl_->opts.timeout);
       impl_->contexts.push_back(std::move(context));
     }
-    const char* shm_env = std::getenv("ACTORCH_GLOO_SHM");
-    const char* single_env = std::getenv("ACTORCH_GLOO_SINGLE_COPY");
-    if (impl_->opts.shared_memory && !(shm_env && std::string(shm_env) == "0"))
+    const auto turned_off = [](const char* variable) {
+      const char* value = std::getenv(variable);
+      return value != nullptr && std::string(value) == "0";
+    };
+    if (impl_->opts.shared_memory && !turned_off("ACTORCH_GLOO_SHM"))
       impl_->shm = shm_collectives::connect(
           *impl_->st, rank, size, impl_->opts.timeout, impl_->where(),
-          impl_->opts.single_copy && !(single_env && std::string(single_env) == "0"));
+          impl_->opts.single_copy && !turned_off("ACTORCH_GLOO_SINGLE_COPY"));
     if (size > 1) {
       const auto delay = impl_->opts.report_delay.count() > 0
                              ? std::min(impl_->opts.report_delay, impl_->opts.timeout / 2)

@@ -62,21 +62,17 @@ namespace {
 // between ranks on threads of one process it cannot tell that they order a single-copy read
 // of a peer's tensor after the peer's writes and before its next ones. These say so, on the
 // tensor's address (Note [Single-copy collectives]).
+#if defined(__SANITIZE_THREAD__)
 inline void happens_before(const void* at) {
-#if defined(__SANITIZE_THREAD__)
   __tsan_release(const_cast<void*>(at));
-#else
-  (void)at;
-#endif
 }
-
 inline void happens_after(const void* at) {
-#if defined(__SANITIZE_THREAD__)
   __tsan_acquire(const_cast<void*>(at));
-#else
-  (void)at;
-#endif
 }
+#else
+inline void happens_before(const void*) {}
+inline void happens_after(const void*) {}
+#endif
 
 constexpr size_t kBlock = 512;        // per-rank control block
 constexpr size_t kSmall = 256u << 10; // bytes of each of a rank's two small-op buffers
