@@ -15,9 +15,13 @@
 // the shared-memory one. A rank that is stopped (SIGSTOP), hung in its own code or dead stops
 // beating: its heartbeat's age says so; one alive but elsewhere (not in this collective) still
 // beats. Ages compare the publisher's wall clock with the reader's: across hosts they are off
-// by the clocks' skew. A rank that destroys its group publishes a last entry saying it left. The
-// store calls never run on the collectives thread; the roll call of an error is read within a
-// budget, by a thread that may be left behind if the store is gone.
+// by the clocks' skew. A rank that destroys its group publishes a last entry saying it left, and
+// the group's end waits up to kEndWait for it and joins the thread, so that no thread outlives
+// the group: a process that forks afterwards (loader workers, the ranks of a test under TSan,
+// which refuses threads in the child of a threaded parent) forks one thread. A hung store call
+// (a stopped store host) leaves the thread behind after the wait. The store calls never run on
+// the collectives thread; the roll call of an error is read within a budget, by a thread that
+// may be left behind if the store is gone.
 #include "comm/backend/ledger.hpp"
 
 #include <condition_variable>
@@ -88,6 +92,7 @@ struct collective_ledger::state {
   std::mutex mu;
   std::condition_variable wake;
   bool stop = false;
+  bool ended = false; // run() has returned its last entry (or given up on it)
   entry mine;
   int64_t reported = -1; // the collective whose wait was last reported
 
@@ -190,6 +195,9 @@ struct collective_ledger::state {
       st->set(key(size_t(rank)), last.encode());
     } catch (const std::exception&) {
     }
+    lock.lock();
+    ended = true;
+    wake.notify_all();
   }
 };
 
@@ -201,16 +209,23 @@ collective_ledger::collective_ledger(std::shared_ptr<store> st, int rank,
   state_->global_ranks = std::move(global_ranks);
   state_->where = std::move(where);
   state_->opts = o;
-  // Detached: a store call in flight (a stopped master) must not hold up the group's end.
-  std::thread([s = state_] { s->run(); }).detach();
+  thread_ = std::thread([s = state_] { s->run(); });
 }
 
 collective_ledger::~collective_ledger() {
-  {
-    std::lock_guard lock(state_->mu);
-    state_->stop = true;
-  }
+  std::unique_lock lock(state_->mu);
+  state_->stop = true;
   state_->wake.notify_all();
+  // Joined when its last entry is out within the wait, so that no thread outlives the group (a
+  // process that forks once its group is gone, as loader workers or a test's ranks do, forks
+  // one thread); detached when a store call hangs (a stopped master), which must not hold up
+  // the group's end for longer.
+  const bool ended = state_->wake.wait_for(lock, kEndWait, [&] { return state_->ended; });
+  lock.unlock();
+  if (ended)
+    thread_.join();
+  else
+    thread_.detach();
 }
 
 void collective_ledger::enter(int64_t seq, const std::string& op) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/store/store.hpp"
@@ -30,7 +31,8 @@ public:
   /// starts its reports; `global_ranks` names the group's ranks in them.
   collective_ledger(std::shared_ptr<store> st, int rank, std::vector<int> global_ranks,
                     std::string where, options o);
-  /// Stops publishing; does not wait for a store call in flight.
+  /// Stops publishing and ends the publishing thread once it has published the entry saying
+  /// this rank left; waits at most kEndWait for that store call, then leaves the thread behind.
   ~collective_ledger();
   collective_ledger(const collective_ledger&) = delete;
   collective_ledger& operator=(const collective_ledger&) = delete;
@@ -46,10 +48,13 @@ public:
   /// 10.0 s)"), read from the store within `budget` (else a sentence saying it could not be).
   std::string roll_call(milliseconds budget);
 
+  static constexpr milliseconds kEndWait{500};
+
   struct state; // shared with the publishing thread
 
 private:
   std::shared_ptr<state> state_;
+  std::thread thread_;
 };
 
 } // namespace actorch::dist
