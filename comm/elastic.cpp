@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -141,13 +142,81 @@ membership coordinator::read(int64_t generation) {
   return m;
 }
 
+namespace {
+
+// Note [Superseded membership]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A member of membership g lost before it joined g's group (killed while the survivors
+// regrouped) leaves the others waiting in the group's rendezvous, for the group's whole timeout
+// (60 s), although the launcher publishes membership g + 1 without it within its detection
+// time. So the group meets through this store: it waits in slices and, between them, looks
+// whether g + 1 is out; if it is, the wait fails saying so, make_group throws, and the trainer
+// asks for the newest membership (process_link::regroup). A wait that fails long before its
+// slice is up (under half) is not its timeout (the store is gone) and fails at once.
+class membership_store final : public store {
+public:
+  membership_store(std::shared_ptr<store> base, int64_t generation)
+      : store(base->timeout()), base_(std::move(base)), generation_(generation),
+        group_(
+            std::make_shared<prefix_store>("/elastic/group_" + std::to_string(generation), base_)),
+        next_(members_key + std::to_string(generation + 1)) {}
+
+  void set(const std::string& key, const std::string& value) override { group_->set(key, value); }
+  std::string get(const std::string& key) override {
+    wait({key}, timeout());
+    return group_->get(key);
+  }
+  int64_t add(const std::string& key, int64_t delta) override { return group_->add(key, delta); }
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired) override {
+    return group_->compare_set(key, expected, desired);
+  }
+  bool check(const std::vector<std::string>& keys) override { return group_->check(keys); }
+  using store::wait;
+  void wait(const std::vector<std::string>& keys, milliseconds timeout) override {
+    constexpr milliseconds kSlice{200};
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const auto now = std::chrono::steady_clock::now();
+      const auto slice =
+          std::min(kSlice, std::max(milliseconds(1),
+                                    std::chrono::duration_cast<milliseconds>(deadline - now)));
+      try {
+        group_->wait(keys, slice);
+        return;
+      } catch (const std::exception& e) {
+        const auto after = std::chrono::steady_clock::now();
+        if (after - now < slice / 2 || after >= deadline)
+          throw; // not the slice's timeout (long before it), or the whole wait's
+        if (base_->check({next_}))
+          ACTORCH_FAIL("elastic: membership ", generation_ + 1, " was published while ",
+                       "membership ", generation_, "'s group met (a member was lost before it ",
+                       "joined): ", e.what());
+      }
+    }
+  }
+  bool delete_key(const std::string& key) override { return group_->delete_key(key); }
+  int64_t num_keys() override { return group_->num_keys(); }
+
+protected:
+  std::string get_now(const std::string& key) override { return group_->get(key); }
+
+private:
+  std::shared_ptr<store> base_;
+  int64_t generation_;
+  std::shared_ptr<prefix_store> group_;
+  std::string next_;
+};
+
+} // namespace
+
 std::shared_ptr<process_group> coordinator::make_group(const membership& m) {
   process_group_gloo::options o;
   o.timeout = timeout_;
   o.shared_memory = false;
   return std::make_shared<process_group_gloo>(
-      std::make_shared<prefix_store>("/elastic/group_" + std::to_string(m.generation), store_),
-      m.rank, int(m.ranks.size()), o, m.ranks);
+      std::make_shared<membership_store>(store_, m.generation), m.rank, int(m.ranks.size()), o,
+      m.ranks);
 }
 
 } // namespace actorch::dist::elastic

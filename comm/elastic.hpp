@@ -65,8 +65,9 @@ public:
   /// `wait` for the launcher to publish it.
   membership join(milliseconds wait);
   /// A Gloo group of `m`'s members (no shared memory: Note [Elastic membership]), named by
-  /// their launcher RANKs in its messages. Blocks until every member joined; throws after the
-  /// timeout (a member lost meanwhile: ask next() again).
+  /// their launcher RANKs in its messages. Blocks until every member joined; throws as soon as
+  /// the launcher publishes a later membership (a member lost before it joined: ask next()
+  /// again; Note [Superseded membership]), and after the timeout.
   std::shared_ptr<process_group> make_group(const membership& m);
 
 private:

@@ -17,7 +17,8 @@ namespace actorch::actors {
 //     at the timeout) and stops its comm actor, failing the buckets it held;
 //  2. waits for the launcher's next membership and joins its group, a Gloo one without shared
 //     memory (process_link::regroup); a second rank lost before all have joined makes the
-//     rendezvous fail, and the survivors wait for the membership after it;
+//     rendezvous fail once the launcher publishes the membership after it (Note [Superseded
+//     membership] in comm/elastic.cpp), and the survivors take that one;
 //  3. agrees with the others on the furthest state: a step's all-reduce may have finished on
 //     some survivors (the lost rank sent its part, then died) and not on others, so the
 //     survivors take the most steps done, and the lowest rank that did them broadcasts its

@@ -3,10 +3,17 @@
 // comm/launch/launcher.cpp; the healing itself is tests/tools/digits_elastic.py's).
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include "comm/elastic.hpp"
+#include "comm/launch/launcher.hpp"
+#include "comm/store/tcp_store.hpp"
+#include "core/ops/factory.hpp"
 #include "tests/core/files.hpp"
 
 using namespace actorch::dist;
+using actorch::test::env_var;
 using Catch::Contains;
 
 TEST_CASE("membership lists go to the store and back, and a malformed one is named",
@@ -31,4 +38,65 @@ TEST_CASE("outside an elastic launcher, regrouping says what is missing", "[comm
                     Contains("elastic: RANK is not set") && Contains("actorch launch --elastic"));
   const actorch::test::env_var bad_join("ACTORCH_ELASTIC_JOIN", std::string("two"));
   CHECK_THROWS_WITH(elastic::replacement(), Contains("ACTORCH_ELASTIC_JOIN"));
+}
+
+TEST_CASE("a membership whose member is lost before it joins gives way to the next one at once, "
+          "not at the group's timeout",
+          "[comm][elastic]") {
+  using namespace std::chrono;
+  const int port = free_port();
+  auto host = std::make_shared<tcp_store>("127.0.0.1", uint16_t(port), true, seconds(30));
+  const env_var addr("MASTER_ADDR", std::string("127.0.0.1"));
+  const env_var master_port("MASTER_PORT", std::to_string(port));
+  // Launch ranks 0, 1 and 2; membership 1 still has rank 2, which never joins.
+  host->set(elastic::members_key + std::string("1"), "0,1,2");
+  host->set(elastic::generation_key, "1");
+  std::vector<std::unique_ptr<elastic::coordinator>> ranks;
+  for (const char* r : {"0", "1"}) { // RANK is read here, on this thread
+    const env_var rank("RANK", std::string(r));
+    ranks.push_back(std::make_unique<elastic::coordinator>(milliseconds(20000)));
+  }
+  struct outcome {
+    std::string first_error;
+    double first_s = 0;
+    int64_t regrouped_in = 0;
+    float sum = 0;
+  };
+  std::vector<outcome> got(2);
+  std::vector<std::thread> threads;
+  const auto start = steady_clock::now();
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      elastic::coordinator& c = *ranks[size_t(r)];
+      outcome& o = got[size_t(r)];
+      try {
+        c.make_group(elastic::membership{1, {0, 1, 2}, r});
+      } catch (const std::exception& e) {
+        o.first_error = e.what();
+      }
+      o.first_s = duration<double>(steady_clock::now() - start).count();
+      try {
+        const elastic::membership m = c.next(1, milliseconds(5000));
+        o.regrouped_in = m.generation;
+        auto pg = c.make_group(m);
+        actorch::tensor t = actorch::full({4}, float(r + 1));
+        pg->all_reduce(t, reduce_op::sum).wait();
+        o.sum = t.data_ptr<float>()[0];
+      } catch (const std::exception& e) {
+        o.first_error += std::string(" | then: ") + e.what();
+      }
+    });
+  std::this_thread::sleep_for(milliseconds(1000)); // the launcher detects the loss
+  host->set(elastic::members_key + std::string("2"), "0,1");
+  host->set(elastic::generation_key, "2");
+  for (auto& t : threads)
+    t.join();
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << got[size_t(r)].first_error);
+    CHECK_THAT(got[size_t(r)].first_error,
+               Contains("elastic: membership 2 was published while membership 1's group met"));
+    CHECK(got[size_t(r)].first_s < 10.0); // the group's timeout is 20 s
+    CHECK(got[size_t(r)].regrouped_in == 2);
+    CHECK(got[size_t(r)].sum == 3.0f);
+  }
 }
