@@ -11,15 +11,15 @@
 #include <thread>
 
 #include "comm/backend/ledger.hpp"
-#include "comm/store/hash_store.hpp"
+#include "tests/comm/forwarding_store.hpp"
 
 using namespace actorch::dist;
 using namespace std::chrono_literals;
 
 namespace {
 
-// A hash_store whose set() takes `delay` once the test says so (a slow or stopped store host).
-class slow_store final : public store {
+// A store whose set() takes `delay` once the test says so (a slow or stopped store host).
+class slow_store final : public actorch::test::forwarding_store {
 public:
   std::atomic<std::chrono::milliseconds> delay{0ms};
 
@@ -27,24 +27,6 @@ public:
     std::this_thread::sleep_for(delay.load());
     inner_.set(key, value);
   }
-  int64_t add(const std::string& key, int64_t delta) override { return inner_.add(key, delta); }
-  std::string compare_set(const std::string& key, const std::string& expected,
-                          const std::string& desired) override {
-    return inner_.compare_set(key, expected, desired);
-  }
-  bool check(const std::vector<std::string>& keys) override { return inner_.check(keys); }
-  using store::wait;
-  void wait(const std::vector<std::string>& keys, milliseconds timeout) override {
-    inner_.wait(keys, timeout);
-  }
-  bool delete_key(const std::string& key) override { return inner_.delete_key(key); }
-  int64_t num_keys() override { return inner_.num_keys(); }
-
-protected:
-  std::string get_now(const std::string& key) override { return inner_.get(key); }
-
-private:
-  hash_store inner_;
 };
 
 size_t threads() {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/ops/factory.hpp"
+#include "tests/comm/forwarding_store.hpp"
 #include "tests/comm/ranks.hpp"
 #include "tests/core/files.hpp"
 #include "tests/core/values.hpp"
@@ -21,34 +22,19 @@ namespace {
 
 // A store in which a stranger's shm/name came first: rank 0's own write of it is lost, as when
 // the other ranks read the planted key before rank 0 wrote it.
-class planted_store : public store {
+class planted_store final : public forwarding_store {
 public:
-  explicit planted_store(const std::string& planted) : store(std::chrono::milliseconds(5000)) {
+  explicit planted_store(const std::string& planted)
+      : forwarding_store(std::chrono::milliseconds(5000)) {
     inner_.set(kName, planted);
   }
   void set(const std::string& key, const std::string& value) override {
     if (key != kName)
       inner_.set(key, value);
   }
-  std::string get(const std::string& key) override { return inner_.get(key); }
-  int64_t add(const std::string& key, int64_t delta) override { return inner_.add(key, delta); }
-  std::string compare_set(const std::string& key, const std::string& expected,
-                          const std::string& desired) override {
-    return inner_.compare_set(key, expected, desired);
-  }
-  bool check(const std::vector<std::string>& keys) override { return inner_.check(keys); }
-  void wait(const std::vector<std::string>& keys, milliseconds timeout) override {
-    inner_.wait(keys, timeout);
-  }
-  bool delete_key(const std::string& key) override { return inner_.delete_key(key); }
-  int64_t num_keys() override { return inner_.num_keys(); }
-
-protected:
-  std::string get_now(const std::string& key) override { return inner_.get(key); }
 
 private:
   static constexpr const char* kName = "pg/shm/name";
-  hash_store inner_{std::chrono::milliseconds(5000)};
 };
 
 std::vector<std::vector<double>> all_reduce_on(std::shared_ptr<store> st) {

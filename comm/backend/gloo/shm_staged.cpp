@@ -18,8 +18,10 @@ namespace {
 
 // Note [Single-copy collectives]: the largest broadcast read straight from the root's tensor.
 constexpr size_t kSingleCopyMax = size_t(2) << 20;
-// Note [Streaming copies]: the least output of an op written past the caches.
+// Note [Streaming copies]: the least output of an op written past the caches, and of an
+// all_to_all.
 constexpr size_t kStreamMin = size_t(16) << 20;
+constexpr size_t kStreamMinAllToAll = size_t(8) << 20;
 
 // The bytes of a `total`-byte payload that round k carries, `per_round` bytes a round.
 size_t round_bytes(size_t total, size_t k, size_t per_round) {
@@ -40,7 +42,10 @@ void move(void* dst, const void* src, size_t n) {
 // through memory twice; streamed, once. Below kStreamMin output bytes per op the output may
 // still be read from the cache by whoever runs next, and an 8 MiB all_gather measured slower
 // streamed. At 32 and 64 MiB, medians of two interleaved runs: all_gather 1.1-1.6x faster,
-// all_to_all 1.2-1.5x, broadcast 1.0-1.4x (docs/performance.md).
+// all_to_all 1.2-1.5x, broadcast 1.0-1.4x (docs/performance.md). An all_to_all streams from
+// kStreamMinAllToAll: at world 4 its 8 MiB output measured faster streamed in 10 of 13
+// interleaved rounds (median 3.2 against 5.2 ms; under 3% slower in the other three), and
+// level at world 2.
 
 // memmove whose stores bypass the caches (no read for ownership of the destination's lines).
 void stream(void* dst, const void* src, size_t n) {
@@ -236,7 +241,7 @@ bool shm_collectives::all_to_all(const int64_t* header, std::vector<int64_t>& al
   size_t out_bytes = 0;
   for (size_t b : recv_bytes)
     out_bytes += b;
-  const auto put = out_bytes >= kStreamMin ? stream : move;
+  const auto put = out_bytes >= kStreamMinAllToAll ? stream : move;
   const auto collect = [&](size_t k, const staging& s) {
     for (int i = 0; i < size_; ++i) {
       const char* from = i == rank_ ? sends[size_t(i)] + k * p.piece
