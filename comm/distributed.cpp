@@ -281,9 +281,20 @@ void init_process_group(const init_options& opts) {
     ACTORCH_CHECK(backend == "gloo", "init_process_group: a replacement rank of an elastic job ",
                   "joins a gloo group; backend ", backend, " cannot regroup");
     elastic::coordinator c(opts.timeout);
-    const elastic::membership m = c.join(opts.timeout);
-    s.world = c.make_group(m);
-    elastic::set_joined_membership(m.generation);
+    for (;;) {
+      const elastic::membership m = c.join(opts.timeout);
+      try {
+        s.world = c.make_group(m);
+      } catch (const std::exception&) {
+        // Another rank lost before this membership met: join the newer one (Note [Superseded
+        // membership] in comm/elastic.cpp).
+        if (c.published(m.generation + 1, std::chrono::milliseconds(0)))
+          continue;
+        throw;
+      }
+      elastic::set_joined_membership(m.generation);
+      break;
+    }
   } else {
     s.world = make_group(backend, std::make_shared<prefix_store>("default_pg", st), rank,
                          world_size, opts.timeout, hostname, {});

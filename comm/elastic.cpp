@@ -102,8 +102,11 @@ membership coordinator::next(int64_t after, milliseconds wait) {
 }
 
 bool coordinator::published(int64_t generation, milliseconds wait) {
+  const std::string key = members_key + std::to_string(generation);
   try {
-    store_->wait({members_key + std::to_string(generation)}, wait);
+    if (wait.count() == 0)
+      return store_->check({key});
+    store_->wait({key}, wait);
     return true;
   } catch (const std::exception&) {
     return false; // not within `wait` (or the store is gone: the next call says so)
@@ -151,7 +154,8 @@ namespace {
 // (60 s), although the launcher publishes membership g + 1 without it within its detection
 // time. So the group meets through this store: it waits in slices and, between them, looks
 // whether g + 1 is out; if it is, the wait fails saying so, make_group throws, and the trainer
-// asks for the newest membership (process_link::regroup). A wait that fails long before its
+// asks for the newest membership (process_link::regroup); a replacement rank's
+// init_process_group joins the newer one likewise. A wait that fails long before its
 // slice is up (under half) is not its timeout (the store is gone) and fails at once.
 class membership_store final : public store {
 public:

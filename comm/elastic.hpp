@@ -59,7 +59,8 @@ public:
   /// one. Throws when none comes in time (whatever failed was not a lost rank) or when this
   /// process is not a member.
   membership next(int64_t after, milliseconds wait);
-  /// Whether the launcher has published membership `generation`, waiting up to `wait`.
+  /// Whether the launcher has published membership `generation`, waiting up to `wait` (0: only
+  /// looks).
   bool published(int64_t generation, milliseconds wait);
   /// A replacement's first membership: the newest one that has this process, waiting up to
   /// `wait` for the launcher to publish it.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "comm/distributed.hpp"
 #include "comm/elastic.hpp"
 #include "comm/launch/launcher.hpp"
 #include "comm/store/tcp_store.hpp"
@@ -99,4 +100,68 @@ TEST_CASE("a membership whose member is lost before it joins gives way to the ne
     CHECK(got[size_t(r)].regrouped_in == 2);
     CHECK(got[size_t(r)].sum == 3.0f);
   }
+}
+
+TEST_CASE("a replacement whose membership is superseded before it meets joins the next one",
+          "[comm][elastic]") {
+  using namespace std::chrono;
+  const int port = free_port();
+  auto host = std::make_shared<tcp_store>("127.0.0.1", uint16_t(port), true, seconds(30));
+  const env_var addr("MASTER_ADDR", std::string("127.0.0.1"));
+  const env_var master_port("MASTER_PORT", std::to_string(port));
+  const env_var elastic_on("ACTORCH_ELASTIC", std::string("1"));
+  // Launch rank 2 was lost and replaced: membership 1 has ranks 0, 1 and the replacement; rank 1
+  // is lost too before membership 1 meets, and membership 2 has ranks 0 and 2.
+  host->set(elastic::members_key + std::string("1"), "0,1,2");
+  host->set(elastic::generation_key, "1");
+  std::unique_ptr<elastic::coordinator> survivor;
+  {
+    const env_var rank("RANK", std::string("0"));
+    survivor = std::make_unique<elastic::coordinator>(milliseconds(20000));
+  }
+  const env_var rank("RANK", std::string("2")); // the replacement's, read by its thread
+  const env_var join("ACTORCH_ELASTIC_JOIN", std::string("1"));
+  float survivor_sum = 0, replacement_sum = 0;
+  int replacement_rank = -1;
+  std::string survivor_error, replacement_error;
+  const auto start = steady_clock::now();
+  std::thread survivor_thread([&] {
+    try {
+      try {
+        survivor->make_group(elastic::membership{1, {0, 1, 2}, 0});
+      } catch (const std::exception&) { // membership 2 is out
+      }
+      auto pg = survivor->make_group(survivor->next(1, milliseconds(5000)));
+      actorch::tensor t = actorch::full({4}, 1.0f);
+      pg->all_reduce(t, reduce_op::sum).wait();
+      survivor_sum = t.data_ptr<float>()[0];
+    } catch (const std::exception& e) {
+      survivor_error = e.what();
+    }
+  });
+  std::thread replacement_thread([&] {
+    try {
+      init_process_group(
+          {.world_size = 3, .rank = 2, .timeout = milliseconds(20000), .store = host});
+      replacement_rank = get_rank();
+      actorch::tensor t = actorch::full({4}, 2.0f);
+      world()->all_reduce(t, reduce_op::sum).wait();
+      replacement_sum = t.data_ptr<float>()[0];
+      destroy_process_group();
+    } catch (const std::exception& e) {
+      replacement_error = e.what();
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(1000));
+  host->set(elastic::members_key + std::string("2"), "0,2");
+  host->set(elastic::generation_key, "2");
+  survivor_thread.join();
+  replacement_thread.join();
+  elastic::set_joined_membership(0);
+  CHECK(survivor_error.empty());
+  CHECK(replacement_error.empty());
+  CHECK(duration<double>(steady_clock::now() - start).count() < 10.0); // the timeout is 20 s
+  CHECK(replacement_rank == 1);
+  CHECK(survivor_sum == 3.0f);
+  CHECK(replacement_sum == 3.0f);
 }
