@@ -41,22 +41,40 @@ TEST_CASE("outside an elastic launcher, regrouping says what is missing", "[comm
   CHECK_THROWS_WITH(elastic::replacement(), Contains("ACTORCH_ELASTIC_JOIN"));
 }
 
+namespace {
+
+// What `actorch launch --elastic` gives its ranks: a store on 127.0.0.1 (MASTER_ADDR and
+// MASTER_PORT say where) holding the memberships it publishes.
+struct launcher_store {
+  const int port = free_port();
+  std::shared_ptr<tcp_store> host = std::make_shared<tcp_store>("127.0.0.1", uint16_t(port), true,
+                                                                std::chrono::milliseconds(30000));
+  const env_var addr{"MASTER_ADDR", std::string("127.0.0.1")};
+  const env_var master_port{"MASTER_PORT", std::to_string(port)};
+
+  void publish(int64_t generation, const std::string& ranks) {
+    host->set(elastic::members_key + std::to_string(generation), ranks);
+    host->set(elastic::generation_key, std::to_string(generation));
+  }
+  // A rank's coordinator: RANK is read here, on the test's thread.
+  std::unique_ptr<elastic::coordinator> coordinator(int launch_rank) {
+    const env_var rank("RANK", std::to_string(launch_rank));
+    return std::make_unique<elastic::coordinator>(std::chrono::milliseconds(20000));
+  }
+};
+
+} // namespace
+
 TEST_CASE("a membership whose member is lost before it joins gives way to the next one at once, "
           "not at the group's timeout",
           "[comm][elastic]") {
   using namespace std::chrono;
-  const int port = free_port();
-  auto host = std::make_shared<tcp_store>("127.0.0.1", uint16_t(port), true, seconds(30));
-  const env_var addr("MASTER_ADDR", std::string("127.0.0.1"));
-  const env_var master_port("MASTER_PORT", std::to_string(port));
+  launcher_store launcher;
   // Launch ranks 0, 1 and 2; membership 1 still has rank 2, which never joins.
-  host->set(elastic::members_key + std::string("1"), "0,1,2");
-  host->set(elastic::generation_key, "1");
+  launcher.publish(1, "0,1,2");
   std::vector<std::unique_ptr<elastic::coordinator>> ranks;
-  for (const char* r : {"0", "1"}) { // RANK is read here, on this thread
-    const env_var rank("RANK", std::string(r));
-    ranks.push_back(std::make_unique<elastic::coordinator>(milliseconds(20000)));
-  }
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(launcher.coordinator(r));
   struct outcome {
     std::string first_error;
     double first_s = 0;
@@ -88,8 +106,7 @@ TEST_CASE("a membership whose member is lost before it joins gives way to the ne
       }
     });
   std::this_thread::sleep_for(milliseconds(1000)); // the launcher detects the loss
-  host->set(elastic::members_key + std::string("2"), "0,1");
-  host->set(elastic::generation_key, "2");
+  launcher.publish(2, "0,1");
   for (auto& t : threads)
     t.join();
   for (int r = 0; r < 2; ++r) {
@@ -105,20 +122,12 @@ TEST_CASE("a membership whose member is lost before it joins gives way to the ne
 TEST_CASE("a replacement whose membership is superseded before it meets joins the next one",
           "[comm][elastic]") {
   using namespace std::chrono;
-  const int port = free_port();
-  auto host = std::make_shared<tcp_store>("127.0.0.1", uint16_t(port), true, seconds(30));
-  const env_var addr("MASTER_ADDR", std::string("127.0.0.1"));
-  const env_var master_port("MASTER_PORT", std::to_string(port));
+  launcher_store launcher;
   const env_var elastic_on("ACTORCH_ELASTIC", std::string("1"));
   // Launch rank 2 was lost and replaced: membership 1 has ranks 0, 1 and the replacement; rank 1
   // is lost too before membership 1 meets, and membership 2 has ranks 0 and 2.
-  host->set(elastic::members_key + std::string("1"), "0,1,2");
-  host->set(elastic::generation_key, "1");
-  std::unique_ptr<elastic::coordinator> survivor;
-  {
-    const env_var rank("RANK", std::string("0"));
-    survivor = std::make_unique<elastic::coordinator>(milliseconds(20000));
-  }
+  launcher.publish(1, "0,1,2");
+  const std::unique_ptr<elastic::coordinator> survivor = launcher.coordinator(0);
   const env_var rank("RANK", std::string("2")); // the replacement's, read by its thread
   const env_var join("ACTORCH_ELASTIC_JOIN", std::string("1"));
   float survivor_sum = 0, replacement_sum = 0;
@@ -142,7 +151,7 @@ TEST_CASE("a replacement whose membership is superseded before it meets joins th
   std::thread replacement_thread([&] {
     try {
       init_process_group(
-          {.world_size = 3, .rank = 2, .timeout = milliseconds(20000), .store = host});
+          {.world_size = 3, .rank = 2, .timeout = milliseconds(20000), .store = launcher.host});
       replacement_rank = get_rank();
       actorch::tensor t = actorch::full({4}, 2.0f);
       world()->all_reduce(t, reduce_op::sum).wait();
@@ -153,8 +162,7 @@ TEST_CASE("a replacement whose membership is superseded before it meets joins th
     }
   });
   std::this_thread::sleep_for(milliseconds(1000));
-  host->set(elastic::members_key + std::string("2"), "0,2");
-  host->set(elastic::generation_key, "2");
+  launcher.publish(2, "0,2");
   survivor_thread.join();
   replacement_thread.join();
   elastic::set_joined_membership(0);
