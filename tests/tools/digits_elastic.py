@@ -62,6 +62,14 @@ def padding_allowance(worlds):
     return sum(w - 1 for w in worlds)
 
 
+def report_of(out):
+    """A sanitizer's report in the job's output whole (from where it begins), else the output's
+    tail."""
+    at = out.find("WARNING: ThreadSanitizer")
+    at = out.find("ERROR: AddressSanitizer") if at < 0 else at
+    return out[max(0, out.rfind("\n", 0, at)):] if at >= 0 else out[-3000:]
+
+
 def run(actorch, digits, scratch, kills, problems, restarts=0):
     """Starts the job, kills ranks at (rank, epoch, steps into it), checks the outcome; with
     `restarts`, the launcher replaces that many of them."""
@@ -83,9 +91,13 @@ def run(actorch, digits, scratch, kills, problems, restarts=0):
     for rank, epoch, steps in kills:
         pid = wait_for_steps(f"{log}.{rank}", epoch, steps, p, deadline)
         if pid is None:
-            problems.append(f"{name}: rank {rank} never reached step {steps} of epoch {epoch}")
+            ended = p.poll()
             p.kill()
-            p.communicate()
+            out, _ = p.communicate()
+            why = (f"the launcher exited {ended} first" if ended is not None
+                   else "not within 240 s")
+            problems.append(f"{name}: rank {rank} never reached step {steps} of epoch {epoch} "
+                            f"({why}):\n{report_of(out)}")
             return
         others = [r for r in range(3) if r != rank and (restarts or r not in killed_ranks)]
         lines = {r: len(read_log(f"{log}.{r}")) for r in others}
@@ -107,11 +119,7 @@ def run(actorch, digits, scratch, kills, problems, restarts=0):
         return
     seconds = time.time() - started
     if p.returncode != 0:
-        # A sanitizer's report whole (where it begins), else the output's tail.
-        report = out.find("WARNING: ThreadSanitizer")
-        report = out.find("ERROR: AddressSanitizer") if report < 0 else report
-        shown = out[max(0, out.rfind("\n", 0, report)):] if report >= 0 else out[-3000:]
-        problems.append(f"{name}: the launcher exited {p.returncode}:\n{shown}")
+        problems.append(f"{name}: the launcher exited {p.returncode}:\n{report_of(out)}")
         return
     for rank in killed_ranks:
         if restarts and f"rank {rank} replaced: replacement" not in out:
