@@ -12,7 +12,8 @@
 # before it ran (scripts/trace_overlap.py), and the h2d and gpu-step workloads next to PyTorch on
 # the same GPU (bench/peer_gpu.py); and the torch.distributed backend "actorch" built there against
 # the machine's torch 2.x, running DDP's demo_basic on CUDA tensors through actorch's NCCL group
-# next to torch's nccl (tests/tools/torch2_backend.py).
+# next to torch's nccl, and two ranks on one GPU (host copies over Gloo, as NCCL refuses them)
+# running demo_basic and DDP with SyncBatchNorm next to torch's gloo (tests/tools/torch2_backend.py).
 # One verdict line per check, then `N passed, N failed`; logs go to $OUT (the device tool's
 # folder that comes back) or /tmp/actorch-gpu-check. Exit status: the number of failures.
 set -uo pipefail

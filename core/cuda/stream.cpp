@@ -44,6 +44,19 @@ void set_device(int device) {
   kernels::cuda::set_device(resolve(device, "set_device"));
 }
 
+std::string device_uuid(int device) {
+  cudaDeviceProp prop{};
+  ACTORCH_CUDA_CHECK(cudaGetDeviceProperties(&prop, resolve(device, "device_uuid")));
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : prop.uuid.bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
 stream stream::create(int device) {
   device = resolve(device, "stream::create");
   device_guard guard(device);
@@ -187,6 +200,9 @@ int current_device() {
 }
 void set_device(int) {
   fail_without_cuda("set_device");
+}
+std::string device_uuid(int) {
+  fail_without_cuda("device_uuid");
 }
 stream stream::create(int) {
   fail_without_cuda("stream::create");

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 namespace actorch::cuda {
 
@@ -16,6 +17,9 @@ int device_count();
 /// torch.cuda.current_device / set_device.
 int current_device();
 void set_device(int device);
+/// The GPU's UUID as 32 hex digits (torch.cuda.get_device_properties(device).uuid): unique
+/// across hosts, so ranks can tell whether two of them hold one GPU.
+std::string device_uuid(int device);
 
 /// A CUDA stream on one device (torch.cuda.Stream). Copies share the stream; a stream made by
 /// create() is destroyed with its last copy, after the work queued on it is done.

@@ -23,7 +23,9 @@
 // the backend registered for its tensors' device; the ops are the same). A build that defines
 // ACTORCH_TORCH_CUDA (scripts/gpu-check.sh builds one against the GPU machine's torch) also
 // takes CUDA tensors: they go to actorch's NCCL group, made at the first CUDA op through the
-// same store (keys under "nccl/") on that tensor's device. Each such op is queued behind what
+// same store (keys under "nccl/") on that tensor's device, or where two ranks share a GPU to
+// the Gloo group through host copies (Note [Ranks sharing a GPU], comm/backend/host_staged.cpp).
+// Each such op is queued behind what
 // torch's current stream holds (the NCCL group orders its stream after the issuing thread's
 // current stream, here torch's), and the work's wait() makes torch's current stream wait for
 // it; the Future, made for that device, completes once the op has run.
@@ -57,6 +59,7 @@
 #include "comm/store/store.hpp"
 #include "core/ops/factory.hpp"
 #if ACTORCH_TORCH_CUDA
+#include "comm/backend/host_staged.hpp"
 #include "comm/backend/nccl/process_group_nccl.hpp"
 #include "comm/store/prefix_store.hpp"
 #include "core/cuda/stream.hpp"
@@ -260,14 +263,14 @@ public:
   ~process_group_actorch() override {
     if (::getpid() != maker_) { // a fork's copy (a DataLoader worker): its threads are not here
       (void)pg_.release();
-      if (nccl_) // left alone as well
-        (void)new std::shared_ptr<dist::process_group>(std::move(nccl_));
+      if (cuda_) // left alone as well
+        (void)new std::shared_ptr<dist::process_group>(std::move(cuda_));
       return;
     }
     std::optional<py::gil_scoped_release> no_gil;
     if (PyGILState_Check())
       no_gil.emplace();
-    nccl_.reset();
+    cuda_.reset(); // before pg_, which a host-staged one runs its ops on
     pg_.reset();
   }
 
@@ -528,7 +531,7 @@ private:
                                          ::c10d::OpType type, Launch&& launch) {
 #if ACTORCH_TORCH_CUDA
     if (like.is_cuda()) {
-      dist::process_group& g = nccl(like.device());
+      dist::process_group& g = cuda_group(like.device());
       cuda::stream_guard on_torch_stream(torch_current_stream(like.device()));
       return make_work(launch(g), std::move(outputs), type, like.device());
     }
@@ -539,29 +542,33 @@ private:
   }
 
 #if ACTORCH_TORCH_CUDA
-  /// The NCCL group on `d`, made by the first CUDA op (every rank issues it, as the rendezvous
-  /// needs) through the group's store under "nccl/".
-  dist::process_group& nccl(const c10::Device& d) {
-    std::lock_guard lock(nccl_mu_);
-    if (!nccl_) {
-      nccl_ = dist::make_process_group_nccl(std::make_shared<dist::prefix_store>("nccl/", store_),
-                                            getRank(), getSize(), timeout_, {}, d.index());
-      nccl_device_ = d.index();
+  /// The group for CUDA tensors, made by the first CUDA op (every rank issues it, as the
+  /// rendezvous needs) on that op's device, through the group's store under "nccl/": actorch's
+  /// NCCL group, or where two ranks share a GPU (NCCL refuses them) this group's Gloo group over
+  /// host copies, as torch's gloo takes CUDA tensors (Note [Ranks sharing a GPU]).
+  dist::process_group& cuda_group(const c10::Device& d) {
+    std::lock_guard lock(cuda_mu_);
+    if (!cuda_) {
+      auto s = std::make_shared<dist::prefix_store>("nccl/", store_);
+      cuda_ = dist::ranks_share_a_gpu(*s, getRank(), getSize(), d.index())
+                  ? dist::make_host_staged_group(group(), d.index())
+                  : dist::make_process_group_nccl(s, getRank(), getSize(), timeout_, {}, d.index());
+      cuda_device_ = d.index();
     }
-    TORCH_CHECK(d.index() == nccl_device_,
-                "actorch backend: this group's CUDA ops run on cuda:", nccl_device_,
+    TORCH_CHECK(d.index() == cuda_device_,
+                "actorch backend: this group's CUDA ops run on cuda:", cuda_device_,
                 " (its first CUDA op's device), not on ", d);
-    return *nccl_;
+    return *cuda_;
   }
 #endif
 
   std::shared_ptr<dist::store> store_;
   std::unique_ptr<dist::process_group_gloo> pg_;
-  // CUDA tensors' group (ACTORCH_TORCH_CUDA builds only), made when first needed.
   milliseconds timeout_;
-  std::mutex nccl_mu_;
-  std::shared_ptr<dist::process_group> nccl_;
-  int nccl_device_ = -1;
+  // CUDA tensors' group (ACTORCH_TORCH_CUDA builds only), made when first needed.
+  std::mutex cuda_mu_;
+  std::shared_ptr<dist::process_group> cuda_;
+  int cuda_device_ = -1;
   pid_t maker_ = ::getpid();
 };
 

@@ -5,7 +5,8 @@ CPU-only machine needs (CPU tensors, no device_ids, random tensors or the digits
 a download) and given the backend as an argument. Each rank writes what it ends with to
 OUT/<program>.<rank>.pt, for test_torch_backend.py to compare across backends. DDP's programs
 take a device as well: "cpu" here, the seed's rank in the GPU check (tests/tools/
-torch2_backend.py, which runs demo_basic and ddp_variants on CUDA tensors).
+torch2_backend.py, which runs demo_basic and ddp_variants on CUDA tensors, and sync_batch_norm,
+which needs them).
 
 Started as the seeds start them:   torch_programs.py PROGRAM BACKEND OUT PORT [WORLD]  (mp.spawn)
 or under torchrun:                  torchrun --nproc_per_node N torch_programs.py PROGRAM BACKEND OUT
@@ -237,6 +238,29 @@ def ddp_variants(rank, world_size, device="cpu"):
             optimizer.step()
         results.append([p.detach().clone() for p in model.parameters()])
     save("ddp_variants", results)
+
+
+def sync_batch_norm(rank, world_size, device):
+    """DDP over a small CNN whose BatchNorm layers became SyncBatchNorm (convert_sync_batchnorm):
+    each step normalises with the statistics of every rank's batch together (an all_gather of
+    mean, invstd and count forward, an all_reduce backward). torch's SyncBatchNorm takes CUDA
+    tensors only, so this runs in the GPU check (tests/tools/torch2_backend.py)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+    model = nn.SyncBatchNorm.convert_sync_batchnorm(model).to(device)
+    ddp = DDP(model, device_ids=[device])
+    optimizer = optim.SGD(ddp.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(200 + rank)
+    for _ in range(3):
+        # The ranks' batches differ in scale, so statistics of one rank's batch would not do.
+        x = (torch.randn(6, 3, 8, 8, generator=gen) * (rank + 1)).to(device)
+        y = torch.randint(0, 4, (6,), generator=gen).to(device)
+        optimizer.zero_grad()
+        F.cross_entropy(ddp(x), y).backward()
+        optimizer.step()
+    save("sync_batch_norm", [t.detach().clone() for t in [*model.parameters(), *model.buffers()]])
 
 
 PROGRAMS = {"p2p": p2p, "group": group, "train": train, "demo_basic": demo_basic,

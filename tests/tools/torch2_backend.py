@@ -15,6 +15,9 @@ torch's own backend, parameters compared:
     hook there too; and collectives on CUDA tensors whose results are known (all_reduce
     of a tensor a kernel on a side stream wrote, async with wait(), broadcast, all_gather_into_
     tensor, reduce_scatter_tensor);
+  - two ranks on one GPU (NCCL refuses them, so actorch's group goes through host memory there,
+    as torch's gloo does: Note [Ranks sharing a GPU]), "actorch" against "gloo": demo_basic,
+    SyncBatchNorm (CUDA tensors only) under DDP, and the collectives of known result;
   - demo_basic on CPU tensors at world 2, "actorch" against "gloo".
 One line per check, `PASS name ...` or `FAIL name ...`; the exit status is the number of FAILs.
 """
@@ -42,10 +45,10 @@ def register(extension_dir):
     dist.Backend.register_backend("actorch", creator, devices=list(_torch_backend.devices))
 
 
-def cuda_collectives(rank, world):
-    """Collectives on CUDA tensors whose results are known; returns what differed."""
+def cuda_collectives(dev, world):
+    """Collectives on CUDA tensors of `dev` whose results are known; returns what differed."""
     wrong = []
-    dev = torch.device("cuda", rank)
+    rank = dist.get_rank()
     side = torch.cuda.Stream(dev)
     with torch.cuda.stream(side):  # written on a side stream, reduced on the current one
         x = torch.full((1 << 20,), float(rank + 1), device=dev)
@@ -71,17 +74,22 @@ def cuda_collectives(rank, world):
 
 def rank_main(rank, world, backend, device, extension_dir, port, out):
     """One rank: the seed's programs (their results in OUT/<program>.<rank>.pt), and on CUDA
-    the collectives of known result; `checks` says which backend ran and what was wrong."""
+    the collectives of known result; `checks` says which backend ran and what was wrong.
+    `device`: "cpu", "cuda" (rank r on cuda:r) or "cuda-shared" (every rank on cuda:0)."""
     register(extension_dir)
     torch_programs.OUT = out
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group(backend, rank=rank, world_size=world)
-    torch_programs.demo_basic(rank, world, rank if device == "cuda" else "cpu")
+    gpu = {"cpu": "cpu", "cuda": rank, "cuda-shared": 0}[device]
+    torch_programs.demo_basic(rank, world, gpu)
     wrong = []
     if device == "cuda":
-        torch_programs.ddp_variants(rank, world, rank)
-        wrong = cuda_collectives(rank, world)
+        torch_programs.ddp_variants(rank, world, gpu)
+    if device == "cuda-shared":
+        torch_programs.sync_batch_norm(rank, world, gpu)
+    if device != "cpu" and backend != "gloo":  # gloo has no reduce_scatter_tensor
+        wrong = cuda_collectives(torch.device("cuda", gpu), world)
     torch_programs.save("checks", {"backend": dist.get_backend(), "wrong": wrong})
     dist.destroy_process_group()
 
@@ -138,6 +146,12 @@ def main():
         failed += compare("demo_basic cuda (seed as written)", ours, theirs, "nccl", "demo_basic")
         failed += compare("DDP find_unused/no_sync/fp16 hook cuda", ours, theirs, "nccl",
                           "ddp_variants")
+    if gpus > 0:
+        ours = run(2, "actorch", "cuda-shared", extension_dir, out)
+        theirs = run(2, "gloo", "cuda-shared", extension_dir, out)
+        failed += compare("demo_basic, 2 ranks on cuda:0", ours, theirs, "gloo", "demo_basic")
+        failed += compare("SyncBatchNorm DDP, 2 ranks on cuda:0", ours, theirs, "gloo",
+                          "sync_batch_norm")
     failed += compare("demo_basic cpu under torch 2.x", run(2, "actorch", "cpu", extension_dir, out),
                       run(2, "gloo", "cpu", extension_dir, out), "gloo", "demo_basic")
     sys.exit(failed)
