@@ -163,7 +163,8 @@ public:
       : store(base->timeout()), base_(std::move(base)), generation_(generation),
         group_(
             std::make_shared<prefix_store>("/elastic/group_" + std::to_string(generation), base_)),
-        next_(members_key + std::to_string(generation + 1)) {}
+        next_(members_key + std::to_string(generation + 1)),
+        name_("elastic: membership " + std::to_string(generation) + "'s group") {}
 
   void set(const std::string& key, const std::string& value) override { group_->set(key, value); }
   std::string get(const std::string& key) override {
@@ -190,8 +191,11 @@ public:
         return;
       } catch (const std::exception& e) {
         const auto after = std::chrono::steady_clock::now();
-        if (after - now < slice / 2 || after >= deadline)
-          throw; // not the slice's timeout (long before it), or the whole wait's
+        if (after - now < slice / 2)
+          throw;               // not the slice's timeout (long before it): the store's own failure
+        if (after >= deadline) // the whole wait's timeout, named as such (not the last slice's)
+          throw_timeout(name_.c_str(), keys, timeout,
+                        [&](const std::string& k) { return group_->check({k}); });
         if (base_->check({next_}))
           ACTORCH_FAIL("elastic: membership ", generation_ + 1, " was published while ",
                        "membership ", generation_, "'s group met (a member was lost before it ",
@@ -210,6 +214,7 @@ private:
   int64_t generation_;
   std::shared_ptr<prefix_store> group_;
   std::string next_;
+  std::string name_; // for its timeout's message
 };
 
 } // namespace

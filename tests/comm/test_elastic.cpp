@@ -57,9 +57,10 @@ struct launcher_store {
     host->set(elastic::generation_key, std::to_string(generation));
   }
   // A rank's coordinator: RANK is read here, on the test's thread.
-  std::unique_ptr<elastic::coordinator> coordinator(int launch_rank) {
+  std::unique_ptr<elastic::coordinator>
+  coordinator(int launch_rank, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
     const env_var rank("RANK", std::to_string(launch_rank));
-    return std::make_unique<elastic::coordinator>(std::chrono::milliseconds(20000));
+    return std::make_unique<elastic::coordinator>(timeout);
   }
 };
 
@@ -117,6 +118,29 @@ TEST_CASE("a membership whose member is lost before it joins gives way to the ne
     CHECK(got[size_t(r)].regrouped_in == 2);
     CHECK(got[size_t(r)].sum == 3.0f);
   }
+}
+
+TEST_CASE("a membership's group that never meets fails at the group's timeout, naming it",
+          "[comm][elastic]") {
+  using namespace std::chrono;
+  launcher_store launcher;
+  launcher.publish(5, "0,1"); // rank 1 never comes, and no membership follows
+  auto rank0 = launcher.coordinator(0, milliseconds(1000));
+  const auto start = steady_clock::now();
+  std::string error;
+  try {
+    rank0->make_group(elastic::membership{5, {0, 1}, 0});
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const double took = duration<double>(steady_clock::now() - start).count();
+  INFO(error);
+  // The wait goes in slices of 200 ms (Note [Superseded membership]); its error is the whole
+  // wait's, not the last slice's.
+  CHECK_THAT(error, Contains("elastic: membership 5's group: timed out after 1000 ms waiting "
+                             "for keys"));
+  CHECK(took >= 0.9);
+  CHECK(took < 10.0);
 }
 
 TEST_CASE("a replacement whose membership is superseded before it meets joins the next one",
