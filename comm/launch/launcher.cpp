@@ -19,6 +19,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -258,13 +259,77 @@ std::string job_token_for_ranks(const launch_options& o) {
   return token;
 }
 
-// Forks rank `local` of this node for attempt `restart`, its output on a pipe; `joining`: the
-// n-th replacement for a lost rank of an elastic job (Note [Elastic membership]), 0 for none.
-// A child with pid -1 and `failure` set when the fork failed.
-child start_rank(const launch_options& o, const std::string& token, int restart, int local,
-                 int joining, std::string& failure) {
+// The environment of rank `local` of this node for attempt `restart`: the launcher's own, with
+// the variables every rank reads set (torchrun's names, and actorch's for secrets and elastic
+// jobs); `joining`: the n-th replacement for a lost rank of an elastic job (Note [Elastic
+// membership]), 0 for none.
+std::vector<std::string> rank_environment(const launch_options& o, const std::string& token,
+                                          int restart, int local, int joining) {
   const int world = o.nproc_per_node * o.nnodes;
   const int rank = o.node_rank * o.nproc_per_node + local;
+  std::vector<std::pair<std::string, std::string>> set{
+      {"RANK", std::to_string(rank)},
+      {"LOCAL_RANK", std::to_string(local)},
+      {"WORLD_SIZE", std::to_string(world)},
+      {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(o.node_rank)},
+      {"MASTER_ADDR", o.master_addr},
+      {"MASTER_PORT", std::to_string(o.master_port)},
+      // torchrun's names: a program sees which restart this is as it would under torchrun.
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)}};
+  if (!token.empty()) // See Note [Launch secrets]
+    set.emplace_back("ACTORCH_JOB_TOKEN", token);
+  if (o.nnodes > 1 || o.elastic)
+    set.emplace_back("TORCHELASTIC_USE_AGENT_STORE", "True");
+  if (o.elastic) { // Note [Elastic membership]
+    set.emplace_back("ACTORCH_ELASTIC", "1");
+    set.emplace_back("ACTORCH_GLOO_SHM", "0"); // a dead peer breaks a socket at once, not a spin
+    // How long a rank whose collective failed waits for the next membership: on one node a
+    // death is seen at once; across nodes a silent node only after the launchers' timeout.
+    set.emplace_back("ACTORCH_ELASTIC_WAIT_MS",
+                     std::to_string(o.nnodes > 1 ? o.rdzv_timeout.count() + 5000 : 30000));
+    if (joining > 0)
+      set.emplace_back("ACTORCH_ELASTIC_JOIN", std::to_string(joining));
+  }
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    if (std::none_of(set.begin(), set.end(), [&](const auto& kv) { return kv.first == name; }))
+      env.emplace_back(entry);
+  }
+  for (const auto& [name, value] : set)
+    env.push_back(name + "=" + value);
+  return env;
+}
+
+// Forks rank `local` of this node for attempt `restart`, its output on a pipe; `joining` as
+// rank_environment's. A child with pid -1 and `failure` set when the fork failed.
+//
+// The launcher has threads when it forks (its store's loop, an elastic job's watch), and a lock
+// one of them held at that moment stays held in the child. So everything the child needs (its
+// environment, argv, the message should exec fail) is made here, and between fork and exec the
+// child only makes async-signal-safe calls: no malloc, no setenv. It used to set its variables
+// with setenv, and under ASan (whose allocator in GCC 12 has no fork handler) a rank now and then
+// waited forever on the allocator's lock before exec, and the others at the rendezvous.
+child start_rank(const launch_options& o, const std::string& token, int restart, int local,
+                 int joining, std::string& failure) {
+  const int rank = o.node_rank * o.nproc_per_node + local;
+  std::vector<std::string> env = rank_environment(o, token, restart, local, joining);
+  std::vector<char*> envp;
+  for (std::string& e : env)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  // torch.distributed.launch puts --local_rank=N right after the script, before its arguments.
+  std::vector<std::string> args = o.command;
+  if (o.use_local_rank_arg)
+    args.insert(args.begin() + 1, "--local_rank=" + std::to_string(local));
+  std::vector<char*> argv;
+  for (std::string& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string cannot_run = "actorch launch: cannot run '" + args[0] + "': ";
   int fds[2];
   ACTORCH_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "launch: pipe failed: ", std::strerror(errno));
   std::cout.flush();
@@ -276,41 +341,14 @@ child start_rank(const launch_options& o, const std::string& token, int restart,
     ::dup2(fds[1], STDERR_FILENO);
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
-    set_env("RANK", std::to_string(rank));
-    set_env("LOCAL_RANK", std::to_string(local));
-    set_env("WORLD_SIZE", std::to_string(world));
-    set_env("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node));
-    set_env("GROUP_RANK", std::to_string(o.node_rank));
-    set_env("MASTER_ADDR", o.master_addr);
-    set_env("MASTER_PORT", std::to_string(o.master_port));
-    if (!token.empty()) // See Note [Launch secrets]
-      set_env("ACTORCH_JOB_TOKEN", token);
-    // torchrun's names: a program sees which restart this is as it would under torchrun.
-    set_env("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
-    set_env("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
-    if (o.nnodes > 1 || o.elastic)
-      set_env("TORCHELASTIC_USE_AGENT_STORE", "True");
-    if (o.elastic) { // Note [Elastic membership]
-      set_env("ACTORCH_ELASTIC", "1");
-      set_env("ACTORCH_GLOO_SHM", "0"); // a dead peer breaks a socket at once, not a spin
-      // How long a rank whose collective failed waits for the next membership: on one node a
-      // death is seen at once; across nodes a silent node only after the launchers' timeout.
-      set_env("ACTORCH_ELASTIC_WAIT_MS",
-              std::to_string(o.nnodes > 1 ? o.rdzv_timeout.count() + 5000 : 30000));
-      if (joining > 0)
-        set_env("ACTORCH_ELASTIC_JOIN", std::to_string(joining));
-    }
-    // torch.distributed.launch puts --local_rank=N right after the script, before its
-    // arguments.
-    std::vector<std::string> args = o.command;
-    if (o.use_local_rank_arg)
-      args.insert(args.begin() + 1, "--local_rank=" + std::to_string(local));
-    std::vector<char*> argv;
-    for (const auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "actorch launch: cannot run '%s': %s\n", argv[0], std::strerror(errno));
+    ::execvpe(argv[0], argv.data(), envp.data());
+    const char* why = ::strerrordesc_np(errno); // a static string, unlike strerror's
+    if (why == nullptr)
+      why = "unknown error";
+    const auto say = [](const char* text, size_t n) { (void)!::write(STDERR_FILENO, text, n); };
+    say(cannot_run.data(), cannot_run.size());
+    say(why, std::strlen(why));
+    say("\n", 1);
     ::_exit(127);
   }
   ::close(fds[1]);
