@@ -3,11 +3,13 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -248,6 +250,43 @@ TEST_CASE("launch stops the others when a rank fails and names it", "[comm][laun
   }
   CHECK_THROWS_WITH(launch(sh(0, "true"), out, err),
                     Contains("--nproc-per-node must be >= 1 but got 0"));
+}
+
+TEST_CASE("ranks start while another thread of the launcher holds a lock at every fork",
+          "[comm][launch]") {
+  // The launcher forks its ranks while its own threads run (the store's loop, an elastic job's
+  // watch). A child that takes a lock between fork and exec waits forever if a thread held it at
+  // the fork (ASan's allocator did that to a rank now and then). Here a thread unsets a variable
+  // that is not there in a loop, so it holds glibc's environment lock at most forks (and changes
+  // nothing the launcher reads): the ranks must start and end all the same. A rank stuck before
+  // exec would keep launch waiting; the watchdog's SIGTERM then makes it stop them and fail.
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    while (!stop)
+      ::unsetenv("ACTORCH_TEST_NEVER_SET");
+  });
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watchdog([&] {
+    std::unique_lock lock(mu);
+    if (!cv.wait_for(lock, 30s, [&] { return done; }))
+      ::kill(::getpid(), SIGTERM);
+  });
+  std::ostringstream out, err;
+  int rc = 0;
+  for (int round = 0; round < 5 && rc == 0; ++round)
+    rc = launch(sh(4, "exit 0"), out, err);
+  {
+    std::lock_guard lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  watchdog.join();
+  stop = true;
+  churn.join();
+  INFO(err.str());
+  CHECK(rc == 0);
 }
 
 TEST_CASE("launch forwards SIGTERM to every rank, and does not restart after it",
