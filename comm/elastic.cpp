@@ -163,8 +163,7 @@ public:
       : store(base->timeout()), base_(std::move(base)), generation_(generation),
         group_(
             std::make_shared<prefix_store>("/elastic/group_" + std::to_string(generation), base_)),
-        next_(members_key + std::to_string(generation + 1)),
-        name_("elastic: membership " + std::to_string(generation) + "'s group") {}
+        next_(members_key + std::to_string(generation + 1)) {}
 
   void set(const std::string& key, const std::string& value) override { group_->set(key, value); }
   std::string get(const std::string& key) override {
@@ -194,8 +193,8 @@ public:
         if (after - now < slice / 2)
           throw;               // not the slice's timeout (long before it): the store's own failure
         if (after >= deadline) // the whole wait's timeout, named as such (not the last slice's)
-          throw_timeout(name_.c_str(), keys, timeout,
-                        [&](const std::string& k) { return group_->check({k}); });
+          throw_timeout(("elastic: membership " + std::to_string(generation_) + "'s group").c_str(),
+                        keys, timeout, [&](const std::string& k) { return group_->check({k}); });
         if (base_->check({next_}))
           ACTORCH_FAIL("elastic: membership ", generation_ + 1, " was published while ",
                        "membership ", generation_, "'s group met (a member was lost before it ",
@@ -214,7 +213,6 @@ private:
   int64_t generation_;
   std::shared_ptr<prefix_store> group_;
   std::string next_;
-  std::string name_; // for its timeout's message
 };
 
 } // namespace

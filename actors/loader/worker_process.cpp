@@ -96,6 +96,7 @@
 
 #include "actors/loader/plan.hpp"
 #include "base/error.hpp"
+#include "base/exec_args.hpp"
 #include "core/ops/factory.hpp"
 
 namespace actorch::actors {
@@ -649,10 +650,7 @@ worker_process::worker_process(std::string name, init_fn init, load_fn load,
   }
   const pid_t parent = ::getpid();
   if (!spawn.argv.empty()) { // Note [Spawned workers]: argv made here, the child only execs
-    std::vector<char*> argv;
-    for (const std::string& a : spawn.argv)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
+    std::vector<char*> argv = exec_args(spawn.argv);
     pid_ = ::fork();
     if (pid_ == 0) {
       const int sock = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 10);

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "base/error.hpp"
+#include "base/exec_args.hpp"
 #include "base/parse.hpp"
 #include "comm/elastic.hpp"
 #include "comm/store/tcp_store.hpp"
@@ -259,6 +260,11 @@ std::string job_token_for_ranks(const launch_options& o) {
   return token;
 }
 
+// The global rank of this node's rank `local`.
+int global_rank(const launch_options& o, int local) {
+  return o.node_rank * o.nproc_per_node + local;
+}
+
 // The environment of rank `local` of this node for attempt `restart`: the launcher's own, with
 // the variables every rank reads set (torchrun's names, and actorch's for secrets and elastic
 // jobs); `joining`: the n-th replacement for a lost rank of an elastic job (Note [Elastic
@@ -266,9 +272,8 @@ std::string job_token_for_ranks(const launch_options& o) {
 std::vector<std::string> rank_environment(const launch_options& o, const std::string& token,
                                           int restart, int local, int joining) {
   const int world = o.nproc_per_node * o.nnodes;
-  const int rank = o.node_rank * o.nproc_per_node + local;
   std::vector<std::pair<std::string, std::string>> set{
-      {"RANK", std::to_string(rank)},
+      {"RANK", std::to_string(global_rank(o, local))},
       {"LOCAL_RANK", std::to_string(local)},
       {"WORLD_SIZE", std::to_string(world)},
       {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
@@ -315,20 +320,13 @@ std::vector<std::string> rank_environment(const launch_options& o, const std::st
 // waited forever on the allocator's lock before exec, and the others at the rendezvous.
 child start_rank(const launch_options& o, const std::string& token, int restart, int local,
                  int joining, std::string& failure) {
-  const int rank = o.node_rank * o.nproc_per_node + local;
-  std::vector<std::string> env = rank_environment(o, token, restart, local, joining);
-  std::vector<char*> envp;
-  for (std::string& e : env)
-    envp.push_back(e.data());
-  envp.push_back(nullptr);
+  const int rank = global_rank(o, local);
+  const std::vector<std::string> env = rank_environment(o, token, restart, local, joining);
   // torch.distributed.launch puts --local_rank=N right after the script, before its arguments.
   std::vector<std::string> args = o.command;
   if (o.use_local_rank_arg)
     args.insert(args.begin() + 1, "--local_rank=" + std::to_string(local));
-  std::vector<char*> argv;
-  for (std::string& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
+  std::vector<char*> envp = exec_args(env), argv = exec_args(args);
   const std::string cannot_run = "actorch launch: cannot run '" + args[0] + "': ";
   int fds[2];
   ACTORCH_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "launch: pipe failed: ", std::strerror(errno));
