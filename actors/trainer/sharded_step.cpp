@@ -30,10 +30,12 @@
 //    every process's parameters take views of it (set_data), so forward and backward of every
 //    process read the same pages and nothing is exchanged after the step, where torch's
 //    ZeroRedundancyOptimizer broadcasts every updated shard.
-//  - The gradients: backward leaves them in each process's own memory, which the others cannot
-//    read, so after backward each process copies its gradients' elements outside its own run
-//    into its gradient block ((N-1)/N of them; DDP's shared buckets take all of them), and
-//    marks in its `used` block which parameters it has a gradient for.
+//  - The gradients: each process's block holds its gradients, which the others read. They are
+//    the parameters' gradient destinations (Note [Gradient destinations]), so backward writes
+//    the large ones (linear's weight gradients) there in the first place and copies the rest
+//    in as they arrive; a hook copies any gradient found elsewhere (only its elements outside
+//    the process's own run, which the others read) and marks in the `used` block which
+//    parameters the process has a gradient for.
 //  - A barrier (the group's, through its shared segment); then rank r averages its run from its
 //    own .grad and the others' blocks, in rank order and divided once (the bits of the shared-
 //    memory all-reduce, which sums block 0's part, block 1's, ... and divides), and steps it;
@@ -50,6 +52,7 @@
 #include "base/error.hpp"
 #include "comm/ddp/zero_redundancy_optimizer.hpp"
 #include "core/autograd/grad_mode.hpp"
+#include "core/autograd/node.hpp"
 #include "core/ops/factory.hpp"
 
 namespace actorch::actors {
@@ -184,9 +187,13 @@ std::unique_ptr<optim::optimizer> sharded_step::join(
       mapped_.kept.emplace_back(p.numel(), p.numel());
     for (const piece& pc : me.shard)
       mapped_.kept[pc.param] = {pc.offset, pc.offset + pc.length};
-    for (size_t k = 0; k < me.params.size(); ++k)
+    // Backward writes each gradient into the process's block in the first place (Note
+    // [Gradient destinations]); the hook then only copies what came from elsewhere.
+    for (size_t k = 0; k < me.params.size(); ++k) {
+      autograd::set_grad_destination(me.params[k], gradient_slot(k, me.params[k]));
       me.params[k].register_post_accumulate_grad_hook(
           [this, k](const tensor& leaf) { publish_gradient(k, leaf.grad()); });
+    }
   }
   for (piece& pc : me.shard) {
     pc.view = me.params[pc.param].detach().view({-1}).narrow(0, pc.offset, pc.length);
@@ -255,17 +262,25 @@ void sharded_step::average_shard(int i) {
   }
 }
 
+tensor sharded_step::gradient_slot(size_t k, const tensor& param) const {
+  return mapped_.grads[size_t(group_->rank())]
+      .narrow(0, mapped_.offsets[k], param.numel())
+      .view(param.sizes());
+}
+
 void sharded_step::publish_gradient(size_t k, const tensor& grad) {
   no_grad guard;
   const int rank = group_->rank();
   const tensor flat = grad.contiguous().view({-1});
   const int64_t len = flat.numel(), at = mapped_.offsets[k];
-  const auto [from, to] = mapped_.kept[k];
   const tensor& block = mapped_.grads[size_t(rank)];
-  if (from > 0)
-    block.narrow(0, at, from).copy_(flat.narrow(0, 0, from));
-  if (to < len)
-    block.narrow(0, at + to, len - to).copy_(flat.narrow(0, to, len - to));
+  if (flat.data_ptr() != block.narrow(0, at, len).data_ptr()) { // not where backward wrote it
+    const auto [from, to] = mapped_.kept[k];
+    if (from > 0)
+      block.narrow(0, at, from).copy_(flat.narrow(0, 0, from));
+    if (to < len)
+      block.narrow(0, at + to, len - to).copy_(flat.narrow(0, to, len - to));
+  }
   mapped_.used[size_t(rank)].data_ptr<int32_t>()[k] = 1;
 }
 

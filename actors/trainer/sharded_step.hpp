@@ -79,7 +79,7 @@ private:
   // Across processes: the memory every process maps, by process rank.
   struct mapped {
     tensor params;             // rank 0's buffer: the one copy of the parameters
-    std::vector<tensor> grads; // rank q's gradients outside its own run, for the others
+    std::vector<tensor> grads; // rank q's gradients (the others read those outside its run)
     std::vector<tensor> used;  // int32 per parameter: rank q has a gradient for it this step
     std::shared_ptr<dist::symmetric_memory> signals; // the grads', whose barrier the step uses
     std::vector<int64_t> offsets;                  // parameter k's first element in the flat layout
@@ -89,6 +89,8 @@ private:
   static std::vector<piece> pieces_of(const std::vector<tensor>& params, int r, int n);
   bool map_parameters(replica& me);
   void average_across_processes(replica& me);
+  // Parameter k's part of this process's gradient block, shaped as `param`.
+  tensor gradient_slot(size_t k, const tensor& param) const;
   // Backward's hook across processes: parameter k's gradient, outside this process's run, into
   // its buffer, and the parameter marked used.
   void publish_gradient(size_t k, const tensor& grad);

@@ -26,7 +26,8 @@ struct ddp_options {
   bool find_unused_parameters = false;
   /// The gradients become views into the communication buckets (torch's option of the same
   /// name and default): saves a copy of every gradient out of its bucket per step, and the
-  /// copy in when the gradient was not set to None in between. Such a gradient must not be
+  /// copy in (backward writes into the buckets, also after the gradients were set to None,
+  /// where torch copies). Such a gradient must not be
   /// detached in place or replaced by a tensor of another layout.
   bool gradient_as_bucket_view = false;
   /// Bucket boundaries chosen from measured timings after a few iterations (an actorch

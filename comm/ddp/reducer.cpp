@@ -116,6 +116,28 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
     layout.build(compute_bucket_assignment(params, reverse, first_cap(), cap()));
   }
 
+  ~impl() { point_gradients_at_buckets(false); }
+
+  // gradient_as_bucket_view: backward writes each gradient into its bucket slot in the first
+  // place (Note [Gradient destinations]) rather than into memory that mark_ready copies from,
+  // where the bucket is flat and on the parameter's device. `on` false removes the
+  // destinations this reducer set.
+  void point_gradients_at_buckets(bool on) {
+    if (!opts.gradient_as_bucket_view)
+      return;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const auto [b, slot] = layout.where(i);
+      const bucket& bk = layout.buckets()[b];
+      if (!bk.flat.defined() || bk.flat.device() != params[i].device())
+        continue;
+      if (on)
+        autograd::set_grad_destination(params[i], layout.slot_view(b, slot, bk.flat));
+      else if (const tensor d = autograd::grad_destination(params[i]);
+               d.defined() && d.storage() == bk.flat.storage())
+        autograd::set_grad_destination(params[i], tensor());
+    }
+  }
+
   size_t cap() const { return size_t(opts.bucket_cap_mb * 1024 * 1024); }
   size_t first_cap() const { return size_t(opts.first_bucket_cap_mb * 1024 * 1024); }
 
@@ -152,6 +174,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
     now = iteration_state{};
     if (opts.adaptive_buckets && !hook && rebuilt)
       now.measuring = adaptive.begin_iteration(iteration, layout, agreed);
+    point_gradients_at_buckets(true); // the buckets may have been rebuilt
     now.armed = true;
     now.marked.assign(params.size(), 0);
     now.locally_used.assign(params.size(), 0);

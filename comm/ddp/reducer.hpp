@@ -27,8 +27,10 @@ struct reducer_options {
   /// of leaving the buckets waiting; gradients of parameters no replica used stay untouched.
   bool find_unused_parameters = false;
   /// After each reduction the gradients are views into the buckets instead of copies of
-  /// them (DistributedDataParallel's gradient_as_bucket_view): no copy out of the buckets,
-  /// and a gradient accumulated into such a view goes into its bucket without a copy in.
+  /// them (DistributedDataParallel's gradient_as_bucket_view): no copy out of the buckets;
+  /// and backward writes each gradient into its bucket slot (the slot is the parameter's
+  /// gradient destination, Note [Gradient destinations]), so none goes in either, also after
+  /// zero_grad(set_to_none=true), where torch copies.
   bool gradient_as_bucket_view = false;
   /// Once the buckets follow the ready order, time a few iterations (when each gradient gets
   /// ready, what an all-reduce costs by size) and choose the bucket boundaries that end the

@@ -25,6 +25,24 @@ const autograd_meta* find_meta(const tensor& t) {
   return t.impl_ptr()->autograd.get();
 }
 
+// Note [Gradient destinations]
+// DDP's buckets and the sharded step's gradient blocks are memory other replicas read, so a
+// gradient that backward leaves in memory of its own has to be copied there: a read and a
+// write of every gradient per step, on a step that is mostly memory traffic. A destination
+// lets backward produce the gradient there in the first place. The leaf keeps it in its
+// autograd_meta; its sink (accumulate_grad) hands it out once per backward, to the first op
+// that asks for its input's gradient and can write it in place (linear's weight gradient, as
+// a GEMM with beta 0), and only while the leaf's .grad is undefined, since a defined one must
+// be added to. When the gradient arrives, the sink makes the destination the leaf's .grad:
+// as is if the gradient is already in it, copied into it otherwise (another op made it, or
+// the engine summed two gradients of a leaf used twice). The claim is what keeps a leaf used
+// by two ops correct: only one of them writes into the destination, and the engine sums the
+// two results out of place before the sink copies the sum. A backward that fails between the
+// claim and the sink leaves the claim taken; the next gradient to reach the sink clears it, so
+// that backward only loses the in-place write. Only the owner of the memory knows when
+// nobody reads it any more, so setting a destination is the owner's promise that backward may
+// overwrite it whenever the leaf's .grad is undefined.
+
 // The leaf's gradient sink: sums what arrives into leaf.grad, then tells the hooks.
 class accumulate_grad final : public node {
 public:
@@ -38,7 +56,13 @@ public:
     if (!incoming.defined())
       return {};
     autograd_meta& m = meta_of(leaf);
-    if (!m.grad.defined()) {
+    destination_claimed_.store(false, std::memory_order_relaxed);
+    tensor dest = usable_destination(leaf, m);
+    if (!m.grad.defined() && dest.defined()) {
+      if (!occupies(incoming, dest))
+        dest.copy_(incoming);
+      m.grad = dest;
+    } else if (!m.grad.defined()) {
       // Take the incoming buffer when nothing else can see it: no other handle to this tensor
       // (the caller's gradient, or the same gradient sent to a second leaf, as add's backward
       // does) and no other view of its storage. Otherwise keep a copy, so that later in-place
@@ -55,8 +79,37 @@ public:
     return {};
   }
 
+  // See Note [Gradient destinations].
+  tensor claim_destination() {
+    tensor leaf(leaf_);
+    autograd_meta& m = meta_of(leaf);
+    if (m.grad.defined())
+      return {};
+    tensor dest = usable_destination(leaf, m);
+    if (!dest.defined() || destination_claimed_.exchange(true, std::memory_order_relaxed))
+      return {};
+    return dest;
+  }
+
 private:
+  // The destination, unless the leaf has changed since it was set (module::to moves a
+  // parameter to another device, set_data may give it another shape).
+  static tensor usable_destination(const tensor& leaf, const autograd_meta& m) {
+    const tensor& d = m.grad_destination;
+    if (!d.defined() || d.sizes() != leaf.sizes() || d.dtype() != leaf.dtype() ||
+        d.device() != leaf.device())
+      return {};
+    return d;
+  }
+
+  // Whether `t` is exactly the contiguous `dest`: the same first element, shape and strides.
+  static bool occupies(const tensor& t, const tensor& dest) {
+    return t.data_ptr() == dest.data_ptr() && t.sizes() == dest.sizes() &&
+           t.strides() == dest.strides() && t.dtype() == dest.dtype();
+  }
+
   std::shared_ptr<tensor_impl> leaf_;
+  std::atomic<bool> destination_claimed_{false};
 };
 
 std::shared_ptr<node> grad_accumulator(const tensor& leaf) {
@@ -156,6 +209,36 @@ void function_node::release_variables() {
 
 bool needs_input_grad(size_t i) {
   return t_running == nullptr || (i < t_running->next_edges.size() && t_running->next_edges[i].fn);
+}
+
+void set_grad_destination(const tensor& leaf, tensor dest) {
+  ACTORCH_CHECK(leaf.defined() && leaf.is_leaf() && leaf.requires_grad(),
+                "set_grad_destination: the tensor must be a leaf that requires grad");
+  if (dest.defined()) {
+    ACTORCH_CHECK(dest.sizes() == leaf.sizes() && dest.dtype() == leaf.dtype() &&
+                      dest.device() == leaf.device(),
+                  "set_grad_destination: the destination (", shape_str(dest.sizes()), ", ",
+                  dtype_name(dest.dtype()), ", ", dest.device().str(),
+                  ") must have the leaf's shape, dtype and device (", shape_str(leaf.sizes()), ", ",
+                  dtype_name(leaf.dtype()), ", ", leaf.device().str(), ")");
+    ACTORCH_CHECK(dest.is_contiguous(), "set_grad_destination: the destination of shape ",
+                  shape_str(dest.sizes()), " must be contiguous");
+    ACTORCH_CHECK(!dest.requires_grad(),
+                  "set_grad_destination: the destination must not require grad");
+  }
+  meta_of(leaf).grad_destination = std::move(dest);
+}
+
+tensor grad_destination(const tensor& leaf) {
+  const autograd_meta* m = find_meta(leaf);
+  return m ? m->grad_destination : tensor();
+}
+
+tensor input_grad_destination(size_t i) {
+  if (t_running == nullptr || i >= t_running->next_edges.size())
+    return {};
+  auto* sink = dynamic_cast<accumulate_grad*>(t_running->next_edges[i].fn.get());
+  return sink != nullptr ? sink->claim_destination() : tensor();
 }
 
 bool needs_grad(std::initializer_list<const tensor*> inputs) {

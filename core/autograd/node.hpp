@@ -73,6 +73,7 @@ struct autograd_meta {
   uint32_t output_nr = 0;
   std::weak_ptr<node> grad_accumulator;
   std::vector<std::function<void(const tensor&)>> post_accumulate_hooks;
+  tensor grad_destination; // set_grad_destination's, or undefined
 };
 
 namespace autograd {
@@ -102,6 +103,23 @@ edge gradient_edge(const tensor& t);
 /// Inside a backward function: whether the node's input `i` needs a gradient (its edge leads
 /// somewhere). Lets a backward skip work, e.g. the gradient of a layer's input batch.
 bool needs_input_grad(size_t i);
+
+/// Where backward puts `leaf`'s gradient when it starts afresh (its .grad undefined): the
+/// gradient is written into `dest`, by the op that computes it where that op can (linear's
+/// weight gradient), copied there otherwise, and `dest` becomes the leaf's .grad. For owners
+/// of gradient memory that others read, such as DDP's buckets; see Note [Gradient
+/// destinations]. An undefined `dest` removes it. @pre dest has the leaf's shape, dtype and
+/// device and is contiguous (checked).
+void set_grad_destination(const tensor& leaf, tensor dest);
+
+/// `leaf`'s gradient destination, or an undefined tensor.
+tensor grad_destination(const tensor& leaf);
+
+/// Inside a backward function: the memory to write input `i`'s gradient into, when that
+/// gradient goes straight to a leaf with a destination and is the first to reach it in this
+/// backward; undefined otherwise. A defined result is claimed: the caller must write the
+/// whole gradient into it (beta = 0) and return it as the input's gradient.
+tensor input_grad_destination(size_t i);
 
 /// True when grad mode is on and any of the tensors requires grad.
 bool needs_grad(std::initializer_list<const tensor*> inputs);

@@ -43,17 +43,23 @@ tensor linear(const tensor& input, const tensor& weight, const tensor& bias) {
     std::vector<const tensor*> inputs{&input, &weight};
     if (bias.defined())
       inputs.push_back(&bias);
-    autograd::record(out, "LinearBackward0", inputs, {input, weight},
-                     [has_bias = bias.defined()](const auto& g, const auto& s) {
-                       // input (N, in), weight (out, in), g (N, out)
-                       using autograd::needs_input_grad;
-                       std::vector<tensor> grads{needs_input_grad(0) ? mm(g[0], s[1]) : tensor(),
-                                                 needs_input_grad(1) ? mm(g[0].t(), s[0])
-                                                                     : tensor()};
-                       if (has_bias)
-                         grads.push_back(needs_input_grad(2) ? g[0].sum(shape_t{0}) : tensor());
-                       return grads;
-                     });
+    autograd::record(
+        out, "LinearBackward0", inputs, {input, weight},
+        [has_bias = bias.defined()](const auto& g, const auto& s) {
+          // input (N, in), weight (out, in), g (N, out)
+          using autograd::needs_input_grad;
+          // dW straight into the weight's gradient destination where it has one
+          // (Note [Gradient destinations]): DDP's bucket, the sharded step's block.
+          tensor dw;
+          if (needs_input_grad(1)) {
+            const tensor dest = autograd::input_grad_destination(1);
+            dw = dest.defined() ? mm_out(dest, g[0].t(), s[0]) : mm(g[0].t(), s[0]);
+          }
+          std::vector<tensor> grads{needs_input_grad(0) ? mm(g[0], s[1]) : tensor(), dw};
+          if (has_bias)
+            grads.push_back(needs_input_grad(2) ? g[0].sum(shape_t{0}) : tensor());
+          return grads;
+        });
   }
   return out;
 }

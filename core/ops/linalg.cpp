@@ -239,6 +239,27 @@ static tensor matmul_untracked(const tensor& a, const tensor& b) {
   return out.view(out_shape);
 }
 
+tensor mm_out(const tensor& out, const tensor& a, const tensor& b) {
+  check_operands("mm_out", a, b);
+  check_mm_shapes("mm_out", a, b);
+  check_dtypes("mm_out", a, b);
+  check_defined("mm_out", {&out});
+  const shape_t shape{a.size(0), b.size(1)};
+  ACTORCH_CHECK(out.sizes() == shape && out.dtype() == a.dtype() && out.device() == a.device(),
+                "mm_out: out (", shape_str(out.sizes()), ", ", dtype_name(out.dtype()), ", ",
+                out.device().str(), ") must be ", shape_str(shape), ", ", dtype_name(a.dtype()),
+                ", ", a.device().str(), ", as the product of ", mat_str(a), " and ", mat_str(b));
+  ACTORCH_CHECK(out.is_contiguous(), "mm_out: out of shape ", shape_str(out.sizes()),
+                " must be contiguous");
+  ACTORCH_CHECK(out.storage() != a.storage() && out.storage() != b.storage(),
+                "mm_out: out shares memory with an operand; the product would overwrite what "
+                "it reads");
+  autograd::check_in_place(out, "mm_out", {&a, &b});
+  run_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), 1, 0);
+  out.storage()->bump_version();
+  return out;
+}
+
 // Differentiable entry points: forward/backward side by side. ---------------------------------
 
 tensor mm(const tensor& a, const tensor& b) {

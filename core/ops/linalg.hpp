@@ -10,6 +10,11 @@ namespace actorch {
 /// (m,k) x (k,n) -> (m,n). @pre both 2-D, same dtype (not bool).
 tensor mm(const tensor& a, const tensor& b);
 
+/// torch.mm(a, b, out=out): a @ b written into `out` ((m,n), contiguous, of a's dtype and
+/// device, sharing no memory with a or b), which is returned. Records no graph; refused
+/// where autograd would need one (out or an operand requires grad with grad mode on).
+tensor mm_out(const tensor& out, const tensor& a, const tensor& b);
+
 /// beta * input + alpha * (a @ b), input broadcast to (m,n). With beta == 0 the input is
 /// ignored (NaNs in it do not propagate), as in PyTorch. Integer dtypes take integral
 /// alpha and beta.

@@ -11,6 +11,7 @@
 #include "comm/ddp/zero_redundancy_optimizer.hpp"
 #include "comm/distributed.hpp"
 #include "comm/launch/launcher.hpp"
+#include "core/autograd/node.hpp"
 #include "core/core.hpp"
 #include "core/nn/functional.hpp"
 #include "core/nn/layers.hpp"
@@ -595,26 +596,47 @@ TEST_CASE("adaptive buckets settle on the same buckets on every rank, and the gr
   }
 }
 
-TEST_CASE("gradient_as_bucket_view: gradients are views into the buckets and accumulate there") {
+TEST_CASE("gradient_as_bucket_view: gradients are views into the buckets and accumulate there, "
+          "and backward writes them there after zero_grad") {
   const auto want = expected_average(2);
   struct seen {
     bool views = false;
-    std::vector<std::vector<double>> once, twice;
+    std::vector<std::vector<double>> once, twice, afresh;
+    int written_in_bucket = 0; // gradients found in the bucket as backward made them
+    bool cleared = false;      // no destination left once DDP is gone
   };
   const auto got = on_ranks<seen>(2, [](int r, process_group_gloo& pg) {
-    distributed_data_parallel ddp(mlp(0), replicas_of(pg), {.gradient_as_bucket_view = true});
-    auto [x, y] = batch_of(r);
+    std::vector<tensor> kept;
     seen s;
-    nn::functional::cross_entropy(ddp(x), y).backward();
-    s.once = grads_of(ddp.module());
-    // One bucket (the default cap): every gradient lies in one storage.
-    const auto params = ddp.module().parameters();
-    s.views = ddp.reducer().buckets().size() == 1;
-    for (const tensor& p : params)
-      s.views = s.views && p.grad().storage().get() == params[0].grad().storage().get();
-    // No zero_grad: the second backward accumulates into the views, which DDP then averages.
-    nn::functional::cross_entropy(ddp(x), y).backward();
-    s.twice = grads_of(ddp.module());
+    {
+      distributed_data_parallel ddp(mlp(0), replicas_of(pg), {.gradient_as_bucket_view = true});
+      auto [x, y] = batch_of(r);
+      nn::functional::cross_entropy(ddp(x), y).backward();
+      s.once = grads_of(ddp.module());
+      // One bucket (the default cap): every gradient lies in one storage.
+      const auto params = ddp.module().parameters();
+      s.views = ddp.reducer().buckets().size() == 1;
+      for (const tensor& p : params)
+        s.views = s.views && p.grad().storage().get() == params[0].grad().storage().get();
+      // No zero_grad: the second backward accumulates into the views, which DDP then averages.
+      nn::functional::cross_entropy(ddp(x), y).backward();
+      s.twice = grads_of(ddp.module());
+      // Set to None, each gradient is made in its bucket slot (Note [Gradient destinations]):
+      // the hooks see it there before DDP's copy-in would have run.
+      const storage* bucket = params[0].grad().storage().get();
+      for (tensor p : params)
+        p.register_post_accumulate_grad_hook([&s, bucket](const tensor& leaf) {
+          s.written_in_bucket += leaf.grad().storage().get() == bucket ? 1 : 0;
+        });
+      zero_grads(params);
+      nn::functional::cross_entropy(ddp(x), y).backward();
+      s.afresh = grads_of(ddp.module());
+      REQUIRE(s.written_in_bucket == int(params.size()));
+      kept = params;
+    }
+    s.cleared = std::none_of(kept.begin(), kept.end(), [](const tensor& p) {
+      return autograd::grad_destination(p).defined();
+    });
     return s;
   });
   auto doubled = want;
@@ -625,6 +647,8 @@ TEST_CASE("gradient_as_bucket_view: gradients are views into the buckets and acc
     REQUIRE(s.views);
     require_close(s.once, want);
     require_close(s.twice, doubled);
+    require_close(s.afresh, want);
+    CHECK(s.cleared);
   }
 }
 

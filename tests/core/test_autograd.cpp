@@ -2,12 +2,15 @@
 // engine's semantics: accumulation, retain_graph, no_grad, detach, hooks firing mid-backward,
 // in-place rules and deep graphs.
 #include <functional>
+#include <limits>
 
 #include <catch2/catch.hpp>
 
 #include "core/autograd/engine.hpp"
 #include "core/autograd/grad_mode.hpp"
+#include "core/autograd/node.hpp"
 #include "core/core.hpp"
+#include "core/nn/functional.hpp"
 #include "tests/core/gradcheck.hpp"
 #include "tests/core/values.hpp"
 
@@ -253,6 +256,53 @@ TEST_CASE("post-accumulate hooks fire as soon as each parameter's gradient is re
   });
   (v * 2 + v * 3).sum().backward();
   CHECK(fired == 1);
+}
+
+TEST_CASE("a gradient destination becomes the leaf's gradient: linear writes its weight's "
+          "there, other gradients are copied in, and a weight used twice sums both",
+          "[core][autograd]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  generator gen(5);
+  const tensor x = randn({5, 3}, {}, &gen);
+  const tensor w0 = randn({3, 3}, {}, &gen), b0 = randn({3}, {}, &gen);
+  // The weight is used twice: both linear nodes ask for its destination, one gets it.
+  auto loss = [&](const tensor& w, const tensor& b) {
+    const tensor h = nn::functional::linear(x, w, b).relu();
+    return nn::functional::linear(h, w, b).pow(2).sum();
+  };
+  tensor w_ref = w0.clone().requires_grad_(), b_ref = b0.clone().requires_grad_();
+  loss(w_ref, b_ref).backward();
+
+  tensor w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+  const tensor dw = full({3, 3}, nan), db = full({3}, nan); // NaN: nothing may be read
+  autograd::set_grad_destination(w, dw);
+  autograd::set_grad_destination(b, db);
+  loss(w, b).backward();
+  CHECK(w.grad().data_ptr() == dw.data_ptr());
+  CHECK(b.grad().data_ptr() == db.data_ptr());
+  CHECK_THAT(values_of(w.grad()), Catch::Approx(values_of(w_ref.grad())));
+  CHECK_THAT(values_of(b.grad()), Catch::Approx(values_of(b_ref.grad())));
+  // A defined gradient is added to, where it is.
+  loss(w, b).backward();
+  CHECK(w.grad().data_ptr() == dw.data_ptr());
+  CHECK_THAT(values_of(w.grad()), Catch::Approx(values_of(w_ref.grad().mul(2))));
+  // Cleared (set_to_none), the next backward writes the destination afresh.
+  zero_grads({w, b});
+  loss(w, b).backward();
+  CHECK_THAT(values_of(dw), Catch::Approx(values_of(w_ref.grad())));
+  // Removed, backward leaves the gradient in memory of its own.
+  autograd::set_grad_destination(w, tensor());
+  zero_grads({w});
+  loss(w, b).backward();
+  CHECK(w.grad().data_ptr() != dw.data_ptr());
+
+  CHECK_THROWS_WITH(autograd::set_grad_destination(w, zeros({3, 2})),
+                    Contains("set_grad_destination: the destination ([3, 2], float32, cpu) must "
+                             "have the leaf's shape, dtype and device ([3, 3], float32, cpu)"));
+  CHECK_THROWS_WITH(autograd::set_grad_destination(w, zeros({3, 3}).t()),
+                    Contains("must be contiguous"));
+  CHECK_THROWS_WITH(autograd::set_grad_destination(x, zeros({5, 3})),
+                    Contains("must be a leaf that requires grad"));
 }
 
 TEST_CASE("backward from a leaf accumulates into it like any leaf and fires its hooks",

@@ -83,6 +83,27 @@ TEST_CASE("mm multiplies small matrices as computed by hand", "[core][linalg]") 
   CHECK(values_of(mm(b.t(), a.t())) == std::vector<double>{58, 139, 64, 154});
 }
 
+TEST_CASE("mm_out writes the product into out, whatever out held, and refuses an out it cannot "
+          "write",
+          "[core][linalg]") {
+  const tensor a = tensor_of({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}});
+  const tensor b = tensor_of({{7.0, 8.0}, {9.0, 10.0}, {11.0, 12.0}});
+  const tensor out = full({2, 2}, std::numeric_limits<double>::quiet_NaN());
+  const uint64_t version = out.storage()->version();
+  const tensor r = mm_out(out, a, b);
+  CHECK(r.data_ptr() == out.data_ptr());
+  CHECK(values_of(out) == std::vector<double>{58, 64, 139, 154}); // the NaNs were not read
+  CHECK(out.storage()->version() > version);
+  CHECK(values_of(mm_out(out, b.t(), a.t())) == std::vector<double>{58, 139, 64, 154});
+  CHECK_THROWS_WITH(mm_out(zeros({2, 3}), a, b),
+                    Contains("mm_out: out ([2, 3], float32, cpu) must be [2, 2], float32, cpu"));
+  CHECK_THROWS_WITH(mm_out(zeros({2, 2}, {.dtype = dtype::float64}), a, b),
+                    Contains("must be [2, 2], float32, cpu"));
+  CHECK_THROWS_WITH(mm_out(zeros({2, 2}).t(), a, b), Contains("must be contiguous"));
+  const tensor square = tensor_of({{1.0, 2.0}, {3.0, 4.0}});
+  CHECK_THROWS_WITH(mm_out(square, square, square), Contains("shares memory with an operand"));
+}
+
 TEST_CASE("mm gives the same values in every dtype it supports", "[core][linalg]") {
   const std::vector<double> expected{58, 64, 139, 154};
   for (dtype t : {dtype::float32, dtype::float64, dtype::float16, dtype::bfloat16, dtype::int8,
