@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/autograd/node.hpp"
 #include "core/cuda/copy.hpp"
 #include "core/cuda/stream.hpp"
 #include "core/cuda/timeline.hpp"
@@ -387,6 +388,28 @@ TEST_CASE("autograd runs on CUDA tensors and moves gradients back across devices
   (leaf.to(kGPU) * 2).sum().backward();
   REQUIRE(leaf.grad().device() == kCPU);
   CHECK(values_of(leaf.grad()) == std::vector<double>{2, 2, 2});
+}
+
+TEST_CASE("on CUDA, mm_out and a linear weight's gradient destination give the CPU's values",
+          "[cuda]") {
+  SKIP_WITHOUT_GPU();
+  generator gen(9);
+  const tensor a = randn({33, 17}, {}, &gen), b = randn({17, 9}, {}, &gen);
+  const tensor out = full({33, 9}, std::nan(""), {.device = kGPU});
+  mm_out(out, a.to(kGPU), b.to(kGPU));
+  check_twin(out, mm(a, b), 1e-4);
+  // The weight's gradient made in its destination on the GPU (Note [Gradient destinations]).
+  const tensor x = randn({6, 5}, {}, &gen), w = randn({4, 5}, {}, &gen),
+               bias = randn({4}, {}, &gen);
+  tensor wc = w.clone().requires_grad_(), bc = bias.clone().requires_grad_();
+  nn::functional::linear(x, wc, bc).tanh().sum().backward();
+  tensor wg = w.to(kGPU).requires_grad_(), bg = bias.to(kGPU).requires_grad_();
+  const tensor dest = full({4, 5}, std::nan(""), {.device = kGPU});
+  autograd::set_grad_destination(wg, dest);
+  nn::functional::linear(x.to(kGPU), wg, bg).tanh().sum().backward();
+  REQUIRE(wg.grad().data_ptr() == dest.data_ptr());
+  check_twin(wg.grad(), wc.grad(), 1e-5);
+  check_twin(bg.grad(), bc.grad(), 1e-5);
 }
 
 TEST_CASE("streams and events order work, and copies follow PyTorch's non_blocking rule",
