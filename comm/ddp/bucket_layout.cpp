@@ -51,6 +51,7 @@ std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<ten
 
 void bucket_layout::build(std::vector<std::vector<size_t>> assignment) {
   assignment_ = std::move(assignment);
+  ++generation_;
   buckets_.clear();
   where_.assign(params_.size(), {0, 0});
   for (size_t b = 0; b < assignment_.size(); ++b) {

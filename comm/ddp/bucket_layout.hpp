@@ -39,6 +39,8 @@ public:
   const std::vector<bucket>& buckets() const { return buckets_; }
   const std::vector<std::vector<size_t>>& assignment() const { return assignment_; }
   bool in_place() const { return in_place_; }
+  /// Counts the builds: a change means new buckets (and new memory for them).
+  uint64_t generation() const { return generation_; }
   /// (bucket, slot) of parameter i.
   std::pair<size_t, size_t> where(size_t i) const { return where_[i]; }
   /// Slot `slot` of bucket b within `of` (the bucket's flat buffer or a tensor like it), shaped
@@ -59,6 +61,7 @@ private:
   std::vector<bucket> buckets_;
   std::vector<std::pair<size_t, size_t>> where_; // parameter -> (bucket, slot)
   std::vector<std::vector<size_t>> assignment_;
+  uint64_t generation_ = 0;
 };
 
 } // namespace actorch::dist

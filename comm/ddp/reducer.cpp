@@ -105,6 +105,7 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
   std::vector<size_t> ready_order; // the first iteration's, for the rebuild
   std::vector<size_t> agreed;      // the rebuilt buckets' parameter order
   bool rebuilt = false;
+  uint64_t pointed = 0; // the layout generation the gradient destinations point into
 
   impl(std::vector<tensor> ps, std::vector<std::string> ns, std::shared_ptr<replica_group> g,
        reducer_options o)
@@ -174,7 +175,10 @@ struct reducer::impl : std::enable_shared_from_this<reducer::impl> {
     now = iteration_state{};
     if (opts.adaptive_buckets && !hook && rebuilt)
       now.measuring = adaptive.begin_iteration(iteration, layout, agreed);
-    point_gradients_at_buckets(true); // the buckets may have been rebuilt
+    if (pointed != layout.generation()) { // new buckets since the last iteration
+      point_gradients_at_buckets(true);
+      pointed = layout.generation();
+    }
     now.armed = true;
     now.marked.assign(params.size(), 0);
     now.locally_used.assign(params.size(), 0);
