@@ -2,6 +2,8 @@
 // (shared with the CUDA twin). 16-bit floats compute in float.
 #include "kernels/cpu/elementwise.hpp"
 
+#include <bit>
+#include <cstdint>
 #include <type_traits>
 
 #include "base/error.hpp"
@@ -139,13 +141,41 @@ void binary(binary_op op, dtype t, const strided_loop<3>& loop, const scalar& al
   dispatch(t, [&]<class T>() { binary_typed<T>(op, loop, alpha); });
 }
 
+// c ? a : b on the values' bits under a mask, so that the compiler cannot make it a branch: a
+// ReLU's mask (its backward is where(x > 0, g, 0)) is a coin flip per element, which a branch
+// mispredicts half the time (GCC turned the plain ?: into one). Contiguous rows vectorise.
+template <class T> inline T select(bool c, T a, T b) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
+  using U = std::conditional_t<
+      sizeof(T) == 1, uint8_t,
+      std::conditional_t<sizeof(T) == 2, uint16_t,
+                         std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+  const U mask = U(U(0) - U(c));
+  return std::bit_cast<T>(U((std::bit_cast<U>(a) & mask) | (std::bit_cast<U>(b) & U(~mask))));
+}
+
 void where(dtype t, const strided_loop<4>& loop) {
   dispatch(t, [&]<class T>() {
     for_each_row(loop, [](char** p, const int64_t* s, int64_t n) {
-      for (int64_t i = 0; i < n; ++i) {
-        const bool c = *reinterpret_cast<const bool*>(p[1] + i * s[1]);
-        *reinterpret_cast<T*>(p[0] + i * s[0]) =
-            *reinterpret_cast<const T*>(p[c ? 2 : 3] + i * s[c ? 2 : 3]);
+      const auto* c = reinterpret_cast<const bool*>(p[1]);
+      const auto* a = reinterpret_cast<const T*>(p[2]);
+      const auto* b = reinterpret_cast<const T*>(p[3]);
+      auto* out = reinterpret_cast<T*>(p[0]);
+      constexpr int64_t e = sizeof(T);
+      if (s[0] == e && s[1] == 1 && s[2] == e && s[3] == 0) { // where(mask, x, scalar)
+        const T other = *b;
+        for (int64_t i = 0; i < n; ++i)
+          out[i] = select(c[i], a[i], other);
+      } else if (s[0] == e && s[1] == 1 && s[2] == e && s[3] == e) {
+        for (int64_t i = 0; i < n; ++i)
+          out[i] = select(c[i], a[i], b[i]);
+      } else {
+        for (int64_t i = 0; i < n; ++i) {
+          const T va = *reinterpret_cast<const T*>(p[2] + i * s[2]);
+          const T vb = *reinterpret_cast<const T*>(p[3] + i * s[3]);
+          *reinterpret_cast<T*>(p[0] + i * s[0]) =
+              select(*reinterpret_cast<const bool*>(p[1] + i * s[1]), va, vb);
+        }
       }
     });
   });

@@ -68,6 +68,40 @@ TEST_CASE("comparisons and where give bool masks", "[core][elementwise]") {
   REQUIRE_THROWS_WITH(where(a, a, b), Contains("where: expected a bool condition but got int64"));
 }
 
+TEST_CASE("where picks each element from the right operand on every layout and dtype",
+          "[core][elementwise]") {
+  generator gen(11);
+  const tensor cond = rand({6, 37}, {}, &gen).gt(0.5); // rows longer than a vector
+  const std::vector<double> c = values_of(cond);
+  for (dtype t : {dtype::float32, dtype::float64, dtype::int64, dtype::uint8}) {
+    INFO("dtype " << dtype_name(t));
+    const tensor a = arange(6 * 37).view({6, 37}).to(t);
+    const tensor b = arange(6 * 37).view({6, 37}).mul(2).add(1).to(t);
+    const std::vector<double> va = values_of(a), vb = values_of(b);
+    auto expected = [&](const std::vector<double>& x, const std::vector<double>& y,
+                        const std::vector<double>& cs) {
+      std::vector<double> out;
+      for (size_t i = 0; i < cs.size(); ++i)
+        out.push_back(cs[i] != 0 ? x[i] : y[i]);
+      return out;
+    };
+    CHECK(values_of(where(cond, a, b)) == expected(va, vb, c)); // contiguous
+    CHECK(values_of(where(cond, a, scalar(7))) ==
+          expected(va, std::vector<double>(va.size(), 7), c)); // a scalar other
+    // Transposed operands and condition: strided rows.
+    const tensor at = a.t().contiguous().t(), bt = b.t().contiguous().t();
+    const tensor ct = cond.t().contiguous().t();
+    CHECK(values_of(where(ct, at, bt)) == expected(va, vb, c));
+    // A condition broadcast over rows.
+    const tensor row = cond.narrow(0, 0, 1);
+    std::vector<double> cr;
+    for (int64_t r = 0; r < 6; ++r)
+      for (int64_t k = 0; k < 37; ++k)
+        cr.push_back(c[size_t(k)]);
+    CHECK(values_of(where(row, a, b)) == expected(va, vb, cr));
+  }
+}
+
 TEST_CASE("broadcasting follows numpy's rules", "[core][elementwise]") {
   tensor col = arange(3).view({3, 1});
   tensor row = arange(4).mul(10);
