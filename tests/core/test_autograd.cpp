@@ -258,8 +258,8 @@ TEST_CASE("post-accumulate hooks fire as soon as each parameter's gradient is re
   CHECK(fired == 1);
 }
 
-TEST_CASE("a gradient destination becomes the leaf's gradient: linear writes its weight's "
-          "there, other gradients are copied in, and a weight used twice sums both",
+TEST_CASE("a gradient destination becomes the leaf's gradient, written there or copied in, "
+          "and a weight used twice sums both",
           "[core][autograd]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   generator gen(5);
@@ -303,6 +303,47 @@ TEST_CASE("a gradient destination becomes the leaf's gradient: linear writes its
                     Contains("must be contiguous"));
   CHECK_THROWS_WITH(autograd::set_grad_destination(x, zeros({5, 3})),
                     Contains("must be a leaf that requires grad"));
+}
+
+TEST_CASE("a leaf's gradient destination goes to one op per backward, linear's first, and "
+          "to none while the leaf has a gradient",
+          "[core][autograd]") {
+  // Spy(w) = w, whose backward asks for w's destination and says whether it got one.
+  std::vector<bool> got;
+  auto spy = [&](const tensor& w) {
+    tensor out = w.detach().clone();
+    autograd::record(out, "Spy", {&w}, {}, [&got](const auto& g, const auto&) {
+      tensor dest = autograd::input_grad_destination(0);
+      got.push_back(dest.defined());
+      if (!dest.defined())
+        return std::vector<tensor>{g[0]};
+      dest.copy_(g[0]);
+      return std::vector<tensor>{dest};
+    });
+    return out;
+  };
+  generator gen(6);
+  const tensor x = randn({5, 3}, {}, &gen);
+  tensor w = randn({4, 3}, {}, &gen).requires_grad_();
+  const tensor dest = zeros({4, 3});
+  autograd::set_grad_destination(w, dest);
+  // Two spies: one gets it (the later one, which backward runs first), the other does not.
+  const tensor first = spy(w);
+  (first + spy(w)).sum().backward();
+  CHECK(got == std::vector<bool>{true, false});
+  CHECK(w.grad().data_ptr() == dest.data_ptr());
+  CHECK(values_of(w.grad()) == std::vector<double>(12, 2.0));
+  // A defined gradient is added to: nobody gets the destination.
+  got.clear();
+  spy(w).sum().backward();
+  CHECK(got == std::vector<bool>{false});
+  // Linear after the spy runs first in backward and takes the destination for its GEMM.
+  zero_grads({w});
+  got.clear();
+  const tensor spied = spy(w).sum(); // made first: its backward runs after linear's
+  (spied + nn::functional::linear(x, w, tensor()).sum()).backward();
+  CHECK(got == std::vector<bool>{false});
+  CHECK(w.grad().data_ptr() == dest.data_ptr());
 }
 
 TEST_CASE("backward from a leaf accumulates into it like any leaf and fires its hooks",
