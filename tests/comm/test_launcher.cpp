@@ -451,10 +451,15 @@ TEST_CASE("the ranks die with a launcher killed by SIGKILL", "[comm][launch]") {
     gone = ::kill(rank, 0) != 0 && errno == ESRCH;
     if (!gone) {
       // A zombie reparented to init (or to this test, a subreaper) is gone too, and so is a
-      // rank reaped between kill() and opening its stat (CI once saw that race).
+      // rank reaped between kill() and opening its stat, or between opening and reading it
+      // (CI saw both races; the read then fails with ESRCH, which libstdc++ throws).
       std::ifstream stat_file("/proc/" + std::to_string(rank) + "/stat");
-      const std::string stat{std::istreambuf_iterator<char>(stat_file),
-                             std::istreambuf_iterator<char>()};
+      std::string stat;
+      try {
+        stat.assign(std::istreambuf_iterator<char>(stat_file), std::istreambuf_iterator<char>());
+      } catch (const std::ios_base::failure&) {
+        stat_file.close(); // reaped while we read: gone
+      }
       gone = !stat_file.is_open() || stat.find(") Z ") != std::string::npos;
       std::this_thread::sleep_for(10ms);
     }
