@@ -100,6 +100,15 @@ template <class T> std::vector<const T*> pointers(const std::vector<tensor>& ts)
 
 } // namespace
 
+sharded_step::~sharded_step() {
+  if (!group_)
+    return;
+  for (const replica& r : replicas_)
+    for (const tensor& p : r.params)
+      if (p.is_leaf() && p.requires_grad())
+        autograd::set_grad_destination(p, tensor());
+}
+
 std::vector<sharded_step::piece> sharded_step::pieces_of(const std::vector<tensor>& params, int r,
                                                          int n) {
   // Run r of the elements, [begin, end) over the parameters in order, on 16-element lines.
@@ -188,11 +197,16 @@ std::unique_ptr<optim::optimizer> sharded_step::join(
     for (const piece& pc : me.shard)
       mapped_.kept[pc.param] = {pc.offset, pc.offset + pc.length};
     // Backward writes each gradient into the process's block in the first place (Note
-    // [Gradient destinations]); the hook then only copies what came from elsewhere.
+    // [Gradient destinations]); the hook then only copies what came from elsewhere. The hook
+    // outlives this object where the model does, and then does nothing.
+    const std::weak_ptr<sharded_step> weak = weak_from_this();
+    ACTORCH_INTERNAL_ASSERT(!weak.expired(), "sharded_step: made outside a shared_ptr");
     for (size_t k = 0; k < me.params.size(); ++k) {
       autograd::set_grad_destination(me.params[k], gradient_slot(k, me.params[k]));
-      me.params[k].register_post_accumulate_grad_hook(
-          [this, k](const tensor& leaf) { publish_gradient(k, leaf.grad()); });
+      me.params[k].register_post_accumulate_grad_hook([weak, k](const tensor& leaf) {
+        if (const auto self = weak.lock())
+          self->publish_gradient(k, leaf.grad());
+      });
     }
   }
   for (piece& pc : me.shard) {

@@ -21,13 +21,19 @@ namespace actorch::actors {
 
 /// What the replicas share (the actors of one process, or one actor per process on one host):
 /// their parameters, who steps which, the barriers.
-class sharded_step {
+class sharded_step : public std::enable_shared_from_this<sharded_step> {
 public:
   /// The `num_local` trainer actors of a job of one process.
   explicit sharded_step(int num_local) : replicas_(size_t(num_local)) {}
   /// One trainer actor in each of `group`'s processes (Note [Sharded step across processes]).
   explicit sharded_step(std::shared_ptr<dist::process_group> group)
       : replicas_(1), group_(std::move(group)) {}
+  /// Across processes, takes back what join() set on the parameters: backward makes their
+  /// gradients in .grad again and no longer publishes them, so a model that outlives the job
+  /// (its make_model kept it) trains or evaluates on its own.
+  ~sharded_step();
+  sharded_step(const sharded_step&) = delete;
+  sharded_step& operator=(const sharded_step&) = delete;
 
   /// Replica i's part of the set-up, once its parameters equal every other replica's (after
   /// DDP's broadcast): they take replica 0's memory, and replica i gets the optimizer its spec

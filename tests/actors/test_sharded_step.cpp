@@ -17,6 +17,8 @@
 #include "comm/ddp/comm_hooks.hpp"
 #include "comm/distributed.hpp"
 #include "comm/launch/launcher.hpp"
+#include "core/autograd/node.hpp"
+#include "core/nn/functional.hpp"
 #include "core/optim/sgd.hpp"
 #include "core/serialize/safetensors.hpp"
 #include "tests/actors/toy_job.hpp"
@@ -79,7 +81,8 @@ trainer_spec with_adam(trainer_spec s) {
 // Rank 0 writes the spec's checkpoint. A process's error text goes to `name`.error. Call it
 // while this process has no threads (spawn's precondition).
 void in_processes(const std::string& name, int world, const std::function<trainer_spec()>& spec,
-                  bool sharded, const std::function<void()>& before = {}) {
+                  bool sharded, const std::function<void()>& before = {},
+                  const std::function<void()>& after = {}) {
   const std::string store = scratch(name + ".store"), error_file = scratch(name + ".error");
   std::filesystem::remove(store);
   for (int rank = 0; rank < world; ++rank) // an earlier run's
@@ -97,6 +100,8 @@ void in_processes(const std::string& name, int world, const std::function<traine
           ACTORCH_CHECK(r.zero_redundancy == sharded, "rank ", rank, ": zero_redundancy ",
                         r.zero_redundancy, ", expected ", sharded);
           dist::destroy_process_group();
+          if (after)
+            after();
         } catch (const std::exception& e) {
           std::ofstream(error_file + "." + std::to_string(rank)) << e.what();
           throw;
@@ -131,6 +136,44 @@ TEST_CASE("trainer processes: the sharded step across processes ends bit for bit
   in_processes("plain_" + tag, world, spec_of(plain, false), false);
   in_processes("sharded_" + tag, world, spec_of(sharded, std::nullopt), true); // the default
   check_equal_checkpoints(plain, sharded, adam);
+}
+
+TEST_CASE("trainer processes: a model that outlives a sharded job gets its gradients in .grad, "
+          "as a model that never joined one") {
+  // Each process keeps the model its make_model made; after the job, backward on it must
+  // neither write into the job's shared gradient block nor run the job's publishing hook
+  // (whose step object is gone), and must give the gradients of a plain copy of the model.
+  static std::shared_ptr<nn::module> kept;
+  const auto spec = [] {
+    trainer_spec s = toy_spec(32, "");
+    const auto make = s.make_model;
+    s.make_model = [make](const replica_info& r) { return kept = make(r); };
+    return s;
+  };
+  const auto after = [] {
+    generator g(11);
+    const tensor x = randn({16, 8}, {}, &g);
+    const tensor y = randint(0, 4, {16}, {}, &g);
+    const std::vector<tensor> params = kept->parameters();
+    std::vector<tensor> copies;
+    for (const tensor& p : params) {
+      ACTORCH_CHECK(!autograd::grad_destination(p).defined(),
+                    "a parameter still has the job's gradient destination");
+      copies.push_back(p.detach().clone().requires_grad_());
+    }
+    kept->zero_grad();
+    nn::functional::cross_entropy((*kept)(x), y).backward();
+    // The same MLP by hand over the copies: linear, relu, linear.
+    const tensor h = nn::functional::relu(nn::functional::linear(x, copies[0], copies[1]));
+    nn::functional::cross_entropy(nn::functional::linear(h, copies[2], copies[3]), y).backward();
+    for (size_t k = 0; k < params.size(); ++k)
+      ACTORCH_CHECK(test::values_of(params[k].grad()) == test::values_of(copies[k].grad()),
+                    "parameter ", k, "'s gradient differs from a plain copy's");
+    kept.reset();
+  };
+  in_processes("outlives", 2, spec, true, {}, after);
+  for (int rank = 0; rank < 2; ++rank)
+    CHECK(error_of_rank("outlives", rank).empty());
 }
 
 TEST_CASE("trainer processes: a checkpoint of the sharded step across processes resumes "
