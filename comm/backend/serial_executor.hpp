@@ -1,6 +1,7 @@
-// serial_executor: one thread that runs tasks one at a time, in the order they were posted.
-// The backends' ordered loops are all this: the Gloo group's collectives (issue order is what
-// keeps the ranks' ops matched), its point-to-point waiter, the NCCL group's ops.
+// serial_executor: runs tasks one at a time, in the order they were posted, on one thread
+// unless a task lets go of the order early (detach_current()). The backends' ordered loops are
+// all this: the Gloo group's collectives (issue order is what keeps the ranks' ops matched),
+// its point-to-point waiter, the NCCL group's ops.
 #pragma once
 
 #include <atomic>
@@ -10,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace actorch::dist {
 
@@ -20,12 +22,12 @@ public:
     /// back to back posts the next within microseconds, and yielding saves the futex wake-up
     /// (tens of microseconds on a busy machine) without holding a core when nothing comes.
     std::chrono::microseconds spin{0};
-    /// Runs first on the thread (for instance cudaSetDevice).
+    /// Runs first on each of the executor's threads (for instance cudaSetDevice).
     std::function<void()> on_start = {};
   };
 
   explicit serial_executor(options opts);
-  /// Runs the tasks already posted, then joins the thread (as shutdown()).
+  /// Runs the tasks already posted, then joins the threads (as shutdown()).
   ~serial_executor();
   serial_executor(const serial_executor&) = delete;
   serial_executor& operator=(const serial_executor&) = delete;
@@ -34,15 +36,24 @@ public:
   /// failure (to a work, say). Posting after shutdown() is an internal error.
   void post(std::function<void()> task);
 
-  /// Runs the tasks already posted, then joins the thread. Idempotent. An owner whose tasks
+  /// Runs the tasks already posted, then joins the threads. Idempotent. An owner whose tasks
   /// use its members calls it first thing in its destructor.
   void shutdown();
 
   /// Tasks queued and not yet started.
   size_t queued() const { return queued_.load(std::memory_order_acquire); }
 
+  /// From inside a task: the rest of it no longer holds the order, so the executor starts the
+  /// next task now (on another thread: a new one if none is free) while this one finishes.
+  /// For a task's end that runs code the executor's owner does not control, such as a torch
+  /// Future's callbacks, which may post ops to the same executor and wait for them (torch's
+  /// PowerSGD hook does): run on the one thread, they would wait forever. After it, the task
+  /// must touch nothing the later tasks use. No effect outside a task, or called twice.
+  static void detach_current();
+
 private:
   void loop();
+  void start_thread(); // with mu_ held
 
   options opts_;
   std::mutex mu_;
@@ -50,7 +61,9 @@ private:
   std::deque<std::function<void()>> tasks_;
   std::atomic<size_t> queued_{0}; // tasks_.size(), readable without the lock
   bool stopping_ = false;
-  std::thread thread_;
+  bool running_ = false; // a task runs and has not detached: the next one waits
+  size_t free_ = 0;      // threads not running a task (starting, spinning or asleep)
+  std::vector<std::thread> threads_;
 };
 
 } // namespace actorch::dist

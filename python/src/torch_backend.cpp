@@ -17,7 +17,9 @@
 // Gloo's backend requires; one tensor per list (CPU ranks hold one device), except in the
 // *_multigpu collectives, whose lists of several CPU tensors go to comm/multigpu. A Future's
 // callbacks (a comm hook's Python `then`) run on the group's worker and take the GIL there, so
-// the group is destroyed without the GIL (its end waits for that worker).
+// the group is destroyed without the GIL (its end waits for that worker). They run detached
+// from the group's order (serial_executor::detach_current): a callback may issue more ops and
+// wait for them, as torch's PowerSGD hook does, while the group runs them on another thread.
 //
 // Under torch 2.x the same class is a c10d::Backend (2.x's ProcessGroup dispatches each op to
 // the backend registered for its tensors' device; the ops are the same). A build that defines
@@ -55,6 +57,7 @@
 #endif
 
 #include "comm/backend/gloo/process_group_gloo.hpp"
+#include "comm/backend/serial_executor.hpp"
 #include "comm/multigpu.hpp"
 #include "comm/store/store.hpp"
 #include "core/ops/factory.hpp"
@@ -144,6 +147,8 @@ tensor wrap(const at::Tensor& t, const char* op) {
               "); CUDA tensors are not supported "
               "by this build of the backend");
 #endif
+  TORCH_CHECK(t.layout() == at::kStrided, "actorch backend: ", op, " takes dense tensors (got a ",
+              t.layout(), " one; all_reduce alone also takes sparse COO tensors, as gloo does)");
   TORCH_CHECK(t.is_contiguous(), "actorch backend: ", op, ": tensors must be contiguous");
   const auto sizes = t.sizes();
   const actorch::device where =
@@ -193,6 +198,9 @@ public:
             c10::ListType::create(c10::TensorType::get()),
             cuda ? std::vector<c10::Device>{*cuda} : std::vector<c10::Device>{})) {
     w_.then([fut = future_, outs = outputs_](const dist::work& done) {
+      // The Future's callbacks may issue ops of this group and wait for them (torch's
+      // PowerSGD hook does): the group's next op must not wait for them to return.
+      dist::serial_executor::detach_current();
       if (auto e = done.exception())
         fut->setError(e);
       else
@@ -300,7 +308,9 @@ public:
       return make_work(dist::all_reduce_multigpu(list, reduce_op_of(o.reduceOp), group(), true), ts,
                        ::c10d::OpType::ALLREDUCE);
     }
-    tensor t = wrap(only(ts, "allreduce"), "allreduce");
+    if (only(ts, "allreduce").is_sparse())
+      return sparse_allreduce(ts[0], o);
+    tensor t = wrap(ts[0], "allreduce");
     return issue(ts[0], ts, ::c10d::OpType::ALLREDUCE,
                  [&](dist::process_group& g) { return g.all_reduce(t, reduce_op_of(o.reduceOp)); });
   }
@@ -523,6 +533,57 @@ public:
   }
 
 private:
+  /// all_reduce (SUM) of a sparse COO tensor, as torch's gloo does it (what DDP sends for an
+  /// nn.Embedding(sparse=True)'s gradient): every rank's indices and values gathered, summed
+  /// by coalescing, and the sum written into `t`. The three gathers (counts, indices, values)
+  /// run in the group's order and the call returns once they are done.
+  c10::intrusive_ptr<::c10d::Work> sparse_allreduce(at::Tensor& t,
+                                                    const ::c10d::AllreduceOptions& o) {
+    TORCH_CHECK(o.reduceOp == ::c10d::ReduceOp::SUM,
+                "actorch backend: all_reduce of a sparse tensor sums (ReduceOp.SUM) only");
+    TORCH_CHECK(t.layout() == at::kSparse && t.device().is_cpu(),
+                "actorch backend: all_reduce takes sparse COO tensors on the CPU (got ", t.layout(),
+                " on ", t.device(), ")");
+    const at::Tensor in = t.coalesce();
+    const int64_t n = getSize();
+    // Every rank's count of entries, then the indices and values padded to the largest.
+    at::Tensor count = at::full({1}, in._nnz(), at::kLong);
+    at::Tensor counts = at::empty({n}, at::kLong);
+    gather_into(counts, count, "all_reduce (sparse)");
+    const int64_t most = counts.max().item<int64_t>();
+    const at::Tensor idx = in._indices(), val = in._values();
+    std::vector<int64_t> val_shape = val.sizes().vec();
+    val_shape[0] = most;
+    at::Tensor my_idx = at::zeros({idx.size(0), most}, idx.options());
+    at::Tensor my_val = at::zeros(val_shape, val.options());
+    my_idx.narrow(1, 0, idx.size(1)).copy_(idx);
+    my_val.narrow(0, 0, val.size(0)).copy_(val);
+    std::vector<int64_t> all_idx_shape{n, idx.size(0), most}, all_val_shape{n};
+    all_val_shape.insert(all_val_shape.end(), val_shape.begin(), val_shape.end());
+    at::Tensor all_idx = at::empty(all_idx_shape, idx.options());
+    at::Tensor all_val = at::empty(all_val_shape, val.options());
+    gather_into(all_idx, my_idx, "all_reduce (sparse)");
+    gather_into(all_val, my_val, "all_reduce (sparse)");
+    std::vector<at::Tensor> idxs, vals;
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t k = counts[r].item<int64_t>();
+      idxs.push_back(all_idx[r].narrow(1, 0, k));
+      vals.push_back(all_val[r].narrow(0, 0, k));
+    }
+    const at::Tensor sum =
+        at::sparse_coo_tensor(at::cat(idxs, 1), at::cat(vals, 0), in.sizes()).coalesce();
+    t.copy_(sum);
+    dist::work done;
+    done.mark_completed();
+    return make_work(std::move(done), {t}, ::c10d::OpType::ALLREDUCE);
+  }
+
+  /// all_gather_into_tensor of `in` (contiguous) into `out`, waited for.
+  void gather_into(at::Tensor& out, const at::Tensor& in, const char* op) {
+    tensor o = wrap(out, op), i = wrap(in.contiguous(), op);
+    pg_->all_gather_into_tensor(o, i).wait();
+  }
+
   /// Issues `launch(group)` on the group for `like`'s device (the Gloo group for CPU tensors,
   /// the NCCL group for CUDA ones, queued behind torch's current stream) and returns its work
   /// as torch's, holding `outputs`.

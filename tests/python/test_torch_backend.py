@@ -191,6 +191,87 @@ def test_every_op_of_torchs_process_group_as_gloo_computes_it(tmp_path):
                                                                          [10.0 + r] * 2]
 
 
+NESTED = r"""
+import datetime, sys, torch, torch.distributed as dist, torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD
+import actorch
+dist.init_process_group(sys.argv[4], init_method=sys.argv[1], rank=int(sys.argv[2]),
+                        world_size=2, timeout=datetime.timedelta(seconds=20))
+torch.set_num_threads(1)
+r = dist.get_rank()
+# A Future's callback that runs a collective of the same group and waits for it.
+def then(fut):
+    u = torch.ones(2) * 10 * (r + 1)
+    dist.all_reduce(u)
+    return fut.value()[0] + u
+chained = dist.all_reduce(torch.ones(2) * (r + 1), async_op=True).get_future().then(then)
+out = {"nested": chained.wait()}
+# torch's PowerSGD hook, whose callbacks do the same (all-reduces of P, then of Q).
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+ddp = DDP(model)
+state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=1,
+                               start_powerSGD_iter=2)
+ddp.register_comm_hook(state, powerSGD.powerSGD_hook)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+g = torch.Generator().manual_seed(10 + r)
+for _ in range(5):
+    opt.zero_grad()
+    ddp(torch.randn(8, 16, generator=g)).sum().backward()
+    opt.step()
+out["powersgd"] = [p.detach().clone() for p in model.parameters()]
+# A sparse all_reduce (rank r holds r + 1 entries), and DDP over nn.Embedding(sparse=True),
+# whose gradients are sparse.
+sparse = torch.sparse_coo_tensor(torch.tensor([[0, 2][:r + 1]]), torch.ones(r + 1, 2) * (r + 1),
+                                 (4, 2))
+dist.all_reduce(sparse)
+out["sparse"] = sparse.to_dense()
+try:
+    dist.broadcast(sparse, 0)
+except RuntimeError as e:
+    out["sparse broadcast"] = str(e)
+torch.manual_seed(0)
+embedding = nn.Embedding(10, 3, sparse=True)
+ddp = DDP(embedding)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.5)
+for step in range(3):
+    opt.zero_grad()
+    ddp(torch.tensor([r, step, 7])).sum().backward()
+    opt.step()
+out["embedding"] = embedding.weight.detach().clone()
+torch.save(out, sys.argv[3] + f".{r}.pt")
+dist.destroy_process_group()
+"""
+
+
+def test_a_futures_callback_may_run_collectives_and_wait_as_powersgd_does_and_sparse_sums(
+        tmp_path):
+    (tmp_path / "nested.py").write_text(NESTED)
+    got = {}
+    for backend in ("gloo", "actorch"):
+        init = f"file://{tmp_path}/{backend}.rendezvous"
+        procs = [subprocess.Popen([sys.executable, str(tmp_path / "nested.py"), init, str(r),
+                                   str(tmp_path / backend), backend], env=ENV,
+                                  stderr=subprocess.PIPE, text=True) for r in range(2)]
+        try:
+            for p in procs:
+                _, err = p.communicate(timeout=90)
+                assert p.returncode == 0, err[-3000:]
+        finally:
+            for p in procs:
+                p.kill()
+        got[backend] = [torch.load(f"{tmp_path / backend}.{r}.pt") for r in range(2)]
+    for r in range(2):
+        assert got["actorch"][r]["nested"].tolist() == [33.0, 33.0]  # 1 + 2, then 10 + 20
+        same(got["actorch"][r]["powersgd"], got["gloo"][r]["powersgd"], f"rank {r} PowerSGD")
+        assert got["actorch"][r]["sparse"].tolist() == [[3.0, 3.0], [0.0, 0.0], [2.0, 2.0],
+                                                        [0.0, 0.0]]
+        same(got["actorch"][r]["embedding"], got["gloo"][r]["embedding"], f"rank {r} embedding")
+        assert "takes dense tensors (got a Sparse one" in got["actorch"][r]["sparse broadcast"]
+    same(got["actorch"][1]["powersgd"], got["actorch"][0]["powersgd"], "the ranks agree")
+
+
 KILLED = r"""
 import datetime, os, signal, sys, torch, torch.distributed as dist
 import actorch
