@@ -580,6 +580,10 @@ int64_t data_loader::epoch() const {
   return impl_->resume ? impl_->resume->epoch : impl_->epoch;
 }
 
+void data_loader::manual_seed(uint64_t seed) {
+  impl_->gen->manual_seed(seed);
+}
+
 loader_state data_loader::state() const {
   const auto& m = *impl_;
   if (m.resume)

@@ -197,6 +197,11 @@ public:
   int64_t size() const;
   /// The epoch the next begin() starts (or the one in progress).
   int64_t epoch() const;
+  /// Restarts the loader's generator at `seed` (torch.Generator.manual_seed): the shuffle and
+  /// the workers' base seed of the epochs begun after it. A sampler with a generator of its own
+  /// keeps it. actorch.DataLoader calls it at each iter() with a seed drawn from the torch
+  /// generator, as torch's loader draws its epoch's seeds.
+  void manual_seed(uint64_t seed);
   /// Where the loader stands; load_state() on a loader built the same way resumes there.
   loader_state state() const;
   void load_state(const loader_state& s);

@@ -370,7 +370,8 @@ void encode_sample(const data::sample& s, writer& w, shared_file& shm, bool& len
   case kind::custom:
     ACTORCH_FAIL("a batch holding a ", s.as_custom()->type_name(),
                  " (a type of your own) cannot leave a worker process: use worker threads "
-                 "(multiprocessing_context unset), or make the batch of tensors, numbers, "
+                 "(from Python multiprocessing_context=\"thread\", in C++ "
+                 "multiprocessing_context unset), or make the batch of tensors, numbers, "
                  "strings, tuples and dicts");
   }
 }

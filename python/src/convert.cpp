@@ -65,17 +65,40 @@ const numpy_types& numpy() {
   return *np;
 }
 
-/// torch.from_dlpack and torch.bool, looked up once, as numpy's above.
+/// torch.from_dlpack, torch.bool and torch.uint8, looked up once, as numpy's above.
 struct torch_handles {
-  py::object from_dlpack, bool_;
+  py::object from_dlpack, bool_, uint8;
 };
 
 const torch_handles& torch_functions() {
   static const torch_handles* t = [] {
     py::module_ m = py::module_::import("torch");
-    return new torch_handles{m.attr("from_dlpack"), m.attr("bool")};
+    return new torch_handles{m.attr("from_dlpack"), m.attr("bool"), m.attr("uint8")};
   }();
   return *t;
+}
+
+/// A numpy array or scalar as a sample, as torch's default_collate and default_convert take
+/// it: numbers and bools as tensors (bools across DLPack as bytes: it has no bool type; a
+/// read-only array copied, since DLPack cannot say read-only; another byte order made native);
+/// arrays of strings, bytes, objects or records as the Python objects they are (converting
+/// keeps them; collating a batch of them is an error, as in torch).
+data::sample numpy_sample(const py::handle& obj, bool scalar) {
+  const numpy_types& np = numpy();
+  const py::object dt = obj.attr("dtype");
+  const std::string kind = py::str(dt.attr("kind"));
+  if (kind == "O" || kind == "U" || kind == "S" || kind == "V")
+    return std::make_shared<python_value>(py::reinterpret_borrow<py::object>(obj));
+  py::object a = py::reinterpret_borrow<py::object>(obj);
+  if (kind == "b")
+    return tensor_from_dlpack(np.asarray(a).attr("view")("uint8")).to(dtype::bool_);
+  if (!dt.attr("isnative").cast<bool>())
+    return tensor_from_dlpack(np.asarray(a).attr("astype")(dt.attr("newbyteorder")("=")));
+  if (scalar)
+    return tensor_from_dlpack(np.asarray(a));
+  if (!a.attr("flags").attr("writeable").cast<bool>())
+    return tensor_from_dlpack(np.array(a));
+  return tensor_from_dlpack(a);
 }
 
 /// The items of a tuple or list (a subclass too, but for namedtuples), as a sample's tuple.
@@ -289,11 +312,11 @@ data::sample from_python(const py::handle& obj) {
   if (const numpy_types& np = numpy(); np.available) {
     if (py::isinstance(obj, np.bool_))
       return obj.cast<bool>();
-    if (py::isinstance(obj, np.generic)) // a numpy scalar (np.float64 is a float too)
-      return tensor_from_dlpack(np.asarray(obj));
-    if (py::isinstance(obj, np.ndarray) &&
-        !obj.attr("flags").attr("writeable").cast<bool>()) // DLPack cannot say read-only
-      return tensor_from_dlpack(np.array(obj));
+    if (py::isinstance<py::str>(obj)) // np.str_ (a str): a string, as default_collate takes it
+      return obj.cast<std::string>();
+    const bool scalar = py::isinstance(obj, np.generic); // np.float64 is a float too
+    if (scalar || py::isinstance(obj, np.ndarray))
+      return numpy_sample(obj, scalar);
   }
   if (py::isinstance<py::int_>(obj))
     return obj.cast<int64_t>();
@@ -329,6 +352,10 @@ data::sample from_python(const py::handle& obj) {
     py::object o = py::reinterpret_borrow<py::object>(obj);
     if (py::hasattr(o, "requires_grad") && o.attr("requires_grad").cast<bool>())
       o = o.attr("detach")(); // torch refuses to export a tensor that requires grad
+    if (torch_available() && py::hasattr(o, "dtype") &&
+        py::object(o.attr("dtype")).is(torch_functions().bool_))
+      // torch 1.13 exports no bool through DLPack (0.6 has none): across as bytes
+      return tensor_from_dlpack(o.attr("view")(torch_functions().uint8)).to(dtype::bool_);
     return tensor_from_dlpack(o);
   }
   return std::make_shared<python_value>(py::reinterpret_borrow<py::object>(obj));

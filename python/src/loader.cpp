@@ -137,17 +137,25 @@ template <class Cxx, class Adapter> std::shared_ptr<Cxx> cxx_or_adapted(const py
   return std::make_shared<Adapter>(s);
 }
 
-/// Python code as a collate_fn: the samples as Python objects in, the batch back as the very
+/// Python code as a collate_fn: the samples as Python objects in (as a list; `unbatched`, with
+/// batch_size None: the one sample itself, as torch calls it), the batch back as the very
 /// object it returned (`keep`), or as a sample where it must leave a worker process.
-data::collate_fn python_collate(py::object fn, bool keep) {
-  return [held = std::make_shared<gil_object>(std::move(fn)),
-          keep](std::vector<data::sample> samples) -> data::sample {
+data::collate_fn python_collate(py::object fn, bool keep, bool unbatched) {
+  return [held = std::make_shared<gil_object>(std::move(fn)), keep,
+          unbatched](std::vector<data::sample> samples) -> data::sample {
     gil_lock gil;
     try {
-      py::list items;
-      for (const auto& s : samples)
-        items.append(to_python(s, {}));
-      py::object batch = held->obj(items);
+      py::object batch;
+      if (unbatched) {
+        ACTORCH_INTERNAL_ASSERT(samples.size() == 1, "an unbatched collate of ", samples.size(),
+                                " samples");
+        batch = held->obj(to_python(samples[0], {}));
+      } else {
+        py::list items;
+        for (const auto& s : samples)
+          items.append(to_python(s, {}));
+        batch = held->obj(items);
+      }
       if (keep)
         return std::make_shared<python_value>(std::move(batch));
       return from_python(batch);
@@ -172,7 +180,7 @@ python_parts python_parts_of(const py::object& dataset, bool iterable, const py:
                              bool cxx_dataset) {
   python_parts out;
   if (!collate_fn.is_none())
-    out.collate = python_collate(collate_fn, !processes);
+    out.collate = python_collate(collate_fn, !processes, unbatched);
   else if (!cxx_dataset && unbatched)
     // torch's default_convert keeps a Python dataset's numbers and containers as they are
     // (from_python already made its arrays tensors): nothing to do per sample.
@@ -296,6 +304,7 @@ void bind_loader(py::module_& m) {
              const data::loader_timing t = l.timing();
              return py::make_tuple(t.first_batch_s, t.wait_s, t.work_s, t.batches, t.starvation());
            })
+      .def("_manual_seed", &data::data_loader::manual_seed, py::arg("seed"))
       .def("_iter",
            [](std::shared_ptr<data::data_loader> self, bool as_torch, const std::string& form) {
              using f = to_python_options::form;

@@ -80,6 +80,14 @@ def test_shuffle_gives_the_same_samples_and_a_seed_repeats(workers, context):
     first = [b.tolist() for b in actorch.DataLoader(list(range(40)), **kw)]
     torch.manual_seed(3)
     assert [b.tolist() for b in actorch.DataLoader(list(range(40)), **kw)] == first
+    # As torch's, each iter() draws its epoch from torch's generator: the seed set between
+    # making the loader and iterating it decides the order, not the one before.
+    loader = actorch.DataLoader(list(range(40)), **kw)
+    orders = {}
+    for seed in (1, 2, 1):
+        torch.manual_seed(seed)
+        orders.setdefault(seed, []).append([b.tolist() for b in loader])
+    assert orders[1][0] == orders[1][1] != orders[2][0]
 
 
 @pytest.mark.parametrize("workers,context", [(0, None), pytest.param(2, None, marks=processes),
@@ -137,6 +145,47 @@ def test_a_python_collate_fn_gets_the_samples_as_returned(workers, context):
                      multiprocessing_context=context)
     assert [[x.tolist(), y.tolist()] for x, y in got] == [[x.tolist(), y.tolist()]
                                                           for x, y in want]
+
+
+def pair(sample):  # torch calls it with the sample, not a list of one
+    assert isinstance(sample, tuple) and len(sample) == 2, sample
+    return sample[0].i * 10 + int(sample[1][0])
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_without_batching_a_collate_fn_gets_each_sample_itself(workers, context):
+    want, got = both(Objects(), batch_size=None, collate_fn=pair, num_workers=workers,
+                     multiprocessing_context=context)
+    assert got == want == [11 * i for i in range(len(Objects()))]
+
+
+class Masks(torch.utils.data.Dataset):
+    """Attention masks and names, as a text dataset returns them: a torch bool tensor, a numpy
+    bool array, a numpy bool scalar and a numpy string (np.str_, as an item of a numpy array of
+    names is)."""
+    names = np.array(["a", "bb", "ccc"])
+
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, k):
+        return {"ids": torch.arange(4) + k, "mask": torch.arange(4) < k, "np_mask": np.arange(3) < k,
+                "flag": np.bool_(k % 2), "name": self.names[k % 3]}
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_bool_tensors_and_numpy_strings_collate_as_torch(workers, context):
+    for batch_size in (2, None):
+        want, got = both(Masks(), batch_size=batch_size, num_workers=workers,
+                         multiprocessing_context=context)
+        for g, w in zip(got, want):
+            names = (g.pop("name"), w.pop("name"))  # np.str_ items in torch's, str in actorch's
+            assert [str(n) for n in names[0]] == [str(n) for n in names[1]] if batch_size else (
+                str(names[0]) == str(names[1]))
+            if batch_size is None:  # default_convert keeps numpy's bool scalar; actorch a bool
+                assert bool(g.pop("flag")) == bool(w.pop("flag"))
+            assert_same(g, w)
+        assert len(got) == len(want)
 
 
 def test_arguments_refused_as_torch_refuses_them():

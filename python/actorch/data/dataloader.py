@@ -18,9 +18,11 @@ Where the workers run (num_workers > 0):
   imports the main module as multiprocessing's spawn does: for a program whose parent must not
   be forked (threads holding locks, a CUDA context). The batches travel as with "fork".
 
-Seeding, as torch's worker processes: worker i's seed is base_seed + i, with base_seed drawn per
-epoch from `generator` (or torch's default generator); each worker process seeds `random`,
-torch and numpy's global generator from it before worker_init_fn runs.
+Seeding, as torch's: each iter() draws the epoch's seed from `generator` (or torch's default
+generator), so torch.manual_seed before it repeats the epoch's shuffle and worker seeds.
+Worker i's seed is base_seed + i; each worker process seeds `random`, torch and numpy's
+global generator from it before worker_init_fn runs. With `seed=`, the loader's own generator
+runs from it instead, epoch after epoch.
 """
 import collections
 import math
@@ -231,6 +233,7 @@ class DataLoader:
                       "collated" if batch_size is not None or batch_sampler is not None else
                       "converted")
         self._as_torch = _torch is not None
+        self._seed = seed
 
         init = worker_init_fn
         spawn = None
@@ -248,7 +251,7 @@ class DataLoader:
             batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
             pin_memory=pin_memory, drop_last=drop_last, timeout=float(timeout),
             worker_init_fn=init, processes=processes,
-            seed=seed if seed is not None else _draw_seed(generator),
+            seed=seed,
             prefetch_factor=prefetch_factor if num_workers > 0 else None,
             persistent_workers=persistent_workers, in_order=in_order,
             # torch's order of batches to workers: Python code draws from per-worker generators
@@ -257,6 +260,8 @@ class DataLoader:
     def __iter__(self, as_torch=None):
         """One epoch's batches; as_torch=False gives actorch.Tensor objects instead of torch
         tensors."""
+        if self._seed is None:  # the epoch's shuffle and worker seeds, drawn now as torch's are
+            self._loader._manual_seed(_draw_seed(self.generator))
         return _Iterator(self._loader._iter(self._as_torch if as_torch is None else as_torch,
                                             self._form))
 
