@@ -196,6 +196,7 @@ struct loader_impl {
     actors::coordinator_config cfg;
     cfg.in_order = opts.in_order;
     cfg.round_robin = opts.round_robin;
+    cfg.batch_errors_go_on = opts.round_robin; // see coordinator_config
     cfg.iterable = iterable != nullptr;
     cfg.auto_collation = auto_collation();
     // Worker processes keep their deadlines themselves: one that passes it is killed and
@@ -363,6 +364,9 @@ struct loader_impl {
         end_run();
         return false;
       }
+    } catch (const data_loader::batch_error&) {
+      delivered.push_back(d.seq); // the run goes on: ++ takes the next batch
+      throw;
     } catch (...) {
       end_run();
       throw;
@@ -377,8 +381,11 @@ struct loader_impl {
     d = feed->next();
     if (d.end_of_epoch)
       return false;
-    if (!d.error.empty())
+    if (!d.error.empty()) {
+      if (d.recoverable && !to_device)
+        throw data_loader::batch_error(d.error);
       throw error(d.error);
+    }
     return true;
   }
 
@@ -569,6 +576,10 @@ bool data_loader::iterator::operator==(sentinel) const {
 data_loader::iterator data_loader::begin() {
   impl_->start_run(nullptr);
   impl_->advance();
+  return iterator(impl_.get());
+}
+
+data_loader::iterator data_loader::this_epoch() {
   return iterator(impl_.get());
 }
 

@@ -167,6 +167,13 @@ public:
   data_loader(data_loader&&) noexcept;
   data_loader& operator=(data_loader&&) noexcept;
 
+  /// A batch's own failure (its dataset's or collate's exception, in a map-style epoch of the
+  /// range-for): the epoch goes on after it.
+  class batch_error : public error {
+  public:
+    using error::error;
+  };
+
   struct sentinel {};
   class iterator {
   public:
@@ -188,8 +195,15 @@ public:
   /// Starts an epoch (abandoning what is left of a previous one) and waits for its first batch.
   /// Throws actorch::error for a failed batch: the dataset's or collate's exception (naming the
   /// worker, the sample index and the original message), a timeout, a sampler index out of
-  /// range.
+  /// range. A map-style dataset's or collate's exception is a batch_error, after which the
+  /// epoch goes on (as torch's iterator): ++ on the iterator (this_epoch() when begin() threw)
+  /// takes the next batch; so with num_workers 0 and with round_robin (actorch.DataLoader's
+  /// Python datasets). Any other error ends the epoch, and so does a batch's with worker
+  /// threads in the default order, whose task stealing and batch sharing it would leave
+  /// waiting (not reconciled yet).
   iterator begin();
+  /// The iterator of the epoch in progress: where a begin() that threw a batch_error left it.
+  iterator this_epoch();
   sentinel end() const { return {}; }
 
   /// Batches per epoch (len(loader)); samples per epoch when unbatched. Throws for an iterable

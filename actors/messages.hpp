@@ -69,6 +69,9 @@ struct delivery {
   data::sample data;
   std::string error;
   bool end_of_epoch = false;
+  /// The error is the batch's own (its dataset's or collate's exception) in a map-style run
+  /// for the range-for consumer: the run goes on after it, as torch's iterator does.
+  bool recoverable = false;
 };
 
 /// One run of the coordinator: the batches still to load this epoch, in sampler order.

@@ -70,8 +70,8 @@ struct coordinator::impl {
   }
 
   void push(delivery d) {
-    if (!d.error.empty())
-      failed = true; // the run ends with the first error the consumer sees
+    if (!d.error.empty() && !d.recoverable)
+      failed = true; // the run ends with the first error the consumer sees but a batch's own
     if (trace::enabled()) {
       const auto now = trace::clock::now();
       trace::record("coordinator", "deliver batch " + std::to_string(d.seq), now, now,
@@ -85,8 +85,10 @@ struct coordinator::impl {
 
   /// Delivers batch `seq` (or its error; or nothing, `skip`, for an iterable worker's
   /// end_of_data), in order unless urgent or !in_order; then ends the run if it is complete.
+  /// `own`: the error is the batch's own, after which the range-for consumer's map-style run
+  /// goes on (delivery::recoverable); any other error ends the run.
   void deliver(int64_t seq, data::sample data, std::string error, bool urgent = false,
-               bool skip = false) {
+               bool skip = false, bool own = false) {
     if (trace::enabled() && !skip) {
       const auto now = trace::clock::now();
       trace::record("coordinator", "batch " + std::to_string(seq) + " loaded", now, now,
@@ -97,6 +99,8 @@ struct coordinator::impl {
     d.seq = seq;
     d.data = std::move(data);
     d.error = std::move(error);
+    d.recoverable =
+        own && cfg.batch_errors_go_on && !d.error.empty() && !plan.iterable && !plan.sink;
     if (!cfg.in_order || urgent) {
       if (!skip) {
         push(std::move(d));
@@ -306,7 +310,7 @@ void coordinator::on_loaded(loaded_batch& b, const caf::strong_actor_ptr& from) 
           return "DataLoader failed to collate batch " + std::to_string(seq) + " from " +
                  st.sup.name(w) + " (sample indices " + indices_str(st.indices_of(seq)) + "): ";
         });
-  st.deliver(seq, std::move(b.data), std::move(b.error));
+  st.deliver(seq, std::move(b.data), std::move(b.error), false, false, true);
   st.pump();
 }
 

@@ -59,7 +59,7 @@ delivery range_for_host::next() {
       continue; // left over from an abandoned run
     // Taken: its credit goes back now, as PyTorch counts a task outstanding until the main
     // process receives its batch (Note [Loader credits] in dispatcher.cpp).
-    if (!d.end_of_epoch && d.error.empty())
+    if (!d.end_of_epoch && (d.error.empty() || d.recoverable)) // the run goes on after it
       core_->credit(run_id_);
     return d;
   }

@@ -49,6 +49,7 @@ delivery inline_source::next() {
   d.seq = b.seq;
   d.data = std::move(b.data);
   d.error = std::move(b.error);
+  d.recoverable = !d.error.empty() && !cfg_.iterable; // an iterator that raised is done
   return d;
 }
 

@@ -110,10 +110,16 @@ public:
   py::object next() {
     {
       py::gil_scoped_release no_gil; // Note [Python module]
-      if (!it_)
-        it_ = loader_->begin();
-      else if (*it_ != loader_->end())
-        ++*it_;
+      try {
+        if (!it_)
+          it_ = loader_->begin();
+        else if (*it_ != loader_->end())
+          ++*it_;
+      } catch (const data::data_loader::batch_error&) {
+        if (!it_) // the first batch failed: the epoch goes on from here, as torch's does
+          it_ = loader_->this_epoch();
+        throw;
+      }
     }
     if (*it_ == loader_->end())
       throw py::stop_iteration();

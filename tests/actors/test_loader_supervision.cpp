@@ -8,6 +8,9 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "actors/messages.hpp"
 #include "tests/actors/loader_fixtures.hpp"
@@ -36,6 +39,50 @@ TEST_CASE("a dataset exception reaches the consumer naming the worker and the sa
     CHECK(batches == 3); // in order: the three batches before the failing one came first
     // The loader is usable again: the next epoch starts over (and fails at the same place).
     CHECK_THROWS_WITH(epoch_labels(loader), Contains("sample index 13"));
+  }
+}
+
+TEST_CASE("after a batch's own exception the range-for's epoch goes on with the next batch, "
+          "as torch's iterator does",
+          "[actors][loader]") {
+  auto ds = std::make_shared<probe_dataset>(10);
+  ds->hook = [](int64_t i) {
+    if (i == 5 || i == 0)
+      throw std::runtime_error("corrupt record " + std::to_string(i));
+  };
+  // With workers, in torch's order (round_robin, as actorch.DataLoader over a Python dataset):
+  // without it a batch's error still ends the epoch (see data_loader::begin).
+  for (int64_t workers : {0, 2}) {
+    INFO(workers << " workers");
+    data_loader loader(ds, {.batch_size = 2, .num_workers = workers, .round_robin = workers > 0});
+    std::vector<std::string> seen; // a batch's labels, or the error
+    const auto labels = [](const sample& b) {
+      return std::to_string(b[1].as_tensor().data_ptr<int64_t>()[0]) + "," +
+             std::to_string(b[1].as_tensor().data_ptr<int64_t>()[1]);
+    };
+    std::optional<data_loader::iterator> it;
+    try {
+      it = loader.begin(); // batch 0 holds sample 0: it fails first
+    } catch (const data_loader::batch_error& e) {
+      seen.emplace_back(e.what());
+      it = loader.this_epoch();
+    }
+    for (;;) {
+      try {
+        ++*it;
+        if (*it == loader.end())
+          break;
+        seen.push_back(labels(**it));
+      } catch (const data_loader::batch_error& e) {
+        seen.emplace_back(e.what());
+      }
+    }
+    REQUIRE(seen.size() == 5);
+    CHECK_THAT(seen[0], Contains("failed on sample index 0 (batch 0): corrupt record 0"));
+    CHECK(seen[1] == "2,3");
+    CHECK_THAT(seen[2], Contains("failed on sample index 5 (batch 2): corrupt record 5"));
+    CHECK(seen[3] == "6,7");
+    CHECK(seen[4] == "8,9");
   }
 }
 

@@ -188,6 +188,39 @@ def test_bool_tensors_and_numpy_strings_collate_as_torch(workers, context):
         assert len(got) == len(want)
 
 
+class FailsAtFive(torch.utils.data.Dataset):
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        if i == 5:
+            raise KeyError(f"no sample {i}")
+        return i
+
+
+def outcomes(loader):
+    """What a loop that catches a batch's error and goes on sees, as torch's users write it."""
+    seen, it = [], iter(loader)
+    while True:
+        try:
+            seen.append(next(it).tolist())
+        except StopIteration:
+            return seen
+        except KeyError:
+            seen.append("KeyError")
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_a_batchs_exception_leaves_the_rest_of_the_epoch_as_torch(workers, context):
+    for first in (False, True):  # the failing batch in the middle, or the first
+        sampler = [5, 0, 1, 2, 3, 4, 6, 7, 8, 9] if first else None
+        kw = dict(batch_size=2, sampler=sampler, num_workers=workers)
+        want = outcomes(torch.utils.data.DataLoader(FailsAtFive(), **kw))
+        got = outcomes(actorch.DataLoader(FailsAtFive(), multiprocessing_context=context, **kw))
+        assert got == want
+        assert "KeyError" in got and len(got) == 5
+
+
 def test_arguments_refused_as_torch_refuses_them():
     cases = [dict(shuffle=True, sampler=[0]), dict(batch_sampler=[[0]], batch_size=2),
              dict(batch_size=None, drop_last=True), dict(num_workers=-1), dict(timeout=-1),
