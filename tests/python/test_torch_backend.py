@@ -153,18 +153,30 @@ dist.destroy_process_group()
 """
 
 
-def test_every_op_of_torchs_process_group_as_gloo_computes_it(tmp_path):
-    (tmp_path / "ops.py").write_text(OPS.replace('"actorch"', "sys.argv[4]"))
+def over_gloo_and_actorch(tmp_path, name, script, timeout):
+    """Runs `script` (argv: init method, rank, output prefix, backend) as 2 ranks over each
+    backend; what each rank saved, by backend. A rank that has not ended within `timeout`
+    fails the test (and is killed), instead of hanging it."""
+    (tmp_path / name).write_text(script)
     got = {}
     for backend in ("gloo", "actorch"):
         init = f"file://{tmp_path}/{backend}.rendezvous"
-        procs = [subprocess.Popen([sys.executable, str(tmp_path / "ops.py"), init, str(r),
+        procs = [subprocess.Popen([sys.executable, str(tmp_path / name), init, str(r),
                                    str(tmp_path / backend), backend], env=ENV,
                                   stderr=subprocess.PIPE, text=True) for r in range(2)]
-        for p in procs:
-            _, err = p.communicate(timeout=120)
-            assert p.returncode == 0, err[-3000:]
+        try:
+            for p in procs:
+                _, err = p.communicate(timeout=timeout)
+                assert p.returncode == 0, err[-3000:]
+        finally:
+            for p in procs:
+                p.kill()
         got[backend] = [torch.load(f"{tmp_path / backend}.{r}.pt") for r in range(2)]
+    return got
+
+
+def test_every_op_of_torchs_process_group_as_gloo_computes_it(tmp_path):
+    got = over_gloo_and_actorch(tmp_path, "ops.py", OPS.replace('"actorch"', "sys.argv[4]"), 120)
     for r in range(2):
         want = got["gloo"][r]
         # What torch 1.13's gloo lacks, against arithmetic.
@@ -247,21 +259,7 @@ dist.destroy_process_group()
 
 def test_a_futures_callback_may_run_collectives_and_wait_as_powersgd_does_and_sparse_sums(
         tmp_path):
-    (tmp_path / "nested.py").write_text(NESTED)
-    got = {}
-    for backend in ("gloo", "actorch"):
-        init = f"file://{tmp_path}/{backend}.rendezvous"
-        procs = [subprocess.Popen([sys.executable, str(tmp_path / "nested.py"), init, str(r),
-                                   str(tmp_path / backend), backend], env=ENV,
-                                  stderr=subprocess.PIPE, text=True) for r in range(2)]
-        try:
-            for p in procs:
-                _, err = p.communicate(timeout=90)
-                assert p.returncode == 0, err[-3000:]
-        finally:
-            for p in procs:
-                p.kill()
-        got[backend] = [torch.load(f"{tmp_path / backend}.{r}.pt") for r in range(2)]
+    got = over_gloo_and_actorch(tmp_path, "nested.py", NESTED, 90)
     for r in range(2):
         assert got["actorch"][r]["nested"].tolist() == [33.0, 33.0]  # 1 + 2, then 10 + 20
         same(got["actorch"][r]["powersgd"], got["gloo"][r]["powersgd"], f"rank {r} PowerSGD")
