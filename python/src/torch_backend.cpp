@@ -310,6 +310,18 @@ public:
     }
     if (only(ts, "allreduce").is_sparse())
       return sparse_allreduce(ts[0], o);
+    if (!ts[0].is_contiguous() && ts[0].device().is_cpu()) {
+      // A view (a slice, a transpose): reduced in a contiguous copy, then copied back, as
+      // gloo takes it.
+      at::Tensor flat = ts[0].contiguous();
+      tensor t = wrap(flat, "allreduce");
+      dist::work w = pg_->all_reduce(t, reduce_op_of(o.reduceOp))
+                         .then([view = ts[0], flat](const dist::work& done) mutable {
+                           if (!done.exception())
+                             view.copy_(flat);
+                         });
+      return make_work(std::move(w), ts, ::c10d::OpType::ALLREDUCE);
+    }
     tensor t = wrap(ts[0], "allreduce");
     return issue(ts[0], ts, ::c10d::OpType::ALLREDUCE,
                  [&](dist::process_group& g) { return g.all_reduce(t, reduce_op_of(o.reduceOp)); });

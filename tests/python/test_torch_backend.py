@@ -239,6 +239,11 @@ sparse = torch.sparse_coo_tensor(torch.tensor([[0, 2][:r + 1]]), torch.ones(r + 
                                  (4, 2))
 dist.all_reduce(sparse)
 out["sparse"] = sparse.to_dense()
+# Views that are not contiguous: a transpose and a column.
+m = torch.arange(6.0).reshape(2, 3) * (r + 1)
+dist.all_reduce(m.t())
+dist.all_reduce(m[:, 1])
+out["noncontiguous"] = m
 try:
     dist.broadcast(sparse, 0)
 except RuntimeError as e:
@@ -257,7 +262,7 @@ dist.destroy_process_group()
 """
 
 
-def test_a_futures_callback_may_run_collectives_and_wait_as_powersgd_does_and_sparse_sums(
+def test_a_futures_callback_may_run_collectives_and_wait_as_powersgd_does_sparse_and_views(
         tmp_path):
     got = over_gloo_and_actorch(tmp_path, "nested.py", NESTED, 90)
     for r in range(2):
@@ -266,6 +271,10 @@ def test_a_futures_callback_may_run_collectives_and_wait_as_powersgd_does_and_sp
         assert got["actorch"][r]["sparse"].tolist() == [[3.0, 3.0], [0.0, 0.0], [2.0, 2.0],
                                                         [0.0, 0.0]]
         same(got["actorch"][r]["embedding"], got["gloo"][r]["embedding"], f"rank {r} embedding")
+        # 1 + 2 times arange; the middle column, equal on both ranks, reduced again: doubled.
+        assert got["actorch"][r]["noncontiguous"].tolist() == [[0.0, 6.0, 6.0], [9.0, 24.0, 15.0]]
+        # Not against gloo: torch 1.13's gloo sums a column's first elements of memory, not the
+        # column ([[0, 6, 12], [9, 12, 15]] here).
         assert "takes dense tensors (got a Sparse one" in got["actorch"][r]["sparse broadcast"]
     same(got["actorch"][1]["powersgd"], got["actorch"][0]["powersgd"], "the ranks agree")
 
