@@ -82,7 +82,7 @@ void serial_executor::shutdown() {
 void serial_executor::loop() {
   if (opts_.on_start)
     opts_.on_start();
-  bool spin = false; // after a task that kept the order to its end
+  bool spin = false; // after a task: the caller may post the next within microseconds
   for (;;) {
     if (spin && opts_.spin.count() > 0) {
       const auto until = std::chrono::steady_clock::now() + opts_.spin;
@@ -110,7 +110,7 @@ void serial_executor::loop() {
     {
       std::lock_guard lock(mu_);
       ++free_;
-      spin = !t_detached;
+      spin = true; // detached too: a torch Future's callback is where the next op comes from
       if (!t_detached)
         running_ = false; // this thread takes the next task itself, or sleeps
       stopping = stopping_;
