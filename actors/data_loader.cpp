@@ -196,7 +196,6 @@ struct loader_impl {
     actors::coordinator_config cfg;
     cfg.in_order = opts.in_order;
     cfg.round_robin = opts.round_robin;
-    cfg.batch_errors_go_on = opts.round_robin; // see coordinator_config
     cfg.iterable = iterable != nullptr;
     cfg.auto_collation = auto_collation();
     // Worker processes keep their deadlines themselves: one that passes it is killed and

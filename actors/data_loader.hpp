@@ -197,10 +197,7 @@ public:
   /// worker, the sample index and the original message), a timeout, a sampler index out of
   /// range. A map-style dataset's or collate's exception is a batch_error, after which the
   /// epoch goes on (as torch's iterator): ++ on the iterator (this_epoch() when begin() threw)
-  /// takes the next batch; so with num_workers 0 and with round_robin (actorch.DataLoader's
-  /// Python datasets). Any other error ends the epoch, and so does a batch's with worker
-  /// threads in the default order, whose task stealing and batch sharing it would leave
-  /// waiting (not reconciled yet).
+  /// takes the next batch. Any other error ends the epoch.
   iterator begin();
   /// The iterator of the epoch in progress: where a begin() that threw a batch_error left it.
   iterator this_epoch();

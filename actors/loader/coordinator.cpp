@@ -99,8 +99,7 @@ struct coordinator::impl {
     d.seq = seq;
     d.data = std::move(data);
     d.error = std::move(error);
-    d.recoverable =
-        own && cfg.batch_errors_go_on && !d.error.empty() && !plan.iterable && !plan.sink;
+    d.recoverable = own && !d.error.empty() && !plan.iterable && !plan.sink;
     if (!cfg.in_order || urgent) {
       if (!skip) {
         push(std::move(d));

@@ -35,7 +35,7 @@ void reorder_buffer::add(int64_t seq, delivery d, bool skip,
       continue;
     }
     auto& e = ready_.begin()->second;
-    const bool err = !e.d.error.empty();
+    const bool err = !e.d.error.empty() && !e.d.recoverable; // the run ends there
     if (!e.skip)
       out.push_back(std::move(e.d));
     ready_.erase(ready_.begin());

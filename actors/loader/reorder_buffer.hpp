@@ -23,7 +23,8 @@ public:
   size_t position(int64_t seq) const { return position_.at(seq); }
 
   /// Takes batch `seq` (`skip`: an end of stream, which holds a place but delivers nothing)
-  /// and appends to `out` what may go out now, in order, stopping after an error.
+  /// and appends to `out` what may go out now, in order, stopping after an error that ends the
+  /// run (not after a batch's own, delivery::recoverable).
   /// `passed_over(pos)`: nothing will come for `pos` (Note [Iterable runs]).
   void add(int64_t seq, delivery d, bool skip, const std::function<bool(size_t)>& passed_over,
            std::vector<delivery>& out);

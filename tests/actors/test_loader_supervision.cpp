@@ -50,11 +50,21 @@ TEST_CASE("after a batch's own exception the range-for's epoch goes on with the 
     if (i == 5 || i == 0)
       throw std::runtime_error("corrupt record " + std::to_string(i));
   };
-  // With workers, in torch's order (round_robin, as actorch.DataLoader over a Python dataset):
-  // without it a batch's error still ends the epoch (see data_loader::begin).
-  for (int64_t workers : {0, 2}) {
-    INFO(workers << " workers");
-    data_loader loader(ds, {.batch_size = 2, .num_workers = workers, .round_robin = workers > 0});
+  // Workers in torch's order (round_robin, as actorch.DataLoader over a Python dataset) and in
+  // the default one (task stealing, the first batches shared), threads and processes; batches
+  // that came after a failed one wait in the reorder buffer, which must let them go.
+  struct mode {
+    int64_t workers;
+    bool round_robin;
+    const char* context;
+  };
+  for (const mode m : {mode{0, false, ""}, mode{2, true, ""}, mode{2, false, ""},
+                       mode{2, false, "fork"}, mode{3, false, ""}}) {
+    INFO(m.workers << " workers, round_robin " << m.round_robin << ", context " << m.context);
+    data_loader loader(ds, {.batch_size = 2,
+                            .num_workers = m.workers,
+                            .multiprocessing_context = m.context,
+                            .round_robin = m.round_robin});
     std::vector<std::string> seen; // a batch's labels, or the error
     const auto labels = [](const sample& b) {
       return std::to_string(b[1].as_tensor().data_ptr<int64_t>()[0]) + "," +
