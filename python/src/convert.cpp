@@ -78,11 +78,16 @@ const torch_handles& torch_functions() {
   return *t;
 }
 
+/// The bool tensor over `bytes`, a uint8 view of a numpy or torch bool array: DLPack 0.6 has
+/// no bool type, so bools cross it as bytes.
+tensor bools_from_bytes(const py::object& bytes) {
+  return tensor_from_dlpack(bytes).to(dtype::bool_);
+}
+
 /// A numpy array or scalar as a sample, as torch's default_collate and default_convert take
-/// it: numbers and bools as tensors (bools across DLPack as bytes: it has no bool type; a
-/// read-only array copied, since DLPack cannot say read-only; another byte order made native);
-/// arrays of strings, bytes, objects or records as the Python objects they are (converting
-/// keeps them; collating a batch of them is an error, as in torch).
+/// it: numbers and bools as tensors (a read-only array copied, since DLPack cannot say read-only;
+/// another byte order made native); arrays of strings, bytes, objects or records as the Python
+/// objects they are (converting keeps them; collating a batch of them is an error, as in torch).
 data::sample numpy_sample(const py::handle& obj, bool scalar) {
   const numpy_types& np = numpy();
   const py::object dt = obj.attr("dtype");
@@ -91,7 +96,7 @@ data::sample numpy_sample(const py::handle& obj, bool scalar) {
     return std::make_shared<python_value>(py::reinterpret_borrow<py::object>(obj));
   py::object a = py::reinterpret_borrow<py::object>(obj);
   if (kind == "b")
-    return tensor_from_dlpack(np.asarray(a).attr("view")("uint8")).to(dtype::bool_);
+    return bools_from_bytes(np.asarray(a).attr("view")("uint8"));
   if (!dt.attr("isnative").cast<bool>())
     return tensor_from_dlpack(np.asarray(a).attr("astype")(dt.attr("newbyteorder")("=")));
   if (scalar)
@@ -354,8 +359,7 @@ data::sample from_python(const py::handle& obj) {
       o = o.attr("detach")(); // torch refuses to export a tensor that requires grad
     if (torch_available() && py::hasattr(o, "dtype") &&
         py::object(o.attr("dtype")).is(torch_functions().bool_))
-      // torch 1.13 exports no bool through DLPack (0.6 has none): across as bytes
-      return tensor_from_dlpack(o.attr("view")(torch_functions().uint8)).to(dtype::bool_);
+      return bools_from_bytes(o.attr("view")(torch_functions().uint8));
     return tensor_from_dlpack(o);
   }
   return std::make_shared<python_value>(py::reinterpret_borrow<py::object>(obj));
