@@ -331,6 +331,18 @@ private:
   uint64_t used_ = 0; // this reply's: [0, used_)
 };
 
+// Note [Custom values across processes]
+// A custom value (a batch type of the user's own) crosses to the parent as its to_wire gives
+// it: the codec's name in the frame, its bytes as a uint8 tensor and its tensors as tensor
+// samples, so that all of them go through the shared file and the frame holds only their
+// offsets. The parent rebuilds the value by the codec registered under that name in its own
+// process (data::register_custom_codec), on the worker's thread; a codec missing or failing
+// fails the batch (codec_failed), the child is not to blame. The Python module registers
+// one: a Python collate_fn's batch, or any Python object a batch holds, is pickled with its
+// tensors and numpy arrays taken out of the pickle (python/src/convert.cpp, Note [Python
+// objects across processes]), as torch's workers pickle a batch and put its tensors in shared
+// memory. The bytes are the child's, like the rest of the reply: the codec reads them as such.
+
 // `lent`: set when a tensor stays in the pool's memory for the parent (Note [Lent batches]).
 void encode_sample(const data::sample& s, writer& w, shared_file& shm, bool& lent) {
   using kind = data::sample::kind;
@@ -367,12 +379,25 @@ void encode_sample(const data::sample& s, writer& w, shared_file& shm, bool& len
       encode_sample(item, w, shm, lent);
     }
     return;
-  case kind::custom:
-    ACTORCH_FAIL("a batch holding a ", s.as_custom()->type_name(),
-                 " (a type of your own) cannot leave a worker process: use worker threads "
-                 "(from Python multiprocessing_context=\"thread\", in C++ "
-                 "multiprocessing_context unset), or make the batch of tensors, numbers, "
-                 "strings, tuples and dicts");
+  case kind::custom: {
+    // Note [Custom values across processes]: the codec's name, the bytes as a uint8 tensor,
+    // then the tensors, each as a tensor sample.
+    std::optional<data::custom_wire> wire = s.as_custom()->to_wire();
+    ACTORCH_CHECK(wire.has_value(), "a batch holding a ", s.as_custom()->type_name(),
+                  " (a type of your own) cannot leave a worker process: use worker threads "
+                  "(from Python multiprocessing_context=\"thread\", in C++ "
+                  "multiprocessing_context unset), give the type to_wire() and register its "
+                  "codec (data::register_custom_codec), or make the batch of tensors, numbers, "
+                  "strings, tuples and dicts");
+    w.put_string(wire->codec);
+    encode_sample(
+        from_blob(wire->bytes.data(), {int64_t(wire->bytes.size())}, dtype::uint8, [](void*) {}), w,
+        shm, lent);
+    w.put<uint64_t>(wire->tensors.size());
+    for (const tensor& t : wire->tensors)
+      encode_sample(t, w, shm, lent);
+    return;
+  }
   }
 }
 
@@ -498,6 +523,12 @@ namespace {
 
 // The parent. --------------------------------------------------------------------------------
 
+/// A custom value's codec failed on a reply that parsed (none registered under its name, or it
+/// threw): the batch's error, not a child out of step (Note [Custom values across processes]).
+struct codec_failed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // A lent tensor (Note [Lent batches]) becomes a view of the parent's mapping that holds `lease`
 // (null: copied into `pool`, or new memory, as every other tensor is).
 data::sample decode_sample(reader& r, char* base, uint64_t bytes, data::buffer_pool* pool,
@@ -551,7 +582,28 @@ data::sample decode_sample(reader& r, char* base, uint64_t bytes, data::buffer_p
     }
     return items;
   }
-  case kind::custom: break; // never sent (encode_sample refuses it)
+  case kind::custom: { // Note [Custom values across processes]
+    data::custom_wire wire;
+    wire.codec = r.get_string();
+    const data::sample raw = decode_sample(r, base, bytes, pool, lease, depth + 1);
+    ACTORCH_CHECK(raw.is_tensor() && raw.as_tensor().dtype() == dtype::uint8 &&
+                      raw.as_tensor().dim() == 1,
+                  "worker process: a custom value's bytes are not a uint8 vector");
+    const tensor& b = raw.as_tensor();
+    wire.bytes.assign(static_cast<const char*>(b.data_ptr()), size_t(b.numel()));
+    wire.tensors.resize(r.get_count(sizeof(tensor)));
+    for (tensor& t : wire.tensors) {
+      data::sample item = decode_sample(r, base, bytes, pool, lease, depth + 1);
+      ACTORCH_CHECK(item.is_tensor(), "worker process: a custom value's tensor is a ",
+                    data::kind_name(item.type()));
+      t = item.as_tensor();
+    }
+    try {
+      return data::custom_from_wire(std::move(wire));
+    } catch (const std::exception& e) {
+      throw codec_failed(e.what());
+    }
+  }
   }
   ACTORCH_FAIL("worker process: unknown sample kind ", int(k));
 }
@@ -871,6 +923,9 @@ loaded_batch worker_process::load(const index_batch& task) {
       out.pinned = copy;
     }
     ACTORCH_CHECK(r.done(), "a reply longer than its batch");
+  } catch (const codec_failed& e) {
+    out.data = {};
+    out.error = e.what();
   } catch (const actorch::error& e) {
     // The child is out of step with us, or lies: it goes as a death does.
     kill_child(task, std::string("sent a reply that cannot be taken (") + e.what() + "),");

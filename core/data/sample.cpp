@@ -1,6 +1,8 @@
 // sample: access checks, printing and deep equality.
 #include "core/data/sample.hpp"
 
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "core/ops/reduce.hpp"
@@ -66,6 +68,40 @@ const std::shared_ptr<custom_value>& sample::as_custom() const {
 
 void custom_value::pin_memory(const pin_fn& pin) {
   for_each_tensor([&pin](tensor& t) { t = pin(t); });
+}
+
+namespace {
+struct codec_registry {
+  std::mutex mutex;
+  std::map<std::string, custom_codec, std::less<>> codecs;
+};
+codec_registry& codecs() {
+  static auto* r = new codec_registry; // used by worker threads to the process's end
+  return *r;
+}
+} // namespace
+
+void register_custom_codec(const std::string& codec, custom_codec fn) {
+  ACTORCH_CHECK(fn != nullptr, "register_custom_codec: no function for codec '", codec, "'");
+  codec_registry& r = codecs();
+  const std::lock_guard lock(r.mutex);
+  r.codecs[codec] = std::move(fn);
+}
+
+std::shared_ptr<custom_value> custom_from_wire(custom_wire w) {
+  custom_codec fn;
+  {
+    codec_registry& r = codecs();
+    const std::lock_guard lock(r.mutex);
+    const auto it = r.codecs.find(w.codec);
+    ACTORCH_CHECK(it != r.codecs.end(), "a batch holds a value sent as '", w.codec,
+                  "', and this process has no codec of that name (register_custom_codec)");
+    fn = it->second;
+  }
+  const std::string codec = w.codec;
+  std::shared_ptr<custom_value> v = fn(std::move(w));
+  ACTORCH_CHECK(v != nullptr, "the codec '", codec, "' rebuilt no value");
+  return v;
 }
 
 namespace {

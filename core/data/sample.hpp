@@ -9,6 +9,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -22,8 +23,31 @@ namespace actorch::data {
 
 /// A batch type of the user's own, as torch's custom batch classes: a struct of tensors that a
 /// collate_fn builds and the consumer reads back with sample::as_custom<T>(). Held by
-/// shared_ptr, so copies of a sample share it, as Python references do. It stays in its
-/// process: worker processes (multiprocessing_context "fork") refuse it with an error.
+/// shared_ptr, so copies of a sample share it, as Python references do. It leaves a worker
+/// process (multiprocessing_context "fork") only through to_wire and a codec registered in the
+/// loader's process (register_custom_codec); without them the worker refuses it, naming its type.
+class custom_value;
+
+/// A custom value as a worker process sends it to the loader's process: the name of the codec
+/// that rebuilds it there, bytes of its own format, and its tensors, which travel through the
+/// shared batch file as a batch's tensors do (zero-copy when they are in it already).
+struct custom_wire {
+  std::string codec;
+  std::string bytes;
+  std::vector<actorch::tensor> tensors;
+};
+
+/// Rebuilds a value from what its to_wire sent; it runs on a thread of the loader's process.
+using custom_codec = std::function<std::shared_ptr<custom_value>(custom_wire)>;
+
+/// Names the function that rebuilds the values sent as `codec`. Register it in the loader's
+/// process before the epoch that needs it; a later registration under the same name replaces it.
+void register_custom_codec(const std::string& codec, custom_codec fn);
+
+/// The value `w` describes, rebuilt by its codec; throws naming the codec when none is registered
+/// or when the codec made none.
+std::shared_ptr<custom_value> custom_from_wire(custom_wire w);
+
 class custom_value {
 public:
   virtual ~custom_value() = default;
@@ -37,6 +61,8 @@ public:
   /// replace the tensors by `pin`'s copies. The default pins every tensor for_each_tensor
   /// visits; override it to pin only some, or to do more.
   virtual void pin_memory(const pin_fn& pin);
+  /// The value as it leaves a worker process (see custom_wire); nullopt, the default: it cannot.
+  virtual std::optional<custom_wire> to_wire() const { return std::nullopt; }
 };
 
 class sample {

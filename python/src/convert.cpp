@@ -19,6 +19,21 @@
 // DataLoader finds that line and raises the original type with the whole text as its message,
 // as torch's ExceptionWrapper does (RuntimeError where the type cannot be rebuilt).
 //
+// Note [Python objects across processes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torch's worker processes pickle each batch (its tensors' storage moved to shared memory), so
+// a collate_fn's batch comes back as the very types it built: lists, numpy arrays, sets, a class
+// of the user's. Here a python_value (a Python collate_fn's batch, or an object a batch holds)
+// leaves a worker process through to_wire: actorch.data._wire pickles it, taking each CPU torch
+// tensor and numpy array of a dtype actorch has out of the pickle (a persistent id: index, kind,
+// requires_grad), and those travel as the batch's tensors do, through the shared batch file
+// (Note [Custom values across processes] in actors/loader/worker_process.cpp). In the loader's
+// process the codec keeps the bytes and tensors (a pickled_value, no GIL needed), and to_python
+// unpickles them on the consumer's thread: a torch tensor over the tensor's memory (or an
+// actorch.Tensor, as the iterator was asked), a writable numpy array over it. What pickle cannot
+// take (a lambda, a lock) fails that batch with pickle's own exception, in the worker.
+// Two torch views of one storage come back as two tensors, not views, as strides do not travel.
+//
 // Note [Worker thread states]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Python code runs on a thread only with a PyThreadState of that thread. pybind11's
@@ -30,6 +45,7 @@
 // it too: the worker's thread forks holding the GIL through this state, which the child keeps.
 #include "python/src/convert.hpp"
 
+#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include "base/error.hpp"
@@ -190,6 +206,62 @@ void python_value::for_each_tensor(const std::function<void(tensor&)>& /*f*/) {}
 
 namespace {
 
+constexpr const char* kPythonCodec = "python-pickle"; // Note [Python objects across processes]
+
+py::module_ wire_module() {
+  return py::module_::import("actorch.data._wire");
+}
+
+/// A python_value as a worker process sent it: rebuilt by to_python, which has the GIL.
+class pickled_value : public data::custom_value {
+public:
+  explicit pickled_value(data::custom_wire w) : wire_(std::move(w)) {}
+  std::string type_name() const override { return "pickled Python object"; }
+  void for_each_tensor(const std::function<void(tensor&)>& f) override {
+    for (tensor& t : wire_.tensors)
+      f(t);
+  }
+  py::object load(bool as_torch) const;
+
+private:
+  data::custom_wire wire_;
+};
+
+/// A writable numpy array over t's memory, holding t.
+py::object numpy_over(const tensor& t) {
+  std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end()), strides;
+  for (const int64_t s : t.strides())
+    strides.push_back(py::ssize_t(s * int64_t(element_size(t.dtype()))));
+  return py::array(py::dtype(std::string(dtype_name(t.dtype()))), shape, strides, t.data_ptr(),
+                   py::cast(t));
+}
+
+} // namespace
+
+std::optional<data::custom_wire> python_value::to_wire() const {
+  gil_lock gil;
+  try {
+    py::list arrays;
+    const py::bytes pickled = wire_module().attr("dumps")(obj_, arrays);
+    data::custom_wire w{kPythonCodec, std::string(pickled), {}};
+    w.tensors.reserve(arrays.size());
+    for (const py::handle a : arrays)
+      w.tensors.push_back(from_python(a).as_tensor());
+    return w;
+  } catch (py::error_already_set& e) {
+    rethrow_python_error(e, "a batch holding a " + type_name_ +
+                                " cannot leave its worker process, as pickle says: ");
+  }
+}
+
+void register_python_codec() {
+  data::register_custom_codec(kPythonCodec, [](data::custom_wire w) {
+    return std::make_shared<pickled_value>(std::move(w));
+  });
+}
+
+namespace {
+
 struct kept_thread_state {
   PyThreadState* state = nullptr;
   ~kept_thread_state() {
@@ -284,6 +356,8 @@ py::object to_python(const data::sample& s, const to_python_options& o, bool in_
   case kind::custom: {
     if (auto* v = dynamic_cast<python_value*>(s.as_custom().get()))
       return v->object();
+    if (auto* v = dynamic_cast<pickled_value*>(s.as_custom().get()))
+      return v->load(o.as_torch);
     ACTORCH_FAIL("a ", s.as_custom()->type_name(),
                  " (a C++ batch type of its own) has no Python form; make the batch of "
                  "tensors, numbers, strings, tuples and dicts for Python");
@@ -296,6 +370,20 @@ py::object to_python(const data::sample& s, const to_python_options& o, bool in_
 
 py::object to_python(const data::sample& s, const to_python_options& o) {
   return to_python(s, o, false);
+}
+
+py::object pickled_value::load(bool as_torch) const {
+  py::list arrays;
+  for (const tensor& t : wire_.tensors)
+    arrays.append(py::cast(t));
+  const py::cpp_function convert([as_torch](const tensor& t, const std::string& kind) {
+    if (kind == "numpy")
+      return numpy_over(t);
+    to_python_options o;
+    o.as_torch = as_torch;
+    return to_python(data::sample(t), o, false);
+  });
+  return wire_module().attr("loads")(py::bytes(wire_.bytes), arrays, convert);
 }
 
 data::sample from_python(const py::handle& obj) {

@@ -45,20 +45,26 @@ py::object to_python(const data::sample& s, const to_python_options& o);
 data::sample from_python(const py::handle& obj);
 
 /// A Python object held inside a sample (kind custom): what a Python dataset returned that is
-/// no tensor, number, string or container of them (a PIL image for a collate_fn of the user's).
-/// It cannot leave its process: worker processes refuse it, naming its type.
+/// no tensor, number, string or container of them (a PIL image for a collate_fn of the user's),
+/// and a Python collate_fn's batch. It leaves a worker process pickled, its tensors and numpy
+/// arrays beside the pickle (Note [Python objects across processes] in convert.cpp).
 class python_value : public data::custom_value {
 public:
   explicit python_value(py::object o);
   ~python_value() override;
   std::string type_name() const override;
   void for_each_tensor(const std::function<void(tensor&)>& f) override;
+  std::optional<data::custom_wire> to_wire() const override;
   const py::object& object() const { return obj_; }
 
 private:
   py::object obj_;
   std::string type_name_;
 };
+
+/// Registers the codec that rebuilds a python_value sent by a worker process (called once, when
+/// the module is imported).
+void register_python_codec();
 
 /// The GIL, taken on any thread: a loader worker's thread keeps one Python thread state for its
 /// life instead of making and deleting one per call, as pybind11's gil_scoped_acquire alone would

@@ -145,9 +145,10 @@ template <class Cxx, class Adapter> std::shared_ptr<Cxx> cxx_or_adapted(const py
 
 /// Python code as a collate_fn: the samples as Python objects in (as a list; `unbatched`, with
 /// batch_size None: the one sample itself, as torch calls it), the batch back as the very
-/// object it returned (`keep`), or as a sample where it must leave a worker process.
-data::collate_fn python_collate(py::object fn, bool keep, bool unbatched) {
-  return [held = std::make_shared<gil_object>(std::move(fn)), keep,
+/// object it returned, which leaves a worker process pickled (Note [Python objects across
+/// processes] in convert.cpp).
+data::collate_fn python_collate(py::object fn, bool unbatched) {
+  return [held = std::make_shared<gil_object>(std::move(fn)),
           unbatched](std::vector<data::sample> samples) -> data::sample {
     gil_lock gil;
     try {
@@ -162,9 +163,7 @@ data::collate_fn python_collate(py::object fn, bool keep, bool unbatched) {
           items.append(to_python(s, {}));
         batch = held->obj(items);
       }
-      if (keep)
-        return std::make_shared<python_value>(std::move(batch));
-      return from_python(batch);
+      return std::make_shared<python_value>(std::move(batch));
     } catch (py::error_already_set& e) {
       rethrow_python_error(e, "collate_fn raised ");
     }
@@ -172,8 +171,8 @@ data::collate_fn python_collate(py::object fn, bool keep, bool unbatched) {
 }
 
 /// The worker_init_fn, collate_fn and dataset of a loader over a Python dataset, built alike for
-/// _Loader and for a spawned worker: `processes` says whether the batches leave a
-/// worker process, `unbatched` whether batch_size is None (torch's default_convert).
+/// _Loader and for a spawned worker: `unbatched` says whether batch_size is None (torch's
+/// default_convert).
 struct python_parts {
   data::dataset_ptr dataset;
   data::iterable_dataset_ptr iterable;
@@ -182,11 +181,10 @@ struct python_parts {
 };
 
 python_parts python_parts_of(const py::object& dataset, bool iterable, const py::object& collate_fn,
-                             const py::object& worker_init_fn, bool processes, bool unbatched,
-                             bool cxx_dataset) {
+                             const py::object& worker_init_fn, bool unbatched, bool cxx_dataset) {
   python_parts out;
   if (!collate_fn.is_none())
-    out.collate = python_collate(collate_fn, !processes, unbatched);
+    out.collate = python_collate(collate_fn, unbatched);
   else if (!cxx_dataset && unbatched)
     // torch's default_convert keeps a Python dataset's numbers and containers as they are
     // (from_python already made its arrays tensors): nothing to do per sample.
@@ -213,6 +211,7 @@ python_parts python_parts_of(const py::object& dataset, bool iterable, const py:
 } // namespace
 
 void bind_loader(py::module_& m) {
+  register_python_codec();
   m.def(
       "_parse_spawn_frame",
       [](py::bytes frame) {
@@ -236,8 +235,8 @@ void bind_loader(py::module_& m) {
         cfg.cpu = numbers[5].cast<int>();
         cfg.start_cpu = numbers[6].cast<int>();
         if (init_error.empty()) {
-          python_parts parts = python_parts_of(dataset, iterable, collate_fn, worker_init_fn, true,
-                                               unbatched, false);
+          python_parts parts =
+              python_parts_of(dataset, iterable, collate_fn, worker_init_fn, unbatched, false);
           cfg.dataset = std::move(parts.dataset);
           cfg.iterable = std::move(parts.iterable);
           cfg.collate = std::move(parts.collate);
@@ -288,7 +287,7 @@ void bind_loader(py::module_& m) {
              }
              const bool cxx_dataset = py::isinstance<data::dataset>(dataset);
              python_parts parts = python_parts_of(dataset, iterable, collate_fn, worker_init_fn,
-                                                  processes, !batch_size, cxx_dataset);
+                                                  !batch_size, cxx_dataset);
              o.collate_fn = std::move(parts.collate);
              o.worker_init_fn = std::move(parts.worker_init_fn);
              if (cxx_dataset)

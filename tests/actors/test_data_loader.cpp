@@ -622,6 +622,68 @@ TEST_CASE("a batch type of the user's own cannot leave a worker process, and say
                                  "leave a worker process"));
 }
 
+namespace {
+
+// A batch type that can leave a worker process: its label travels as bytes, its tensor beside.
+struct labelled_batch : data::custom_value {
+  std::string label;
+  tensor values;
+  pid_t made_in = ::getpid();
+  std::string type_name() const override { return "LabelledBatch"; }
+  void for_each_tensor(const std::function<void(tensor&)>& f) override { f(values); }
+  std::optional<data::custom_wire> to_wire() const override {
+    return data::custom_wire{"test-labelled", label, {values}};
+  }
+};
+
+} // namespace
+
+TEST_CASE("a batch type with to_wire and a codec leaves a worker process as itself",
+          "[actors][loader][process]") {
+  data::register_custom_codec("test-labelled", [](data::custom_wire w) {
+    auto b = std::make_shared<labelled_batch>();
+    b->label = std::move(w.bytes);
+    b->values = w.tensors.at(0);
+    return b;
+  });
+  auto ds = std::make_shared<probe_dataset>(8);
+  data_loader loader(
+      ds, {.batch_size = 4,
+           .num_workers = 2,
+           .collate_fn =
+               [](std::vector<sample> samples) {
+                 auto b = std::make_shared<labelled_batch>();
+                 b->label = "first " + samples[0][1].str();
+                 b->values = stack({samples[0][0].as_tensor(), samples.back()[0].as_tensor()}, 0);
+                 return sample(b);
+               },
+           .multiprocessing_context = "fork"});
+  std::vector<std::string> labels;
+  for (const sample& s : loader) {
+    const auto& b = s.as_custom<labelled_batch>();
+    CHECK(b.made_in == ::getpid()); // rebuilt here by the codec
+    CHECK(b.values.sizes() == shape_t{2, 2});
+    labels.push_back(b.label);
+  }
+  CHECK(labels == std::vector<std::string>{"first 0", "first 4"});
+
+  // A value sent under a codec this process does not have fails the batch, naming it.
+  data_loader unknown(ds, {.batch_size = 4,
+                           .num_workers = 1,
+                           .collate_fn =
+                               [](std::vector<sample>) {
+                                 struct stray : labelled_batch {
+                                   std::optional<data::custom_wire> to_wire() const override {
+                                     return data::custom_wire{"no-such-codec", "", {}};
+                                   }
+                                 };
+                                 return sample(std::make_shared<stray>());
+                               },
+                           .multiprocessing_context = "fork"});
+  const epoch_failure f = run_until_error(unknown);
+  CHECK_THAT(f.message, Contains("sent as 'no-such-codec', and this process has no codec"));
+}
+
 TEST_CASE("round_robin sends the k-th batch to worker k % num_workers, as PyTorch's loader",
           "[actors][loader]") {
   // Worker 0 is slow on every batch: the least busy worker, or stealing, would move its

@@ -87,7 +87,11 @@ def assert_same(got, want, where="batch"):
         assert torch.equal(got, want), f"{where}: {got} vs {want}"
         return
     assert type(got) is type(want), f"{where}: {type(got)} vs {type(want)}"
-    if isinstance(want, dict):
+    if isinstance(want, np.ndarray):
+        assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} vs {want.dtype}"
+        assert np.array_equal(got, want), f"{where}: {got} vs {want}"
+        assert got.flags.writeable == want.flags.writeable, f"{where}: writeable"
+    elif isinstance(want, dict):
         assert list(got) == list(want), f"{where}: keys {list(got)} vs {list(want)}"
         for k in want:
             assert_same(got[k], want[k], f"{where}[{k!r}]")
@@ -95,6 +99,8 @@ def assert_same(got, want, where="batch"):
         assert len(got) == len(want), f"{where}: {len(got)} vs {len(want)} items"
         for i, (g, w) in enumerate(zip(got, want)):
             assert_same(g, w, f"{where}[{i}]")
+    elif hasattr(want, "__dict__"):  # a class of the user's: its attributes
+        assert_same(vars(got), vars(want), f"{where}.__dict__")
     else:
         assert got == want, f"{where}: {got!r} vs {want!r}"
 

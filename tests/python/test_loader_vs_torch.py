@@ -147,6 +147,62 @@ def test_a_python_collate_fn_gets_the_samples_as_returned(workers, context):
                                                           for x, y in want]
 
 
+class Batch:
+    """A batch class of the user's, as torch's docs suggest for custom batches."""
+
+    def __init__(self, samples):
+        self.index = torch.tensor([s[0] for s in samples])
+        self.grid = np.stack([s[2] for s in samples])  # stays a numpy array
+        self.names = [s[3] for s in samples]             # stays a list
+        self.tags = {s[3][:1] for s in samples}          # a set
+        self.scaled = torch.tensor([s[1] for s in samples]).t().requires_grad_()
+        self.same = (self.index, self.index)             # one tensor held twice
+
+
+def rich_collate(samples):
+    batch = Batch(samples)
+    return [batch, {"grid_t": torch.from_numpy(batch.grid).transpose(1, 2),  # a strided view
+                    "flags": torch.tensor([s[0] % 2 == 0 for s in samples]),
+                    "n": np.int64(len(samples)), "half": torch.ones(2, dtype=torch.bfloat16),
+                    "complex": torch.ones(2, dtype=torch.complex64)}]
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_a_collate_fns_batch_comes_back_as_built(workers, context):
+    """torch pickles a worker's batch: lists stay lists, numpy arrays stay arrays, sets and
+    classes of the user's come back; so do they from actorch's worker processes."""
+    want, got = both(Squares(10), batch_size=4, collate_fn=rich_collate, num_workers=workers,
+                     multiprocessing_context=context)
+    assert_same(got, want)
+    assert len(got) == 3
+    for batch, extra in got:
+        assert type(batch) is Batch and type(batch.names) is list and type(batch.tags) is set
+        assert batch.scaled.requires_grad and batch.same[0] is batch.same[1]
+        batch.grid[0, 0, 0] = -1  # writable, as torch's
+        assert extra["grid_t"].shape == (len(batch.names), 3, 2)
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_without_batching_objects_of_the_users_come_back(workers, context):
+    want, got = both(Objects(), batch_size=None, num_workers=workers,
+                     multiprocessing_context=context)
+    assert_same(got, want)
+    assert type(got[0][0]) is Opaque
+
+
+class Unpicklable:
+    def __init__(self):
+        self.fn = lambda: None
+
+
+@processes
+def test_a_batch_that_pickle_refuses_fails_in_the_worker_naming_it():
+    loader = actorch.DataLoader(Squares(4), batch_size=2, num_workers=1,
+                                collate_fn=lambda s: Unpicklable())
+    with pytest.raises(Exception, match="cannot leave its worker process.*lambda"):
+        next(iter(loader))
+
+
 def pair(sample):  # torch calls it with the sample, not a list of one
     assert isinstance(sample, tuple) and len(sample) == 2, sample
     return sample[0].i * 10 + int(sample[1][0])
