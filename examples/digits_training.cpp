@@ -28,11 +28,41 @@ using namespace actorch;
 
 namespace digits {
 
+namespace {
+
+void print_usage(const char* program, const options& o) {
+  std::cout
+      << "usage: " << program << " [--option value ...]\n"
+      << "Trains a classifier on the UCI digits with data-parallel replicas (under a launcher,\n"
+      << "one per process) and writes a checkpoint, metrics.csv and curves.png.\n"
+      << "  --data PATH         the digits CSV, gzip (default " << o.data << ")\n"
+      << "  --out DIR           where outputs go (default " << o.out << ")\n"
+      << "  --epochs N          (default " << o.epochs << ")\n"
+      << "  --batch-size N      per replica (default " << o.batch_size << ")\n"
+      << "  --num-workers N     dataset worker actors per replica (default " << o.num_workers
+      << ")\n"
+      << "  --actors N          trainer actors per process (default " << o.actors << ")\n"
+      << "  --lr X              SGD learning rate (default " << o.lr << ")\n"
+      << "  --model mlp|cnn     (default " << o.model << ")\n"
+      << "  --comm-hook NAME    allreduce, fp16, bf16 or powersgd (default: DDP's average)\n"
+      << "  --device DEV        cpu, cuda or cuda:N (default cpu)\n"
+      << "  --resume PATH       continue from a checkpoint\n"
+      << "  --trace PATH        write a Chrome trace of the run\n"
+      << "  --plot 0|1          draw curves.png with gnuplot (default 1)\n"
+      << "  --sample-log PATH   an elastic job's per-step sample log (tests)\n";
+}
+
+} // namespace
+
 options parse(int argc, char** argv, const char* program) {
   options o;
   o.data = ACTORCH_DIGITS_CSV;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      print_usage(program, o);
+      std::exit(0);
+    }
     ACTORCH_CHECK(i + 1 < argc, program, ": option ", a, " needs a value");
     const std::string v = argv[++i];
     const std::string what = std::string(program) + ": " + a;

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <openssl/rand.h>
 #include <poll.h>
@@ -328,6 +329,12 @@ child start_rank(const launch_options& o, const std::string& token, int restart,
     args.insert(args.begin() + 1, "--local_rank=" + std::to_string(local));
   std::vector<char*> envp = exec_args(env), argv = exec_args(args);
   const std::string cannot_run = "actorch launch: cannot run '" + args[0] + "': ";
+  const std::string& program = args[0];
+  const bool script = program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0;
+  const std::string script_hint =
+      script ? " (a Python script run as it is: without --no-python, actorch launch runs it "
+               "with python3; or give it a #! line and the execute bit)"
+             : "";
   int fds[2];
   ACTORCH_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "launch: pipe failed: ", std::strerror(errno));
   std::cout.flush();
@@ -340,12 +347,15 @@ child start_rank(const launch_options& o, const std::string& token, int restart,
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::execvpe(argv[0], argv.data(), envp.data());
-    const char* why = ::strerrordesc_np(errno); // a static string, unlike strerror's
+    const int exec_errno = errno;
+    const char* why = ::strerrordesc_np(exec_errno); // a static string, unlike strerror's
     if (why == nullptr)
       why = "unknown error";
     const auto say = [](const char* text, size_t n) { (void)!::write(STDERR_FILENO, text, n); };
     say(cannot_run.data(), cannot_run.size());
     say(why, std::strlen(why));
+    if (exec_errno == EACCES || exec_errno == ENOEXEC)
+      say(script_hint.data(), script_hint.size());
     say("\n", 1);
     ::_exit(127);
   }
@@ -416,8 +426,15 @@ public:
   node_coordinator(const launch_options& o, const std::string& token)
       : o_(o), store_(o.master_addr, uint16_t(o.master_port), o.node_rank == 0, o.rdzv_timeout,
                       token.empty() ? std::nullopt : std::optional<std::string>(token)) {
-    if (o.node_rank != 0)
+    if (o.node_rank != 0) {
+      const std::string job = store_.get(kRdzvId);
+      ACTORCH_CHECK(job == o.rdzv_id, "launch: the rendezvous at ", o.master_addr, ":",
+                    o.master_port, " belongs to job '", job,
+                    "' (its node 0's --rdzv-id), and node ", o.node_rank, " was started for job '",
+                    o.rdzv_id, "'");
       return;
+    }
+    store_.set(kRdzvId, o.rdzv_id);
     store_.set(kGeneration, "0");
     if (o.elastic) { // Note [Elastic membership]: membership 0 is every rank of every node
       std::vector<int> everyone(size_t(o.nnodes * o.nproc_per_node));
@@ -552,6 +569,7 @@ public:
 
 private:
   static constexpr const char* kGeneration = "/launch/generation";
+  static constexpr const char* kRdzvId = "/launch/rdzv_id";
   static constexpr const char* kLostNodes = "/elastic/lost_nodes";
 
   // Publishes `c` as the next membership: the newest one without c.lost, with c.replaced
@@ -723,6 +741,28 @@ private:
 // link watches for a newer membership and aborts its group then (Note [Aborting a Gloo
 // group]). Ranks wait for a membership after a failed collective for the launchers' timeout
 // plus 5 s across nodes (ACTORCH_ELASTIC_WAIT_MS), 30 s on one node.
+namespace {
+
+/// Says so on `err` when the master's host does not resolve (a typo, or a cluster's DNS name not
+/// up yet): the launchers and ranks go on retrying it until their timeout, as torchrun's do,
+/// since on a cluster the name may appear in a moment.
+void warn_if_unresolved(const launch_options& o, std::ostream& err) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = ::getaddrinfo(o.master_addr.c_str(), nullptr, &hints, &res);
+  if (rc == 0) {
+    ::freeaddrinfo(res);
+    return;
+  }
+  err << "actorch launch: the master's host '" << o.master_addr << "' does not resolve ("
+      << ::gai_strerror(rc) << "); waiting for it up to the timeout ("
+      << std::chrono::duration_cast<std::chrono::seconds>(o.rdzv_timeout).count()
+      << " s, --rdzv-timeout)" << std::endl;
+}
+
+} // namespace
+
 int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ACTORCH_CHECK(o.nproc_per_node >= 1, "launch: --nproc-per-node must be >= 1 but got ",
                 o.nproc_per_node);
@@ -750,6 +790,7 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
 
+  warn_if_unresolved(chosen, err);
   std::shared_ptr<node_coordinator> nodes;
   if (o.nnodes > 1 || o.elastic)
     nodes = std::make_shared<node_coordinator>(chosen, token);

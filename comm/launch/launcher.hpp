@@ -41,6 +41,9 @@ struct launch_options {
   /// others; they go on without it, or with a replacement while max_restarts allows (one
   /// node).
   bool elastic = false;
+  /// torchrun's --rdzv-id: across nodes, node 0 publishes it and a node started with another
+  /// is refused, naming both (two jobs given one endpoint by mistake).
+  std::string rdzv_id;
   /// Note [Launch secrets]: true runs the job with an open store (no job secret made on one
   /// node, none required across nodes).
   bool insecure = false;

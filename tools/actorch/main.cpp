@@ -11,9 +11,14 @@ int main(int argc, char** argv) {
   actorch::cli::add_bench(app);
   actorch::cli::add_launch(app);
   actorch::cli::add_step(app);
+  // `actorch launch [OPTIONS] -- PROGRAM`: CLI11 gives what follows the "--" to this level, where
+  // launch takes it (Note [Launch programs]); after any other subcommand it is an error below.
+  app.allow_extras();
 
   try {
     app.parse(argc, argv);
+    if (!app.got_subcommand("launch") && !app.remaining().empty())
+      throw CLI::ExtrasError(app.get_name(), app.remaining());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::exception& e) {
