@@ -281,7 +281,8 @@ def test_arguments_refused_as_torch_refuses_them():
     cases = [dict(shuffle=True, sampler=[0]), dict(batch_sampler=[[0]], batch_size=2),
              dict(batch_size=None, drop_last=True), dict(num_workers=-1), dict(timeout=-1),
              dict(persistent_workers=True), dict(prefetch_factor=4),
-             dict(multiprocessing_context="fork")]
+             dict(multiprocessing_context="fork"), dict(batch_size=0), dict(batch_size=-2),
+             dict(batch_size=2.5), dict(batch_size=True), dict(drop_last="yes")]
     for kw in cases:
         with pytest.raises(ValueError) as want:
             torch.utils.data.DataLoader(Squares(), **kw)
@@ -298,6 +299,28 @@ def test_arguments_refused_as_torch_refuses_them():
         actorch.DataLoader(Squares(), num_workers=1, multiprocessing_context="vfork")
     with pytest.raises(TypeError, match="neither __getitem__"):
         actorch.DataLoader(42)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(shuffle=True), dict(batch_size=None),
+                                dict(batch_size=4, drop_last=True, sampler=[3, 1, 2]),
+                                dict(batch_sampler=[[0, 1], [2]]), dict(collate_fn=collate)],
+                         ids=["default", "shuffle", "unbatched", "sampler", "batch_sampler",
+                              "collate_fn"])
+def test_sampler_batch_sampler_and_collate_fn_read_as_torchs(kw):
+    """What torch's DataLoader sets when they are not given, for code that reads them."""
+    want, got = torch.utils.data.DataLoader(Squares(), **kw), actorch.DataLoader(Squares(), **kw)
+    for name in ("sampler", "batch_sampler"):
+        w, g = getattr(want, name), getattr(got, name)
+        assert type(g) is type(w), name
+        if w is not None:
+            assert len(g) == len(w), name
+    if want.batch_sampler is not None and not isinstance(want.batch_sampler, list):
+        assert (got.batch_sampler.batch_size, got.batch_sampler.drop_last) == (
+            want.batch_sampler.batch_size, want.batch_sampler.drop_last)
+    assert got.collate_fn is want.collate_fn
+    assert (got.batch_size, got.drop_last) == (want.batch_size, want.drop_last)
+    stream = (torch.utils.data.DataLoader(Stream()), actorch.DataLoader(Stream()))
+    assert type(stream[1].sampler) is type(stream[0].sampler)
 
 
 def test_unbatchable_samples_name_their_type():

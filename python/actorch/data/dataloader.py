@@ -88,6 +88,29 @@ def _worker_setup(worker_id, user_fn, processes):
         user_fn(worker_id)
 
 
+def _as_torch_shows(dataset, iterable, batch_size, drop_last, shuffle, sampler, batch_sampler,
+                    collate_fn, generator):
+    """loader.sampler, .batch_sampler and .collate_fn as torch's DataLoader sets them when they
+    are not given (its SequentialSampler or RandomSampler, BatchSampler, default_collate or
+    default_convert), for code that reads them (len(loader.sampler)). actorch's loader does not
+    run them: it samples and collates in C++, to the same batches. Without torch, what was given
+    (None for the rest)."""
+    if _torch is None:
+        return sampler, batch_sampler, collate_fn
+    data = _torch.utils.data
+    if sampler is None:
+        sampler = (data.dataloader._InfiniteConstantSampler() if iterable else
+                   data.RandomSampler(dataset, generator=generator) if shuffle else
+                   data.SequentialSampler(dataset))
+    if batch_size is not None and batch_sampler is None:
+        batch_sampler = data.BatchSampler(sampler, batch_size, drop_last)
+    if collate_fn is None:
+        collate = data._utils.collate
+        collate_fn = collate.default_collate if batch_sampler is not None else (
+            collate.default_convert)
+    return sampler, batch_sampler, collate_fn
+
+
 _PY_EXCEPTION = re.compile(
     r"\(Python exception type ([\w.]+):([\w.]+); the worker's traceback follows\)")
 
@@ -191,6 +214,12 @@ class DataLoader:
         elif batch_size is None and drop_last:
             raise ValueError("batch_size=None option disables auto-batching and is mutually "
                              "exclusive with drop_last")
+        elif batch_size is not None and (not isinstance(batch_size, int) or
+                                         isinstance(batch_size, bool) or batch_size <= 0):
+            raise ValueError("batch_size should be a positive integer value, but got "
+                             f"batch_size={batch_size}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"drop_last should be a boolean value, but got drop_last={drop_last}")
 
         method = _start_method(multiprocessing_context)
         if method is not None and num_workers == 0:
@@ -215,10 +244,10 @@ class DataLoader:
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = drop_last
-        self.sampler = sampler
-        self.batch_sampler = batch_sampler
+        self.sampler, self.batch_sampler, self.collate_fn = _as_torch_shows(
+            dataset, iterable, batch_size, drop_last, shuffle, sampler, batch_sampler, collate_fn,
+            generator)
         self.num_workers = num_workers
-        self.collate_fn = collate_fn
         self.pin_memory = pin_memory
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
