@@ -13,9 +13,10 @@
 // meaning. Each op wraps the torch tensors as actorch tensors over the same memory (from_blob,
 // the deleter holding the torch tensor) and issues the matching op of process_group_gloo; its
 // work's completion completes the torch Work and its Future (a List[Tensor], as DDP's reducer
-// and comm hooks read it) on the group's worker thread. Tensors must be CPU and contiguous, as
-// Gloo's backend requires; one tensor per list (CPU ranks hold one device), except in the
-// *_multigpu collectives, whose lists of several CPU tensors go to comm/multigpu. A Future's
+// and comm hooks read it) on the group's worker thread. CPU views keep their strides (the group
+// copies them through contiguous buffers), CUDA tensors must be contiguous; one tensor per
+// list (CPU ranks hold one device), except in the *_multigpu collectives, whose lists of
+// several CPU tensors go to comm/multigpu. A Future's
 // callbacks (a comm hook's Python `then`) run on the group's worker and take the GIL there, so
 // the group is destroyed without the GIL (its end waits for that worker). They run detached
 // from the group's order (serial_executor::detach_current): a callback may issue more ops and
@@ -39,6 +40,7 @@
 #include <algorithm>
 #include <optional>
 
+#include <ATen/MemoryOverlap.h>
 #include <torch/version.h>
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -149,13 +151,22 @@ tensor wrap(const at::Tensor& t, const char* op) {
 #endif
   TORCH_CHECK(t.layout() == at::kStrided, "actorch backend: ", op, " takes dense tensors (got a ",
               t.layout(), " one; all_reduce alone also takes sparse COO tensors, as gloo does)");
-  TORCH_CHECK(t.is_contiguous(), "actorch backend: ", op, ": tensors must be contiguous");
+  // A CPU view (a slice, a transpose) keeps its strides: the Gloo group reads and writes it
+  // through a contiguous copy where it must, as torch's gloo backend takes views. NCCL needs
+  // contiguous CUDA tensors, as torch's NCCL backend says too.
+  TORCH_CHECK(t.device().is_cpu() || t.is_contiguous(), "actorch backend: ", op,
+              ": CUDA tensors must be contiguous");
+  TORCH_CHECK(at::has_internal_overlap(t) != at::MemOverlap::Yes, "actorch backend: ", op,
+              ": a tensor whose elements share memory (an expand) cannot take a result; pass "
+              "t.contiguous()");
   const auto sizes = t.sizes();
   const actorch::device where =
       t.device().is_cuda() ? actorch::device{device_type::cuda, t.device().index()} : kCPU;
+  const shape_t strides =
+      t.is_contiguous() ? shape_t{} : shape_t(t.strides().begin(), t.strides().end());
   return from_blob(
       t.data_ptr(), shape_t(sizes.begin(), sizes.end()), dtype_of(t),
-      [keep = t](void*) mutable { keep.reset(); }, {}, where);
+      [keep = t](void*) mutable { keep.reset(); }, strides, where);
 }
 
 const at::Tensor& only(const std::vector<at::Tensor>& ts, const char* op) {
@@ -310,18 +321,6 @@ public:
     }
     if (only(ts, "allreduce").is_sparse())
       return sparse_allreduce(ts[0], o);
-    if (!ts[0].is_contiguous() && ts[0].device().is_cpu()) {
-      // A view (a slice, a transpose): reduced in a contiguous copy, then copied back, as
-      // gloo takes it.
-      at::Tensor flat = ts[0].contiguous();
-      tensor t = wrap(flat, "allreduce");
-      dist::work w = pg_->all_reduce(t, reduce_op_of(o.reduceOp))
-                         .then([view = ts[0], flat](const dist::work& done) mutable {
-                           if (!done.exception())
-                             view.copy_(flat);
-                         });
-      return make_work(std::move(w), ts, ::c10d::OpType::ALLREDUCE);
-    }
     tensor t = wrap(ts[0], "allreduce");
     return issue(ts[0], ts, ::c10d::OpType::ALLREDUCE,
                  [&](dist::process_group& g) { return g.all_reduce(t, reduce_op_of(o.reduceOp)); });

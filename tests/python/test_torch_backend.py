@@ -244,6 +244,26 @@ m = torch.arange(6.0).reshape(2, 3) * (r + 1)
 dist.all_reduce(m.t())
 dist.all_reduce(m[:, 1])
 out["noncontiguous"] = m
+# Views as the other ops' tensors, results and inputs: transposes and columns.
+b = (torch.arange(6.0).reshape(2, 3) * (r + 1)).t()
+dist.broadcast(b, 1)
+cols = torch.zeros(3, 2)
+dist.all_gather([cols[:, 0], cols[:, 1]], (torch.arange(6.0) * (r + 1))[::2])
+v = (torch.arange(6.0).reshape(2, 3) * (r + 1)).t()
+dist.reduce(v, 0)
+s = torch.zeros(3, 2)
+dist.scatter(s[:, 1], [torch.full((3,), 5.0), torch.full((3,), 7.0)] if r == 0 else None, 0)
+out["views"] = {"broadcast": b, "all_gather": cols, "reduce": v, "scatter": s}
+if sys.argv[4] == "actorch":  # torch 1.13's gloo has no all_to_all and refuses views to send
+    z = torch.zeros(3, 2)
+    if r == 0:
+        dist.send(torch.arange(6.0).reshape(3, 2).t()[0], 1)
+    else:
+        dist.recv(z[:, 1], 0)
+    out["views"]["recv"] = z
+    a2a_in, a2a_out = torch.arange(6.0).reshape(3, 2) + 10 * r, torch.zeros(3, 2)
+    dist.all_to_all([a2a_out[:, 0], a2a_out[:, 1]], [a2a_in[:, 0], a2a_in[:, 1]])
+    out["views"]["all_to_all"] = a2a_out
 try:
     dist.broadcast(sparse, 0)
 except RuntimeError as e:
@@ -275,6 +295,15 @@ def test_a_futures_callback_may_run_collectives_and_wait_as_powersgd_does_sparse
         assert got["actorch"][r]["noncontiguous"].tolist() == [[0.0, 6.0, 6.0], [9.0, 24.0, 15.0]]
         # Not against gloo: torch 1.13's gloo sums a column's first elements of memory, not the
         # column ([[0, 6, 12], [9, 12, 15]] here).
+        views = {k: t.tolist() for k, t in got["actorch"][r]["views"].items()}
+        assert views["broadcast"] == [[0.0, 6.0], [2.0, 8.0], [4.0, 10.0]]
+        assert views["all_gather"] == [[0.0, 0.0], [2.0, 4.0], [4.0, 8.0]]
+        assert views["recv"] == ([[0.0] * 2] * 3 if r == 0 else [[0.0, 0.0], [0.0, 2.0],
+                                                                  [0.0, 4.0]])
+        if r == 0:  # reduce's tensor off the root is undefined
+            assert views["reduce"] == [[0.0, 9.0], [3.0, 12.0], [6.0, 15.0]]
+        assert views["scatter"] == [[0.0, 5.0 + 2 * r]] * 3
+        assert views["all_to_all"] == [[r, r + 10.0], [2.0 + r, 12.0 + r], [4.0 + r, 14.0 + r]]
         assert "takes dense tensors (got a Sparse one" in got["actorch"][r]["sparse broadcast"]
     same(got["actorch"][1]["powersgd"], got["actorch"][0]["powersgd"], "the ranks agree")
 
