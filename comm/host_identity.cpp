@@ -3,10 +3,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace actorch::dist {
 
@@ -18,18 +21,41 @@ std::string host_id() {
   return std::string(name) + "/" + boot;
 }
 
-std::string process_start_time(pid_t pid) {
+namespace {
+
+/// Fields 3 on of /proc/<pid>/stat (the state first), or empty when it cannot be read.
+std::vector<std::string> stat_fields(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string stat;
   std::getline(in, stat);
   const size_t paren = stat.rfind(')'); // the command name may hold spaces and parentheses
-  if (paren == std::string::npos)
+  if (paren == std::string::npos || paren + 2 > stat.size())
     return {};
-  std::istringstream fields(stat.substr(paren + 2)); // field 3 on
-  std::string f;
-  for (int i = 3; i <= 22 && fields >> f; ++i) {
-  }
-  return f;
+  std::istringstream fields(stat.substr(paren + 2));
+  std::vector<std::string> out;
+  for (std::string f; fields >> f;)
+    out.push_back(f);
+  return out;
+}
+
+/// A zombie has exited; only its parent has not reaped it yet.
+bool exited_state(const std::vector<std::string>& fields) {
+  return !fields.empty() && (fields[0] == "Z" || fields[0] == "X");
+}
+
+} // namespace
+
+std::string process_start_time(pid_t pid) {
+  const std::vector<std::string> fields = stat_fields(pid);
+  if (fields.size() < 20 || exited_state(fields))
+    return {};
+  return fields[19]; // field 22
+}
+
+bool process_exited(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH)
+    return true;
+  return exited_state(stat_fields(pid));
 }
 
 std::pair<std::string, uint16_t> numeric_endpoint(const sockaddr_storage& a) {

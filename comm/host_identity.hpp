@@ -18,9 +18,13 @@ namespace actorch::dist {
 std::string host_id();
 
 /// When process `pid` started (field 22 of /proc/<pid>/stat, in clock ticks since boot), or
-/// "" when no such process runs: with host_id() and the pid, it names a process even after
-/// its pid is reused.
+/// "" when no such process runs (an exited one not yet reaped, a zombie, included): with
+/// host_id() and the pid, it names a process even after its pid is reused.
 std::string process_start_time(pid_t pid);
+
+/// Whether process `pid` of this host has exited: none runs, or it is a zombie (its parent has
+/// not reaped it yet). False when it cannot tell (no /proc, another user's process).
+bool process_exited(pid_t pid);
 
 /// A socket address as numbers: {"127.0.0.1", 29500}, {"::1", 80}; {"?", 0} for a family
 /// other than IPv4 and IPv6.

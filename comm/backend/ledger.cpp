@@ -14,12 +14,13 @@
 // waiting; the error at the group's timeout carries the same roll call, on the TCP path as on
 // the shared-memory one. A rank that is stopped (SIGSTOP), hung in its own code or dead stops
 // beating: its heartbeat's age says so; one alive but elsewhere (not in this collective) still
-// beats. Ages compare the publisher's wall clock with the reader's: across hosts they are off
-// by the clocks' skew. A rank that destroys its group publishes a last entry saying it left, and
-// the group's end waits up to kEndWait for it and joins the thread, so that no thread outlives
-// the group: a process that forks afterwards (loader workers, the ranks of a test under TSan,
-// which refuses threads in the child of a threaded parent) forks one thread. A hung store call
-// (a stopped store host) leaves the thread behind after the wait. The store calls never run on
+// beats; one on the reader's host whose process has exited is named so (the entry carries its
+// pid and start time). Ages compare the publisher's wall clock with the reader's: across hosts they
+// are off by the clocks' skew. A rank that destroys its group publishes a last entry saying it
+// left, and the group's end waits up to kEndWait for it and joins the thread, so that no thread
+// outlives the group: a process that forks afterwards (loader workers, the ranks of a test under
+// TSan, which refuses threads in the child of a threaded parent) forks one thread. A hung store
+// call (a stopped store host) leaves the thread behind after the wait. The store calls never run on
 // the collectives thread; the roll call of an error is read within a budget, by a thread that
 // may be left behind if the store is gone.
 #include "comm/backend/ledger.hpp"
@@ -31,6 +32,10 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+
+#include <unistd.h>
+
+#include "comm/host_identity.hpp"
 
 namespace actorch::dist {
 
@@ -57,27 +62,39 @@ std::string rank_list(const std::vector<int>& ranks) {
   return out;
 }
 
-/// One rank's published entry.
+/// One rank's published entry. `host`, `pid` and `start` name its process (host_identity.hpp),
+/// so that a reader on the same host can tell that it has exited since its last heartbeat.
 struct entry {
   int64_t beat_ms = 0;
   int64_t entered = -1, entered_ms = 0;
   int64_t finished = -1, finished_ms = 0;
   int64_t left = 0; // 1: the rank destroyed its group (its last entry)
+  int64_t pid = 0;
+  std::string host, start;
   std::string entered_op, finished_op;
 
   std::string encode() const {
     std::ostringstream s;
     s << beat_ms << ' ' << entered << ' ' << entered_ms << ' ' << finished << ' ' << finished_ms
-      << ' ' << left << '\n'
+      << ' ' << left << ' ' << pid << '\n'
+      << host << '\n'
+      << start << '\n'
       << entered_op << '\n'
       << finished_op;
     return s.str();
   }
   static bool decode(const std::string& text, entry& e) {
     std::istringstream s(text);
-    s >> e.beat_ms >> e.entered >> e.entered_ms >> e.finished >> e.finished_ms >> e.left;
+    s >> e.beat_ms >> e.entered >> e.entered_ms >> e.finished >> e.finished_ms >> e.left >> e.pid;
     s.ignore(1);
-    return bool(s) && std::getline(s, e.entered_op) && (std::getline(s, e.finished_op), true);
+    return bool(s) && std::getline(s, e.host) && std::getline(s, e.start) &&
+           std::getline(s, e.entered_op) && (std::getline(s, e.finished_op), true);
+  }
+  /// Whether its process is known to have exited: it ran on this host, and no process of its
+  /// pid and start time runs here now.
+  bool exited() const {
+    static const std::string here = host_id();
+    return host == here && pid > 0 && process_start_time(pid_t(pid)) != start;
   }
 };
 
@@ -122,6 +139,16 @@ struct collective_ledger::state {
         continue;
       }
       const int64_t beat_age = now - e.beat_ms;
+      if (e.exited() && !e.left) {
+        std::string said = e.entered > e.finished ? "it was in " + named(e.entered_op, e.entered)
+                           : e.finished >= 0
+                               ? "it had last finished " + named(e.finished_op, e.finished)
+                               : std::string("it had finished no collective");
+        others.push_back("rank " + std::to_string(g) + " (pid " + std::to_string(e.pid) +
+                         ") has exited; at its last heartbeat, " + seconds(beat_age) + " ago, " +
+                         said);
+        continue;
+      }
       if (e.left) {
         others.push_back(
             "rank " + std::to_string(g) + " left the group (destroyed it) " + seconds(beat_age) +
@@ -143,10 +170,8 @@ struct collective_ledger::state {
       else if (e.finished >= 0)
         s += " last finished " + named(e.finished_op, e.finished) + " " +
              seconds(now - e.finished_ms) + " ago";
-      else if (silent) // its entry is as of its last heartbeat (once a beat)
+      else // its entry is as of its last heartbeat (once a beat): it may have finished some since
         s += " had finished no collective by its last heartbeat";
-      else
-        s += " has finished no collective yet";
       s += ", heartbeat " + seconds(beat_age) + " ago";
       s += silent ? " (stopped or hung)" : " (alive, in none of this group's collectives)";
       others.push_back(s);
@@ -204,6 +229,9 @@ struct collective_ledger::state {
 collective_ledger::collective_ledger(std::shared_ptr<store> st, int rank,
                                      std::vector<int> global_ranks, std::string where, options o)
     : state_(std::make_shared<state>()) {
+  state_->mine.pid = ::getpid();
+  state_->mine.host = host_id();
+  state_->mine.start = process_start_time(::getpid());
   state_->st = std::move(st);
   state_->rank = rank;
   state_->global_ranks = std::move(global_ranks);

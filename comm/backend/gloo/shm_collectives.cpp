@@ -399,9 +399,9 @@ void pass_barrier(const Words& words, int rank, int size, uint64_t epoch, millis
       if (c->load(std::memory_order_acquire) >= epoch)
         break;
       const int32_t pid = *w.pid;
-      if (pid != self && ::kill(pid, 0) != 0 && errno == ESRCH)
+      if (pid != self && process_exited(pid_t(pid)))
         throw std::runtime_error("rank " + std::to_string(q) + " (pid " + std::to_string(pid) +
-                                 ") exited during a " + what);
+                                 ") has exited, found while waiting for it at a " + what);
       if (std::chrono::steady_clock::now() > deadline)
         throw std::runtime_error("rank " + std::to_string(q) + " did not arrive in the " + what +
                                  " within " + std::to_string(timeout.count()) + " ms");
@@ -417,7 +417,7 @@ void shm_collectives::barrier(size_t which, uint64_t epoch) {
         auto b = block(base_, q);
         return signal_words{which == 0 ? b.arrive : b.done, &b.sleepers[which], b.pid};
       },
-      rank_, size_, epoch, timeout_, "shared-memory all-reduce");
+      rank_, size_, epoch, timeout_, "shared-memory collective's barrier");
 }
 
 bool shm_collectives::run(void* data, size_t count, size_t elem_size, reduce_fn fn,
