@@ -24,6 +24,13 @@ std::string reason_text(const caf::error& reason) {
   return caf::to_string(reason);
 }
 
+/// How deliver() takes a batch.
+struct delivery_kind {
+  bool urgent = false; // delivered now, out of order: an error that ends the run
+  bool skip = false;   // nothing to deliver: an iterable worker's end_of_data
+  bool own = false;    // the error is the batch's own (delivery::recoverable)
+};
+
 } // namespace
 
 struct coordinator::impl {
@@ -83,12 +90,11 @@ struct coordinator::impl {
       out.push_back(std::move(d));
   }
 
-  /// Delivers batch `seq` (or its error; or nothing, `skip`, for an iterable worker's
-  /// end_of_data), in order unless urgent or !in_order; then ends the run if it is complete.
-  /// `own`: the error is the batch's own, after which the range-for consumer's map-style run
-  /// goes on (delivery::recoverable); any other error ends the run.
-  void deliver(int64_t seq, data::sample data, std::string error, bool urgent = false,
-               bool skip = false, bool own = false) {
+  /// Delivers batch `seq` (or its error; or nothing, for an iterable worker's end_of_data), in
+  /// order unless urgent or !in_order; then ends the run if it is complete. After a batch's own
+  /// error the range-for consumer's map-style run goes on; any other error ends the run.
+  void deliver(int64_t seq, data::sample data, std::string error, delivery_kind how = {}) {
+    const bool urgent = how.urgent, skip = how.skip, own = how.own;
     if (trace::enabled() && !skip) {
       const auto now = trace::clock::now();
       trace::record("coordinator", "batch " + std::to_string(seq) + " loaded", now, now,
@@ -190,7 +196,7 @@ struct coordinator::impl {
                                     "cannot be resumed): "
                                   : " stopped: ") +
                     reason_text(reason),
-                true);
+                {.urgent = true});
       return;
     }
     sup.replace(w);
@@ -299,7 +305,7 @@ void coordinator::on_loaded(loaded_batch& b, const caf::strong_actor_ptr& from) 
     // See Note [Iterable runs]: no batch, and its credit comes straight back.
     st.disp.end_stream(w, seq);
     st.disp.return_credit();
-    st.deliver(seq, {}, {}, false, true);
+    st.deliver(seq, {}, {}, {.skip = true});
     st.pump();
     return;
   }
@@ -309,7 +315,7 @@ void coordinator::on_loaded(loaded_batch& b, const caf::strong_actor_ptr& from) 
           return "DataLoader failed to collate batch " + std::to_string(seq) + " from " +
                  st.sup.name(w) + " (sample indices " + indices_str(st.indices_of(seq)) + "): ";
         });
-  st.deliver(seq, std::move(b.data), std::move(b.error), false, false, true);
+  st.deliver(seq, std::move(b.data), std::move(b.error), {.own = true});
   st.pump();
 }
 
@@ -320,7 +326,8 @@ void coordinator::on_source_error(const caf::error& err, const caf::strong_actor
   const int64_t w = st.sup.slot_of(from);
   if (w < 0 || !st.active || st.failed)
     return;
-  st.deliver(-1, {}, st.sup.name(w) + " replied with an error: " + caf::to_string(err), true);
+  st.deliver(-1, {}, st.sup.name(w) + " replied with an error: " + caf::to_string(err),
+             {.urgent = true});
 }
 
 void coordinator::on_timeout(uint64_t run_id, int64_t seq, int64_t clock) {
@@ -337,7 +344,7 @@ void coordinator::on_timeout(uint64_t run_id, int64_t seq, int64_t clock) {
   os << "DataLoader timed out after " << st.cfg.timeout_s << " seconds waiting for "
      << st.sup.name(task->worker) << " to load batch " << seq << " (sample indices "
      << indices_str(st.indices_of(seq)) << ")";
-  st.deliver(seq, {}, os.str(), true);
+  st.deliver(seq, {}, os.str(), {.urgent = true});
 }
 
 void coordinator::on_down(const caf::down_msg& msg) {
