@@ -455,7 +455,9 @@ data::sample from_python(const py::handle& obj) {
 
 void rethrow_python_error(py::error_already_set& e, const std::string& context) {
   // Note [Python exceptions across workers]
-  const py::object type = e.type(), value = e.value(), trace = e.trace();
+  // A C function's exception (len() of an object without __len__) may have no traceback.
+  const py::object type = e.type(), value = e.value(),
+                   trace = e.trace() ? e.trace() : py::object(py::none());
   std::string text = context + py::str(type.attr("__name__")).cast<std::string>();
   const std::string message = py::str(value);
   if (!message.empty())

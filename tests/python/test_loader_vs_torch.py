@@ -3,6 +3,8 @@ batches in the same order where nothing is random (sequential order, given sampl
 samplers, drop_last and len(), batch_size=None, every collate type nested), the same multiset of
 samples where something is (shuffle, iterable datasets sharded by worker info), with no workers,
 with worker processes and with worker threads."""
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -299,6 +301,68 @@ def test_arguments_refused_as_torch_refuses_them():
         actorch.DataLoader(Squares(), num_workers=1, multiprocessing_context="vfork")
     with pytest.raises(TypeError, match="neither __getitem__"):
         actorch.DataLoader(42)
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_iterators_of_one_loader_are_independent_as_torchs(workers, context):
+    """A peek at a batch inside the loop, zip(loader, loader), nested loops: each iterator has
+    an epoch of its own (it used to restart the running one, repeating its data)."""
+    def runs(make):
+        loader = make(list(range(12)), batch_size=3, num_workers=workers)
+        out = {"zip": [(a.tolist(), b.tolist()) for a, b in zip(loader, loader)],
+               "nested": [(a.tolist(), [b.tolist() for b in loader]) for a in loader]}
+        seen, peeks = [], []
+        for step, batch in enumerate(loader):
+            seen += batch.tolist()
+            if step == 1:
+                peeks.append(next(iter(loader)).tolist())
+        out["peek"] = (seen, peeks)
+        return out
+    torch_kw = {} if context in (None, "thread") else {"multiprocessing_context": context}
+    want = runs(lambda d, **kw: torch.utils.data.DataLoader(d, **kw, **torch_kw))
+    got = runs(lambda d, **kw: actorch.DataLoader(d, multiprocessing_context=context, **kw))
+    assert got == want
+    assert got["peek"][0] == list(range(12))
+
+
+class ExitsAtFive(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        if i == 5:
+            sys.exit(3)
+        return i
+
+
+@processes
+def test_sys_exit_in_a_worker_process_is_a_runtime_error_as_torchs():
+    """It ends that worker; the loop gets a RuntimeError it may catch, not a SystemExit (torch's
+    side is not run here: its SIGCHLD handler raises into whatever runs next, pytest's code)."""
+    with pytest.raises(RuntimeError, match="SystemExit: 3"):
+        list(actorch.DataLoader(ExitsAtFive(), batch_size=2, num_workers=2, timeout=30))
+
+
+class Unsized(torch.utils.data.Sampler):
+    """A streaming sampler, or batch sampler, with no __len__."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def __iter__(self):
+        return iter(self.items)
+
+
+@pytest.mark.parametrize("kw", [dict(sampler=Unsized([4, 2, 0, 1]), batch_size=2),
+                                dict(batch_sampler=Unsized([[0, 1], [2]]))],
+                         ids=["sampler", "batch_sampler"])
+def test_a_sampler_without_len_makes_len_a_type_error_and_still_iterates(kw):
+    """As torch's: list() and tqdm take the TypeError for 'length unknown'."""
+    want, got = torch.utils.data.DataLoader(Squares(), **kw), actorch.DataLoader(Squares(), **kw)
+    for loader in (want, got):
+        with pytest.raises(TypeError, match="has no len"):
+            len(loader)
+    assert_same(list(got), list(want))
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(shuffle=True), dict(batch_size=None),

@@ -25,9 +25,11 @@ global generator from it before worker_init_fn runs. With `seed=`, the loader's 
 runs from it instead, epoch after epoch.
 """
 import collections
+import functools
 import math
 import random
 import re
+import weakref
 
 from .. import _C
 from . import get_worker_info as _get_worker_info
@@ -115,9 +117,11 @@ _PY_EXCEPTION = re.compile(
     r"\(Python exception type ([\w.]+):([\w.]+); the worker's traceback follows\)")
 
 
-def _reraise(error):
+def _reraise(error, processes=False):
     """An actorch.Error from the loader as the exception the user's code raised: its type where
-    it can be rebuilt from a message, RuntimeError otherwise (as torch's ExceptionWrapper)."""
+    it can be rebuilt from a message, RuntimeError otherwise (as torch's ExceptionWrapper). From
+    a worker process, a SystemExit or KeyboardInterrupt (no Exception) is a RuntimeError: it
+    ended that worker, as under torch, where the loop learns that the worker exited."""
     message = str(error)
     match = _PY_EXCEPTION.search(message)
     if match is None:
@@ -129,6 +133,8 @@ def _reraise(error):
             cls = getattr(cls, part)
     except (ImportError, AttributeError):
         cls = None
+    if processes and isinstance(cls, type) and not issubclass(cls, Exception):
+        cls = None
     if cls is KeyError and _torch is not None:  # keep the newlines in str(), as torch does
         message = _torch._utils.KeyErrorMessage(message)
     try:
@@ -139,11 +145,14 @@ def _reraise(error):
 
 
 class _Iterator:
-    """One epoch of a DataLoader: torch's batches, errors as the dataset raised them."""
-    __slots__ = ("_it",)
+    """One epoch of a DataLoader: torch's batches, errors as the dataset raised them. `done`
+    once the epoch has ended."""
+    __slots__ = ("_it", "_processes", "done", "__weakref__")
 
-    def __init__(self, it):
+    def __init__(self, it, processes):
         self._it = it
+        self._processes = processes
+        self.done = False
 
     def __iter__(self):
         return self
@@ -151,8 +160,11 @@ class _Iterator:
     def __next__(self):
         try:
             return self._it.__next__()
+        except StopIteration:
+            self.done = True
+            raise
         except _C.Error as e:
-            _reraise(e)
+            _reraise(e, self._processes)
 
 
 LoaderTiming = collections.namedtuple(
@@ -244,6 +256,7 @@ class DataLoader:
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = drop_last
+        self._given_samplers = (sampler, batch_sampler)
         self.sampler, self.batch_sampler, self.collate_fn = _as_torch_shows(
             dataset, iterable, batch_size, drop_last, shuffle, sampler, batch_sampler, collate_fn,
             generator)
@@ -262,6 +275,7 @@ class DataLoader:
                       "collated" if batch_size is not None or batch_sampler is not None else
                       "converted")
         self._as_torch = _torch is not None
+        self._processes = processes
         self._seed = seed
 
         init = worker_init_fn
@@ -274,8 +288,8 @@ class DataLoader:
         elif num_workers > 0 and (processes or worker_init_fn is not None):
             def init(worker_id, user_fn=worker_init_fn, processes=processes):
                 _worker_setup(worker_id, user_fn, processes)
-        self._loader = _C._Loader(
-            dataset, iterable=iterable,
+        self._make_loader = functools.partial(
+            _C._Loader, dataset, iterable=iterable,
             batch_size=1 if batch_sampler is not None else batch_size, shuffle=shuffle, sampler=sampler,
             batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
             pin_memory=pin_memory, drop_last=drop_last, timeout=float(timeout),
@@ -285,14 +299,26 @@ class DataLoader:
             persistent_workers=persistent_workers, in_order=in_order,
             # torch's order of batches to workers: Python code draws from per-worker generators
             round_robin=not cxx, report_delay=float(report_delay), spawn=spawn)
+        self._loader = self._make_loader()
+        self._running = None  # a weak reference to the iterator of _loader's epoch
 
     def __iter__(self, as_torch=None):
         """One epoch's batches; as_torch=False gives actorch.Tensor objects instead of torch
-        tensors."""
+        tensors. Iterators are independent, as torch's are: one made while another is in the
+        middle of its epoch (next(iter(loader)) inside the loop) runs on workers of its own, which
+        end with it; with persistent_workers the new one takes over the workers and restarts the
+        epoch, as torch's does."""
+        loader = self._loader
+        running = self._running() if self._running is not None else None
+        if running is not None and not running.done and not self.persistent_workers:
+            loader = self._make_loader()
         if self._seed is None:  # the epoch's shuffle and worker seeds, drawn now as torch's are
-            self._loader._manual_seed(_draw_seed(self.generator))
-        return _Iterator(self._loader._iter(self._as_torch if as_torch is None else as_torch,
-                                            self._form))
+            loader._manual_seed(_draw_seed(self.generator))
+        it = _Iterator(loader._iter(self._as_torch if as_torch is None else as_torch, self._form),
+                       self._processes)
+        if loader is self._loader:
+            self._running = weakref.ref(it)
+        return it
 
     def timing(self):
         """The current (or last) epoch as this consumer saw it: a LoaderTiming with
@@ -302,6 +328,14 @@ class DataLoader:
         return LoaderTiming(*self._loader._timing())
 
     def __len__(self):
+        sampler, batch_sampler = self._given_samplers
+        if batch_sampler is not None:  # torch's: theirs (TypeError when they have no __len__)
+            return len(batch_sampler)
+        if sampler is not None:
+            n = len(sampler)
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
         if not self._iterable:
             return len(self._loader)
         n = len(self.dataset)  # torch's: the dataset's length, as batches (TypeError without)
