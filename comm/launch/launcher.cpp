@@ -283,7 +283,16 @@ std::vector<std::string> rank_environment(const launch_options& o, const std::st
       {"MASTER_PORT", std::to_string(o.master_port)},
       // torchrun's names: a program sees which restart this is as it would under torchrun.
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart)},
-      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)}};
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", o.rdzv_id.empty() ? "none" : o.rdzv_id},
+      {"GROUP_WORLD_SIZE", std::to_string(o.nnodes)},
+      {"ROLE_NAME", "default"},
+      {"ROLE_RANK", std::to_string(global_rank(o, local))},
+      {"ROLE_WORLD_SIZE", std::to_string(world)}};
+  // torchrun's default against oversubscribed CPUs: one OpenMP (and OpenBLAS) thread per rank
+  // when there are several ranks and the user set none (launch() says so once).
+  if (o.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr)
+    set.emplace_back("OMP_NUM_THREADS", "1");
   if (!token.empty()) // See Note [Launch secrets]
     set.emplace_back("ACTORCH_JOB_TOKEN", token);
   if (o.nnodes > 1 || o.elastic)
@@ -791,6 +800,10 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ::sigaction(SIGTERM, &sa, &old_term);
 
   warn_if_unresolved(chosen, err);
+  if (o.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr)
+    err << "actorch launch: OMP_NUM_THREADS is set to 1 for each rank, as torchrun sets it, so "
+           "that the ranks do not oversubscribe the CPUs; set it yourself to tune it"
+        << std::endl;
   std::shared_ptr<node_coordinator> nodes;
   if (o.nnodes > 1 || o.elastic)
     nodes = std::make_shared<node_coordinator>(chosen, token);

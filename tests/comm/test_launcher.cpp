@@ -2,6 +2,8 @@
 // output, stopping the others when one fails or is killed, forwarding SIGTERM.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <atomic>
 #include <condition_variable>
 #include <csignal>
@@ -120,7 +122,9 @@ TEST_CASE("launch sets torchrun's variables and prefixes output with the rank", 
   for (const auto& r : runs) {
     INFO(r.err);
     CHECK(r.rc == 0);
-    CHECK(r.err.empty());
+    // Nothing on stderr but torchrun's note that each rank gets OMP_NUM_THREADS=1.
+    CHECK((r.err.empty() || (r.err.rfind("actorch launch: OMP_NUM_THREADS is set to 1", 0) == 0 &&
+                             std::count(r.err.begin(), r.err.end(), '\n') == 1)));
   }
   // Across nodes the ranks join the launchers' store (torchrun's agent store).
   CHECK_THAT(runs[1].out, Contains("[rank2]: 2 0 4 2 127.0.0.1 ") && Contains(" True\n") &&

@@ -77,6 +77,19 @@ def main():
         expect("--no-python with -m", r.returncode != 0 and "cannot be used together" in r.stderr,
                r)
 
+        # torchrun's variables, OMP_NUM_THREADS=1 among them (unless set), and --nnodes 1:1.
+        r = run(actorch, "--nnodes", "1:1", "--nproc-per-node", "2", "/usr/bin/env", env=env)
+        want = ["OMP_NUM_THREADS=1", "TORCHELASTIC_RUN_ID=none", "GROUP_WORLD_SIZE=1",
+                "ROLE_NAME=default", "ROLE_RANK=1", "ROLE_WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2"]
+        expect("torchrun's environment", r.returncode == 0 and all(
+            f"[rank1]: {v}" in r.stdout for v in want) and "OMP_NUM_THREADS is set to 1" in
+            r.stderr, r)
+        r = run(actorch, "--nproc-per-node", "2", "/usr/bin/env", env=dict(env, OMP_NUM_THREADS="3"))
+        expect("OMP_NUM_THREADS of the user's", r.returncode == 0 and
+               r.stdout.count("OMP_NUM_THREADS=3") == 2, r)
+        r = run(actorch, "--nnodes", "1:2", script, env=env)
+        expect("--nnodes MIN:MAX", r.returncode != 0 and "a range of nodes" in r.stderr, r)
+
         r = run(actorch, "--rdzv-backend", "etcd", script, env=env)
         expect("--rdzv-backend etcd", r.returncode != 0 and "etcd" in r.stderr, r)
 

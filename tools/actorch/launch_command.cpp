@@ -49,10 +49,23 @@ int ranks_per_node(const std::string& s) {
 /// What launch's flags say beyond launch_options, kept alive by the callback (CLI11 writes into
 /// them through references).
 struct launch_flags {
-  std::string nproc = "1", endpoint, backend;
+  std::string nproc = "1", nnodes = "1", endpoint, backend;
   double rdzv_seconds = 0;
   bool standalone = false, no_python = false, module = false;
 };
+
+/// --nnodes: N, or torchrun's MIN:MAX with MIN equal to MAX (a fixed number of nodes).
+int node_count(const std::string& s) {
+  const size_t colon = s.find(':');
+  if (colon == std::string::npos)
+    return int(parse_int(s, "--nnodes", 1, 65536));
+  const int64_t lo = parse_int(s.substr(0, colon), "--nnodes' MIN", 1, 65536);
+  const int64_t hi = parse_int(s.substr(colon + 1), "--nnodes' MAX", 1, 65536);
+  ACTORCH_CHECK(lo == hi, "launch: --nnodes ", s,
+                ": a range of nodes (torchrun's elastic MIN:MAX) is not supported; give the "
+                "number of nodes (--elastic heals lost ranks on one node instead)");
+  return int(lo);
+}
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -67,7 +80,8 @@ void add_launch(CLI::App& app) {
                                            "environment (RANK, WORLD_SIZE, MASTER_ADDR, ...)");
   cmd->add_option("--nproc-per-node,--nproc_per_node", flags->nproc,
                   "ranks on this node: a number, or cpu, gpu or auto (torchrun's)");
-  cmd->add_option("--nnodes", opts->nnodes, "number of nodes")->check(CLI::Range(1, 65536));
+  cmd->add_option("--nnodes", flags->nnodes,
+                  "number of nodes (torchrun's MIN:MAX is taken when MIN equals MAX)");
   cmd->add_option("--node-rank,--node_rank", opts->node_rank, "this node's index");
   cmd->add_option("--master-addr,--master_addr", opts->master_addr, "rank 0's host");
   cmd->add_option("--master-port,--master_port", opts->master_port,
@@ -120,6 +134,7 @@ void add_launch(CLI::App& app) {
                     "options go after the program, or put -- before a program named so)");
     ACTORCH_CHECK(!program.empty(), "launch: no program to run");
     opts->nproc_per_node = ranks_per_node(f.nproc);
+    opts->nnodes = node_count(f.nnodes);
     if (f.rdzv_seconds > 0)
       opts->rdzv_timeout = std::chrono::milliseconds(int64_t(f.rdzv_seconds * 1000));
     if (f.standalone) {
