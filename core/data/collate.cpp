@@ -28,6 +28,31 @@ tensor batch_buffer(const shape_t& shape, actorch::dtype dt, buffer_pool* pool) 
   return pool ? pool->empty(shape, dt) : empty(shape, {.dtype = dt});
 }
 
+bool is_number(sample::kind k) {
+  return k == sample::kind::integer || k == sample::kind::floating || k == sample::kind::boolean;
+}
+
+/// A number sample's value (a bool as 0 or 1).
+double number_of(const sample& s) {
+  return s.type() == sample::kind::boolean ? double(s.as_bool()) : s.as_double();
+}
+
+// Note [Mixed numbers in a batch]
+// torch's default_collate makes a batch of numbers with torch.tensor(batch), its dtype from the
+// first sample: float64 when it is a float (the others converted), otherwise what torch.tensor
+// infers for the whole list: bool for bools only, int64 for ints and bools, and float32 (the
+// default dtype) once a float is among them. The buffer starts with sample 0's dtype and is
+// widened (bool -> int64 -> float32) when a later sample needs it, rows so far converted.
+actorch::dtype widened(actorch::dtype have, sample::kind incoming) {
+  if (have == dtype::float64 || have == dtype::float32)
+    return have;
+  if (incoming == sample::kind::floating)
+    return dtype::float32;
+  if (incoming == sample::kind::integer)
+    return dtype::int64;
+  return have;
+}
+
 } // namespace
 
 /// One element of sample 0's structure (the root is the sample itself), with what its batch
@@ -94,15 +119,16 @@ struct collator::node {
     if (i == 0)
       start(s, size, pool);
     else
-      ACTORCH_CHECK(s.type() == kind, "default_collate: ", path, ": sample 0 is a ",
-                    kind_name(kind), " but sample ", i, " is a ", kind_name(s.type()));
+      ACTORCH_CHECK(s.type() == kind || (is_number(kind) && is_number(s.type())),
+                    "default_collate: ", path, ": sample 0 is a ", kind_name(kind), " but sample ",
+                    i, " is a ", kind_name(s.type()));
     switch (kind) {
     case sample::kind::none:
     case sample::kind::custom: break; // start() threw
     case sample::kind::tensor: add_tensor(s.as_tensor(), i); break;
-    case sample::kind::integer: buffer.data_ptr<int64_t>()[i] = s.as_int(); break;
-    case sample::kind::floating: buffer.data_ptr<double>()[i] = s.as_double(); break;
-    case sample::kind::boolean: static_cast<uint8_t*>(buffer.data_ptr())[i] = s.as_bool(); break;
+    case sample::kind::integer:
+    case sample::kind::floating:
+    case sample::kind::boolean: add_number(s, i, size, pool); break;
     case sample::kind::string: strings.push_back(s); break;
     case sample::kind::tuple: {
       const auto& items = s.as_tuple();
@@ -128,6 +154,38 @@ struct collator::node {
       }
       break;
     }
+    }
+  }
+
+  /// Note [Mixed numbers in a batch].
+  void add_number(const sample& s, int64_t i, int64_t size, buffer_pool* pool) {
+    if (const actorch::dtype dt = widened(buffer.dtype(), s.type()); dt != buffer.dtype()) {
+      tensor wider = batch_buffer({size}, dt, pool);
+      for (int64_t r = 0; r < i; ++r)
+        put(wider, r,
+            buffer.dtype() == dtype::bool_
+                ? double(static_cast<const uint8_t*>(buffer.data_ptr())[r])
+                : double(buffer.data_ptr<int64_t>()[r]));
+      buffer = std::move(wider);
+    }
+    if (buffer.dtype() == dtype::int64 || buffer.dtype() == dtype::bool_)
+      put_exact(s, i);
+    else
+      put(buffer, i, number_of(s));
+  }
+  void put_exact(const sample& s, int64_t i) { // ints and bools, without a double between
+    if (buffer.dtype() == dtype::bool_)
+      static_cast<uint8_t*>(buffer.data_ptr())[i] = s.as_bool();
+    else
+      buffer.data_ptr<int64_t>()[i] =
+          s.type() == sample::kind::boolean ? int64_t(s.as_bool()) : s.as_int();
+  }
+  static void put(tensor& t, int64_t i, double v) {
+    switch (t.dtype()) {
+    case dtype::float64: t.data_ptr<double>()[i] = v; break;
+    case dtype::float32: t.data_ptr<float>()[i] = float(v); break;
+    case dtype::int64: t.data_ptr<int64_t>()[i] = int64_t(v); break;
+    default: static_cast<uint8_t*>(t.data_ptr())[i] = v != 0; break;
     }
   }
 

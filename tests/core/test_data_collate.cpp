@@ -76,6 +76,31 @@ TEST_CASE("default_collate names the sample and the element it cannot collate", 
   CHECK_THROWS_WITH(default_collate({sample(), sample()}), Contains("found None"));
 }
 
+TEST_CASE("numbers of mixed kinds collate as torch.tensor types them, from the first sample",
+          "[data][collate]") {
+  // Note [Mixed numbers in a batch]: a float first gives float64; otherwise bools stay bool,
+  // bools and ints give int64, and a float among them float32 (torch's default dtype).
+  auto pool = buffer_pool::make(cpu_allocator());
+  const auto collated = [&](std::vector<sample> b) {
+    return default_collate(std::move(b), pool.get()).as_tensor();
+  };
+  tensor t = collated({0, 0.5, true});
+  CHECK(t.dtype() == dtype::float32);
+  CHECK(actorch::test::values_of(t) == std::vector<double>{0, 0.5, 1});
+  t = collated({0.5, 2, false});
+  CHECK(t.dtype() == dtype::float64);
+  CHECK(actorch::test::values_of(t) == std::vector<double>{0.5, 2, 0});
+  t = collated({true, 3, int64_t(1) << 60});
+  CHECK(t.dtype() == dtype::int64);
+  CHECK(t.data_ptr<int64_t>()[2] == int64_t(1) << 60); // exact, not through a double
+  CHECK(t.data_ptr<int64_t>()[0] == 1);
+  t = collated({true, false});
+  CHECK(t.dtype() == dtype::bool_);
+  t = collated({true, 2, 2.5});
+  CHECK(t.dtype() == dtype::float32);
+  CHECK(actorch::test::values_of(t) == std::vector<double>{1, 2, 2.5});
+}
+
 TEST_CASE("a collator collates one sample at a time and keeps none of them", "[data][collate]") {
   auto pool = buffer_pool::make(cpu_allocator());
   collator into(3, pool.get());

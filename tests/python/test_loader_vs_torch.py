@@ -325,6 +325,16 @@ def test_iterators_of_one_loader_are_independent_as_torchs(workers, context):
     assert got["peek"][0] == list(range(12))
 
 
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_numbers_of_mixed_kinds_collate_as_torchs(workers, context):
+    """A target that is 0 in one sample and 0.5 in the next, a flag that is a bool or an int."""
+    data = [(0, True), (0.5, 2), (1, False), (2.5, 3.5)]
+    for batch_size in (2, 4):
+        want, got = both(data, batch_size=batch_size, num_workers=workers,
+                         multiprocessing_context=context)
+        assert_same(got, want)
+
+
 class ExitsAtFive(torch.utils.data.Dataset):
     def __len__(self):
         return 8
