@@ -86,6 +86,7 @@ struct loader_impl {
   int64_t epoch = 0;
   bool running = false;
   uint64_t base_seed = 0;
+  std::optional<uint64_t> next_base_seed; // seed_next_epoch's, for the next epoch only
   // Iterable, resumed mid-epoch: per stream, its batches delivered before (Note [Iterable
   // resume] in actors/loader/plan.cpp).
   std::vector<int64_t> resumed;
@@ -282,7 +283,8 @@ struct loader_impl {
       sampler_gen_at_start = g->get_state();
     if (batches)
       batches->loader_epoch(epoch);
-    base_seed = random_u64(*gen);
+    base_seed = next_base_seed ? *next_base_seed : random_u64(*gen);
+    next_base_seed.reset();
     delivered.clear();
     resumed.clear();
     if (resume) {
@@ -592,6 +594,10 @@ int64_t data_loader::epoch() const {
 
 void data_loader::manual_seed(uint64_t seed) {
   impl_->gen->manual_seed(seed);
+}
+
+void data_loader::seed_next_epoch(uint64_t base_seed) {
+  impl_->next_base_seed = base_seed;
 }
 
 loader_state data_loader::state() const {

@@ -213,6 +213,11 @@ public:
   /// keeps it. actorch.DataLoader calls it at each iter() with a seed drawn from the torch
   /// generator, as torch's loader draws its epoch's seeds.
   void manual_seed(uint64_t seed);
+  /// The next epoch's base seed, exactly, instead of one drawn from the loader's generator:
+  /// worker i's seed is base_seed + i (get_worker_info().seed), as torch's workers' are.
+  /// actorch.DataLoader passes the value torch's loader would draw, so that a worker's torch,
+  /// random and numpy generators start where torch's would. For one epoch.
+  void seed_next_epoch(uint64_t base_seed);
   /// Where the loader stands; load_state() on a loader built the same way resumes there.
   loader_state state() const;
   void load_state(const loader_state& s);

@@ -310,6 +310,7 @@ void bind_loader(py::module_& m) {
              return py::make_tuple(t.first_batch_s, t.wait_s, t.work_s, t.batches, t.starvation());
            })
       .def("_manual_seed", &data::data_loader::manual_seed, py::arg("seed"))
+      .def("_seed_next_epoch", &data::data_loader::seed_next_epoch, py::arg("base_seed"))
       .def("_iter",
            [](std::shared_ptr<data::data_loader> self, bool as_torch, const std::string& form) {
              using f = to_python_options::form;

@@ -335,6 +335,36 @@ def test_numbers_of_mixed_kinds_collate_as_torchs(workers, context):
         assert_same(got, want)
 
 
+class Seeds(torch.utils.data.Dataset):
+    """What a worker's generators give, as random augmentations draw them."""
+
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        import random
+        info = torch.utils.data.get_worker_info()
+        return (str(info.seed if info else -1), str(torch.initial_seed()),
+                float(torch.rand(())), float(np.random.rand()), random.random())
+
+
+@processes
+def test_worker_seeds_and_the_default_generator_follow_torchs():
+    """After torch.manual_seed, worker i's seed is torch's (base_seed + i, within int64), its
+    torch, numpy and random generators draw what torch's draw, and a shuffled epoch leaves the
+    default generator where torch's leaves it."""
+    runs = []
+    for make in (torch.utils.data.DataLoader, actorch.DataLoader):
+        torch.manual_seed(0)
+        batches = [b for b in make(Seeds(), batch_size=2, num_workers=2)]
+        list(make(list(range(10)), batch_size=3, shuffle=True))
+        runs.append((batches, float(torch.rand(()))))
+    (want, want_next), (got, got_next) = runs
+    assert_same(got, want)
+    assert got_next == want_next
+    assert all(int(s) < 2**63 for b in got for s in b[0])
+
+
 class ExitsAtFive(torch.utils.data.Dataset):
     def __len__(self):
         return 8

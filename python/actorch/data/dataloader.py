@@ -18,10 +18,12 @@ Where the workers run (num_workers > 0):
   imports the main module as multiprocessing's spawn does: for a program whose parent must not
   be forked (threads holding locks, a CUDA context). The batches travel as with "fork".
 
-Seeding, as torch's: each iter() draws the epoch's seed from `generator` (or torch's default
-generator), so torch.manual_seed before it repeats the epoch's shuffle and worker seeds.
-Worker i's seed is base_seed + i; each worker process seeds `random`, torch and numpy's
-global generator from it before worker_init_fn runs. With `seed=`, the loader's own generator
+Seeding, as torch's: each iter() draws the epoch's base seed from `generator` (or torch's
+default generator), so torch.manual_seed before it repeats the epoch's shuffle and worker
+seeds. Worker i's seed is base_seed + i, torch's own value; each worker process seeds
+`random`, torch and numpy's global generator from it before worker_init_fn runs, as torch's
+worker loop does. A shuffle without a generator draws a second seed, as torch's RandomSampler
+does, so the default generator ends the epoch where torch's does (the order is actorch's). With `seed=`, the loader's own generator
 runs from it instead, epoch after epoch.
 """
 import collections
@@ -276,6 +278,8 @@ class DataLoader:
                       "converted")
         self._as_torch = _torch is not None
         self._processes = processes
+        self._default_shuffle = (shuffle and sampler is None and batch_sampler is None and
+                                 generator is None)
         self._seed = seed
 
         init = worker_init_fn
@@ -312,8 +316,12 @@ class DataLoader:
         running = self._running() if self._running is not None else None
         if running is not None and not running.done and not self.persistent_workers:
             loader = self._make_loader()
-        if self._seed is None:  # the epoch's shuffle and worker seeds, drawn now as torch's are
-            loader._manual_seed(_draw_seed(self.generator))
+        if self._seed is None:  # the epoch's seeds, drawn now as torch's are
+            base_seed = _draw_seed(self.generator)
+            loader._seed_next_epoch(base_seed)  # worker i's seed: base_seed + i, torch's
+            # torch's RandomSampler (shuffle, no generator) draws its own seed next from the
+            # default generator; so does this shuffle, leaving that generator where torch's is.
+            loader._manual_seed(_draw_seed(None) if self._default_shuffle else base_seed)
         it = _Iterator(loader._iter(self._as_torch if as_torch is None else as_torch, self._form),
                        self._processes)
         if loader is self._loader:
