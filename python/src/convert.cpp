@@ -122,6 +122,19 @@ data::sample numpy_sample(const py::handle& obj, bool scalar) {
   return tensor_from_dlpack(a);
 }
 
+/// A Python int as a sample's int64, or an error naming it when it does not fit (torch's
+/// default_collate fails on it too: "Overflow when unpacking long").
+int64_t int64_of(PyObject* p) {
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
+  ACTORCH_CHECK(overflow == 0, "a sample holds the int ",
+                std::string(py::str(py::handle(p))),
+                ", outside int64's range, which actorch's batches hold; make it a float or a str");
+  if (v == -1 && PyErr_Occurred())
+    throw py::error_already_set();
+  return int64_t(v);
+}
+
 /// The items of a tuple or list (a subclass too, but for namedtuples), as a sample's tuple.
 data::sample sequence_sample(PyObject* p) {
   data::sample::tuple items;
@@ -391,7 +404,7 @@ data::sample from_python(const py::handle& obj) {
   // lookup, per sample (bool before int: a bool is an int to Python).
   PyObject* p = obj.ptr();
   if (PyLong_CheckExact(p))
-    return obj.cast<int64_t>();
+    return int64_of(p);
   if (PyFloat_CheckExact(p))
     return PyFloat_AS_DOUBLE(p);
   if (PyTuple_CheckExact(p) || PyList_CheckExact(p))
@@ -412,7 +425,7 @@ data::sample from_python(const py::handle& obj) {
       return numpy_sample(obj, scalar);
   }
   if (py::isinstance<py::int_>(obj))
-    return obj.cast<int64_t>();
+    return int64_of(p);
   if (py::isinstance<py::float_>(obj))
     return obj.cast<double>();
   if (py::isinstance<py::str>(obj))

@@ -432,3 +432,6 @@ def test_unbatchable_samples_name_their_type():
         list(actorch.DataLoader([object(), object()], batch_size=2))
     with pytest.raises(actorch.Error, match="key of type <class 'int'>"):
         list(actorch.DataLoader([{1: 2}], batch_size=1))
+    with pytest.raises(actorch.Error, match="the int 9223372036854775808, outside int64's range"):
+        list(actorch.DataLoader([2**63, 1], batch_size=2))
+    assert next(iter(actorch.DataLoader([-2**63], batch_size=1))).tolist() == [-2**63]
