@@ -127,8 +127,7 @@ data::sample numpy_sample(const py::handle& obj, bool scalar) {
 int64_t int64_of(PyObject* p) {
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
-  ACTORCH_CHECK(overflow == 0, "a sample holds the int ",
-                std::string(py::str(py::handle(p))),
+  ACTORCH_CHECK(overflow == 0, "a sample holds the int ", std::string(py::str(py::handle(p))),
                 ", outside int64's range, which actorch's batches hold; make it a float or a str");
   if (v == -1 && PyErr_Occurred())
     throw py::error_already_set();
