@@ -266,6 +266,12 @@ int global_rank(const launch_options& o, int local) {
   return o.node_rank * o.nproc_per_node + local;
 }
 
+// torchrun's default against oversubscribed CPUs: one OpenMP (and OpenBLAS) thread per rank when
+// there are several ranks and the user set none.
+bool sets_omp_threads(const launch_options& o) {
+  return o.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr;
+}
+
 // The environment of rank `local` of this node for attempt `restart`: the launcher's own, with
 // the variables every rank reads set (torchrun's names, and actorch's for secrets and elastic
 // jobs); `joining`: the n-th replacement for a lost rank of an elastic job (Note [Elastic
@@ -289,9 +295,7 @@ std::vector<std::string> rank_environment(const launch_options& o, const std::st
       {"ROLE_NAME", "default"},
       {"ROLE_RANK", std::to_string(global_rank(o, local))},
       {"ROLE_WORLD_SIZE", std::to_string(world)}};
-  // torchrun's default against oversubscribed CPUs: one OpenMP (and OpenBLAS) thread per rank
-  // when there are several ranks and the user set none (launch() says so once).
-  if (o.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr)
+  if (sets_omp_threads(o)) // launch() says so once
     set.emplace_back("OMP_NUM_THREADS", "1");
   if (!token.empty()) // See Note [Launch secrets]
     set.emplace_back("ACTORCH_JOB_TOKEN", token);
@@ -800,7 +804,7 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
   ::sigaction(SIGTERM, &sa, &old_term);
 
   warn_if_unresolved(chosen, err);
-  if (o.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr)
+  if (sets_omp_threads(o))
     err << "actorch launch: OMP_NUM_THREADS is set to 1 for each rank, as torchrun sets it, so "
            "that the ranks do not oversubscribe the CPUs; set it yourself to tune it"
         << std::endl;

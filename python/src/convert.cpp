@@ -220,8 +220,18 @@ namespace {
 
 constexpr const char* kPythonCodec = "python-pickle"; // Note [Python objects across processes]
 
-py::module_ wire_module() {
-  return py::module_::import("actorch.data._wire");
+/// actorch.data._wire's dumps and loads, looked up once per process (kept to its end, as
+/// numpy's handles are): each batch that leaves a worker process calls them.
+struct wire_functions {
+  py::object dumps, loads;
+};
+
+const wire_functions& wire() {
+  static const wire_functions* w = [] {
+    py::module_ m = py::module_::import("actorch.data._wire");
+    return new wire_functions{m.attr("dumps"), m.attr("loads")};
+  }();
+  return *w;
 }
 
 /// A python_value as a worker process sent it: rebuilt by to_python, which has the GIL.
@@ -254,7 +264,7 @@ std::optional<data::custom_wire> python_value::to_wire() const {
   gil_lock gil;
   try {
     py::list arrays;
-    const py::bytes pickled = wire_module().attr("dumps")(obj_, arrays);
+    const py::bytes pickled = wire().dumps(obj_, arrays);
     data::custom_wire w{kPythonCodec, std::string(pickled), {}};
     w.tensors.reserve(arrays.size());
     for (const py::handle a : arrays)
@@ -395,7 +405,7 @@ py::object pickled_value::load(bool as_torch) const {
     o.as_torch = as_torch;
     return to_python(data::sample(t), o, false);
   });
-  return wire_module().attr("loads")(py::bytes(wire_.bytes), arrays, convert);
+  return wire().loads(py::bytes(wire_.bytes), arrays, convert);
 }
 
 data::sample from_python(const py::handle& obj) {

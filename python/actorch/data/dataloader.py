@@ -23,8 +23,8 @@ default generator), so torch.manual_seed before it repeats the epoch's shuffle a
 seeds. Worker i's seed is base_seed + i, torch's own value; each worker process seeds
 `random`, torch and numpy's global generator from it before worker_init_fn runs, as torch's
 worker loop does. A shuffle without a generator draws a second seed, as torch's RandomSampler
-does, so the default generator ends the epoch where torch's does (the order is actorch's). With `seed=`, the loader's own generator
-runs from it instead, epoch after epoch.
+does, so the default generator ends the epoch where torch's does (the order is actorch's).
+With `seed=`, the loader's own generator runs from it instead, epoch after epoch.
 """
 import collections
 import functools
@@ -258,7 +258,6 @@ class DataLoader:
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = drop_last
-        self._given_samplers = (sampler, batch_sampler)
         self.sampler, self.batch_sampler, self.collate_fn = _as_torch_shows(
             dataset, iterable, batch_size, drop_last, shuffle, sampler, batch_sampler, collate_fn,
             generator)
@@ -336,16 +335,11 @@ class DataLoader:
         return LoaderTiming(*self._loader._timing())
 
     def __len__(self):
-        sampler, batch_sampler = self._given_samplers
-        if batch_sampler is not None:  # torch's: theirs (TypeError when they have no __len__)
-            return len(batch_sampler)
-        if sampler is not None:
-            n = len(sampler)
-            if self.batch_size is None:
-                return n
-            return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
         if not self._iterable:
-            return len(self._loader)
+            try:  # a sampler without __len__: its TypeError, as torch's (list() then iterates)
+                return len(self._loader)
+            except _C.Error as e:
+                _reraise(e)
         n = len(self.dataset)  # torch's: the dataset's length, as batches (TypeError without)
         if self.batch_size is not None:
             n = n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
