@@ -17,6 +17,7 @@
 #include "actors/loader/starvation_meter.hpp"
 #include "actors/loader/worker.hpp"
 #include "actors/source_loader.hpp"
+#include "actors/thread_scope.hpp"
 #include "core/cuda_memory.hpp"
 #include "core/data/sampler.hpp"
 #include "core/data/worker_info.hpp"
@@ -119,6 +120,7 @@ struct loader_impl {
 
   caf::actor_system& sys() {
     if (!system) {
+      actors::thread_scope scope; // See Note [CAF's per-thread logger]
       own_config = std::make_unique<caf::actor_system_config>();
       // Every actor of the loader is detached (a thread of its own), so the scheduler's
       // threads have nothing to run; but an idle CAF work-stealing thread polls every 50 us for
@@ -269,6 +271,8 @@ struct loader_impl {
 
   /// Draws the epoch's batches and base seed, then starts loading them.
   void start_run(const caf::actor* sink) {
+    // Spawns the coordinator or the workers: Note [CAF's per-thread logger].
+    actors::thread_scope scope;
     end_run();
     meter.start_epoch();
     if (resume) {
@@ -350,6 +354,8 @@ struct loader_impl {
   bool advance() {
     if (!running)
       return false;
+    // May respawn a worker: Note [CAF's per-thread logger].
+    actors::thread_scope scope;
     current = sample(); // release the batch: its buffers go back to the pool
     const auto asked = meter.asking();
     const bool more = to_device ? advance_on_device() : advance_on_host();
@@ -665,6 +671,8 @@ caf::actor data_loader::worker_for_testing(int64_t id) {
                 "DataLoader.worker_for_testing: no actors running");
   if (core)
     return core->source(id); // the range-for's, on this thread
+  // See Note [CAF's per-thread logger].
+  actors::thread_scope scope;
   caf::scoped_actor self{impl_->sys()};
   caf::actor out;
   self->request(impl_->coordinator_actor, caf::infinite, actors::worker_atom::value, id)

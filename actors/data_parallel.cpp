@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 
+#include "actors/thread_scope.hpp"
 #include "caf/all.hpp"
 #include "core/autograd/grad_mode.hpp"
 #include "core/autograd/node.hpp"
@@ -79,6 +80,8 @@ namespace detail {
 class replica_engine {
 public:
   explicit replica_engine(std::vector<int> ids) : ids_(std::move(ids)), sys_(configured(cfg_)) {
+    // The engine may be destroyed on another thread: Note [CAF's per-thread logger].
+    actors::thread_scope scope;
     for (size_t i = 0; i < ids_.size(); ++i)
       actors_.push_back(sys_.spawn<caf::detached>(replica_actor, int64_t(i)));
   }
@@ -92,6 +95,7 @@ public:
   void run(std::vector<std::function<void()>> fns) {
     ACTORCH_CHECK(fns.size() <= actors_.size(), "DataParallel: ", fns.size(), " tasks for ",
                   actors_.size(), " replicas");
+    actors::thread_scope scope; // See Note [CAF's per-thread logger]
     caf::scoped_actor self{sys_};
     for (size_t i = 0; i < fns.size(); ++i)
       self->send(actors_[i], apply_atom::value, replica_task{std::move(fns[i])});

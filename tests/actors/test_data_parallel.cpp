@@ -4,7 +4,10 @@
 // scatter, replicate, parallel_apply and gather.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <future>
+#include <thread>
 
 #include "actors/data_parallel.hpp"
 #include "core/core.hpp"
@@ -190,4 +193,26 @@ TEST_CASE("scatter, replicate, parallel_apply and gather, as torch.nn.parallel's
   CHECK(close(values_of(nn::parallel::gather(outs)), values_of((*model)(in)), 1e-6));
   REQUIRE_THROWS_WITH(nn::parallel::parallel_apply(replicas, {in}),
                       Contains("parallel_apply: 2 modules but 1 inputs"));
+}
+
+TEST_CASE("data_parallel built and run on one thread may be destroyed on another",
+          "[actors][data_parallel]") {
+  // Its actor system waited without end for the builder's thread to exit (Note [CAF's
+  // per-thread logger] in actors/thread_scope.hpp). The builder lives on here until the
+  // destruction is done or has taken 30 s, so the old hang fails instead of stopping the suite.
+  std::promise<std::unique_ptr<nn::data_parallel>> built;
+  std::promise<void> release;
+  std::thread builder([&] {
+    auto dp = std::make_unique<nn::data_parallel>(mlp(4), std::vector<int>{0, 1});
+    generator g(5);
+    (*dp)(randn({4, 6}, {}, &g));
+    built.set_value(std::move(dp));
+    release.get_future().wait();
+  });
+  auto dp = built.get_future().get();
+  auto destroyed = std::async(std::launch::async, [&] { dp.reset(); });
+  const bool in_time = destroyed.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  release.set_value();
+  builder.join();
+  REQUIRE(in_time);
 }

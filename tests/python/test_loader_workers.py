@@ -186,6 +186,43 @@ def test_a_worker_process_never_destroys_the_parents_garbage_loader():
         gc.collect()
 
 
+FREED_ON_ANOTHER_THREAD = """
+import threading, actorch
+box, iterated, done = {}, threading.Event(), threading.Event()
+def consumer():
+    loader = actorch.DataLoader(list(range(8)), batch_size=2, num_workers=2,
+                                multiprocessing_context=CONTEXT)
+    box["batches"] = [b.tolist() for b in loader]
+    box["loader"] = loader
+    del loader
+    iterated.set()
+    done.wait()  # the consumer's thread lives on while the loader is freed
+consumer_thread = threading.Thread(target=consumer)
+consumer_thread.start()
+iterated.wait()
+del box["loader"]
+done.set()
+consumer_thread.join()
+print(box["batches"])
+"""
+
+
+@pytest.mark.parametrize("context", [pytest.param("fork", marks=processes), "thread"])
+def test_a_loader_freed_on_another_thread_than_its_consumers(context):
+    # The garbage collector frees a loader on whichever thread allocates; freed on one thread
+    # while the thread that iterated it lived on, it waited without end inside CAF, holding the
+    # GIL (Note [CAF's per-thread logger] in actors/thread_scope.hpp). In a child process, so
+    # that the old hang fails this test instead of stopping the suite.
+    code = FREED_ON_ANOTHER_THREAD.replace("CONTEXT", repr(context))
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("freeing the loader on the main thread hung for 60 s")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[[0, 1], [2, 3], [4, 5], [6, 7]]"
+
+
 class WhoLoads(torch.utils.data.Dataset):
     def __len__(self):
         return 24
