@@ -1,6 +1,7 @@
 """What the loader tests share: datasets written as PyTorch users write them, and a comparison of
 batches that holds tensors to their dtype and values and containers to their type."""
 import collections
+import multiprocessing
 import os
 
 import numpy as np
@@ -16,6 +17,22 @@ Point = collections.namedtuple("Point", "x y")
 # actors/loader/worker_process.cpp): worker processes are tested in the other presets.
 processes = pytest.mark.skipif(os.environ.get("ACTORCH_SANITIZERS") == "address",
                                reason="fork under ASan: the allocator is not fork-safe")
+
+if os.environ.get("ACTORCH_SANITIZERS") == "address":
+    # The same holds for torch's own reference loaders: a worker of torch's, forked while the
+    # queue feeder thread of another torch iterator ran (zip(loader, loader)), hung there once in
+    # some 80 runs under load. Under ASan they start their workers from a fork server, a process
+    # of one thread, unless a test names a context.
+    _torch_loader_init = torch.utils.data.DataLoader.__init__
+
+    def _init_with_a_fork_server(self, *args, **kwargs):
+        if kwargs.get("num_workers", 0) > 0 and kwargs.get("multiprocessing_context") is None:
+            kwargs["multiprocessing_context"] = "forkserver"
+        _torch_loader_init(self, *args, **kwargs)
+
+    torch.utils.data.DataLoader.__init__ = _init_with_a_fork_server
+    # Imported once by the server, not by each worker.
+    multiprocessing.set_forkserver_preload(["numpy", "torch", "actorch", "loader_cases"])
 
 # Where the workers run: no workers, worker processes (actorch's default for a Python dataset,
 # as torch's), worker processes started as new interpreters, worker threads.
