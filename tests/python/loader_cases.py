@@ -19,10 +19,11 @@ processes = pytest.mark.skipif(os.environ.get("ACTORCH_SANITIZERS") == "address"
                                reason="fork under ASan: the allocator is not fork-safe")
 
 if os.environ.get("ACTORCH_SANITIZERS") == "address":
-    # The same holds for torch's own reference loaders: a worker of torch's, forked while the
-    # queue feeder thread of another torch iterator ran (zip(loader, loader)), hung there once in
-    # some 80 runs under load. Under ASan they start their workers from a fork server, a process
-    # of one thread, unless a test names a context.
+    # The same holds for torch's own reference loaders, whose workers may be forked while the
+    # queue feeder thread of another torch iterator runs (zip(loader, loader)): one run in some 80
+    # under load hung with torch's main process polling for its workers' batches. Under ASan they
+    # start their workers from a fork server, a process of one thread, unless a test names a
+    # context.
     _torch_loader_init = torch.utils.data.DataLoader.__init__
 
     def _init_with_a_fork_server(self, *args, **kwargs):
