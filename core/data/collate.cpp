@@ -65,7 +65,8 @@ struct collator::node {
   shape_t shape;                               // sample 0's tensor shape
   actorch::device device;                      // sample 0's tensor device
   size_t row_bytes = 0;                        // one sample's tensor bytes
-  sample::tuple strings;                       // the strings so far
+  sample::tuple strings;                       // the strings (or bytes) so far
+  std::string first_type;                      // sample 0's type, when of the user's kind
   std::vector<std::string> keys;               // dict: sample 0's keys, in its order
   std::vector<std::unique_ptr<node>> children; // tuple elements or dict values
 
@@ -79,6 +80,11 @@ struct collator::node {
       ACTORCH_FAIL("default_collate: ", path,
                    ": batch must contain tensors, numbers, strings, dicts or tuples; found None");
     case sample::kind::custom:
+      if (s.as_custom()->collates_as_sequence()) { // Python's bytes: batched as strings are
+        first_type = s.as_custom()->type_name();
+        strings.reserve(size_t(size));
+        break;
+      }
       ACTORCH_FAIL("default_collate: ", path,
                    ": batch must contain tensors, numbers, strings, dicts or tuples; found a ",
                    s.as_custom()->type_name(),
@@ -123,8 +129,13 @@ struct collator::node {
                     "default_collate: ", path, ": sample 0 is a ", kind_name(kind), " but sample ",
                     i, " is a ", kind_name(s.type()));
     switch (kind) {
-    case sample::kind::none:
-    case sample::kind::custom: break; // start() threw
+    case sample::kind::none: break; // start() threw
+    case sample::kind::custom:
+      ACTORCH_CHECK(s.as_custom()->collates_as_sequence(), "default_collate: ", path,
+                    ": sample 0 is a ", first_type, " but sample ", i, " is a ",
+                    s.as_custom()->type_name());
+      strings.push_back(s);
+      break;
     case sample::kind::tensor: add_tensor(s.as_tensor(), i); break;
     case sample::kind::integer:
     case sample::kind::floating:
@@ -208,7 +219,8 @@ struct collator::node {
   /// The batch of the first `rows` samples.
   sample result(int64_t rows) {
     switch (kind) {
-    case sample::kind::string: return sample(std::move(strings));
+    case sample::kind::string:
+    case sample::kind::custom: return sample(std::move(strings));
     case sample::kind::tuple: {
       sample::tuple out;
       out.reserve(children.size());

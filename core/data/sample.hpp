@@ -63,6 +63,10 @@ public:
   virtual void pin_memory(const pin_fn& pin);
   /// The value as it leaves a worker process (see custom_wire); nullopt, the default: it cannot.
   virtual std::optional<custom_wire> to_wire() const { return std::nullopt; }
+  /// True where the default collate batches such values as it batches strings, into the
+  /// sequence of them, as torch's default_collate does Python's bytes; false, the default: the
+  /// default collate refuses the type, naming it.
+  virtual bool collates_as_sequence() const { return false; }
 };
 
 class sample {

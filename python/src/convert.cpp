@@ -203,7 +203,8 @@ bool torch_available() {
 }
 
 python_value::python_value(py::object o)
-    : obj_(std::move(o)), type_name_(py::str(py::type::of(obj_))) {}
+    : obj_(std::move(o)), type_name_(py::str(py::type::of(obj_))),
+      is_bytes_(PyBytes_Check(obj_.ptr())) {}
 
 python_value::~python_value() {
   gil_lock gil;
@@ -219,6 +220,7 @@ void python_value::for_each_tensor(const std::function<void(tensor&)>& /*f*/) {}
 namespace {
 
 constexpr const char* kPythonCodec = "python-pickle"; // Note [Python objects across processes]
+constexpr const char* kBytesCodec = "python-bytes";   // bytes as they are, no pickle
 
 /// actorch.data._wire's dumps and loads, looked up once per process (kept to its end, as
 /// numpy's handles are): each batch that leaves a worker process calls them.
@@ -238,7 +240,10 @@ const wire_functions& wire() {
 class pickled_value : public data::custom_value {
 public:
   explicit pickled_value(data::custom_wire w) : wire_(std::move(w)) {}
-  std::string type_name() const override { return "pickled Python object"; }
+  std::string type_name() const override {
+    return is_bytes() ? "<class 'bytes'>" : "pickled Python object";
+  }
+  bool collates_as_sequence() const override { return is_bytes(); }
   void for_each_tensor(const std::function<void(tensor&)>& f) override {
     for (tensor& t : wire_.tensors)
       f(t);
@@ -246,6 +251,7 @@ public:
   py::object load(bool as_torch) const;
 
 private:
+  bool is_bytes() const { return wire_.codec == kBytesCodec; }
   data::custom_wire wire_;
 };
 
@@ -262,6 +268,9 @@ py::object numpy_over(const tensor& t) {
 
 std::optional<data::custom_wire> python_value::to_wire() const {
   gil_lock gil;
+  if (is_bytes_)
+    return data::custom_wire{
+        kBytesCodec, std::string(PyBytes_AS_STRING(obj_.ptr()), PyBytes_GET_SIZE(obj_.ptr())), {}};
   try {
     py::list arrays;
     const py::bytes pickled = wire().dumps(obj_, arrays);
@@ -277,9 +286,9 @@ std::optional<data::custom_wire> python_value::to_wire() const {
 }
 
 void register_python_codec() {
-  data::register_custom_codec(kPythonCodec, [](data::custom_wire w) {
-    return std::make_shared<pickled_value>(std::move(w));
-  });
+  for (const char* codec : {kPythonCodec, kBytesCodec})
+    data::register_custom_codec(
+        codec, [](data::custom_wire w) { return std::make_shared<pickled_value>(std::move(w)); });
 }
 
 namespace {
@@ -311,10 +320,11 @@ gil_object::~gil_object() {
   obj = py::object();
 }
 
-/// Whether `s` is what default_collate makes of strings: a tuple of them.
+/// Whether `s` is what default_collate makes of strings or bytes: a tuple of them.
 bool strings_batch(const data::sample& s) {
   for (const auto& item : s.as_tuple())
-    if (item.type() != data::sample::kind::string)
+    if (item.type() != data::sample::kind::string &&
+        !(item.type() == data::sample::kind::custom && item.as_custom()->collates_as_sequence()))
       return false;
   return s.size() > 0;
 }
@@ -395,6 +405,8 @@ py::object to_python(const data::sample& s, const to_python_options& o) {
 }
 
 py::object pickled_value::load(bool as_torch) const {
+  if (is_bytes())
+    return py::bytes(wire_.bytes);
   py::list arrays;
   for (const tensor& t : wire_.tensors)
     arrays.append(py::cast(t));

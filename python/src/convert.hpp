@@ -55,11 +55,14 @@ public:
   std::string type_name() const override;
   void for_each_tensor(const std::function<void(tensor&)>& f) override;
   std::optional<data::custom_wire> to_wire() const override;
+  /// bytes: torch's default_collate returns a batch of them as it came (its string_classes).
+  bool collates_as_sequence() const override { return is_bytes_; }
   const py::object& object() const { return obj_; }
 
 private:
   py::object obj_;
   std::string type_name_;
+  bool is_bytes_;
 };
 
 /// Registers the codec that rebuilds a python_value sent by a worker process (called once, when

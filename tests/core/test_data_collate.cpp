@@ -76,6 +76,41 @@ TEST_CASE("default_collate names the sample and the element it cannot collate", 
   CHECK_THROWS_WITH(default_collate({sample(), sample()}), Contains("found None"));
 }
 
+namespace {
+
+// A value of the user's; `sequence`: it says it batches as strings do (Python's bytes).
+struct opaque : custom_value {
+  explicit opaque(bool sequence, int id) : sequence_(sequence), id_(id) {}
+  std::string type_name() const override { return sequence_ ? "Blob" : "Thing"; }
+  void for_each_tensor(const std::function<void(tensor&)>&) override {}
+  bool collates_as_sequence() const override { return sequence_; }
+  bool sequence_;
+  int id_;
+};
+
+int opaque_id(const sample& s) {
+  return static_cast<const opaque*>(s.as_custom().get())->id_;
+}
+
+} // namespace
+
+TEST_CASE("values that collate as a sequence are batched into the sequence of them, as strings",
+          "[data][collate]") {
+  const sample batch =
+      default_collate({sample::make_tuple({sample(std::make_shared<opaque>(true, 0)), 1}),
+                       sample::make_tuple({sample(std::make_shared<opaque>(true, 1)), 2})});
+  const auto& blobs = batch[0].as_tuple();
+  REQUIRE(blobs.size() == 2);
+  CHECK(opaque_id(blobs[0]) == 0);
+  CHECK(opaque_id(blobs[1]) == 1);
+  CHECK(ints_of(batch[1].as_tensor()) == std::vector<int64_t>{1, 2});
+  CHECK_THROWS_WITH(default_collate({sample(std::make_shared<opaque>(true, 0)),
+                                     sample(std::make_shared<opaque>(false, 1))}),
+                    Contains("batch: sample 0 is a Blob but sample 1 is a Thing"));
+  CHECK_THROWS_WITH(default_collate({sample(std::make_shared<opaque>(false, 0))}),
+                    Contains("found a Thing (a type of your own"));
+}
+
 TEST_CASE("numbers of mixed kinds collate as torch.tensor types them, from the first sample",
           "[data][collate]") {
   // Note [Mixed numbers in a batch]: a float first gives float64; otherwise bools stay bool,

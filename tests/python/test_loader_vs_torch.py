@@ -217,6 +217,26 @@ def test_without_batching_a_collate_fn_gets_each_sample_itself(workers, context)
     assert got == want == [11 * i for i in range(len(Objects()))]
 
 
+class Encoded(torch.utils.data.Dataset):
+    """Encoded images as a pipeline that decodes on the GPU keeps them: bytes, beside a label and
+    in a dict."""
+
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, k):
+        return bytes([k]) * (k + 1), k, {"jpeg": b"\xff\xd8" + bytes([k])}
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_bytes_collate_as_torchs(workers, context):
+    """torch's default_collate returns a batch of bytes as the sequence it was; actorch's refused
+    them as a type of the user's."""
+    for data in (Encoded(), [b"a", b"bc", b"d"]):
+        want, got = both(data, batch_size=2, num_workers=workers, multiprocessing_context=context)
+        assert_same(got, want)
+
+
 class Masks(torch.utils.data.Dataset):
     """Attention masks and names, as a text dataset returns them: a torch bool tensor, a numpy
     bool array, a numpy bool scalar and a numpy string (np.str_, as an item of a numpy array of
