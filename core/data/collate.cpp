@@ -66,7 +66,6 @@ struct collator::node {
   actorch::device device;                      // sample 0's tensor device
   size_t row_bytes = 0;                        // one sample's tensor bytes
   sample::tuple strings;                       // the strings (or bytes) so far
-  std::string first_type;                      // sample 0's type, when of the user's kind
   std::vector<std::string> keys;               // dict: sample 0's keys, in its order
   std::vector<std::unique_ptr<node>> children; // tuple elements or dict values
 
@@ -81,7 +80,6 @@ struct collator::node {
                    ": batch must contain tensors, numbers, strings, dicts or tuples; found None");
     case sample::kind::custom:
       if (s.as_custom()->collates_as_sequence()) { // Python's bytes: batched as strings are
-        first_type = s.as_custom()->type_name();
         strings.reserve(size_t(size));
         break;
       }
@@ -132,8 +130,8 @@ struct collator::node {
     case sample::kind::none: break; // start() threw
     case sample::kind::custom:
       ACTORCH_CHECK(s.as_custom()->collates_as_sequence(), "default_collate: ", path,
-                    ": sample 0 is a ", first_type, " but sample ", i, " is a ",
-                    s.as_custom()->type_name());
+                    ": sample 0 is a ", strings.front().as_custom()->type_name(), " but sample ", i,
+                    " is a ", s.as_custom()->type_name());
       strings.push_back(s);
       break;
     case sample::kind::tensor: add_tensor(s.as_tensor(), i); break;
