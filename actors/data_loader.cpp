@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <thread>
 
@@ -66,6 +67,13 @@ struct loader_impl {
   std::shared_ptr<generator> gen;
   batch_sampler_ptr batches;
   buffer_pool_ptr pool;
+
+  /// Past the sampler's last valid index: dataset_size, but none for a keyed_dataset, whose
+  /// sampler numbers its other keys from there and which takes any index a sampler yields.
+  int64_t index_end() const {
+    return dynamic_cast<const keyed_dataset*>(dataset.get()) ? std::numeric_limits<int64_t>::max()
+                                                             : dataset_size;
+  }
 
   // Actors: the system (ours unless given), the user's source if any, and the coordinator of
   // the current run (persistent with persistent_workers or a user's source). The range-for's
@@ -299,7 +307,7 @@ struct loader_impl {
     std::optional<trace::span> step(std::in_place, "coordinator", "plan epoch");
     actors::epoch_plan p;
     if (batches)
-      p.batches = actors::plan_batches(*batches, epoch, delivered, dataset_size);
+      p.batches = actors::plan_batches(*batches, epoch, delivered, index_end());
     resume.reset();
     running = true;
     active_run_id->store(++run_id);

@@ -47,6 +47,9 @@ struct index_batch {
   /// An iterable worker's first task of a resumed run: one seed per batch of its stream
   /// delivered before the state was saved, to pass over first (Note [Iterable resume]).
   std::vector<uint64_t> skip_seeds;
+  /// For a worker process's copy of a data::keyed_dataset: keys_of(indices), set by the worker
+  /// that hands it the task; empty otherwise.
+  std::string keys;
 };
 
 /// A source's reply: the loaded batch, or what went wrong.

@@ -30,7 +30,9 @@ data::sample load_sample(const data::dataset& ds, const std::vector<int64_t>& in
   try {
     return ds.get(index);
   } catch (const std::exception& e) {
-    error = who + " failed on sample index " + std::to_string(index) + " (batch " +
+    const auto* keyed = dynamic_cast<const data::keyed_dataset*>(&ds);
+    error = who + " failed on sample " +
+            (keyed ? keyed->index_name(index) : "index " + std::to_string(index)) + " (batch " +
             std::to_string(seq) + "): " + e.what();
     return {};
   }

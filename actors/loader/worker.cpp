@@ -430,12 +430,38 @@ loaded_batch load_one(worker_state& s, const index_batch& task) {
   return out;
 }
 
+/// Loads `task` in the worker's child process, whose copy of a keyed dataset learns the keys of
+/// the task's indices with it (Note [Sampler keys] in python/src/python_dataset.cpp).
+loaded_batch load_in_child(worker_state& s, const data::keyed_dataset* keyed,
+                           const index_batch& task) {
+  std::string keys;
+  try {
+    if (keyed)
+      keys = keyed->keys_of(task.indices);
+  } catch (const std::exception& e) { // a batch error, as a get() failing in the child
+    loaded_batch out;
+    out.run_id = task.run_id;
+    out.seq = task.seq;
+    out.error =
+        s.name + " cannot hand batch " + std::to_string(task.seq) + " to its process: " + e.what();
+    return out;
+  }
+  if (keys.empty())
+    return s.proc->load(task);
+  index_batch with_keys = task;
+  with_keys.keys = std::move(keys);
+  return s.proc->load(with_keys);
+}
+
 loaded_batch load_task(worker_state& s, const index_batch& task) {
+  const auto* keyed = dynamic_cast<const data::keyed_dataset*>(s.cfg.dataset.get());
   if (s.proc) { // the parent of a worker process: the child loads (with its own load_one)
-    loaded_batch out = s.proc->load(task);
+    loaded_batch out = load_in_child(s, keyed, task);
     out.worker = s.cfg.id;
     return out;
   }
+  if (keyed && !task.keys.empty())
+    keyed->learn_keys(task.keys);
   if (s.cfg.dataset) {
     const slow_samples::batch_scope watched(s.cfg.slow.get(), s.name);
     loaded_batch out =

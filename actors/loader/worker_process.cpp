@@ -6,7 +6,8 @@
 // first task, from its own thread, after which the child holds a copy of everything the worker
 // had: the dataset, collate_fn, worker_init_fn, the worker's state. The child runs
 // worker_init_fn with get_worker_info() set, as PyTorch's worker processes do, then serves tasks:
-//   parent -> child: a task (run id, epoch, batch, seed, indices; an iterable's skip seeds)
+//   parent -> child: a task (run id, epoch, batch, seed, indices; an iterable's skip seeds;
+//                    the leases released; a keyed dataset's keys for the indices)
 //   child -> parent: the batch's structure (tuples, dicts, numbers, strings; for each tensor its
 //                    dtype, shape and offset) or the error, the tensors' bytes being in a
 //                    shared-memory file (memfd) the child grows as needed and the parent maps
@@ -214,6 +215,7 @@ std::string encode_task(const index_batch& t, const std::vector<uint64_t>& relea
   w.put<uint64_t>(released.size());
   for (uint64_t id : released)
     w.put(id);
+  w.put_string(t.keys);
   return std::move(w.out);
 }
 
@@ -235,6 +237,7 @@ index_batch decode_task(std::string_view frame, std::vector<uint64_t>& released)
   released.resize(r.get_count(sizeof(uint64_t)));
   for (auto& id : released)
     id = r.get<uint64_t>();
+  t.keys = r.get_string();
   return t;
 }
 

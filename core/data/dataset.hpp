@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/data/sample.hpp"
@@ -21,6 +23,24 @@ public:
   virtual int64_t size() const = 0;
   /// The sample at `index`. @pre 0 <= index < size(). Called concurrently by loader workers.
   virtual sample get(int64_t index) const = 0;
+};
+
+/// A map-style dataset whose sampler may yield keys of other kinds than 0..size()-1: torch hands
+/// __getitem__ whatever its sampler yields (a file name, YOLOX's (mosaic, index) tuples, a
+/// negative index). The sampler gives each such key an index of size() or more for the epoch,
+/// which get() maps back (a Python dataset's; see Note [Sampler keys] in
+/// python/src/python_dataset.cpp). The loader carries those indices as any others, and tells a
+/// worker process's copy of the dataset the keys of each batch it loads.
+class keyed_dataset : public dataset {
+public:
+  /// The keys of those of `indices` that are keys (index >= size()), encoded for learn_keys in
+  /// another process; empty when there are none.
+  virtual std::string keys_of(const std::vector<int64_t>& indices) const = 0;
+  /// Takes keys_of's encoding: get() then maps those indices to those keys.
+  virtual void learn_keys(std::string_view encoded) const = 0;
+  /// How messages name the sample at `index`: "index 7", or the key it stands for ("key
+  /// 'cat.jpg'").
+  virtual std::string index_name(int64_t index) const = 0;
 };
 
 /// One pass over an iterable dataset; next() returns std::nullopt at the end.

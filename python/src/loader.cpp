@@ -134,13 +134,15 @@ private:
 };
 
 /// A sampler (or batch sampler) argument: null for None, the C++ one actorch.data made, or the
-/// user's Python iterable through its adapter (python_dataset.hpp).
-template <class Cxx, class Adapter> std::shared_ptr<Cxx> cxx_or_adapted(const py::object& s) {
+/// user's Python iterable through its adapter (python_dataset.hpp), which may yield `keys` of
+/// any kind where the dataset takes them (a Python dataset's; null for a C++ one's).
+template <class Cxx, class Adapter>
+std::shared_ptr<Cxx> cxx_or_adapted(const py::object& s, std::shared_ptr<sampler_keys> keys) {
   if (s.is_none())
     return nullptr;
   if (py::isinstance<Cxx>(s))
     return s.cast<std::shared_ptr<Cxx>>();
-  return std::make_shared<Adapter>(s);
+  return std::make_shared<Adapter>(s, std::move(keys));
 }
 
 /// Python code as a collate_fn: the samples as Python objects in (as a list; `unbatched`, with
@@ -256,12 +258,18 @@ void bind_loader(py::module_& m) {
                        std::optional<uint64_t> seed, std::optional<int64_t> prefetch_factor,
                        bool persistent_workers, bool in_order, bool round_robin,
                        double report_delay, py::object spawn) {
+             const bool cxx_dataset = py::isinstance<data::dataset>(dataset);
+             python_parts parts = python_parts_of(dataset, iterable, collate_fn, worker_init_fn,
+                                                  !batch_size, cxx_dataset);
+             std::shared_ptr<sampler_keys> keys;
+             if (const auto* map = dynamic_cast<const python_map_dataset*>(parts.dataset.get()))
+               keys = map->keys(); // Note [Sampler keys]
              data::loader_options o;
              o.batch_size = batch_size;
              o.shuffle = shuffle;
-             o.sampler = cxx_or_adapted<data::sampler, python_sampler>(sampler);
+             o.sampler = cxx_or_adapted<data::sampler, python_sampler>(sampler, keys);
              o.batch_sampler =
-                 cxx_or_adapted<data::batch_sampler, python_batch_sampler>(batch_sampler);
+                 cxx_or_adapted<data::batch_sampler, python_batch_sampler>(batch_sampler, keys);
              o.num_workers = num_workers;
              o.pin_memory = pin_memory;
              o.drop_last = drop_last;
@@ -285,9 +293,6 @@ void bind_loader(py::module_& m) {
                // faulthandler prints the child's Python stack on it (actorch.data.dataloader)
                o.worker_stack_signal = SIGUSR1;
              }
-             const bool cxx_dataset = py::isinstance<data::dataset>(dataset);
-             python_parts parts = python_parts_of(dataset, iterable, collate_fn, worker_init_fn,
-                                                  !batch_size, cxx_dataset);
              o.collate_fn = std::move(parts.collate);
              o.worker_init_fn = std::move(parts.worker_init_fn);
              if (cxx_dataset)

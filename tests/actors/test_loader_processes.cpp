@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include "actors/loader/worker_process.hpp"
@@ -196,7 +198,103 @@ public:
   }
 };
 
+/// A keyed_dataset (Note [Sampler keys]): indices 0..3 are samples "i<index>"; from 4 up, the
+/// names the test gives them, which a worker process's copy learns from its tasks only.
+class named_dataset : public keyed_dataset {
+public:
+  int64_t size() const override { return 4; }
+  sample get(int64_t i) const override {
+    std::lock_guard lock(mutex_);
+    if (i < size())
+      return "i" + std::to_string(i);
+    const auto it = names_.find(i);
+    ACTORCH_CHECK(it != names_.end(), "no name for index ", i);
+    return it->second;
+  }
+  std::string keys_of(const std::vector<int64_t>& indices) const override {
+    std::lock_guard lock(mutex_);
+    std::string out;
+    for (int64_t i : indices)
+      if (i >= size())
+        out += std::to_string(i) + "=" + names_.at(i) + ";";
+    return out;
+  }
+  void learn_keys(std::string_view encoded) const override {
+    std::lock_guard lock(mutex_);
+    names_.clear();
+    for (size_t at = 0; at < encoded.size();) {
+      const size_t eq = encoded.find('=', at), end = encoded.find(';', eq);
+      names_[std::stoll(std::string(encoded.substr(at, eq - at)))] =
+          std::string(encoded.substr(eq + 1, end - eq - 1));
+      at = end + 1;
+    }
+    ++learned_;
+  }
+  std::string index_name(int64_t i) const override {
+    std::lock_guard lock(mutex_);
+    return i < size() ? "index " + std::to_string(i) : "key '" + names_.at(i) + "'";
+  }
+  void name(int64_t i, std::string n) {
+    std::lock_guard lock(mutex_);
+    names_[i] = std::move(n);
+  }
+  int learned() const {
+    std::lock_guard lock(mutex_);
+    return learned_;
+  }
+
+private:
+  mutable std::mutex mutex_;
+  mutable std::map<int64_t, std::string> names_;
+  mutable int learned_ = 0;
+};
+
+/// An epoch of a loader of strings, the batches one after another.
+std::vector<std::string> epoch_strings(data_loader& loader) {
+  std::vector<std::string> out;
+  for (const auto& b : loader)
+    for (const auto& s : b.as_tuple())
+      out.push_back(s.as_string());
+  return out;
+}
+
 } // namespace
+
+TEST_CASE("a keyed dataset's keys reach its copies in worker processes with each task",
+          "[actors][loader][process]") {
+  // Indices 4 and up are keys the sampler yields; the names change between epochs, after the
+  // persistent children were forked, so each must learn them from its tasks.
+  auto ds = std::make_shared<named_dataset>();
+  ds->name(5, "dog.jpg");
+  for (const std::string context : {"", "fork"}) {
+    INFO("multiprocessing_context '" << context << "'");
+    ds->name(4, "cat.jpg");
+    data_loader loader(
+        ds, {.batch_size = 2,
+             .sampler = std::make_shared<list_sampler>(std::vector<int64_t>{4, 1, 5, 4, 0, 5}),
+             .num_workers = 2,
+             .timeout = kHeal,
+             .multiprocessing_context = context,
+             .persistent_workers = true});
+    CHECK(epoch_strings(loader) ==
+          std::vector<std::string>{"cat.jpg", "i1", "dog.jpg", "cat.jpg", "i0", "dog.jpg"});
+    ds->name(4, "emu.jpg");
+    CHECK(epoch_strings(loader) ==
+          std::vector<std::string>{"emu.jpg", "i1", "dog.jpg", "emu.jpg", "i0", "dog.jpg"});
+  }
+  CHECK(ds->learned() == 0); // the children learned, not the parent's copy
+  SECTION("a key that cannot be encoded is a batch error naming the worker and batch") {
+    ds->name(6, "a");
+    data_loader loader(ds, {.batch_size = 1,
+                            .sampler = std::make_shared<list_sampler>(std::vector<int64_t>{7}),
+                            .num_workers = 1,
+                            .timeout = kHeal,
+                            .multiprocessing_context = "fork"});
+    CHECK_THROWS_WITH(epoch_strings(loader),
+                      Contains("DataLoader worker 0 cannot hand batch 0 to its process: ") &&
+                          Contains("map::at"));
+  }
+}
 
 TEST_CASE("worker processes deliver the batches worker threads do", "[actors][loader][process]") {
   auto ds = std::make_shared<probe_dataset>(40);

@@ -95,6 +95,35 @@ class ActorchStream(Stream):
         return iter(range(start, self.n, step))
 
 
+class Records(torch.utils.data.Dataset):
+    """A dataset keyed by name, as a dict of records or a key-value store is: __getitem__ takes
+    the keys its sampler yields (str), and a missing one raises KeyError."""
+
+    def __init__(self, n=12):
+        self.records = {f"r{i:02d}": (i, np.full(3, i, dtype=np.int64)) for i in range(n)}
+
+    def __len__(self):
+        return len(self.records)
+
+    def __getitem__(self, key):
+        return self.records[key]
+
+
+class Mosaic(torch.utils.data.Dataset):
+    """YOLOX's pattern: its batch sampler yields (mosaic, index) tuples, __getitem__ takes an int
+    or such a tuple; and Python's negative indices, which a list's __getitem__ takes."""
+
+    def __init__(self, n=10):
+        self.items = [np.arange(4, dtype=np.float32) + i for i in range(n)]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, key):
+        mosaic, i = key if isinstance(key, tuple) else (False, key)
+        return self.items[i] * (-1 if mosaic else 1), i
+
+
 def assert_same(got, want, where="batch"):
     """got (actorch's) equals want (torch's): the same container types, tensors of the same
     dtype, shape and values, the same numbers and strings."""

@@ -4,14 +4,15 @@ samplers, drop_last and len(), batch_size=None, every collate type nested), the 
 samples where something is (shuffle, iterable datasets sharded by worker info), with no workers,
 with worker processes and with worker threads."""
 import sys
+import threading
 
 import numpy as np
 import pytest
 import torch
 
 import actorch
-from loader_cases import (WORKERS, processes, ActorchStream, Nested, Point, Squares,
-                          Stream, assert_same, both, flatten)
+from loader_cases import (WORKERS, processes, ActorchStream, Mosaic, Nested, Point, Records,
+                          Squares, Stream, assert_same, both, flatten)
 
 
 @pytest.mark.parametrize("workers,context", WORKERS)
@@ -67,6 +68,76 @@ def test_given_samplers_and_batch_samplers(workers, context):
     want, got = both(Squares(), batch_sampler=batch_sampler, **kw)
     assert_same(got, want)
     assert len(actorch.DataLoader(Squares(), batch_sampler=batch_sampler, **kw)) == 3
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_samplers_yield_keys_of_any_type_as_torchs(workers, context):
+    # torch hands __getitem__ whatever its sampler yields: names, YOLOX's (mosaic, index)
+    # tuples, negative or other ints a list or the user's class takes.
+    kw = dict(num_workers=workers, multiprocessing_context=context)
+    names = ["r03", "r00", "r11", "r07", "r03"]
+    want, got = both(Records(), sampler=names, batch_size=2, **kw)
+    assert_same(got, want)
+    want, got = both(Records(), sampler=names, batch_size=None, **kw)
+    assert_same(got, want)
+    batches = [[(True, 0), (False, 1), 2], [-1, (True, -2)], [(False, 9)]]
+    want, got = both(Mosaic(), batch_sampler=batches, **kw)
+    assert_same(got, want)
+    want, got = both(Mosaic(), sampler=[4, -3, 10 ** 20 % 7, -10], batch_size=3, **kw)
+    assert_same(got, want)
+    # Past the end, from a sampler of torch's and of actorch's: the dataset's own error.
+    for sampler in ([3, 10], actorch.data.SubsetRandomSampler([10])):
+        with pytest.raises(IndexError, match="list index out of range"):
+            list(actorch.DataLoader(Mosaic(), sampler=sampler, batch_size=2, **kw))
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_keys_are_new_each_epoch_for_persistent_workers(workers, context):
+    # A sampler yielding other keys each epoch: workers kept across epochs (in processes:
+    # forked or spawned before the later keys existed) load each epoch's own.
+    class Rotating:
+        def __init__(self):
+            self.epoch = 0
+
+        def __iter__(self):
+            self.epoch += 1
+            return iter([f"r{(self.epoch * 5 + i) % 12:02d}" for i in range(6)])
+
+        def __len__(self):
+            return 6
+
+    kw = dict(batch_size=4, num_workers=workers, multiprocessing_context=context,
+              persistent_workers=workers > 0)
+    want_loader = torch.utils.data.DataLoader(
+        Records(), sampler=Rotating(), **{**kw, "multiprocessing_context": None})
+    got_loader = actorch.DataLoader(Records(), sampler=Rotating(), **kw)
+    for epoch in range(3):
+        assert_same(list(got_loader), list(want_loader), f"epoch {epoch}")
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_a_missing_key_is_the_datasets_key_error(workers, context):
+    loader = actorch.DataLoader(Records(), sampler=["r01", "nope"], batch_size=2,
+                                num_workers=workers, multiprocessing_context=context)
+    with pytest.raises(KeyError, match="nope"):
+        list(loader)
+
+
+@processes
+def test_a_key_a_worker_process_cannot_get_is_picklings_error_naming_the_batch():
+    loader = actorch.DataLoader(Records(), sampler=[threading.Lock()], batch_size=1,
+                                num_workers=1)
+    with pytest.raises(TypeError, match="worker 0 cannot hand batch 0 to its process: cannot "
+                       "pickle the sampler's keys .*cannot pickle '_thread.lock' object"):
+        list(loader)
+
+
+def test_a_cxx_dataset_refuses_keys_naming_them():
+    data = actorch.data.TensorDataset(np.arange(6, dtype=np.float32))
+    with pytest.raises(actorch.Error, match=r"yielded a <class 'str'> \('a'\); indices are ints"):
+        list(actorch.DataLoader(data, sampler=["a"], batch_size=2))
+    with pytest.raises(actorch.Error, match="yielded index -1 .* out of range for a dataset of 6"):
+        list(actorch.DataLoader(data, sampler=[-1], batch_size=2))
 
 
 @pytest.mark.parametrize("workers,context", WORKERS)
