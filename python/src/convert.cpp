@@ -8,6 +8,14 @@
 // kNamedtupleKey, holding "module:qualname" (a string, collated to a list of equal strings), then
 // its fields by name. to_python rebuilds the class from that name. A namedtuple class that
 // cannot be imported by name (made inside a function) comes back as a dict of its fields.
+// Other containers keep their type as torch's default_collate and default_convert keep it, by
+// calling it on the collated contents: a mapping other than a plain dict (OrderedDict, a
+// UserDict such as transformers' BatchEncoding) travels as a dict whose first key is
+// kMappingKey, holding its type's name, and a sequence other than a tuple or a plain list (a
+// list subclass, a UserList) as a dict whose first key is kSequenceKey, then its items under "0",
+// "1", ... (so that samples of unequal lengths do not collate, as torch refuses them). to_python
+// calls the type with the dict (or list) of its values, and gives the plain dict (or list) where
+// that raises TypeError (defaultdict, range) or the type cannot be imported, as torch does.
 //
 // Note [Python exceptions across workers]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -58,6 +66,8 @@ namespace {
 constexpr const char* kCapsuleName = "dltensor";
 constexpr const char* kUsedName = "used_dltensor";
 constexpr const char* kNamedtupleKey = "\x01namedtuple"; // Note [Namedtuples in samples]
+constexpr const char* kMappingKey = "\x01mapping";       // ... and other containers'
+constexpr const char* kSequenceKey = "\x01sequence";
 
 /// What from_python asks of numpy per sample, looked up once (the interpreter keeps them to
 /// its end, so they are never released); `available` is false without numpy.
@@ -134,6 +144,45 @@ int64_t int64_of(PyObject* p) {
   return int64_t(v);
 }
 
+/// "module:qualname" of obj's type, for class_named (Note [Namedtuples in samples]).
+std::string type_name_of(const py::handle& obj) {
+  const py::handle type = py::type::of(obj);
+  return py::str(type.attr("__module__")).cast<std::string>() + ":" +
+         py::str(type.attr("__qualname__")).cast<std::string>();
+}
+
+/// collections.abc's Mapping and Sequence, looked up once (never freed).
+const std::pair<py::object, py::object>& abc_containers() {
+  static auto* abc = [] {
+    const py::module_ m = py::module_::import("collections.abc");
+    return new std::pair<py::object, py::object>(m.attr("Mapping"), m.attr("Sequence"));
+  }();
+  return *abc;
+}
+
+/// A dict, or another mapping with its type's name first (`typed`; Note [Namedtuples in
+/// samples]), as a sample's dict: str keys only.
+data::sample mapping_sample(const py::handle& obj, bool typed) {
+  data::sample::dict items;
+  if (typed)
+    items.emplace_back(kMappingKey, type_name_of(obj));
+  const auto add = [&](const py::handle& key, const py::handle& value) {
+    ACTORCH_CHECK(py::isinstance<py::str>(key), "a sample's ",
+                  typed ? std::string(py::str(py::type::of(obj))) : std::string("dict"),
+                  " has a key of type ", std::string(py::str(py::type::of(key))), " (",
+                  std::string(py::repr(key)), "); actorch's batches take str keys only");
+    items.emplace_back(key.cast<std::string>(), from_python(value));
+  };
+  if (PyDict_CheckExact(obj.ptr())) {
+    for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(obj))
+      add(key, value);
+  } else { // its own __iter__ and __getitem__, as torch's `{key: d[key] for key in elem}`
+    for (const py::handle key : obj)
+      add(key, obj[key]);
+  }
+  return items;
+}
+
 /// The items of a tuple or list (a subclass too, but for namedtuples), as a sample's tuple.
 data::sample sequence_sample(PyObject* p) {
   data::sample::tuple items;
@@ -144,7 +193,7 @@ data::sample sequence_sample(PyObject* p) {
   return items;
 }
 
-py::object namedtuple_class(const std::string& name) {
+py::object class_named(const std::string& name) {
   const size_t colon = name.find(':');
   if (colon == std::string::npos)
     return py::none();
@@ -331,6 +380,18 @@ bool strings_batch(const data::sample& s) {
 
 namespace {
 
+/// cls(values), or values where cls does not take them (raises TypeError), as torch's
+/// default_collate rebuilds a container.
+py::object rebuilt_or(const py::object& cls, const py::object& values) {
+  try {
+    return cls(values);
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_TypeError))
+      throw;
+    return values;
+  }
+}
+
 /// to_python; `in_sequence`: s is an element of a tuple or namedtuple (see kind::tuple).
 py::object to_python(const data::sample& s, const to_python_options& o, bool in_sequence) {
   using form = to_python_options::form;
@@ -370,15 +431,26 @@ py::object to_python(const data::sample& s, const to_python_options& o, bool in_
   }
   case kind::dict: {
     const auto& items = s.as_dict();
-    if (!items.empty() && items[0].first == kNamedtupleKey) { // Note [Namedtuples in samples]
+    const std::string& marker = items.empty() ? std::string() : items[0].first;
+    if (marker == kNamedtupleKey || marker == kMappingKey || marker == kSequenceKey) {
+      // Note [Namedtuples in samples]: the type's name, collated to equal strings in a batch
       const data::sample& name = items[0].second;
-      py::object cls = namedtuple_class(name.type() == kind::string ? name.as_string()
-                                        : name.size() > 0           ? name[0].as_string()
-                                                                    : std::string());
-      py::dict fields;
+      py::object cls = class_named(name.type() == kind::string ? name.as_string()
+                                   : name.size() > 0           ? name[0].as_string()
+                                                               : std::string());
+      if (marker == kSequenceKey) {
+        py::list values(items.size() - 1);
+        for (size_t i = 1; i < items.size(); ++i)
+          values[i - 1] = to_python(items[i].second, o, true);
+        return cls.is_none() ? py::object(values) : rebuilt_or(cls, values);
+      }
+      const bool fields = marker == kNamedtupleKey;
+      py::dict values;
       for (size_t i = 1; i < items.size(); ++i)
-        fields[py::str(items[i].first)] = to_python(items[i].second, o, true);
-      return cls.is_none() ? py::object(fields) : cls(**fields);
+        values[py::str(items[i].first)] = to_python(items[i].second, o, fields);
+      if (cls.is_none())
+        return values;
+      return fields ? cls(**values) : rebuilt_or(cls, values);
     }
     py::dict out;
     for (const auto& [key, value] : items)
@@ -453,28 +525,18 @@ data::sample from_python(const py::handle& obj) {
     return obj.cast<std::string>();
   if (py::isinstance<py::tuple>(obj) && py::hasattr(obj, "_fields")) {
     // Note [Namedtuples in samples]
-    const py::handle type = py::type::of(obj);
     data::sample::dict items;
-    items.emplace_back(kNamedtupleKey, py::str(type.attr("__module__")).cast<std::string>() + ":" +
-                                           py::str(type.attr("__qualname__")).cast<std::string>());
+    items.emplace_back(kNamedtupleKey, type_name_of(obj));
     const py::tuple fields = obj.attr("_fields");
     const py::tuple values = py::reinterpret_borrow<py::tuple>(obj);
     for (size_t i = 0; i < fields.size(); ++i)
       items.emplace_back(fields[i].cast<std::string>(), from_python(values[i]));
     return items;
   }
-  if (PyTuple_Check(p) || PyList_Check(p)) // subclasses: PySequence_Fast reads them as they are
+  if (PyTuple_Check(p)) // a subclass (torch.Size): a list in a batch, as torch's
     return sequence_sample(p);
-  if (py::isinstance<py::dict>(obj)) {
-    data::sample::dict items;
-    for (const auto& [key, value] : obj.cast<py::dict>()) {
-      ACTORCH_CHECK(py::isinstance<py::str>(key), "a sample's dict has a key of type ",
-                    std::string(py::str(py::type::of(key))), " (", std::string(py::repr(key)),
-                    "); actorch's batches take str keys only");
-      items.emplace_back(key.cast<std::string>(), from_python(value));
-    }
-    return items;
-  }
+  if (PyDict_CheckExact(p))
+    return mapping_sample(obj, false);
   if (py::hasattr(obj, "__dlpack__")) {
     py::object o = py::reinterpret_borrow<py::object>(obj);
     if (py::hasattr(o, "requires_grad") && o.attr("requires_grad").cast<bool>())
@@ -483,6 +545,18 @@ data::sample from_python(const py::handle& obj) {
         py::object(o.attr("dtype")).is(torch_functions().bool_))
       return bools_from_bytes(o.attr("view")(torch_functions().uint8));
     return tensor_from_dlpack(o);
+  }
+  // Note [Namedtuples in samples]: other containers keep their type by name
+  const auto& [mapping, sequence] = abc_containers();
+  if (PyDict_Check(p) || py::isinstance(obj, mapping))
+    return mapping_sample(obj, true);
+  if (!PyBytes_Check(p) && !PyByteArray_Check(p) && py::isinstance(obj, sequence)) {
+    data::sample::dict items;
+    items.emplace_back(kSequenceKey, type_name_of(obj));
+    const py::list values(py::reinterpret_borrow<py::object>(obj));
+    for (size_t i = 0; i < values.size(); ++i)
+      items.emplace_back(std::to_string(i), from_python(values[i]));
+    return items;
   }
   return std::make_shared<python_value>(py::reinterpret_borrow<py::object>(obj));
 }

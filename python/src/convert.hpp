@@ -33,13 +33,15 @@ struct to_python_options {
 };
 
 /// A sample as Python objects: numbers, strings, tuples (lists for a batch), dicts, tensors;
-/// a namedtuple and a Python object the sample holds opaquely come back as they went in.
+/// a namedtuple, another container type (OrderedDict, UserDict, a list subclass) and a Python
+/// object the sample holds opaquely come back as they went in.
 py::object to_python(const data::sample& s, const to_python_options& o);
 
 /// A Python value as a sample: tensors through DLPack (numpy arrays, torch tensors,
 /// actorch.Tensor; a read-only numpy array is copied), numpy scalars as 0-dim tensors, bool,
-/// int, float, str, tuples and lists, dicts with str keys, namedtuples (kept by name, see Note
-/// [Namedtuples in samples] in convert.cpp). Anything else is held as an opaque Python object
+/// int, float, str, tuples and lists, dicts and other mappings with str keys, other sequences,
+/// namedtuples (the types but for tuple, list and dict kept by name, see Note [Namedtuples in
+/// samples] in convert.cpp). Anything else is held as an opaque Python object
 /// (python_value), which a Python collate_fn may take and default_collate refuses, naming its
 /// type. @pre the GIL is held.
 data::sample from_python(const py::handle& obj);

@@ -95,6 +95,37 @@ class ActorchStream(Stream):
         return iter(range(start, self.n, step))
 
 
+class Encoding(collections.UserDict):
+    """As transformers' BatchEncoding, what a tokenizer returns: a UserDict of lists."""
+
+    def __init__(self, data=None):
+        super().__init__(data)
+
+
+class Tags(list):
+    """A list of the user's."""
+
+
+class Containers(torch.utils.data.Dataset):
+    """Container types default_collate keeps by calling them on the collated contents, or
+    replaces by a dict or list where they refuse that (defaultdict, range)."""
+
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        return {
+            "encoding": Encoding({"input_ids": [101, i, 102], "attention_mask": [1, 1, i % 2]}),
+            "ordered": collections.OrderedDict([("z", i), ("a", f"s{i}")]),
+            "default": collections.defaultdict(list, {"x": float(i)}),
+            "tags": Tags([f"t{i}", i]),
+            "user_list": collections.UserList([np.float32(i), [i]]),
+            "range": range(i, i + 2),
+            "size": torch.Size([i, 2]),
+            "nested": [collections.OrderedDict(k=Tags([i]))],
+        }
+
+
 class Records(torch.utils.data.Dataset):
     """A dataset keyed by name, as a dict of records or a key-value store is: __getitem__ takes
     the keys its sampler yields (str), and a missing one raises KeyError."""

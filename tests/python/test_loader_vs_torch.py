@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import actorch
-from loader_cases import (WORKERS, processes, ActorchStream, Mosaic, Nested, Point, Records,
-                          Squares, Stream, assert_same, both, flatten)
+from loader_cases import (WORKERS, processes, ActorchStream, Containers, Encoding, Mosaic,
+                          Nested, Point, Records, Squares, Stream, assert_same, both, flatten)
 
 
 @pytest.mark.parametrize("workers,context", WORKERS)
@@ -32,6 +32,17 @@ def test_every_collate_type_nested(workers, context):
     want, got = both(Nested(), batch_size=4, num_workers=workers, multiprocessing_context=context)
     assert_same(got, want)
     assert type(got[0]["point"]) is Point
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_container_types_are_kept_as_torch_keeps_them(workers, context):
+    # A tokenizer's BatchEncoding (a UserDict), OrderedDict, a list subclass, UserList: their
+    # type, called on the collated contents; defaultdict and range: a dict and a list.
+    for batch_size in (3, None):
+        want, got = both(Containers(), batch_size=batch_size, num_workers=workers,
+                         multiprocessing_context=context)
+        assert_same(got, want)
+    assert type(got[0]["encoding"]) is Encoding
 
 
 @pytest.mark.parametrize("workers,context", WORKERS)
