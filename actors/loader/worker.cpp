@@ -73,6 +73,27 @@ private:
   std::vector<data::sample> samples_;
 };
 
+// Note [Batched fetch]
+// ~~~~~~~~~~~~~~~~~~~~
+// torch's loader fetches a batch with one dataset.__getitems__(indices) call where the dataset
+// defines it (Hugging Face's datasets do, reading a slice of rows at once), and collates what it
+// returns, however many samples that is. A dataset that says fetches_batches() gets the same:
+// one get_many() per batch, its samples collated as they come back. Such a batch is loaded by
+// its own worker alone (Note [First batches shared] shares single samples), its samples draw in
+// turn from the generator sample 0 would have (one call cannot be given one per sample), and the
+// slow-sample report names no sample (a worker process's report still names the batch).
+std::vector<data::sample> fetch_batch(const data::dataset& ds, const index_batch& task,
+                                      const std::string& who, std::string& error) {
+  data::batch_scope randomness(data::sample_seed(task.seed, 0));
+  try {
+    return ds.get_many(task.indices);
+  } catch (const std::exception& e) {
+    error = who + " failed to fetch batch " + std::to_string(task.seq) + " (sample indices " +
+            indices_str(task.indices) + "): " + e.what();
+    return {};
+  }
+}
+
 } // namespace
 
 loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
@@ -86,19 +107,42 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
     return who + " failed to collate batch " + std::to_string(task.seq) + " (sample indices " +
            indices_str(task.indices) + "): ";
   };
-  batch_builder batch(int64_t(task.indices.size()), task.auto_collation, collate, pool, pin_memory);
   const auto load_begin = trace::clock::now();
   // A new run started (early exit, new epoch): stop loading what nobody will read.
   auto cancelled = [&] {
     return active_run_id && active_run_id->load(std::memory_order_relaxed) != task.run_id;
   };
+  std::optional<std::vector<data::sample>> fetched; // Note [Batched fetch]
+  if (task.auto_collation && ds.fetches_batches()) {
+    if (cancelled()) {
+      out.error = "cancelled";
+      return out;
+    }
+    std::string error;
+    fetched = fetch_batch(ds, task, who, error);
+    if (!error.empty()) {
+      out.error = std::move(error);
+      return out;
+    }
+  }
+  batch_builder batch(int64_t(fetched ? fetched->size() : task.indices.size()), task.auto_collation,
+                      collate, pool, pin_memory);
   // See Note [First batches shared]: an earlier batch open to all comes before this one.
   auto help_earlier = [&] {
     while (auto earlier = sharing->earliest_before(task.run_id, task.seq))
       if (cancelled() || !batch_sharing::load_next(*earlier, ds, who))
         break;
   };
-  if (sharing && sharing->shares(task)) {
+  if (fetched) {
+    for (auto& s : *fetched) {
+      try {
+        batch.add(std::move(s));
+      } catch (const std::exception& e) {
+        out.error = collate_failure() + e.what();
+        return out;
+      }
+    }
+  } else if (sharing && sharing->shares(task)) {
     const auto open = sharing->open(task);
     const batch_sharing::closing_guard close{*sharing, *open};
     const int64_t n = int64_t(task.indices.size());

@@ -9,6 +9,14 @@
 
 namespace actorch::data {
 
+std::vector<sample> dataset::get_many(const std::vector<int64_t>& indices) const {
+  std::vector<sample> out;
+  out.reserve(indices.size());
+  for (const int64_t i : indices)
+    out.push_back(get(i));
+  return out;
+}
+
 void check_index(int64_t index, int64_t size, const char* who) {
   ACTORCH_CHECK(index >= 0 && index < size, who, ": index ", index,
                 " out of range for a dataset of ", size, " samples");

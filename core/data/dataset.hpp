@@ -23,6 +23,13 @@ public:
   virtual int64_t size() const = 0;
   /// The sample at `index`. @pre 0 <= index < size(). Called concurrently by loader workers.
   virtual sample get(int64_t index) const = 0;
+  /// Whether a batch's samples come from one get_many() call instead of a get() each: torch's
+  /// __getitems__, which its loader calls once per batch where a dataset defines it.
+  virtual bool fetches_batches() const { return false; }
+  /// The samples of a batch's `indices`, in one call (with fetches_batches()). They may be
+  /// fewer or more than the indices (a dataset that drops a corrupt record): the batch is
+  /// what it returns, as torch collates what __getitems__ returns. By default get() of each.
+  virtual std::vector<sample> get_many(const std::vector<int64_t>& indices) const;
 };
 
 /// A map-style dataset whose sampler may yield keys of other kinds than 0..size()-1: torch hands

@@ -173,12 +173,31 @@ std::string sampler_keys::name(int64_t index) const {
 
 python_map_dataset::python_map_dataset(py::object obj, bool opaque)
     : obj_(std::make_shared<gil_object>(obj)), size_(python_len(obj, "the dataset")),
-      opaque_(opaque), keys_(std::make_shared<sampler_keys>(size_)) {}
+      opaque_(opaque),
+      // torch's test: the attribute, and truthy (a subclass may set it to None to opt out)
+      getitems_(py::hasattr(obj, "__getitems__") && py::bool_(obj.attr("__getitems__"))),
+      keys_(std::make_shared<sampler_keys>(size_)) {}
 
 data::sample python_map_dataset::get(int64_t index) const {
   gil_lock gil;
   try {
     return take(obj_->obj[keys_->key(index)], opaque_);
+  } catch (py::error_already_set& e) {
+    rethrow_python_error(e, "");
+  }
+}
+
+std::vector<data::sample> python_map_dataset::get_many(const std::vector<int64_t>& indices) const {
+  gil_lock gil;
+  try {
+    py::list keys;
+    for (const int64_t i : indices)
+      keys.append(keys_->key(i));
+    std::vector<data::sample> out;
+    out.reserve(indices.size());
+    for (const py::handle s : obj_->obj.attr("__getitems__")(keys))
+      out.push_back(take(py::reinterpret_borrow<py::object>(s), opaque_));
+    return out;
   } catch (py::error_already_set& e) {
     rethrow_python_error(e, "");
   }

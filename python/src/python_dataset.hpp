@@ -54,6 +54,10 @@ public:
   python_map_dataset(py::object obj, bool opaque);
   int64_t size() const override { return size_; }
   data::sample get(int64_t index) const override;
+  /// With __getitems__, as torch's loader: one call per batch (Note [Batched fetch] in
+  /// actors/loader/worker.cpp).
+  bool fetches_batches() const override { return getitems_; }
+  std::vector<data::sample> get_many(const std::vector<int64_t>& indices) const override;
   std::string keys_of(const std::vector<int64_t>& indices) const override;
   void learn_keys(std::string_view encoded) const override;
   std::string index_name(int64_t index) const override;
@@ -65,6 +69,7 @@ private:
   std::shared_ptr<gil_object> obj_;
   int64_t size_;
   bool opaque_;
+  bool getitems_;
   std::shared_ptr<sampler_keys> keys_;
 };
 

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -249,6 +250,24 @@ private:
   mutable int learned_ = 0;
 };
 
+/// A dataset that fetches batches (Note [Batched fetch]): get_many gives 10 x each index but for
+/// multiples of 3, which it drops; get() alone gives the index.
+class batched_dataset : public dataset {
+public:
+  int64_t size() const override { return 10; }
+  sample get(int64_t i) const override { return i; }
+  bool fetches_batches() const override { return true; }
+  std::vector<sample> get_many(const std::vector<int64_t>& indices) const override {
+    ++calls;
+    std::vector<sample> out;
+    for (int64_t i : indices)
+      if (i % 3 != 0)
+        out.emplace_back(10 * i);
+    return out;
+  }
+  mutable std::atomic<int> calls{0}; // in this process
+};
+
 /// An epoch of a loader of strings, the batches one after another.
 std::vector<std::string> epoch_strings(data_loader& loader) {
   std::vector<std::string> out;
@@ -293,6 +312,33 @@ TEST_CASE("a keyed dataset's keys reach its copies in worker processes with each
     CHECK_THROWS_WITH(epoch_strings(loader),
                       Contains("DataLoader worker 0 cannot hand batch 0 to its process: ") &&
                           Contains("map::at"));
+  }
+}
+
+TEST_CASE("a dataset that fetches batches is asked once per batch, and its batch is what it "
+          "returns",
+          "[actors][loader][process]") {
+  auto ds = std::make_shared<batched_dataset>();
+  for (const auto& [workers, context] :
+       {std::pair<int64_t, std::string>{0, ""}, {2, ""}, {2, "fork"}}) {
+    INFO(workers << " workers, multiprocessing_context '" << context << "'");
+    ds->calls = 0;
+    data_loader loader(ds, {.batch_size = 4,
+                            .num_workers = workers,
+                            .timeout = kHeal,
+                            .multiprocessing_context = context});
+    std::vector<std::vector<int64_t>> batches;
+    for (const auto& b : loader)
+      batches.push_back(ints_of(b.as_tensor()));
+    CHECK(batches == std::vector<std::vector<int64_t>>{{10, 20}, {40, 50, 70}, {80}});
+    CHECK(ds->calls == (context.empty() ? 3 : 0)); // in the children, with "fork"
+  }
+  SECTION("unbatched (batch_size none), get() each, as torch's __getitem__") {
+    data_loader loader(ds, {.batch_size = std::nullopt, .num_workers = 2});
+    std::vector<int64_t> samples;
+    for (const auto& b : loader)
+      samples.push_back(ints_of(b.as_tensor())[0]);
+    CHECK(samples == ints_of(arange(10)));
   }
 }
 

@@ -126,6 +126,29 @@ class Containers(torch.utils.data.Dataset):
         }
 
 
+class Rows(torch.utils.data.Dataset):
+    """A dataset with __getitems__, as Hugging Face's: torch's loader fetches a batch with one
+    call, which here reads a slice of a table, says it was batched, and drops rows whose index
+    is a multiple of 5 (as a dataset skipping corrupt records may)."""
+
+    def __init__(self, n=17):
+        self.table = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+
+    def __len__(self):
+        return len(self.table)
+
+    def __getitem__(self, i):
+        return self.table[i], "one"
+
+    def __getitems__(self, indices):
+        rows = self.table[np.asarray(indices)]
+        return [(row, "many") for i, row in zip(indices, rows) if i % 5 != 0]
+
+
+class RowsOptedOut(Rows):
+    __getitems__ = None  # torch then fetches with __getitem__
+
+
 class Records(torch.utils.data.Dataset):
     """A dataset keyed by name, as a dict of records or a key-value store is: __getitem__ takes
     the keys its sampler yields (str), and a missing one raises KeyError."""

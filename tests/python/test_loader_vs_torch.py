@@ -12,7 +12,8 @@ import torch
 
 import actorch
 from loader_cases import (WORKERS, processes, ActorchStream, Containers, Encoding, Mosaic,
-                          Nested, Point, Records, Squares, Stream, assert_same, both, flatten)
+                          Nested, Point, Records, Rows, RowsOptedOut, Squares, Stream,
+                          assert_same, both, flatten)
 
 
 @pytest.mark.parametrize("workers,context", WORKERS)
@@ -100,6 +101,21 @@ def test_samplers_yield_keys_of_any_type_as_torchs(workers, context):
     for sampler in ([3, 10], actorch.data.SubsetRandomSampler([10])):
         with pytest.raises(IndexError, match="list index out of range"):
             list(actorch.DataLoader(Mosaic(), sampler=sampler, batch_size=2, **kw))
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_getitems_fetches_each_batch_in_one_call_as_torchs(workers, context):
+    kw = dict(num_workers=workers, multiprocessing_context=context)
+    for dataset in (Rows(), RowsOptedOut()):
+        want, got = both(dataset, batch_size=4, **kw)
+        assert_same(got, want)
+        want, got = both(dataset, batch_sampler=[[3, 5, 9], [10, 11]], **kw)
+        assert_same(got, want)
+        want, got = both(dataset, batch_size=None, **kw)  # unbatched: __getitem__
+        assert_same(got, want)
+    batched = list(actorch.DataLoader(Rows(), batch_size=4, **kw))
+    assert [len(b[1]) for b in batched] == [3, 3, 3, 3, 1]  # 0, 5, 10 and 15 dropped
+    assert {s for b in batched for s in b[1]} == {"many"}
 
 
 @pytest.mark.parametrize("workers,context", WORKERS)
