@@ -46,6 +46,30 @@ def test_container_types_are_kept_as_torch_keeps_them(workers, context):
     assert type(got[0]["encoding"]) is Encoding
 
 
+class Leaves(torch.utils.data.Dataset):
+    """Torch tensors of every kind a sample's fast path meets: a leaf that requires grad, a bool
+    mask, a non-contiguous view, a 0-dim tensor, a float16 one."""
+
+    def __init__(self):
+        self.table = torch.arange(40, dtype=torch.float32).reshape(4, 10)
+
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return (torch.full((2,), float(i), requires_grad=True), torch.tensor([i % 2 == 0, True]),
+                self.table[:, i], torch.tensor(i), torch.full((3,), i / 4, dtype=torch.float16))
+
+
+@pytest.mark.parametrize("workers,context", [w for w in WORKERS if w.values[1] != "spawn"])
+def test_torch_tensors_collate_as_torchs(workers, context):
+    # torch's worker processes cannot send a batch that requires grad: the values only there
+    kw = dict(batch_size=4, num_workers=workers, multiprocessing_context=context)
+    got = list(actorch.DataLoader(Leaves(), **kw))
+    want = [[t.detach() for t in b] for b in torch.utils.data.DataLoader(Leaves(), batch_size=4)]
+    assert_same(got, want)
+
+
 @pytest.mark.parametrize("workers,context", WORKERS)
 def test_no_batching_converts_as_torch(workers, context):
     want, got = both(Nested(), batch_size=None, num_workers=workers,
