@@ -4,9 +4,10 @@
 // ~~~~~~~~~~~~~
 // Export: the DLManagedTensor's manager_ctx holds a copy of the tensor handle (so the storage,
 // shared by every view, lives on) and the shape and strides arrays the DLTensor points into;
-// its deleter frees that context, dropping the handle. DLTensor.data is the storage's base and
-// byte_offset the view's offset in bytes, as PyTorch exports them. Strides are in elements,
-// as DLPack counts them.
+// its deleter frees that context, dropping the handle. DLTensor.data is the view's first
+// element and byte_offset 0, as PyTorch and numpy export them: PyTorch's import (1.13's at
+// least) ignores byte_offset, so a view exported as its storage's base and an offset came back
+// as the storage's first elements. Strides are in elements, as DLPack counts them.
 // Import (through from_blob): the tensor's storage wraps the memory from data + byte_offset up to
 // the furthest element any index reaches (an empty tensor wraps none), with the managed tensor's
 // deleter as its deleter: the last view gone, the producer is told. A stride of 0 (broadcast) is
@@ -81,7 +82,8 @@ DLManagedTensor* to_dlpack(const tensor& t) {
   ctx->strides = t.strides();
   DLTensor& dl = ctx->managed.dl_tensor;
   const storage& st = *t.storage();
-  dl.data = st.data();
+  char* first = static_cast<char*>(st.data()); // null for an empty storage
+  dl.data = first ? first + t.storage_offset() * int64_t(element_size(t.dtype())) : nullptr;
   // Pinned host memory goes out as kDLCPU, as PyTorch exports it: numpy takes only kDLCPU.
   dl.device =
       t.device().is_cuda() ? DLDevice{kDLCUDA, int32_t(t.device().index)} : DLDevice{kDLCPU, 0};
@@ -89,7 +91,7 @@ DLManagedTensor* to_dlpack(const tensor& t) {
   dl.dtype = {code->code, code->bits, 1};
   dl.shape = ctx->shape.data();
   dl.strides = ctx->strides.data();
-  dl.byte_offset = uint64_t(t.storage_offset()) * element_size(t.dtype());
+  dl.byte_offset = 0;
   ctx->managed.manager_ctx = ctx.get();
   ctx->managed.deleter = delete_export;
   return &ctx.release()->managed;

@@ -14,7 +14,31 @@ namespace actorch::python {
 
 namespace {
 
-py::object to_py(const pickle_value& v, bool as_torch, int depth = 0) {
+/// A loaded checkpoint's torch tensors, by the storage and dtype they view: each storage crosses
+/// DLPack once, whole, and each tensor is torch's as_strided view of it, so that views share
+/// their storage as torch.load's do (and, as DLPack gives a tensor's first element, hold their
+/// own values).
+using torch_bases = std::map<std::pair<const storage*, dtype>, py::object>;
+
+py::object torch_view(const tensor& t, torch_bases& bases) {
+  auto it = bases.find({t.storage().get(), t.dtype()});
+  if (it == bases.end()) {
+    const int64_t whole = int64_t(t.storage()->nbytes() / element_size(t.dtype()));
+    const tensor all = t.as_strided({whole}, {1}, 0);
+    it = bases
+             .emplace(std::pair{t.storage().get(), t.dtype()},
+                      to_python(data::sample(all), {.as_torch = true}))
+             .first;
+  }
+  py::tuple size(t.dim()), stride(t.dim());
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    size[size_t(d)] = py::int_(t.size(d));
+    stride[size_t(d)] = py::int_(t.stride(d));
+  }
+  return it->second.attr("as_strided")(size, stride, t.storage_offset());
+}
+
+py::object to_py(const pickle_value& v, bool as_torch, torch_bases& bases, int depth = 0) {
   ACTORCH_CHECK(depth < 1000, "load: values nested over 1000 deep");
   return std::visit(
       [&](const auto& x) -> py::object {
@@ -32,19 +56,21 @@ py::object to_py(const pickle_value& v, bool as_torch, int depth = 0) {
         } else if constexpr (std::is_same_v<T, pickle_value::tuple>) {
           py::tuple out(x.items.size());
           for (size_t i = 0; i < x.items.size(); ++i)
-            out[i] = to_py(x.items[i], as_torch, depth + 1);
+            out[i] = to_py(x.items[i], as_torch, bases, depth + 1);
           return out;
         } else if constexpr (std::is_same_v<T, pickle_value::list>) {
           py::list out;
           for (const auto& i : x.items)
-            out.append(to_py(i, as_torch, depth + 1));
+            out.append(to_py(i, as_torch, bases, depth + 1));
           return out;
         } else if constexpr (std::is_same_v<T, pickle_value::dict>) {
           py::object out = x.ordered ? py::module_::import("collections").attr("OrderedDict")()
                                      : py::object(py::dict());
           for (const auto& [k, val] : x.items)
-            out[to_py(k, as_torch, depth + 1)] = to_py(val, as_torch, depth + 1);
+            out[to_py(k, as_torch, bases, depth + 1)] = to_py(val, as_torch, bases, depth + 1);
           return out;
+        } else if (as_torch && x.device().is_cpu()) {
+          return torch_view(x, bases);
         } else {
           return to_python(data::sample(x), {.as_torch = as_torch});
         }
@@ -146,7 +172,8 @@ void bind_serialize(py::module_& m) {
           const std::string bytes = f.attr("read")().cast<std::string>();
           v = torch_load_bytes(bytes, "<file object>");
         }
-        return to_py(v, as_torch);
+        torch_bases bases;
+        return to_py(v, as_torch, bases);
       },
       py::arg("f"), py::arg("as_torch"));
   m.def(

@@ -40,6 +40,15 @@ def test_actorch_takes_numpy_memory_without_a_copy_strides_included():
     assert back[1, 1] == -5
 
 
+def test_views_reach_torch_at_their_own_first_element():
+    # An unbatched C++ dataset's samples are views into the whole array (offsets 0, 3, 6, ...):
+    # torch's DLPack import ignores byte_offset, so each once came back as row 0.
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    rows = list(actorch.DataLoader(actorch.data.TensorDataset(x), batch_size=None))
+    assert [r[0].tolist() for r in rows] == x.tolist()
+    assert all(isinstance(r[0], torch.Tensor) for r in rows)
+
+
 def test_dtypes_and_the_clear_errors():
     for dt in (np.float32, np.float64, np.float16, np.int8, np.uint8, np.int16, np.int32,
                np.int64):

@@ -92,6 +92,9 @@ def test_views_share_their_storage_both_ways(tmp_path):
     torch.save(value, tmp_path / "w.pt")
     mine = actorch.load(tmp_path / "w.pt")
     assert mine["t"].storage().data_ptr() == mine["s"].storage().data_ptr()
+    # Their own values: a view at an offset once came back at its storage's first element.
+    assert torch.equal(mine["s"], base[2:5]) and torch.equal(mine["t"], value["t"])
+    assert mine["t"].stride() == (1, 4) and mine["s"].storage_offset() == 2
 
 
 def test_file_objects_and_map_location(tmp_path):
