@@ -614,6 +614,12 @@ void data_loader::seed_next_epoch(uint64_t base_seed) {
   impl_->next_base_seed = base_seed;
 }
 
+void data_loader::set_spawn_payload(std::string payload) {
+  ACTORCH_CHECK(!impl_->opts.spawn.argv.empty(),
+                "DataLoader: a spawn payload for a loader whose workers are not spawned");
+  impl_->opts.spawn.payload = std::move(payload);
+}
+
 loader_state data_loader::state() const {
   const auto& m = *impl_;
   if (m.resume)

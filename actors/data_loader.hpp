@@ -218,6 +218,10 @@ public:
   /// actorch.DataLoader passes the value torch's loader would draw, so that a worker's torch,
   /// random and numpy generators start where torch's would. For one epoch.
   void seed_next_epoch(uint64_t base_seed);
+  /// With multiprocessing_context "spawn": the payload of the worker processes started from
+  /// the next epoch on (actorch.DataLoader pickles the dataset again at each iter(), as torch's
+  /// loader pickles it for each epoch's workers, so that they see what changed in it).
+  void set_spawn_payload(std::string payload);
   /// Where the loader stands; load_state() on a loader built the same way resumes there.
   loader_state state() const;
   void load_state(const loader_state& s);

@@ -316,6 +316,12 @@ void bind_loader(py::module_& m) {
            })
       .def("_manual_seed", &data::data_loader::manual_seed, py::arg("seed"))
       .def("_seed_next_epoch", &data::data_loader::seed_next_epoch, py::arg("base_seed"))
+      .def(
+          "_set_spawn_payload",
+          [](data::data_loader& l, const py::bytes& payload) {
+            l.set_spawn_payload(std::string(payload));
+          },
+          py::arg("payload"))
       .def("_iter",
            [](std::shared_ptr<data::data_loader> self, bool as_torch, const std::string& form) {
              using f = to_python_options::form;

@@ -149,6 +149,32 @@ class RowsOptedOut(Rows):
     __getitems__ = None  # torch then fetches with __getitem__
 
 
+class Shifted(torch.utils.data.Dataset):
+    """i + shift: a dataset the program changes between epochs (a curriculum's difficulty)."""
+
+    def __init__(self, n=6):
+        self.n, self.shift = n, 0
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return i + self.shift
+
+
+class Growing(torch.utils.data.Dataset):
+    """A list that grows between epochs (active learning adds what it labelled)."""
+
+    def __init__(self):
+        self.items = list(range(4))
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+
 class Records(torch.utils.data.Dataset):
     """A dataset keyed by name, as a dict of records or a key-value store is: __getitem__ takes
     the keys its sampler yields (str), and a missing one raises KeyError."""

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import actorch
-from loader_cases import (WORKERS, processes, ActorchStream, Containers, Encoding, Mosaic,
-                          Nested, Point, Records, Rows, RowsOptedOut, Squares, Stream,
-                          assert_same, both, flatten)
+from loader_cases import (WORKERS, processes, ActorchStream, Containers, Encoding, Growing,
+                          Mosaic, Nested, Point, Records, Rows, RowsOptedOut, Shifted, Squares,
+                          Stream, assert_same, both, flatten)
 
 
 @pytest.mark.parametrize("workers,context", WORKERS)
@@ -68,6 +68,72 @@ def test_torch_tensors_collate_as_torchs(workers, context):
     got = list(actorch.DataLoader(Leaves(), **kw))
     want = [[t.detach() for t in b] for b in torch.utils.data.DataLoader(Leaves(), batch_size=4)]
     assert_same(got, want)
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_torchs_tensor_dataset_loads_natively_to_torchs_batches(workers, context):
+    x = torch.arange(60, dtype=torch.float32).reshape(20, 3)
+    data = torch.utils.data.TensorDataset(x, torch.arange(20), x.t().contiguous().t()[:, 1],
+                                          torch.arange(40, dtype=torch.uint8)[::2])
+    kw = dict(num_workers=workers, multiprocessing_context=context)
+    for more in (dict(batch_size=6), dict(batch_size=6, drop_last=True), dict(batch_size=None)):
+        want, got = both(data, **kw, **more)
+        assert_same(got, want)
+    loader = actorch.DataLoader(data, batch_size=5, **kw)
+    native = isinstance(loader._make_loader.args[0], actorch.data.TensorDataset)
+    assert native == (context != "spawn")  # spawn unpickles the dataset: torch's own
+    x[:, 0] = -1  # the tensors' own memory, as torch's TensorDataset reads it
+    assert [b[0][:, 0].tolist() for b in loader] == [[-1.0] * 5] * 4
+    shuffled = actorch.DataLoader(data, batch_size=4, shuffle=True, **kw)
+    assert sorted(v for b in shuffled for v in b[1].tolist()) == list(range(20))
+
+
+@pytest.mark.parametrize("more", [dict(sampler=[3, -1, 0]), dict(collate_fn=lambda b: b),
+                                  dict(worker_init_fn=lambda w: None)],
+                         ids=["sampler", "collate_fn", "worker_init_fn"])
+def test_torchs_tensor_dataset_with_what_could_tell_keeps_its_getitem(more):
+    data = torch.utils.data.TensorDataset(torch.arange(10.0), torch.arange(10) % 2 == 0)
+    loader = actorch.DataLoader(data, batch_size=3, **more)
+    assert not isinstance(loader._make_loader.args[0], actorch.data.TensorDataset)
+    want = list(torch.utils.data.DataLoader(data, batch_size=3, **more))
+    assert_same(list(loader), want)
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+@pytest.mark.parametrize("persistent", [False, True], ids=["", "persistent"])
+def test_a_dataset_changed_between_epochs_as_torchs_workers_see_it(workers, context, persistent):
+    # torch's workers get the dataset as it is when they start: each epoch's, or the first's
+    # when they persist; spawned ones from a pickle made then. Worker threads (actorch's own)
+    # read the program's dataset itself, as torch's loader without workers does.
+    if persistent and workers == 0:
+        pytest.skip("persistent_workers needs workers")
+    kw = dict(batch_size=3, num_workers=workers, multiprocessing_context=context,
+              persistent_workers=persistent)
+    want_data, got_data = Shifted(), Shifted()
+    want_loader = torch.utils.data.DataLoader(
+        want_data, batch_size=3, **(dict(num_workers=workers, multiprocessing_context=context,
+                                         persistent_workers=persistent)
+                                    if context != "thread" else {}))
+    got_loader = actorch.DataLoader(got_data, **kw)
+    for shift in (0, 100, 1000):
+        want_data.shift = got_data.shift = shift
+        assert_same(list(got_loader), list(want_loader), f"shift {shift}")
+
+
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_a_dataset_whose_length_changes_is_read_at_each_epoch_as_torchs(workers, context):
+    kw = dict(batch_size=3, num_workers=workers, multiprocessing_context=context)
+    want_data, got_data = Growing(), Growing()
+    want_loader = torch.utils.data.DataLoader(
+        want_data, **{**kw, "multiprocessing_context": None if context == "thread" else context})
+    got_loader = actorch.DataLoader(got_data, **kw)
+    for more in ([], [10, 11, 12], []):
+        want_data.items += more
+        got_data.items += more
+        assert len(got_loader) == len(want_loader)
+        assert_same(list(got_loader), list(want_loader), f"{len(got_data)} items")
+    del got_data.items[1:]
+    assert len(got_loader) == 1 and [b.tolist() for b in got_loader] == [[0]]
 
 
 @pytest.mark.parametrize("workers,context", WORKERS)

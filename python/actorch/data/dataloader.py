@@ -14,7 +14,8 @@ Where the workers run (num_workers > 0):
   without the GIL; "fork" puts them in processes.
 - multiprocessing_context="spawn" (or "forkserver", which actorch starts the same way) runs each
   worker process as a new interpreter that rebuilds the dataset, collate_fn and worker_init_fn
-  from their pickles (made when the DataLoader is made, so an unpicklable one fails there) and
+  from their pickles (made at each iter(), as torch's, so that workers see the dataset as it is
+  then; and once when the DataLoader is made, so an unpicklable one fails there) and
   imports the main module as multiprocessing's spawn does: for a program whose parent must not
   be forked (threads holding locks, a CUDA context). The batches travel as with "fork".
 
@@ -90,6 +91,30 @@ def _worker_setup(worker_id, user_fn, processes):
                 pass
     if user_fn is not None:
         user_fn(worker_id)
+
+
+def _native_tensor_dataset(dataset, sampler, batch_sampler, collate_fn, worker_init_fn,
+                           method):
+    """torch's TensorDataset as actorch's C++ TensorDataset over the same memory, or None: its
+    samples are the same tuple of rows, loaded and collated without Python (4x torch's loader at
+    num_workers=0 where the Python dataset was 0.6x: docs/performance.md). Only where nothing
+    could tell the two apart: the default sampler and collate (a sampler of the user's may yield
+    indices only __getitem__ takes, such as negative ones), no worker_init_fn (it could read
+    get_worker_info().dataset), no new interpreters (they unpickle the dataset), and CPU tensors
+    that need no autograd and no copy (bool crosses DLPack as a copy)."""
+    if (_torch is None or type(dataset) is not _torch.utils.data.TensorDataset or
+            sampler is not None or batch_sampler is not None or collate_fn is not None or
+            worker_init_fn is not None or method in ("spawn", "forkserver")):
+        return None
+    tensors = dataset.tensors
+    if not tensors or any(not isinstance(t, _torch.Tensor) or t.device.type != "cpu" or
+                          t.requires_grad or t.dtype == _torch.bool or t.layout != _torch.strided
+                          for t in tensors):
+        return None
+    try:
+        return _C.data.TensorDataset(*tensors)
+    except _C.Error:  # a dtype actorch does not have: the dataset's own __getitem__
+        return None
 
 
 def _as_torch_shows(dataset, iterable, batch_size, drop_last, shuffle, sampler, batch_sampler,
@@ -243,9 +268,13 @@ class DataLoader:
             raise ValueError("multiprocessing_context option should specify a valid start method "
                              "in ['fork', 'spawn', 'forkserver', 'thread'] (actorch's), but got "
                              f"multiprocessing_context={method!r}")
+        loaded = _native_tensor_dataset(dataset, sampler, batch_sampler, collate_fn,
+                                        worker_init_fn, method)
+        if loaded is None:
+            loaded = dataset
         # A C++ dataset that calls Python code (an ImageFolder with torchvision's transforms)
         # loads in processes, as a Python dataset does: under one GIL, threads would take turns.
-        cxx = isinstance(dataset, _C.data.Dataset) and not getattr(dataset, "_python_code", False)
+        cxx = isinstance(loaded, _C.data.Dataset) and not getattr(loaded, "_python_code", False)
         spawned = method in ("spawn", "forkserver")
         if spawned and isinstance(dataset, _C.data.Dataset):
             raise ValueError(f"multiprocessing_context={method!r} rebuilds the dataset from its "
@@ -283,16 +312,18 @@ class DataLoader:
 
         init = worker_init_fn
         spawn = None
+        self._spawn_parts = None
         if spawned:  # the new interpreter wraps worker_init_fn itself (actorch.data._spawn)
             from . import _spawn
-            spawn = _spawn.command(dataset, iterable, collate_fn, worker_init_fn,
-                                   batch_size is None and batch_sampler is None)
+            self._spawn_parts = (dataset, iterable, collate_fn, worker_init_fn,
+                                 batch_size is None and batch_sampler is None)
+            spawn = _spawn.command(*self._spawn_parts)  # pickled now: an error shows here
             init = None
         elif num_workers > 0 and (processes or worker_init_fn is not None):
             def init(worker_id, user_fn=worker_init_fn, processes=processes):
                 _worker_setup(worker_id, user_fn, processes)
         self._make_loader = functools.partial(
-            _C._Loader, dataset, iterable=iterable,
+            _C._Loader, loaded, iterable=iterable,
             batch_size=1 if batch_sampler is not None else batch_size, shuffle=shuffle, sampler=sampler,
             batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
             pin_memory=pin_memory, drop_last=drop_last, timeout=float(timeout),
@@ -304,6 +335,18 @@ class DataLoader:
             round_robin=not cxx, report_delay=float(report_delay), spawn=spawn)
         self._loader = self._make_loader()
         self._running = None  # a weak reference to the iterator of _loader's epoch
+        # A Python map-style dataset's length when _loader was made: torch's samplers read
+        # len(dataset) at each epoch, so a dataset that grew (or shrank) gets a new _loader.
+        self._length = (len(dataset) if not iterable and not isinstance(loaded, _C.data.Dataset)
+                        else None)
+
+    def _current_loader(self):
+        """_loader, made again when the dataset's length changed since (see _length)."""
+        if self._length is not None:
+            n = len(self.dataset)
+            if n != self._length:
+                self._loader, self._length, self._running = self._make_loader(), n, None
+        return self._loader
 
     def __iter__(self, as_torch=None):
         """One epoch's batches; as_torch=False gives actorch.Tensor objects instead of torch
@@ -311,10 +354,13 @@ class DataLoader:
         middle of its epoch (next(iter(loader)) inside the loop) runs on workers of its own, which
         end with it; with persistent_workers the new one takes over the workers and restarts the
         epoch, as torch's does."""
-        loader = self._loader
+        loader = self._current_loader()
         running = self._running() if self._running is not None else None
         if running is not None and not running.done and not self.persistent_workers:
             loader = self._make_loader()
+        if self._spawn_parts is not None:  # the dataset as it is now, as torch's workers get it
+            from . import _spawn
+            loader._set_spawn_payload(_spawn.command(*self._spawn_parts)[1])
         if self._seed is None:  # the epoch's seeds, drawn now as torch's are
             base_seed = _draw_seed(self.generator)
             loader._seed_next_epoch(base_seed)  # worker i's seed: base_seed + i, torch's
@@ -337,7 +383,7 @@ class DataLoader:
     def __len__(self):
         if not self._iterable:
             try:  # a sampler without __len__: its TypeError, as torch's (list() then iterates)
-                return len(self._loader)
+                return len(self._current_loader())
             except _C.Error as e:
                 _reraise(e)
         n = len(self.dataset)  # torch's: the dataset's length, as batches (TypeError without)
