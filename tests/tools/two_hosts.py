@@ -19,6 +19,18 @@ NS = ("actorch_ha", "actorch_hb")
 ADDR = ("10.231.0.1", "10.231.0.2")
 
 
+def tail(text, n):
+    """The end of a process's output for a failure's message; a sanitizer's report whole (its
+    first lines name the two accesses, which the end alone would cut off: CI once showed only a
+    report's last stack)."""
+    start = text.find("WARNING: ThreadSanitizer")
+    if start < 0:
+        start = text.find("ERROR: AddressSanitizer")
+    if start >= 0:
+        return text[max(0, start - 200):start + 30000]
+    return text[-n:]
+
+
 def sh(*args, check=True):
     return subprocess.run(args, capture_output=True, text=True, check=check)
 
@@ -97,8 +109,8 @@ def elastic_cut(actorch, digits, scratch):
     sh("ip", "-n", NS[0], "link", "set", "actorch_va", "up")
     (o0, e0, rc0), (o1, e1, rc1) = outs
     if rc0 != 0 or "without rank 1" not in e0 or "regrouped as rank 0 of 1" not in o0:
-        failures.append(f"elastic cut: node 0 (the store's side) status {rc0}:\n{o0[-2000:]}\n"
-                        f"{e0[-2000:]}")
+        failures.append(f"elastic cut: node 0 (the store's side) status {rc0}:\n{tail(o0, 2000)}\n"
+                        f"{tail(e0, 2000)}")
     else:
         acc = re.search(r"test accuracy ([0-9.]+)", o0)
         took = re.search(r"regrouped as rank 0 of 1 .*?\) (\d+) ms after", o0)
@@ -109,7 +121,8 @@ def elastic_cut(actorch, digits, scratch):
         if not acc or float(acc.group(1)) < 0.95:
             failures.append(f"elastic cut: node 0's test accuracy {acc and acc.group(1)}")
     if rc1 == 0 or "lost the launchers' store" not in e1:
-        failures.append(f"elastic cut: node 1 (cut off) status {rc1}:\n{o1[-1500:]}\n{e1[-1500:]}")
+        failures.append(f"elastic cut: node 1 (cut off) status {rc1}:\n{tail(o1, 1500)}\n"
+                        f"{tail(e1, 1500)}")
     return failures
 
 
@@ -133,7 +146,7 @@ def main():
                    29612, 300)
         for r, (o, e, rc) in enumerate(out):
             if rc != 0:
-                failures.append(f"digits rank {r}: status {rc}\n{o[-2000:]}\n{e[-2000:]}")
+                failures.append(f"digits rank {r}: status {rc}\n{tail(o, 2000)}\n{tail(e, 2000)}")
         if "test accuracy" not in out[0][0]:
             failures.append("digits across the hosts printed no test accuracy")
 
