@@ -155,20 +155,18 @@ data::sample dlpack_sample(const py::handle& obj) {
   return tensor_from_dlpack(o);
 }
 
-/// A CPU torch.Tensor (of that exact type) as a sample: dlpack_sample's way, less the lookups
-/// and __dlpack__'s Python wrapper (a dataset's most common sample, one per field per sample:
-/// 2.8 against 3.3 us a sample with it). A CUDA tensor takes __dlpack__, which orders the export
-/// after the current stream's work.
+/// A torch.Tensor (of that exact type) as a sample: a CPU one that needs no detach and is not
+/// bool straight through torch.utils.dlpack.to_dlpack, less dlpack_sample's lookups and
+/// __dlpack__'s Python wrapper (a dataset's most common sample, one per field per sample: 2.8
+/// against 3.3 us a sample with it); any other through dlpack_sample (a CUDA one's __dlpack__
+/// orders the export after the current stream's work).
 data::sample torch_sample(const py::handle& obj) {
   const torch_handles& torch = torch_functions();
-  py::object o = py::reinterpret_borrow<py::object>(obj);
-  if (PyObject_IsTrue(o.attr("is_cuda").ptr()))
+  if (PyObject_IsTrue(obj.attr("is_cuda").ptr()) ||
+      PyObject_IsTrue(obj.attr("requires_grad").ptr()) ||
+      py::object(obj.attr("dtype")).is(torch.bool_))
     return dlpack_sample(obj);
-  if (PyObject_IsTrue(o.attr("requires_grad").ptr()))
-    o = o.attr("detach")();
-  if (py::object(o.attr("dtype")).is(torch.bool_))
-    return bools_from_bytes(o.attr("view")(torch.uint8));
-  return tensor_from_dlpack(torch.to_dlpack(o));
+  return tensor_from_dlpack(torch.to_dlpack(obj));
 }
 
 /// A Python int as a sample's int64, or an error naming it when it does not fit (torch's

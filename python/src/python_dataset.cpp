@@ -123,9 +123,12 @@ void sampler_keys::clear() {
   table_->obj.attr("clear")();
 }
 
+PyObject* sampler_keys::held(int64_t index) const {
+  return index < size_ ? nullptr : PyDict_GetItem(table_->obj.ptr(), py::int_(index).ptr());
+}
+
 py::object sampler_keys::key(int64_t index) const {
-  PyObject* key =
-      index < size_ ? nullptr : PyDict_GetItem(table_->obj.ptr(), py::int_(index).ptr());
+  PyObject* key = held(index);
   // Not a key: the index itself, as torch passes it on (an actorch C++ sampler's past the
   // dataset's length; a stale one of an abandoned epoch, whose batch nobody takes)
   return key ? py::reinterpret_borrow<py::object>(key) : py::int_(index);
@@ -159,12 +162,9 @@ void sampler_keys::learn(std::string_view encoded) {
 }
 
 std::string sampler_keys::name(int64_t index) const {
-  if (index < size_)
-    return "index " + std::to_string(index);
   gil_lock gil;
-  PyObject* key = PyDict_GetItem(table_->obj.ptr(), py::int_(index).ptr()); // borrowed
   try {
-    if (key)
+    if (PyObject* key = held(index))
       return "key " + std::string(py::repr(key));
   } catch (py::error_already_set&) { // a __repr__ that raises: the index, then
   }

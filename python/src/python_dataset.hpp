@@ -40,6 +40,9 @@ public:
   std::string name(int64_t index) const;
 
 private:
+  /// The key held for `index` (borrowed), or null: below size, or none. @pre the GIL is held.
+  PyObject* held(int64_t index) const;
+
   int64_t size_;
   int64_t next_;
   std::shared_ptr<gil_object> table_; // a dict: index -> key

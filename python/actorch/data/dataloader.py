@@ -94,7 +94,7 @@ def _worker_setup(worker_id, user_fn, processes):
 
 
 def _native_tensor_dataset(dataset, sampler, batch_sampler, collate_fn, worker_init_fn,
-                           method):
+                           spawned):
     """torch's TensorDataset as actorch's C++ TensorDataset over the same memory, or None: its
     samples are the same tuple of rows, loaded and collated without Python (4x torch's loader at
     num_workers=0 where the Python dataset was 0.6x: docs/performance.md). Only where nothing
@@ -104,7 +104,7 @@ def _native_tensor_dataset(dataset, sampler, batch_sampler, collate_fn, worker_i
     that need no autograd and no copy (bool crosses DLPack as a copy)."""
     if (_torch is None or type(dataset) is not _torch.utils.data.TensorDataset or
             sampler is not None or batch_sampler is not None or collate_fn is not None or
-            worker_init_fn is not None or method in ("spawn", "forkserver")):
+            worker_init_fn is not None or spawned):
         return None
     tensors = dataset.tensors
     if not tensors or any(not isinstance(t, _torch.Tensor) or t.device.type != "cpu" or
@@ -268,14 +268,14 @@ class DataLoader:
             raise ValueError("multiprocessing_context option should specify a valid start method "
                              "in ['fork', 'spawn', 'forkserver', 'thread'] (actorch's), but got "
                              f"multiprocessing_context={method!r}")
+        spawned = method in ("spawn", "forkserver")
         loaded = _native_tensor_dataset(dataset, sampler, batch_sampler, collate_fn,
-                                        worker_init_fn, method)
+                                        worker_init_fn, spawned)
         if loaded is None:
             loaded = dataset
         # A C++ dataset that calls Python code (an ImageFolder with torchvision's transforms)
         # loads in processes, as a Python dataset does: under one GIL, threads would take turns.
         cxx = isinstance(loaded, _C.data.Dataset) and not getattr(loaded, "_python_code", False)
-        spawned = method in ("spawn", "forkserver")
         if spawned and isinstance(dataset, _C.data.Dataset):
             raise ValueError(f"multiprocessing_context={method!r} rebuilds the dataset from its "
                              f"pickle in a new interpreter, and actorch's C++ datasets "
