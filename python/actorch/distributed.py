@@ -4,12 +4,18 @@
 torch's ProcessGroup on actorch's Gloo group (shared memory between the ranks of a host, Gloo's
 TCP across hosts) over the torch tensors' memory, so PyTorch's DDP, its comm hooks and
 torch.distributed's functions use it unchanged. Rendezvous goes through the store torch makes
-(env:// under torchrun or mp.spawn, tcp://, file://). CPU tensors only in this build.
+(env:// under torchrun or mp.spawn, tcp://, file://). CPU tensors only in this build. DDP's
+gradient buckets over this backend are the group's shared blocks where they can be
+(_share_ddp_buckets; ACTORCH_DDP_SHARED_BUCKETS=0 keeps them private).
 
 The extension (actorch._torch_backend) is built against the torch of the build machine; under
 another torch it is not loaded, and creating a group says why (the recorded version is in
 actorch._build_info).
 """
+import functools
+import os
+import weakref
+
 try:
     import torch
     import torch.distributed as _dist
@@ -57,4 +63,52 @@ def register():
         _dist.Backend.register_backend(BACKEND, _refusing(str(e)))
         return False
     _dist.Backend.register_backend(BACKEND, _creator)
+    _share_ddp_buckets()
     return True
+
+
+
+# DDP's Reducers whose group is actorch's: id(reducer) -> weakref to its DDP module.
+_ddp_of_reducer = {}
+
+
+def _bucket_window(group):
+    """The group's _with_shared_buckets when DDP's buckets may be its shared blocks, else None."""
+    if os.environ.get("ACTORCH_DDP_SHARED_BUCKETS", "1") == "0":
+        return None
+    return getattr(group, "_with_shared_buckets", None)
+
+
+def _share_ddp_buckets():
+    """Makes DDP's gradient buckets shared blocks of an actorch group (Note [DDP's buckets in
+    shared memory] in python/src/torch_backend.cpp): its Reducer's construction and its one
+    rebuild allocate them inside the group's window. Nothing changes for other backends."""
+    from torch.nn.parallel import DistributedDataParallel as ddp_class
+    if getattr(ddp_class, "_actorch_shares_buckets", False):
+        return
+    init_helper = ddp_class._ddp_init_helper
+    reducer_class = _dist.Reducer
+    rebuild = reducer_class._rebuild_buckets
+
+    @functools.wraps(init_helper)
+    def _ddp_init_helper(self, *args, **kwargs):
+        window = _bucket_window(self.process_group)
+        if window is None:
+            return init_helper(self, *args, **kwargs)
+        out = window(lambda: init_helper(self, *args, **kwargs))
+        key = id(self.reducer)
+        _ddp_of_reducer[key] = weakref.ref(self, lambda _: _ddp_of_reducer.pop(key, None))
+        return out
+
+    @functools.wraps(rebuild)
+    def _rebuild_buckets(self):
+        ref = _ddp_of_reducer.get(id(self))
+        ddp = ref() if ref is not None else None
+        window = _bucket_window(ddp.process_group) if ddp is not None and ddp.reducer is self else None
+        if window is None:
+            return rebuild(self)
+        return window(lambda: rebuild(self))
+
+    ddp_class._ddp_init_helper = _ddp_init_helper
+    reducer_class._rebuild_buckets = _rebuild_buckets
+    ddp_class._actorch_shares_buckets = True

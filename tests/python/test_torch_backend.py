@@ -56,15 +56,38 @@ def same(a, b, where):
 
 @pytest.mark.parametrize("program,world", [("p2p", 2), ("group", 3), ("train", 2),
                                            ("demo_basic", 2), ("demo_checkpoint", 2),
-                                           ("ddp_variants", 2)])
+                                           ("ddp_variants", 2), ("ddp_large", 2)])
 def test_a_seed_program_ends_as_over_gloo_started_by_mp_spawn(tmp_path, program, world):
     for backend in ("gloo", "actorch"):
         os.makedirs(tmp_path / backend)
         spawned(program, backend, tmp_path / backend, world)
     want, got = (results(tmp_path / b, program, world) for b in ("gloo", "actorch"))
     same(got, want, program)
-    if program in ("demo_basic", "demo_checkpoint", "train", "ddp_variants"):
+    if program in ("demo_basic", "demo_checkpoint", "train", "ddp_variants", "ddp_large"):
         same(got[1], got[0], f"{program}: the ranks' parameters agree")
+
+
+def test_ddps_large_buckets_are_the_groups_shared_blocks_unless_turned_off(tmp_path):
+    """Over actorch, DDP's buckets past the small all-reduce's size are the group's shared blocks
+    (Note [DDP's buckets in shared memory]), as written, as bucket views and under Join (whose
+    joined rank all-reduces private zeros against the others' blocks), with the same bits as in
+    private memory; ACTORCH_DDP_SHARED_BUCKETS=0 keeps them private."""
+    for name, value in (("shared", "1"), ("private", "0")):
+        os.makedirs(tmp_path / name)
+        ENV["ACTORCH_DDP_SHARED_BUCKETS"] = value
+        try:
+            spawned("ddp_large", "actorch", tmp_path / name)
+        finally:
+            del ENV["ACTORCH_DDP_SHARED_BUCKETS"]
+    blocks = {name: [t.tolist() for t in results(tmp_path / name, "ddp_large_blocks", 2)]
+              for name in ("shared", "private")}
+    assert all(n >= 1 for rank in blocks["shared"] for n in rank), blocks
+    assert blocks["private"] == [[0, 0, 0], [0, 0, 0]], blocks
+    got, want = (results(tmp_path / name, "ddp_large", 2) for name in ("shared", "private"))
+    for rank in range(2):
+        for variant, (a, b) in enumerate(zip(got[rank], want[rank])):
+            for p, q in zip(a, b):
+                assert torch.equal(p, q), f"rank {rank}, variant {variant}"
 
 
 # torchrun itself takes ~10 s to start and stop its agent: once, outside the ASan preset, suffices.

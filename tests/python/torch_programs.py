@@ -240,6 +240,38 @@ def ddp_variants(rank, world_size, device="cpu"):
     save("ddp_variants", results)
 
 
+def ddp_large(rank, world_size, device="cpu"):
+    """DDP over an MLP whose gradient buckets pass the small all-reduce's 256 KiB (over actorch
+    they are the group's shared blocks: Note [DDP's buckets in shared memory]): as written,
+    with gradient_as_bucket_view, and under Join with uneven inputs (rank r has 3 + 2r batches,
+    and Join's hook rebuilds the buckets of a rank that has run out). Each variant also saves how
+    many shared blocks the group holds after it, to ddp_large_blocks (-1 where the group has no
+    such count, as gloo's)."""
+    from torch.distributed.algorithms.join import Join
+    results, blocks = [], []
+    for variant in ("as_written", "bucket_view", "join"):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
+                              nn.Linear(256, 10)).to(device)
+        ddp = DDP(model, device_ids=None if device == "cpu" else [device], bucket_cap_mb=0.5,
+                  gradient_as_bucket_view=variant == "bucket_view")
+        optimizer = optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
+        gen = torch.Generator().manual_seed(300 + rank)
+        batches = 3 + 2 * rank if variant == "join" else 4
+        with Join([ddp], enable=variant == "join"):
+            for _ in range(batches):
+                x = torch.randn(32, 256, generator=gen).to(device)
+                y = torch.randint(0, 10, (32,), generator=gen).to(device)
+                optimizer.zero_grad()
+                F.cross_entropy(ddp(x), y).backward()
+                optimizer.step()
+        results.append([p.detach().clone() for p in model.parameters()])
+        blocks.append(getattr(dist.group.WORLD, "_shared_blocks", lambda: -1)())
+        del ddp, optimizer
+    save("ddp_large", results)
+    save("ddp_large_blocks", torch.tensor(blocks))
+
+
 def sync_batch_norm(rank, world_size, device):
     """DDP over a small CNN whose BatchNorm layers became SyncBatchNorm (convert_sync_batchnorm):
     each step normalises with the statistics of every rank's batch together (an all_gather of
@@ -264,7 +296,8 @@ def sync_batch_norm(rank, world_size, device):
 
 
 PROGRAMS = {"p2p": p2p, "group": group, "train": train, "demo_basic": demo_basic,
-            "demo_checkpoint": demo_checkpoint, "ddp_variants": ddp_variants}
+            "demo_checkpoint": demo_checkpoint, "ddp_variants": ddp_variants,
+            "ddp_large": ddp_large}
 
 
 def init_process(rank, size, fn, backend, out, port):

@@ -64,6 +64,8 @@ public:
   /// Memory the ranks' shared-memory segment reaches (shm_collectives::allocate) when every rank
   /// is on this host; see process_group::empty_shared.
   tensor empty_shared(int64_t numel, dtype dt) override;
+  /// How many of empty_shared's blocks are alive on this rank.
+  size_t shared_blocks() const;
   std::shared_ptr<symmetric_memory> empty_symmetric(int64_t numel, dtype dt) override;
   work reduce(tensor& t, int root, reduce_op op) override;
   work all_gather(std::vector<tensor>& outputs, const tensor& input) override;

@@ -3,6 +3,8 @@
 #include <gloo/allreduce.h>
 #include <gloo/reduce.h>
 
+#include <algorithm>
+
 #include "comm/backend/gloo/process_group_gloo_impl.hpp"
 #include "core/ops/factory.hpp"
 #include "core/ops/shape_ops.hpp"
@@ -38,6 +40,24 @@ void divide_unfinished(tensor& t, reduce_op op, shm_collectives::finish_fn finis
     t.div_(double(size));
 }
 
+// Note [Shared and private operands]
+// An all-reduce runs in place over shared blocks only when every rank passes its handle of the
+// same block; the header's last slot says which block a rank passes (0: private memory). Ranks
+// may differ there with nothing wrong: torch's Join has a rank that ran out of inputs all-reduce
+// zeros of its own (private) in place of each DDP bucket, which on the others is a shared block
+// (Note [DDP's buckets in shared memory] in python/src/torch_backend.cpp). So when the headers
+// differ in that slot alone, every rank (each sees all headers) runs the op again through the
+// segment's slots, where any memory will do: a mismatch leaves every operand untouched (Note
+// [Header mismatches]), so the second attempt starts clean.
+bool differ_in_shared_slot_only(const std::vector<int64_t>& all) {
+  const size_t ranks = all.size() / kHeaderLen;
+  for (size_t q = 1; q < ranks; ++q)
+    for (size_t i = 0; i < kSharedSlot; ++i)
+      if (all[q * kHeaderLen + i] != all[i])
+        return false;
+  return true;
+}
+
 } // namespace
 
 std::shared_ptr<shm_collectives::shared_block>
@@ -70,6 +90,12 @@ tensor process_group_gloo::empty_shared(int64_t numel, dtype dt) {
     impl_->shared[mine] = block;
   }
   return from_blob(mine, {numel}, dt, [block](void*) mutable { block.reset(); });
+}
+
+size_t process_group_gloo::shared_blocks() const {
+  std::lock_guard lock(impl_->shared_mu);
+  return size_t(std::count_if(impl_->shared.begin(), impl_->shared.end(),
+                              [](const auto& kv) { return !kv.second.expired(); }));
 }
 
 namespace {
@@ -115,16 +141,24 @@ void process_group_gloo::impl::allreduce_checked(tensor& flat, reduce_op op, uin
   }
   std::vector<int64_t> all;
   const shm_collectives::finish_fn finish = finish_of(op, flat.dtype());
-  const auto block = shared_block_of(flat);
+  auto block = shared_block_of(flat);
   if (block)
-    h.v[kSharedSlot] = int64_t(block->id) + 1; // the ranks must all pass the same block
-  const bool same = dispatch(flat.dtype(), [&]<class T>() {
-    if (block)
-      return shm->run_shared(*block, size_t(flat.numel()), sizeof(T),
-                             reduce_function(op, dtype_of<T>()), h.v, all, finish, pg.size());
-    return shm->run(flat.data_ptr(), size_t(flat.numel()), sizeof(T),
-                    reduce_function(op, dtype_of<T>()), h.v, all, finish, pg.size());
-  });
+    h.v[kSharedSlot] = int64_t(block->id) + 1;
+  const auto attempt = [&] {
+    return dispatch(flat.dtype(), [&]<class T>() {
+      if (block)
+        return shm->run_shared(*block, size_t(flat.numel()), sizeof(T),
+                               reduce_function(op, dtype_of<T>()), h.v, all, finish, pg.size());
+      return shm->run(flat.data_ptr(), size_t(flat.numel()), sizeof(T),
+                      reduce_function(op, dtype_of<T>()), h.v, all, finish, pg.size());
+    });
+  };
+  bool same = attempt();
+  if (!same && differ_in_shared_slot_only(all)) { // Note [Shared and private operands]
+    block = nullptr;
+    h.v[kSharedSlot] = 0;
+    same = attempt();
+  }
   if (!same)
     throw_mismatch("all_reduce", all);
   divide_unfinished(flat, op, finish, pg.size());
