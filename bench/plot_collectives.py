@@ -23,6 +23,8 @@ def main(sweep, out):
     if not series:
         sys.exit(f"plot_collectives: no coll lines in {sweep}")
     ops = sorted({op for op, _ in series})
+    # One color per backend and world in every panel, also where a panel lacks some of them.
+    style = {name: k + 1 for k, name in enumerate(sorted({name for _, name in series}))}
     with tempfile.TemporaryDirectory() as tmp:
         script = [f"set terminal pngcairo size 1500,{420 * ((len(ops) + 2) // 3)} font ',10'",
                   f"set output '{out}'", "set logscale x 2", "set format x '2^{%L}'",
@@ -39,7 +41,8 @@ def main(sweep, out):
                     by_size[b].append(bw)
                 with open(path, "w") as f:
                     f.writelines(f"{b} {sorted(v)[len(v) // 2]}\n" for b, v in sorted(by_size.items()))
-                plots.append(f"'{path}' using 1:2 with linespoints title '{backend}'")
+                plots.append(f"'{path}' using 1:2 with linespoints linetype {style[backend]} "
+                             f"title '{backend}'")
             script += [f"set title '{op}'", "plot " + ", ".join(plots)]
         script.append("unset multiplot")
         subprocess.run(["gnuplot"], input="\n".join(script), text=True, check=True)

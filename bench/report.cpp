@@ -46,8 +46,8 @@ const std::array<const char*, 12> kIdentity = {"op",    "mode",    "world",  "hi
 std::string key_of(const line& l) {
   std::string k = l.name;
   for (const char* id : kIdentity) {
-    // Only `coll` lines of both sides share a name and differ by backend alone.
-    if (std::string_view(id) == "backend" && l.name != "coll")
+    // Only `coll` and torch's DDP lines share a name and differ by backend alone.
+    if (std::string_view(id) == "backend" && l.name != "coll" && l.name != "torch-ddp-mlp")
       continue;
     if (auto it = l.kv.find(id); it != l.kv.end())
       k += " " + it->first + "=" + it->second;
@@ -116,7 +116,23 @@ struct job {
   // against the plain loop's, which only many interleaved pairs compare).
   std::string partner{};
   int repeat = 1;
+  // Non-empty: the backend `ours`'s lines are filed under (torch's peer scripts over actorch's
+  // torch.distributed backend print backend=actorch, as our own collectives do).
+  std::string backend_label{};
 };
+
+// `text` with each line's backend=actorch written backend=<label>.
+std::string relabel(const std::string& text, const std::string& label) {
+  std::string out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    if (const auto at = l.find(" backend=actorch");
+        at != std::string::npos && (at + 16 == l.size() || l[at + 16] == ' '))
+      l.replace(at + 9, 7, label);
+    out += l + "\n";
+  }
+  return out;
+}
 
 struct medians {
   std::map<std::string, std::vector<double>> seen; // key/metric -> one value per round
@@ -207,6 +223,19 @@ void run_report(const report_options& o, std::ostream& log) {
   };
   // One compute thread per replica and worker, as WORKLOADS.md says, for both sides.
   ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  // The peers run over actorch's torch.distributed backend too where `import actorch` works: the
+  // package of this build (<build>/python, beside tools/) first, else an installed one.
+  const fs::path package = fs::path(self_exe()).parent_path().parent_path() / "python";
+  if (fs::exists(package / "actorch" / "__init__.py")) {
+    const char* old = std::getenv("PYTHONPATH");
+    const std::string path =
+        package.string() + (old != nullptr && *old != '\0' ? ":" + std::string(old) : "");
+    ::setenv("PYTHONPATH", path.c_str(), 1);
+  }
+  const bool torch_backend =
+      have_peers && std::system((py + " -c 'import actorch, torch.distributed as d; "
+                                      "assert hasattr(d.Backend, \"ACTORCH\")' > /dev/null 2>&1")
+                                    .c_str()) == 0;
 
   const int n_loader = o.quick ? 2000 : 20000, n_heavy = o.quick ? 1000 : 10000;
   const std::string ddp_steps = o.quick ? " --warmup 1 --steps 3" : "";
@@ -243,6 +272,14 @@ void run_report(const report_options& o, std::ostream& log) {
     jobs.push_back({exe + " bench collectives --world " + std::to_string(w) +
                         (o.quick ? " --max-bytes 8192" : ""),
                     peer("torch_collectives.py", std::to_string(w))});
+  // The same sweep and torch's DDP step through torch.distributed over the backend "actorch"
+  // (issue 41), against the peers over gloo above and below.
+  if (torch_backend) {
+    for (int w : coll_worlds)
+      jobs.push_back({peer("torch_collectives.py", std::to_string(w) + " actorch"), "", "", 1,
+                      "torch-actorch"});
+    jobs.push_back({peer("torch_ddp_mlp.py", o.quick ? "2 3 actorch" : "2 50 actorch"), ""});
+  }
   jobs.push_back({exe + " bench ddp-mlp --mode single --world 1" + ddp_steps,
                   peer("torch_ddp_mlp.py", o.quick ? "1 3" : "1")});
   for (const char* mode : {"independent", "actors", "process", "dp"})
@@ -287,7 +324,9 @@ void run_report(const report_options& o, std::ostream& log) {
       if (!j.peer.empty())
         cmds.insert(r % 2 == 0 ? cmds.end() : cmds.begin(), j.peer);
       for (const std::string& c : cmds) {
-        const std::string out = run(c);
+        std::string out = run(c);
+        if (c == j.ours && !j.backend_label.empty())
+          out = relabel(out, j.backend_label);
         raw << "# round " << r + 1 << ": " << c << "\n" << out;
         m.add(parse(out));
       }
@@ -381,10 +420,21 @@ void run_report(const report_options& o, std::ostream& log) {
                             std::to_string(w) + " bus bandwidth",
                         ours, coll("gloo"), false, "GB/s",
                         size >= (int64_t(128) << 10) ? "target >= 2x" : "target >= 1x"});
+        if (const double via_torch = coll("torch-actorch"); via_torch >= 0)
+          rows.push_back({std::string("coll ") + op + " " + std::to_string(bytes) + " B, world " +
+                              std::to_string(w) + " through torch.distributed, backend actorch",
+                          via_torch, coll("gloo"), false, "GB/s", ""});
       }
   const double single = ddp("single", 1, kHidden);
-  const double torch1 = m.get(key("torch-ddp-mlp", {{"world", "1"}}), "ms_per_step");
-  const double torch2 = m.get(key("torch-ddp-mlp", {{"world", "2"}}), "ms_per_step");
+  const double torch1 =
+      m.get(key("torch-ddp-mlp", {{"world", "1"}, {"backend", "gloo"}}), "ms_per_step");
+  const double torch2 =
+      m.get(key("torch-ddp-mlp", {{"world", "2"}, {"backend", "gloo"}}), "ms_per_step");
+  if (torch_backend)
+    rows.push_back(
+        {"torch's DDP world 2 over the backend actorch (vs over gloo)",
+         m.get(key("torch-ddp-mlp", {{"world", "2"}, {"backend", "actorch"}}), "ms_per_step"),
+         torch2, true, "ms/step", "target >= 1.5x"});
   rows.push_back({"ddp-mlp world 1 (single)", single, torch1, true, "ms/step", ""});
   rows.push_back({"ddp-mlp 2 independent world-1 runs at once vs actorch world 1",
                   ddp("independent", 2, kHidden), single, false, "ms/step",

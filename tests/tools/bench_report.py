@@ -14,9 +14,11 @@ shutil.rmtree(work, ignore_errors=True)
 peers = os.path.join(work, "peers")
 os.makedirs(peers)
 # Stand-ins printing what the real peer scripts print, with fixed figures.
-with open(os.path.join(peers, "torch_ddp_mlp.py"), "w") as f:
+with open(os.path.join(peers, "torch_ddp_mlp.py"), "w") as f:  # over actorch: half gloo's step
     f.write("import sys\nw = int(sys.argv[1])\n"
-            "print(f'torch-ddp-mlp world={w} batch=64 ms_per_step={10.0 * w:.2f} "
+            "b = sys.argv[3] if len(sys.argv) > 3 else 'gloo'\n"
+            "t = 10.0 * w * (0.5 if b == 'actorch' else 1)\n"
+            "print(f'torch-ddp-mlp backend={b} width=1024 world={w} batch=64 ms_per_step={t:.2f} "
             "samples_per_s=1 loss=0.1')\n")
 with open(os.path.join(peers, "peer_tensor.py"), "w") as f:
     f.write("print('torch-tensor op=gemm dtype=float32 m=1024 n=1024 k=1024 blas_threads=1 "
@@ -32,11 +34,18 @@ with open(os.path.join(peers, "torch_images.py"), "w") as f:
             "print(f'images which=torch workers={w} images=128 rate={100 * (int(w) + 1)}.0 "
             "first_batch_s=0.400 cpu_s_per_image=0.00250 rss_mb=500')\n")
 
-with open(os.path.join(peers, "torch_collectives.py"), "w") as f:
-    f.write("import sys\nw = sys.argv[1]\n"
+with open(os.path.join(peers, "torch_collectives.py"), "w") as f:  # over actorch: 3x gloo's busbw
+    f.write("import sys\nw = sys.argv[1]\nb = sys.argv[2] if len(sys.argv) > 2 else 'gloo'\n"
+            "bw = 0.123 if b == 'actorch' else 0.041\n"
             "for op in ('all_reduce', 'all_gather', 'broadcast'):\n"
-            "    print(f'coll op={op} backend=gloo world={w} bytes=8192 time_us=100.0 p99_us=200.0 "
-            "algbw_GBps=0.082 busbw_GBps=0.041 check=ok')\n")
+            "    print(f'coll op={op} backend={b} world={w} bytes=8192 time_us=100.0 p99_us=200.0 "
+            "algbw_GBps=0.082 busbw_GBps={bw} check=ok')\n")
+# The report runs the peers over actorch's torch.distributed backend where this build made it.
+build_python = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(actorch))), "python")
+torch_backend = subprocess.run(
+    [sys.executable, "-c",
+     "import actorch, torch.distributed as d; assert hasattr(d.Backend, 'ACTORCH')"],
+    env=dict(os.environ, PYTHONPATH=build_python), capture_output=True).returncode == 0
 
 
 def report(out, peer_dir, rounds):
@@ -89,8 +98,9 @@ assert row(md, "images W=2 peak RSS")[2] == "500.00"
 assert len(os.listdir(os.path.join(work, "with-peers", "images"))) == 10  # the classes
 # Two rounds, ours and the peer alternating which goes first.
 runs = re.findall(r"^# round (\d): (.*)$", raw, re.M)
-ddp = [(rnd, "peers" in cmd) for rnd, cmd in runs
-       if "--mode actors" in cmd or "torch_ddp_mlp.py' 2" in cmd]
+ddp = [(rnd, "peers" in cmd) for rnd, cmd in runs  # the gloo peer's world-2 runs, not actorch's
+       if "--mode actors" in cmd
+       or ("torch_ddp_mlp.py' 2" in cmd and not cmd.endswith(" actorch"))]
 assert ddp == [("1", False), ("1", True), ("2", True), ("2", False)], ddp
 
 # Collectives: our bus bandwidth over the peer's, each of our lines checked; a panel per op.
@@ -101,6 +111,22 @@ assert re.search(r"^coll op=send_recv backend=actorch world=2 bytes=8 .* check=o
 assert "check=FAIL" not in raw
 with open(os.path.join(work, "with-peers", "collectives.png"), "rb") as f:
     assert f.read(8) == b"\x89PNG\r\n\x1a\n", "collectives.png is not a PNG"
+
+# torch's programs over the backend "actorch": the DDP step against gloo's (20 / 10 ms), and the
+# sweep's lines filed as torch-actorch, apart from our own collectives' actorch lines.
+if torch_backend:
+    ours, theirs, ratio = row(
+        md, "torch's DDP world 2 over the backend actorch (vs over gloo)")[1:4]
+    assert (ours, theirs, ratio) == ("10.00", "20.00", "2.00x"), (ours, theirs, ratio)
+    ours, theirs, ratio = row(
+        md, "coll all_reduce 8192 B, world 2 through torch.distributed, backend actorch")[1:4]
+    assert (ours, theirs, ratio) == ("0.12", "0.04", "3.00x"), (ours, theirs, ratio)
+    assert re.search(r"^coll op=all_gather backend=torch-actorch world=2 bytes=8192 ", raw, re.M)
+    assert float(row(md, "coll all_reduce 8192 B, world 2 bus bandwidth")[1]) != 0.123
+    with open(os.path.join(work, "with-peers", "collectives.txt")) as f:
+        assert "backend=torch-actorch" in f.read()
+else:
+    print("bench report: no torch backend in this build; its rows are not checked")
 
 md, _ = report(os.path.join(work, "no-peers"), os.path.join(work, "nowhere"), 1)
 assert "no peer scripts found" in md
