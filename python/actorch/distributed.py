@@ -67,7 +67,6 @@ def register():
     return True
 
 
-
 # DDP's Reducers whose group is actorch's: id(reducer) -> weakref to its DDP module.
 _ddp_of_reducer = {}
 
@@ -97,14 +96,19 @@ def _share_ddp_buckets():
             return init_helper(self, *args, **kwargs)
         out = window(lambda: init_helper(self, *args, **kwargs))
         key = id(self.reducer)
-        _ddp_of_reducer[key] = weakref.ref(self, lambda _: _ddp_of_reducer.pop(key, None))
+
+        def forget(ref):  # unless a later DDP's reducer has taken the id since
+            if _ddp_of_reducer.get(key) is ref:
+                del _ddp_of_reducer[key]
+        _ddp_of_reducer[key] = weakref.ref(self, forget)
         return out
 
     @functools.wraps(rebuild)
     def _rebuild_buckets(self):
         ref = _ddp_of_reducer.get(id(self))
         ddp = ref() if ref is not None else None
-        window = _bucket_window(ddp.process_group) if ddp is not None and ddp.reducer is self else None
+        mine = ddp is not None and ddp.reducer is self
+        window = _bucket_window(ddp.process_group) if mine else None
         if window is None:
             return rebuild(self)
         return window(lambda: rebuild(self))

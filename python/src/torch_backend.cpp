@@ -277,15 +277,17 @@ std::vector<tensor> wrap_all(const std::vector<at::Tensor>& ts, const char* op) 
 // segment, and the result back out (Note [Shared-memory all-reduce]). When the bucket is one of
 // the group's shared blocks (process_group::empty_shared), every rank maps every rank's bucket
 // and the all-reduce reads and writes them in place (Note [Shared buffers]): 0.4 against 1.3 ms
-// for this kind of machine's 7.4 MB of ddp-mlp gradients. python/actorch/distributed.py
-// therefore runs DDP's bucket allocations (its Reducer's construction and its one rebuild) in
-// `with_shared_buckets`: for that call, CPU allocations on this thread come from the group's
-// empty_shared. That is a collective, as the allocations are: torch makes the buckets on every
-// rank alike (it checks the parameters' shapes across ranks first, and syncs the rebuilt
-// buckets' order before allocating them). Allocations empty_shared declines (up to a small
-// all-reduce's size, or a group across hosts) fall through to torch's allocator, as do those of
-// every other thread. The allocator stays installed once a job has used it; outside the window
-// it only forwards. torch 2.x changed c10::Allocator's interface; under 2.x buckets stay private.
+// for an 8 MiB all-reduce on 2026-11-27, and torch's DDP step over this backend 1.57-1.67x
+// gloo's against 1.45-1.51x with private buckets on 2026-11-28 (docs/performance.md).
+// python/actorch/distributed.py therefore runs DDP's bucket allocations (its Reducer's
+// construction and its one rebuild) in `with_shared_buckets`: for that call, CPU allocations on
+// this thread come from the group's empty_shared. That is a collective, as the allocations are:
+// torch makes the buckets on every rank alike (it checks the parameters' shapes across ranks first,
+// and syncs the rebuilt buckets' order before allocating them). Allocations empty_shared declines
+// (up to a small all-reduce's size, or a group across hosts) fall through to torch's allocator, as
+// do those of every other thread. The allocator stays installed once a job has used it; outside the
+// window it only forwards. torch 2.x changed c10::Allocator's interface; under 2.x buckets stay
+// private.
 thread_local dist::process_group* t_bucket_group = nullptr;
 
 class bucket_allocator final : public c10::Allocator {
