@@ -598,6 +598,11 @@ data_loader::iterator data_loader::this_epoch() {
   return iterator(impl_.get());
 }
 
+void data_loader::end_epoch(int64_t epoch) {
+  if (impl_->running && this->epoch() == epoch)
+    impl_->end_run();
+}
+
 int64_t data_loader::size() const {
   ACTORCH_CHECK(impl_->batches, "DataLoader: an IterableDataset has no length (len(loader))");
   return impl_->batches->size();

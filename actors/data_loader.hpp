@@ -201,6 +201,12 @@ public:
   iterator begin();
   /// The iterator of the epoch in progress: where a begin() that threw a batch_error left it.
   iterator this_epoch();
+  /// Ends `epoch` if it is still in progress, for a consumer that stops early (torch's iterator
+  /// shuts its workers down when it is dropped mid-epoch): its batches still in flight are
+  /// dropped and, without persistent_workers, its workers stop now instead of at the next
+  /// begin() or the loader's end. The next begin() starts epoch + 1, as it would have. Nothing
+  /// happens when that epoch already ended or another began.
+  void end_epoch(int64_t epoch);
   sentinel end() const { return {}; }
 
   /// Batches per epoch (len(loader)); samples per epoch when unbatched. Throws for an iterable

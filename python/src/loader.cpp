@@ -101,23 +101,42 @@ data::fork_hooks python_fork_hooks() {
   return hooks;
 }
 
-/// The Python iterator over one epoch of a loader.
+/// The Python iterator over one epoch of a loader. Dropped before the epoch's end (a `break`
+/// out of the loop, then the last reference gone), it ends the epoch, so that its workers stop
+/// as torch's iterator's do when it is collected, rather than wait, with their prefetched
+/// batches, for the next iter().
 class loader_iterator {
 public:
   loader_iterator(std::shared_ptr<data::data_loader> loader, bool as_torch,
                   to_python_options::form form)
       : loader_(std::move(loader)), as_torch_(as_torch), form_(form) {}
+  loader_iterator(loader_iterator&&) = default;
+  loader_iterator& operator=(loader_iterator&&) = delete;
+  ~loader_iterator() {
+    // Not in a process forked from the maker: the loader's threads are not there (Note
+    // [Forking a Python worker]).
+    if (!loader_ || !epoch_ || ::getpid() != maker_)
+      return;
+    std::optional<py::gil_scoped_release> no_gil; // its workers may be waiting for the GIL
+    if (PyGILState_Check())
+      no_gil.emplace();
+    loader_->end_epoch(*epoch_);
+  }
   py::object next() {
     {
       py::gil_scoped_release no_gil; // Note [Python module]
       try {
-        if (!it_)
+        if (!it_) {
           it_ = loader_->begin();
-        else if (*it_ != loader_->end())
+          epoch_ = loader_->epoch();
+        } else if (*it_ != loader_->end()) {
           ++*it_;
+        }
       } catch (const data::data_loader::batch_error&) {
-        if (!it_) // the first batch failed: the epoch goes on from here, as torch's does
+        if (!it_) { // the first batch failed: the epoch goes on from here, as torch's does
           it_ = loader_->this_epoch();
+          epoch_ = loader_->epoch();
+        }
         throw;
       }
     }
@@ -129,6 +148,8 @@ public:
 private:
   std::shared_ptr<data::data_loader> loader_;
   std::optional<data::data_loader::iterator> it_;
+  std::optional<int64_t> epoch_; // the epoch it_ walks, once begun
+  pid_t maker_ = ::getpid();
   bool as_torch_;
   to_python_options::form form_;
 };

@@ -512,6 +512,37 @@ TEST_CASE("worker processes end with their loader, mid-epoch or not", "[actors][
   CHECK(child_processes() == before);
 }
 
+TEST_CASE("end_epoch stops the epoch's worker processes, and only while that epoch runs",
+          "[actors][loader][process]") {
+  const std::set<pid_t> before = child_processes();
+  auto ds = std::make_shared<probe_dataset>(24);
+  for (const bool persistent : {false, true}) {
+    data_loader loader(ds, {.batch_size = 2,
+                            .num_workers = 2,
+                            .timeout = kHeal,
+                            .multiprocessing_context = "fork",
+                            .persistent_workers = persistent});
+    auto it = loader.begin();
+    CHECK(ints_of((*it)[1].as_tensor()) == std::vector<int64_t>{0, 1});
+    const int64_t epoch = loader.epoch();
+    CHECK(child_processes().size() > before.size());
+    loader.end_epoch(epoch);
+    CHECK(loader.epoch() == epoch + 1);
+    const auto t0 = clock_type::now();
+    while (child_processes() != before && seconds_since(t0) < 5)
+      sleep_ms(10);
+    // torch's iterator, dropped, shuts its workers down; persistent ones wait for the next epoch
+    CHECK((child_processes() == before) == !persistent);
+    // A stale epoch's end_epoch leaves the one running alone.
+    int64_t batches = 0;
+    for (auto b = loader.begin(); !(b == loader.end()); ++b) {
+      loader.end_epoch(epoch);
+      ++batches;
+    }
+    CHECK(batches == 12);
+  }
+}
+
 TEST_CASE("multiprocessing_context is checked as PyTorch checks it", "[actors][loader][process]") {
   auto ds = std::make_shared<probe_dataset>(4);
   auto error_of = [&](loader_options o) {

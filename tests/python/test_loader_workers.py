@@ -309,6 +309,55 @@ def test_breaking_out_mid_epoch_and_iterating_again(workers, context):
     assert [b.tolist() for b in loader][-1] == [36, 37, 38, 39]
 
 
+def worker_processes():
+    """This process's children (its worker processes), zombies included: a worker that ended
+    but was not waited for still counts."""
+    pids = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            pids.update(int(p) for p in f.read().split())
+    return pids
+
+
+def eventually(condition, within=20.0):
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.mark.parametrize("workers,context", [w for w in WORKERS if w.values[0] > 0])
+def test_an_iterator_dropped_mid_epoch_stops_its_workers(workers, context):
+    # torch's iterator shuts its workers down when it is collected; actorch's workers used to
+    # wait for the next iter(), with their prefetched batches.
+    loader = actorch.DataLoader(WhoLoads(), batch_size=2, num_workers=workers,
+                                multiprocessing_context=context)
+    before_children = worker_processes()
+    it = iter(loader)
+    assert next(it)["i"].tolist() == [0, 1]
+    started = worker_processes() - before_children
+    assert bool(started) == (context != "thread")
+    del it
+    gc.collect()
+    # (Worker threads end too, but CAF may keep an ended actor's thread: no count to check.)
+    assert eventually(lambda: not (worker_processes() & started)), "worker processes outlived it"
+    assert [b["i"].tolist() for b in loader][-1] == [22, 23]  # the next epoch, whole
+
+
+@processes
+def test_a_dropped_iterator_leaves_persistent_workers_to_the_next_epoch():
+    loader = actorch.DataLoader(WhoLoads(), batch_size=2, num_workers=2, persistent_workers=True)
+    first = {p for b in loader for p in b["pid"].tolist()}
+    it = iter(loader)
+    next(it)
+    del it
+    gc.collect()
+    assert worker_processes() >= first
+    assert {p for b in loader for p in b["pid"].tolist()} == first
+
+
 class Rows(torch.utils.data.Dataset):
     """Sample i: a row of 256 floats i, and i."""
 
