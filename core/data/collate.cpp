@@ -18,6 +18,7 @@
 
 #include <cstring>
 
+#include "core/data/worker_info.hpp"
 #include "core/ops/factory.hpp"
 
 namespace actorch::data {
@@ -51,6 +52,24 @@ actorch::dtype widened(actorch::dtype have, sample::kind incoming) {
   if (incoming == sample::kind::integer)
     return dtype::int64;
   return have;
+}
+
+// Note [Mixed dtypes in a stack]
+// torch's default_collate stacks tensors of several dtypes two ways. In the loader's process
+// (num_workers=0, or default_collate called by hand) torch.stack promotes them to one dtype
+// (torch.promote_types over them all): a float32 sample and a float64 one make float64. In a
+// worker it stacks into a buffer of sample 0's dtype (torch.stack's out=, for shared memory), so
+// the batch keeps sample 0's dtype and a sample that torch.can_cast refuses (a float into an int
+// batch, anything but bool into a bool one) is an error. The same here, told apart as torch
+// tells them apart, by get_worker_info(). The buffer starts with sample 0's dtype; promoted, a
+// sample of a wider one makes it that dtype (the rows so far converted into a new buffer); any
+// other sample is converted into its row.
+
+/// torch.can_cast: no float to an integer (or bool), nothing but bool to bool.
+bool can_cast(actorch::dtype from, actorch::dtype to) {
+  if (is_floating_point(from) && is_integral(to, /*include_bool=*/true))
+    return false;
+  return from == dtype::bool_ || to != dtype::bool_;
 }
 
 } // namespace
@@ -122,23 +141,18 @@ struct collator::node {
   void add(const sample& s, int64_t i, int64_t size, buffer_pool* pool) {
     if (i == 0)
       start(s, size, pool);
-    else
+    else if (!batched_as_list())
       ACTORCH_CHECK(s.type() == kind || (is_number(kind) && is_number(s.type())),
                     "default_collate: ", path, ": sample 0 is a ", kind_name(kind), " but sample ",
                     i, " is a ", kind_name(s.type()));
     switch (kind) {
     case sample::kind::none: break; // start() threw
     case sample::kind::custom:
-      ACTORCH_CHECK(s.as_custom()->collates_as_sequence(), "default_collate: ", path,
-                    ": sample 0 is a ", strings.front().as_custom()->type_name(), " but sample ", i,
-                    " is a ", s.as_custom()->type_name());
-      strings.push_back(s);
-      break;
-    case sample::kind::tensor: add_tensor(s.as_tensor(), i); break;
+    case sample::kind::string: strings.push_back(s); break;
+    case sample::kind::tensor: add_tensor(s.as_tensor(), i, size, pool); break;
     case sample::kind::integer:
     case sample::kind::floating:
     case sample::kind::boolean: add_number(s, i, size, pool); break;
-    case sample::kind::string: strings.push_back(s); break;
     case sample::kind::tuple: {
       const auto& items = s.as_tuple();
       ACTORCH_CHECK(items.size() == children.size(), "default_collate: ", path,
@@ -148,10 +162,8 @@ struct collator::node {
         children[j]->add(items[j], i, size, pool);
       break;
     }
-    case sample::kind::dict: {
+    case sample::kind::dict: { // sample 0's keys, as torch's: another sample's others are left
       const auto& d = s.as_dict();
-      ACTORCH_CHECK(d.size() == keys.size(), "default_collate: ", path, ": sample 0 has ",
-                    keys.size(), " keys but sample ", i, " has ", d.size());
       for (size_t k = 0; k < keys.size(); ++k) {
         const sample* found = nullptr;
         for (const auto& kv : d)
@@ -164,6 +176,26 @@ struct collator::node {
       break;
     }
     }
+  }
+
+  /// torch's default_collate returns a batch whose sample 0 is a string (or bytes) as the list
+  /// of the samples, whatever the others are.
+  bool batched_as_list() const {
+    return kind == sample::kind::string || kind == sample::kind::custom;
+  }
+
+  /// Note [Mixed dtypes in a stack]: the buffer as `dt`, its first `rows` rows converted.
+  void promote(actorch::dtype dt, int64_t rows, int64_t size, buffer_pool* pool) {
+    if (dt == buffer.dtype())
+      return;
+    shape_t stacked = shape;
+    stacked.insert(stacked.begin(), size);
+    tensor wider = device.is_cpu() ? batch_buffer(stacked, dt, pool)
+                                   : empty(stacked, {.dtype = dt, .device = device});
+    if (rows > 0)
+      wider.narrow(0, 0, rows).copy_(buffer.narrow(0, 0, rows));
+    buffer = std::move(wider);
+    row_bytes = size_t(buffer.numel() / size) * buffer.element_size();
   }
 
   /// Note [Mixed numbers in a batch].
@@ -198,15 +230,26 @@ struct collator::node {
     }
   }
 
-  void add_tensor(const tensor& t, int64_t i) {
+  void add_tensor(const tensor& t, int64_t i, int64_t size, buffer_pool* pool) {
     ACTORCH_CHECK(t.sizes() == shape, "default_collate: ", path,
                   ": stack expects each tensor to be equal size, but sample 0 has shape ",
                   shape_str(shape), " and sample ", i, " has shape ", shape_str(t.sizes()));
-    ACTORCH_CHECK(t.dtype() == buffer.dtype(), "default_collate: ", path,
-                  ": tensors of different dtypes, sample 0 is ", dtype_name(buffer.dtype()),
-                  " and sample ", i, " is ", dtype_name(t.dtype()));
     ACTORCH_CHECK(t.device() == device, "default_collate: ", path,
                   ": tensors on different devices (sample 0 and sample ", i, ")");
+    if (t.dtype() != buffer.dtype()) { // Note [Mixed dtypes in a stack]
+      if (get_worker_info() == nullptr)
+        promote(promote_types(buffer.dtype(), t.dtype()), i, size, pool);
+      else
+        ACTORCH_CHECK(can_cast(t.dtype(), buffer.dtype()), "default_collate: ", path,
+                      ": in a worker, sample 0's dtype is the batch's (as torch's workers stack "
+                      "into it), and sample ",
+                      i, "'s ", dtype_name(t.dtype()), " can't be cast to ",
+                      dtype_name(buffer.dtype()));
+      if (t.dtype() != buffer.dtype()) { // converted into its row
+        buffer.select(0, i).copy_(t);
+        return;
+      }
+    }
     if (t.is_contiguous() && t.device().is_cpu())
       std::memcpy(static_cast<char*>(buffer.data_ptr()) + size_t(i) * row_bytes, t.data_ptr(),
                   row_bytes);

@@ -20,9 +20,13 @@ namespace actorch::data {
 using collate_fn = std::function<sample(std::vector<sample>)>;
 
 /// default_collate. Stacked tensors come from `pool` when given (recycled batch buffers), from
-/// the CPU allocator otherwise. Throws actorch::error naming the sample (its position in the
-/// batch) and the element path ("batch[2][0]['image']") when the samples do not agree: kinds,
-/// tensor shapes or dtypes, tuple lengths, dict keys; or for None.
+/// the CPU allocator otherwise. As torch's: a batch whose sample 0 is a string (or a value that
+/// collates as a sequence) is the samples as they are; sample 0's dict keys are the batch's;
+/// tensors of several dtypes are promoted, or in a loader worker cast to sample 0's (Note
+/// [Mixed dtypes in a stack] in collate.cpp). Throws actorch::error naming the sample (its
+/// position in the batch) and the element path ("batch[2][0]['image']") when the samples do not
+/// agree: kinds, tensor shapes, a cast a worker cannot make, tuple lengths, a key of sample 0's
+/// missing; or for None.
 sample default_collate(std::vector<sample> batch, buffer_pool* pool = nullptr);
 
 /// default_collate one sample at a time, as a loader worker with the default collate_fn loads a

@@ -406,13 +406,15 @@ gil_object::~gil_object() {
   obj = py::object();
 }
 
-/// Whether `s` is what default_collate makes of strings or bytes: a tuple of them.
+/// Whether `s` is what default_collate makes of strings or bytes: the samples as they are, the
+/// first a string or bytes (the others may be anything: torch returns such a batch as it is).
+/// No other collated tuple starts with one: a tuple's collated elements are batches.
 bool strings_batch(const data::sample& s) {
-  for (const auto& item : s.as_tuple())
-    if (item.type() != data::sample::kind::string &&
-        !(item.type() == data::sample::kind::custom && item.as_custom()->collates_as_sequence()))
-      return false;
-  return s.size() > 0;
+  if (s.size() == 0)
+    return false;
+  const data::sample& first = s[0];
+  return first.type() == data::sample::kind::string ||
+         (first.type() == data::sample::kind::custom && first.as_custom()->collates_as_sequence());
 }
 
 namespace {

@@ -62,15 +62,16 @@ TEST_CASE("default_collate names the sample and the element it cannot collate", 
       default_collate({sample(zeros({2, 3})), sample(zeros({2, 3})), sample(zeros({2, 4}))}),
       Contains("batch: stack expects each tensor to be equal size, but sample 0 has "
                "shape [2, 3] and sample 2 has shape [2, 4]"));
-  CHECK_THROWS_WITH(default_collate({sample::make_tuple({zeros({2}), 1}),
-                                     sample::make_tuple({zeros({2}, {.dtype = dtype::int64}), 1})}),
-                    Contains("batch[0]: tensors of different dtypes, sample 0 is float32 and "
-                             "sample 1 is int64"));
   CHECK_THROWS_WITH(
       default_collate({sample::make_dict({{"a", 1}}), sample::make_dict({{"a", "x"}})}),
       Contains("batch['a']: sample 0 is a int but sample 1 is a str"));
   CHECK_THROWS_WITH(default_collate({sample::make_dict({{"a", 1}}), sample::make_dict({{"b", 1}})}),
                     Contains("key 'a' of sample 0 is missing from sample 1"));
+  // Sample 0's keys only, as torch's: another sample's other keys are left out.
+  const sample kept =
+      default_collate({sample::make_dict({{"a", 1}}), sample::make_dict({{"b", "x"}, {"a", 2}})});
+  REQUIRE(kept.as_dict().size() == 1);
+  CHECK(ints_of(kept.as_dict()[0].second.as_tensor()) == std::vector<int64_t>{1, 2});
   CHECK_THROWS_WITH(default_collate({sample::make_tuple({1, 2}), sample::make_tuple({1})}),
                     Contains("should be of equal size"));
   CHECK_THROWS_WITH(default_collate({sample(), sample()}), Contains("found None"));
@@ -104,9 +105,12 @@ TEST_CASE("values that collate as a sequence are batched into the sequence of th
   CHECK(opaque_id(blobs[0]) == 0);
   CHECK(opaque_id(blobs[1]) == 1);
   CHECK(ints_of(batch[1].as_tensor()) == std::vector<int64_t>{1, 2});
-  CHECK_THROWS_WITH(default_collate({sample(std::make_shared<opaque>(true, 0)),
-                                     sample(std::make_shared<opaque>(false, 1))}),
-                    Contains("batch: sample 0 is a Blob but sample 1 is a Thing"));
+  // Whatever follows (torch returns a batch of bytes or strings as it is).
+  const sample mixed = default_collate({sample(std::make_shared<opaque>(true, 0)),
+                                        sample(std::make_shared<opaque>(false, 1)), sample(3)});
+  REQUIRE(mixed.size() == 3);
+  CHECK(opaque_id(mixed[1]) == 1);
+  CHECK(mixed[2].as_int() == 3);
   CHECK_THROWS_WITH(default_collate({sample(std::make_shared<opaque>(false, 0))}),
                     Contains("found a Thing (a type of your own"));
 }
@@ -134,6 +138,36 @@ TEST_CASE("numbers of mixed kinds collate as torch.tensor types them, from the f
   t = collated({true, 2, 2.5});
   CHECK(t.dtype() == dtype::float32);
   CHECK(actorch::test::values_of(t) == std::vector<double>{1, 2, 2.5});
+}
+
+TEST_CASE("tensors of mixed dtypes are promoted, or in a worker cast to sample 0's, as torch's",
+          "[data][collate]") {
+  // Note [Mixed dtypes in a stack].
+  auto pool = buffer_pool::make(cpu_allocator());
+  const auto collated = [&](std::vector<sample> b) {
+    return default_collate(std::move(b), pool.get()).as_tensor();
+  };
+  const tensor i32 = full({2}, 3.0, {.dtype = dtype::int32});
+  const tensor f32 = full({2}, 0.5);
+  const tensor f64 = full({2}, 0.1, {.dtype = dtype::float64});
+  const tensor flag = full({2}, 1.0, {.dtype = dtype::bool_});
+  tensor t = collated({i32, f32, f64}); // widened twice, the rows so far converted
+  CHECK(t.dtype() == dtype::float64);
+  CHECK(actorch::test::values_of(t) == std::vector<double>{3, 3, 0.5, 0.5, 0.1, 0.1});
+  t = collated({f64, i32, flag}); // narrower ones converted into their rows
+  CHECK(t.dtype() == dtype::float64);
+  CHECK(actorch::test::values_of(t) == std::vector<double>{0.1, 0.1, 3, 3, 1, 1});
+  CHECK(collated({flag, i32}).dtype() == dtype::int32);
+
+  worker_info info;
+  worker_scope in_a_worker(&info);
+  t = collated({f32, f64, i32});
+  CHECK(t.dtype() == dtype::float32);
+  CHECK(actorch::test::values_of(t) == std::vector<double>{0.5, 0.5, 0.1f, 0.1f, 3, 3});
+  CHECK_THROWS_WITH(collated({i32, f32}),
+                    Contains("batch: in a worker, sample 0's dtype is the batch's") &&
+                        Contains("sample 1's float32 can't be cast to int32"));
+  CHECK_THROWS_WITH(collated({flag, i32}), Contains("sample 1's int32 can't be cast to bool"));
 }
 
 TEST_CASE("a collator collates one sample at a time and keeps none of them", "[data][collate]") {

@@ -543,6 +543,64 @@ def test_numbers_of_mixed_kinds_collate_as_torchs(workers, context):
         assert_same(got, want)
 
 
+class NotBatchable:
+    """A type of the user's that default_collate cannot batch."""
+
+
+# Samples of mixed types as datasets return them: each list is one batch.
+MIXED = {
+    # torch returns a batch whose sample 0 is a string (or bytes) as it is, whatever follows
+    "string first": ["a", 1, b"c", 2.5],
+    "string first, nested": [("a", 1), (None, 2), (3.5, 3)],
+    # only sample 0's keys are batched
+    "more keys later": [{"a": 1}, {"a": 2, "b": np.zeros(3)}],
+    # torch.stack promotes: wider later, narrower later, three dtypes
+    "float32 then float64": [np.zeros(2, np.float32), np.full(2, 0.1, np.float64)],
+    "float64 then float32": [np.full(2, 0.1, np.float64), np.ones(2, np.float32)],
+    "int32, float32, int64": [torch.arange(3, dtype=torch.int32), torch.ones(3),
+                              torch.full((3,), 2**40)],
+    "bool then float": [torch.tensor([True, False]), torch.tensor([0.5, 1.5])],
+}
+
+MIXED_ERRORS = {
+    "None": ([None, None], TypeError),
+    "a type of the user's": ([NotBatchable(), NotBatchable()], TypeError),
+    "a number, then a string": ([1, "a"], TypeError),
+    "a tuple, then a dict": ([(1,), {"a": 1}], TypeError),
+    "a dict, then a tuple": ([{"a": 1}, (1,)], TypeError),
+    "numpy strings": ([np.array(["a"]), np.array(["b"])], TypeError),
+    "a key missing": ([{"a": 1}, {"b": 1}], KeyError),
+    "tensors of two shapes": ([np.zeros(2), np.zeros(3)], RuntimeError),
+    "sequences of two lengths": ([(1, 2), (1, 2, 3)], RuntimeError),
+}
+
+
+def batches_or_error(make, samples, **kw):
+    try:
+        return list(make(samples, batch_size=len(samples), **kw))
+    except Exception as e:
+        return type(e)
+
+
+@pytest.mark.parametrize("workers,context", [WORKERS[0], WORKERS[1]])
+def test_samples_of_mixed_types_collate_as_torchs(workers, context):
+    # (torch stacks tensors of mixed dtypes in workers into sample 0's: its batches differ.)
+    for name, samples in MIXED.items():
+        want = batches_or_error(torch.utils.data.DataLoader, samples, num_workers=workers)
+        got = batches_or_error(actorch.DataLoader, samples, num_workers=workers,
+                               multiprocessing_context=context)
+        if isinstance(want, type):
+            assert isinstance(got, type) and issubclass(got, want), (name, got, want)
+        else:
+            assert_same(got, want, name)
+    for name, (samples, error) in MIXED_ERRORS.items():
+        with pytest.raises(error):
+            list(torch.utils.data.DataLoader(samples, batch_size=2))
+        with pytest.raises(error, match="default_collate"):
+            list(actorch.DataLoader(samples, batch_size=2, num_workers=workers,
+                                    multiprocessing_context=context))
+
+
 class Seeds(torch.utils.data.Dataset):
     """What a worker's generators give, as random augmentations draw them."""
 
@@ -636,7 +694,7 @@ def test_sampler_batch_sampler_and_collate_fn_read_as_torchs(kw):
 
 
 def test_unbatchable_samples_name_their_type():
-    with pytest.raises(actorch.Error, match="object"):
+    with pytest.raises(TypeError, match="object"):  # torch's type for it
         list(actorch.DataLoader([object(), object()], batch_size=2))
     with pytest.raises(actorch.Error, match="key of type <class 'int'>"):
         list(actorch.DataLoader([{1: 2}], batch_size=1))

@@ -144,14 +144,27 @@ _PY_EXCEPTION = re.compile(
     r"\(Python exception type ([\w.]+):([\w.]+); the worker's traceback follows\)")
 
 
+# What actorch's C++ default_collate says where torch's raises TypeError (a sample of a type it
+# cannot batch, or of another kind than sample 0's) or KeyError (a key of sample 0's missing
+# from another sample); its other errors are RuntimeErrors there too (torch.stack's).
+_COLLATE_TYPE_ERROR = re.compile(r"default_collate: [^\n]*: (batch must contain |sample 0 is a )")
+_COLLATE_KEY_ERROR = re.compile(r"default_collate: [^\n]*: key '[^\n]*' of sample 0 is missing")
+
+
 def _reraise(error, processes=False):
     """An actorch.Error from the loader as the exception the user's code raised: its type where
     it can be rebuilt from a message, RuntimeError otherwise (as torch's ExceptionWrapper). From
     a worker process, a SystemExit or KeyboardInterrupt (no Exception) is a RuntimeError: it
-    ended that worker, as under torch, where the loop learns that the worker exited."""
+    ended that worker, as under torch, where the loop learns that the worker exited. The C++
+    default_collate's errors take the types torch's default_collate raises."""
     message = str(error)
     match = _PY_EXCEPTION.search(message)
     if match is None:
+        if _COLLATE_TYPE_ERROR.search(message):
+            raise TypeError(message) from None
+        if _COLLATE_KEY_ERROR.search(message):
+            raise KeyError(_torch._utils.KeyErrorMessage(message) if _torch is not None
+                           else message) from None
         raise error
     module, qualname = match.groups()
     try:
