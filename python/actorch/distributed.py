@@ -64,7 +64,32 @@ def register():
         return False
     _dist.Backend.register_backend(BACKEND, _creator)
     _share_ddp_buckets()
+    _allow_monitored_barrier()
     return True
+
+
+def _allow_monitored_barrier():
+    """Note [Monitored barrier]: torch 1.13's dist.monitored_barrier refuses every backend but
+    gloo in Python, before it reaches the group, whose monitoredBarrier actorch's implements
+    (through the store, naming the ranks that did not arrive). For a group of actorch's, this
+    calls the group as torch's would; for any other, torch's function as it is."""
+    c10d = _dist.distributed_c10d
+    original = c10d.monitored_barrier
+    if getattr(original, "_actorch", False):
+        return
+
+    @functools.wraps(original)
+    def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+        if c10d._rank_not_in_group(group) or _dist.get_backend(group) != BACKEND:
+            return original(group, timeout, wait_all_ranks)
+        group_to_use = c10d._get_default_group() if group is None else group
+        return group_to_use.monitored_barrier(
+            c10d.default_pg_timeout if timeout is None else timeout,
+            wait_all_ranks=wait_all_ranks)
+
+    monitored_barrier._actorch = True
+    c10d.monitored_barrier = monitored_barrier
+    _dist.monitored_barrier = monitored_barrier
 
 
 # DDP's Reducers whose group is actorch's: id(reducer) -> weakref to its DDP module.

@@ -109,8 +109,17 @@ public:
     return text(s_->compareSet(key, bytes(expected), bytes(desired)));
   }
   bool check(const std::vector<std::string>& keys) override { return s_->check(keys); }
+  /// As dist::store's: an actorch::error naming the keys (torch's stores throw their own types,
+  /// which the group would take for a failure of its transport).
   void wait(const std::vector<std::string>& keys, milliseconds timeout) override {
-    s_->wait(keys, timeout);
+    try {
+      s_->wait(keys, timeout);
+    } catch (const std::exception& e) {
+      std::string names;
+      for (const auto& k : keys)
+        names += (names.empty() ? "" : ", ") + k;
+      ACTORCH_FAIL("store: waited ", timeout.count(), " ms for ", names, ": ", e.what());
+    }
   }
   bool delete_key(const std::string& key) override { return s_->deleteKey(key); }
   int64_t num_keys() override { return s_->getNumKeys(); }
@@ -609,6 +618,12 @@ public:
   }
   c10::intrusive_ptr<::c10d::Work> barrier(const ::c10d::BarrierOptions&) override {
     return make_work(pg_->barrier(), {}, ::c10d::OpType::BARRIER);
+  }
+  /// dist.monitored_barrier (which import actorch lets reach this group, Note [Monitored
+  /// barrier]): actorch's, through the store. Every rank that did not arrive in time is named,
+  /// whatever wait_all_ranks says (torch's gloo names the first one only without it).
+  void monitoredBarrier(const ::c10d::BarrierOptions& o, bool /*wait_all_ranks*/) override {
+    pg_->monitored_barrier(o.timeout == ::c10d::kUnsetTimeout ? timeout_ : o.timeout).wait();
   }
   c10::intrusive_ptr<::c10d::Work> send(std::vector<at::Tensor>& ts, int dst, int tag) override {
     tensor t = wrap(only(ts, "send"), "send");

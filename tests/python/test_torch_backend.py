@@ -371,6 +371,39 @@ def test_a_killed_rank_or_mismatched_shapes_fail_the_others_naming_them(tmp_path
         assert "rank 0" in out0 and "rank 1" in out0 and "[4]" in out0 and "[5]" in out0, out0
 
 
+MONITORED = r"""
+import datetime, sys, time, torch, torch.distributed as dist
+import actorch
+dist.init_process_group(sys.argv[4], init_method=sys.argv[1], rank=int(sys.argv[2]),
+                        world_size=2, timeout=datetime.timedelta(seconds=20))
+out = {}
+dist.monitored_barrier(timeout=datetime.timedelta(seconds=20))
+out["all arrived"] = True
+if dist.get_rank() == 0:  # rank 1 never comes to the second one
+    start = time.monotonic()
+    try:
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=1), wait_all_ranks=True)
+    except RuntimeError as e:
+        out["error"] = str(e)
+    out["waited"] = time.monotonic() - start
+else:
+    time.sleep(4)  # alive while rank 0 waits (a closed peer is another error)
+torch.save(out, sys.argv[3] + f".{dist.get_rank()}.pt")
+"""
+
+
+def test_monitored_barrier_passes_and_names_the_rank_that_did_not_come_as_gloos(tmp_path):
+    # torch 1.13 refuses it for any backend but gloo unless import actorch lets it through.
+    got = over_gloo_and_actorch(tmp_path, "monitored.py", MONITORED, 60)
+    for backend, ranks in got.items():
+        assert all(r["all arrived"] for r in ranks), backend
+        zero = ranks[0]
+        assert "error" in zero, backend
+        assert 0.9 < zero["waited"] < 3.5, (backend, zero["waited"])
+    assert "Ranks 1 failed to pass monitoredBarrier in 1000 ms" in got["gloo"][0]["error"]
+    assert "ranks [1] of group [0, 1] did not arrive within 1000 ms" in got["actorch"][0]["error"]
+
+
 def test_a_torch_of_another_version_is_refused_plainly():
     with pytest.raises(RuntimeError, match="built against torch 0.0.1, but this Python runs torch "):
         actorch.distributed.check_torch_version("0.0.1", torch.__version__)
