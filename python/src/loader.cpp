@@ -120,7 +120,10 @@ public:
     std::optional<py::gil_scoped_release> no_gil; // its workers may be waiting for the GIL
     if (PyGILState_Check())
       no_gil.emplace();
-    loader_->end_epoch(*epoch_);
+    try {
+      loader_->end_epoch(*epoch_);
+    } catch (...) { // nothing to raise it to here; the next begin() ends the epoch then
+    }
   }
   py::object next() {
     {
