@@ -110,11 +110,7 @@ struct collator::node {
       const tensor& t = s.as_tensor();
       shape = t.sizes();
       device = t.device();
-      shape_t stacked = shape;
-      stacked.insert(stacked.begin(), size);
-      // Samples on a GPU stack there, as torch.stack does (the pool holds host memory).
-      buffer = device.is_cpu() ? batch_buffer(stacked, t.dtype(), pool)
-                               : empty(stacked, {.dtype = t.dtype(), .device = device});
+      buffer = stacked_buffer(t.dtype(), size, pool);
       row_bytes = t.nbytes();
       break;
     }
@@ -178,6 +174,15 @@ struct collator::node {
     }
   }
 
+  /// [size, shape...] of `dt` for the stacked tensors: on their device (samples on a GPU stack
+  /// there, as torch.stack does; the pool holds host memory).
+  tensor stacked_buffer(actorch::dtype dt, int64_t size, buffer_pool* pool) const {
+    shape_t stacked = shape;
+    stacked.insert(stacked.begin(), size);
+    return device.is_cpu() ? batch_buffer(stacked, dt, pool)
+                           : empty(stacked, {.dtype = dt, .device = device});
+  }
+
   /// torch's default_collate returns a batch whose sample 0 is a string (or bytes) as the list
   /// of the samples, whatever the others are.
   bool batched_as_list() const {
@@ -188,10 +193,7 @@ struct collator::node {
   void promote(actorch::dtype dt, int64_t rows, int64_t size, buffer_pool* pool) {
     if (dt == buffer.dtype())
       return;
-    shape_t stacked = shape;
-    stacked.insert(stacked.begin(), size);
-    tensor wider = device.is_cpu() ? batch_buffer(stacked, dt, pool)
-                                   : empty(stacked, {.dtype = dt, .device = device});
+    tensor wider = stacked_buffer(dt, size, pool);
     if (rows > 0)
       wider.narrow(0, 0, rows).copy_(buffer.narrow(0, 0, rows));
     buffer = std::move(wider);

@@ -115,10 +115,8 @@ public:
     try {
       s_->wait(keys, timeout);
     } catch (const std::exception& e) {
-      std::string names;
-      for (const auto& k : keys)
-        names += (names.empty() ? "" : ", ") + k;
-      ACTORCH_FAIL("store: waited ", timeout.count(), " ms for ", names, ": ", e.what());
+      ACTORCH_FAIL("torch's store: waited ", timeout.count(), " ms for keys ",
+                   dist::join_keys(keys), ": ", e.what());
     }
   }
   bool delete_key(const std::string& key) override { return s_->deleteKey(key); }
