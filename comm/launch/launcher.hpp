@@ -69,12 +69,32 @@ struct spawn_options {
 /// the children need (fork copies only the calling thread).
 void spawn(const std::function<void(int)>& fn, int nprocs, const spawn_options& opts = {});
 
-/// A TCP port on 127.0.0.1 that nothing is bound to right now, for a MASTER_PORT of a job on
-/// one host: a random one of the 8192 ports below the kernel's ephemeral range, so that no
-/// socket the kernel numbers itself (Gloo's listeners among them) takes it before the master
-/// listens (Note [Ports below the ephemeral range]); the kernel's own pick where that range
-/// leaves no room. Another process may still bind it first; callers that must rule that out
-/// hold a socket instead.
+/// A TCP port held for a master's store while this object lives (Note [Reserved ports] in
+/// launcher.cpp): a socket bound to it on every address without listening, which a store's
+/// own bind (SO_REUSEADDR, as actorch's and torch's TCPStore bind) shares and nothing else
+/// can: no other reservation, no socket the kernel numbers itself, no plain bind. The port is
+/// a random one of the 8192 below the kernel's ephemeral range (Note [Ports below the
+/// ephemeral range]); the kernel's own pick where that range leaves no room. Connecting to it
+/// is refused until its store listens. Throws actorch::error when no port can be bound.
+class port_reservation {
+public:
+  port_reservation();
+  ~port_reservation();
+  port_reservation(port_reservation&& other) noexcept;
+  port_reservation& operator=(port_reservation&& other) noexcept;
+  port_reservation(const port_reservation&) = delete;
+  port_reservation& operator=(const port_reservation&) = delete;
+  int port() const { return port_; }
+
+private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+/// A port for a MASTER_PORT of a job on one host: a port_reservation kept until this process
+/// exits, so that between this call and the store's bind no other job (another test's rank 0,
+/// another launcher) can take it. Each call holds one more socket; a caller that starts many
+/// jobs in one long-lived process holds a port_reservation per job instead.
 int free_port();
 
 } // namespace actorch::dist

@@ -15,12 +15,15 @@
 #include <sstream>
 #include <thread>
 
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/error.hpp"
 #include "comm/launch/launcher.hpp"
+#include "comm/store/tcp_store.hpp"
 #include "tests/core/files.hpp"
 
 using namespace actorch::dist;
@@ -513,22 +516,96 @@ TEST_CASE("a launcher cut off from the other node stops its ranks and exits with
   }
 }
 
-TEST_CASE("free_port picks bindable ports below the kernel's ephemeral range", "[comm][launch]") {
+namespace {
+
+// Whether a socket without SO_REUSEADDR can bind `port` on 127.0.0.1: what another job's
+// reservation or a plain bind would do.
+bool plain_bind(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(uint16_t(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Whether a master's store can listen on `port` and serve a client there.
+bool store_serves(int port) {
+  try {
+    actorch::dist::tcp_store master("127.0.0.1", uint16_t(port), true, 5000ms);
+    actorch::dist::tcp_store client("127.0.0.1", uint16_t(port), false, 5000ms);
+    client.set("k", "v");
+    return master.get("k") == "v";
+  } catch (const std::exception& e) {
+    WARN("the store on port " << port << " failed: " << e.what());
+    return false;
+  }
+}
+
+} // namespace
+
+TEST_CASE("free_port holds a port below the kernel's ephemeral range for its store alone",
+          "[comm][launch]") {
   // Note [Ports below the ephemeral range]: a master's port must not be one the kernel may
   // hand to another socket (a Gloo listener) while the store's clients knock on it.
+  // Note [Reserved ports]: nor one that another job can take before its store listens.
   std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
   int low = 32768;
   range >> low;
-  if (low - 8192 < 2048) {
+  const bool below = low - 8192 >= 2048;
+  if (!below)
     WARN("the ephemeral range starts at " << low << ": free_port falls back to the kernel's pick");
-    return;
-  }
   for (int i = 0; i < 20; ++i) {
     const int port = free_port();
     INFO("port " << port << ", ephemeral range from " << low);
-    CHECK(port >= low - 8192);
-    CHECK(port < low);
+    if (below) {
+      CHECK(port >= low - 8192);
+      CHECK(port < low);
+    }
+    CHECK_FALSE(plain_bind(port));
+    CHECK(store_serves(port));
+    CHECK_FALSE(plain_bind(port)); // still held once its store has gone
   }
+  port_reservation r;
+  const int port = r.port();
+  CHECK_FALSE(plain_bind(port));
+  port_reservation moved = std::move(r);
+  CHECK_FALSE(plain_bind(port));
+  moved = port_reservation();
+  CHECK(plain_bind(port)); // released with its last holder
+}
+
+TEST_CASE("launch holds the port it chose from before its ranks start until the job ends",
+          "[comm][launch]") {
+  const std::filesystem::path dir = actorch::test::scratch_dir("launch_port");
+  std::filesystem::remove(dir / "port");
+  std::filesystem::remove(dir / "done");
+  const std::string d = dir.string();
+  auto o = sh(2, "if [ $RANK = 0 ]; then echo $MASTER_PORT > " + d + "/tmp && mv " + d + "/tmp " +
+                     d + "/port; fi; while [ ! -e " + d + "/done ]; do sleep 0.02; done");
+  o.master_port = 0; // the launcher's choice
+  int port = 0;
+  bool held = false, serves = false;
+  std::thread checker([&] {
+    for (const auto until = std::chrono::steady_clock::now() + 20s;
+         !std::filesystem::exists(dir / "port") && std::chrono::steady_clock::now() < until;)
+      std::this_thread::sleep_for(5ms);
+    std::ifstream(dir / "port") >> port;
+    held = port > 0 && !plain_bind(port);
+    serves = port > 0 && store_serves(port);
+    std::ofstream(dir / "done") << "";
+  });
+  std::ostringstream out, err;
+  const int rc = launch(o, out, err);
+  checker.join();
+  INFO(err.str());
+  CHECK(rc == 0);
+  REQUIRE(port > 0);
+  CHECK(held);
+  CHECK(serves);
+  CHECK(plain_bind(port)); // released when the job ended
 }
 
 TEST_CASE("with --elastic a killed rank leaves the others running, and the launcher publishes "
