@@ -200,7 +200,7 @@ void replica_run::run_epoch(int64_t epoch, int64_t first_step, replica_report& r
       if (opt_)
         opt_->step();
       if (sharded_)
-        sharded_->stepped();
+        sharded_->stepped(info_.local_rank);
     }
     if (gpu_steps_)
       gpu_steps_->end();

@@ -4,6 +4,8 @@
 // step] and Note [Sharded step across processes] in sharded_step.cpp.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -49,13 +51,18 @@ public:
   /// Whether the replicas are processes: state_dict() is then a collective.
   bool across_processes() const { return group_ != nullptr; }
 
-  /// After replica i's backward: once every replica's is done, the average over the replicas
-  /// of its shard's gradients (in replica order, divided once, as the in-place all-reduce
-  /// computes it) into the .grad of its pieces, which its optimizer steps.
+  /// After replica i's backward: the average over the replicas of its shard's gradients (in
+  /// replica order, divided once, as the in-place all-reduce computes it) into the .grad of its
+  /// pieces, which its optimizer steps. In one process the replicas share the averaging of
+  /// every shard as the gradients complete (Note [Shared averaging]); across processes each
+  /// averages its own once every process's backward is done.
   void average_shard(int i);
-  /// After a replica's step of its shard: waits until every shard is stepped (the next forward
+  /// In one process: how many pieces of the others' shards replica i has averaged so far
+  /// (Note [Shared averaging]; for tests and traces).
+  int64_t averaged_for_others(int i) const { return replicas_[size_t(i)].for_others; }
+  /// After replica i's step of its shard: waits until every shard is stepped (the next forward
   /// reads them all).
-  void stepped();
+  void stepped(int i);
 
   /// The whole optimizer state in the unsharded optimizer's layout. In one process: called by
   /// one replica while every other one waits between stepped() and its next step (a
@@ -81,32 +88,60 @@ private:
     std::vector<tensor> params;
     std::vector<piece> shard;
     optim::optimizer* opt = nullptr; // null when the shard is empty
+    // Note [Shared averaging]:
+    int64_t steps = 0;      // steps whose averaging this replica has begun
+    int64_t for_others = 0; // items of other shards it averaged
+    // In one process (across processes the gradients and words are in mapped memory):
+    std::vector<tensor> flat;   // parameter k's gradient of this step, flat, as its hook saw it
+    std::vector<tensor> spare;  // piece j's average where this replica has no gradient of it
+    std::vector<int64_t> words; // its words (layout in word())
+  };
+  // A run of a piece's elements that one replica averages (Note [Shared averaging]).
+  struct work_item {
+    size_t param, piece; // the owner's shard[piece], over parameter `param`
+    int64_t at, length;  // the run's first element within the parameter, and its length
   };
   // Across processes: the memory every process maps, by process rank.
   struct mapped {
     tensor params;             // rank 0's buffer: the one copy of the parameters
-    std::vector<tensor> grads; // rank q's gradients (the others read those outside its run)
-    std::vector<tensor> used;  // int32 per parameter: rank q has a gradient for it this step
+    std::vector<tensor> grads; // rank q's gradients, which any process may average
+    std::vector<tensor> words; // rank q's words (layout in word())
     std::shared_ptr<dist::symmetric_memory> signals; // the grads', whose barrier the step uses
-    std::vector<int64_t> offsets;                  // parameter k's first element in the flat layout
-    std::vector<std::pair<int64_t, int64_t>> kept; // parameter k's elements in this rank's run
+    std::vector<int64_t> offsets;               // parameter k's first element in the flat layout
+    std::chrono::milliseconds timeout{1800000}; // the group's: how long a wait for a peer lasts
   };
   // The pieces of run r of n over `params`.
   static std::vector<piece> pieces_of(const std::vector<tensor>& params, int r, int n);
   bool map_parameters(replica& me);
-  void average_across_processes(replica& me);
   // Parameter k's part of this process's gradient block, shaped as `param`.
   tensor gradient_slot(size_t k, const tensor& param) const;
-  // Backward's hook across processes: parameter k's gradient, outside this process's run, into
-  // its buffer, and the parameter marked used.
-  void publish_gradient(size_t k, const tensor& grad);
-  // Averages `parts` (by replica, undefined: it did not use the parameter) into the piece's
-  // gradient (parts[own], this replica's, where it has one), or clears it where no replica
-  // used it.
-  static void average_piece(piece& pc, const tensor& param, std::vector<tensor>& parts, size_t own);
   void barrier();
 
+  // Note [Shared averaging]. Replica q's words, by index: [0, P) ready[k] (the step in which
+  // its gradient of parameter k was complete), P done (the step whose backward it ended), P + 1
+  // its pid (across processes); on replica 0 also P + 2 + r the claims of shard r's items and
+  // P + 2 + n + r how many of them are averaged (both over every step). Accessed through
+  // std::atomic_ref only.
+  int64_t& word(size_t q, size_t index);
+  size_t replica_count() const;
+  // This process's replica i's index among all replicas (its rank across processes).
+  size_t index_of(int i) const;
+  // Backward's hook: parameter k's gradient is complete on local replica i (across processes:
+  // copied into the process's block first, where backward did not write it).
+  void mark_ready(int i, size_t k, const tensor& grad);
+  // Shard r's item w's average into r's gradient (or spare); `by`: the local replica averaging.
+  template <class T> void average_item(size_t r, const work_item& w, int64_t step, replica& by);
+  // Whether every replica's gradient of parameter k is final in `step` (marked, or its
+  // backward ended).
+  bool complete(size_t k, int64_t step);
+  // Waits until ready(), spinning briefly, then in short naps; throws as a barrier does where
+  // a replica aborted (in one process) or a peer's process exited or the group's timeout
+  // passed (across processes).
+  template <class Ready> void wait_until(const Ready& ready);
+
   std::vector<replica> replicas_;
+  std::vector<std::vector<work_item>> work_;   // by shard: its items, in the order backward
+                                               // completes them
   std::shared_ptr<dist::process_group> group_; // across processes
   mapped mapped_;
   bool active_ = true;
@@ -115,6 +150,7 @@ private:
   size_t arrived_ = 0;
   uint64_t generation_ = 0;
   std::exception_ptr aborted_;
+  std::atomic<bool> aborting_{false}; // aborted_ is set: the waits of wait_until end
 };
 
 } // namespace actorch::actors

@@ -3,17 +3,25 @@
 // optimizer state a checkpoint holds, with SGD's momentum and Adam, at 2, 3 and 5 actors (5:
 // more actors than the toy model has parameters, so some shards are empty); checkpoints that
 // cross between the two; and the errors where it cannot apply. Then the same across forked
-// processes of one actor each (Note [Sharded step across processes]).
+// processes of one actor each (Note [Sharded step across processes]), and the replicas of one
+// process sharing the averaging (Note [Shared averaging]).
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "actors/trainer.hpp"
+#include "actors/trainer/sharded_step.hpp"
 #include "comm/ddp/comm_hooks.hpp"
 #include "comm/distributed.hpp"
 #include "comm/launch/launcher.hpp"
@@ -345,4 +353,234 @@ TEST_CASE("trainer actors: zero_redundancy = true where the step cannot be shard
   s = toy_spec(32, "");
   s.comm_hook = [] { return dist::hooks::fp16_compress_hook(); };
   CHECK_FALSE(train_data_parallel(s, {.num_local = 2}).zero_redundancy);
+}
+
+namespace {
+
+// Two linear layers; forward(x, false) stops after the first (the second's parameters unused).
+class two_layers : public nn::module {
+public:
+  two_layers() {
+    generator g(11);
+    a_ = register_module("a", std::make_shared<nn::linear>(64, 256, true, &g));
+    b_ = register_module("b", std::make_shared<nn::linear>(256, 64, true, &g));
+  }
+  tensor forward(const tensor& x) override { return forward(x, true); }
+  tensor forward(const tensor& x, bool whole) {
+    const tensor h = (*a_)(x).relu();
+    return whole ? (*b_)(h) : h;
+  }
+
+private:
+  std::shared_ptr<nn::linear> a_, b_;
+};
+
+// Note [Shared averaging]'s job: two replicas of two_layers for kSteps of SGD with momentum;
+// with `unused`, replica 1 leaves the last layer out of step 1. Replica 1's shard holds the
+// whole last layer (its weight and bias, an item each).
+struct shared_averaging_job {
+  static constexpr int kSteps = 3;
+  bool unused = false;
+  std::vector<tensor> xs, ys;
+
+  explicit shared_averaging_job(bool unused_last_layer) : unused(unused_last_layer) {
+    generator g(12);
+    for (int r = 0; r < 2 * kSteps; ++r) {
+      xs.push_back(randn({16, 64}, {}, &g));
+      ys.push_back(randn({16, 64}, {}, &g));
+    }
+  }
+  static std::unique_ptr<optim::optimizer> make_sgd(nn::module& m) {
+    return std::make_unique<optim::sgd>(m.parameters(),
+                                        optim::sgd_options{.lr = 0.1, .momentum = 0.9});
+  }
+  // Replica r's loss in step s.
+  tensor loss(two_layers& m, int r, int s) const {
+    const tensor x = xs[size_t(s * 2 + r)], y = ys[size_t(s * 2 + r)];
+    if (unused && r == 1 && s == 1)
+      return m.forward(x, false).mean();
+    return nn::functional::mse_loss(m(x), y);
+  }
+  // The parameters after every step: each replica's gradients on a whole copy (zeros where it
+  // has none, as DDP reduces them), averaged as the all-reduce does ((g0 + g1) / 2), one
+  // unsharded SGD step.
+  std::vector<std::vector<double>> reference() const {
+    two_layers ref;
+    std::vector<two_layers> copies(2);
+    auto opt = make_sgd(ref);
+    for (int s = 0; s < kSteps; ++s) {
+      std::vector<std::vector<tensor>> grads;
+      for (int r = 0; r < 2; ++r) {
+        const auto params = copies[size_t(r)].parameters();
+        {
+          no_grad guard;
+          for (size_t k = 0; k < params.size(); ++k)
+            tensor(params[k]).copy_(ref.parameters()[k]);
+        }
+        zero_grads(params);
+        loss(copies[size_t(r)], r, s).backward();
+        std::vector<tensor> mine;
+        for (const tensor& p : params)
+          mine.push_back(p.grad().defined() ? p.grad().clone() : zeros(p.sizes()));
+        grads.push_back(std::move(mine));
+      }
+      const auto params = ref.parameters();
+      for (size_t k = 0; k < params.size(); ++k)
+        tensor(params[k]).set_grad(grads[0][k].add(grads[1][k]).div(2.0));
+      opt->step();
+    }
+    std::vector<std::vector<double>> out;
+    for (const tensor& p : ref.parameters())
+      out.push_back(test::values_of(p));
+    return out;
+  }
+  // Replica r's steps with `step`: replica 1 sleeps in its backward once its last layer's
+  // gradients are marked (its hooks run after the step's own), or, with `exit_in_step` >= 0,
+  // exits there in that step (a process killed mid-backward).
+  void run(actors::sharded_step& step, two_layers& model, int i, int r,
+           int exit_in_step = -1) const {
+    auto opt = step.join(i, model, make_sgd);
+    const auto params = model.parameters();
+    auto marked = std::make_shared<std::atomic<int>>(0);
+    auto at = std::make_shared<int>(0);
+    if (r == 1)
+      for (size_t k : {size_t(2), size_t(3)})
+        tensor(params[k]).register_post_accumulate_grad_hook(
+            [marked, at, exit_in_step](const tensor&) {
+              if (++*marked % 2 != 0)
+                return;
+              if (*at == exit_in_step)
+                ::_exit(3);
+              std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            });
+    for (int s = 0; s < kSteps; ++s) {
+      *at = s;
+      zero_grads(params);
+      loss(model, r, s).backward();
+      step.average_shard(i);
+      if (opt)
+        opt->step();
+      step.stepped(i);
+    }
+  }
+};
+
+std::vector<std::vector<double>> values_of_parameters(nn::module& m) {
+  std::vector<std::vector<double>> out;
+  for (const tensor& p : m.parameters())
+    out.push_back(test::values_of(p));
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("trainer actors: the replica whose backward ends first averages the others' pieces "
+          "meanwhile, and the step's bits stay the all-reduce's") {
+  // Note [Shared averaging]: while replica 1 sleeps in its backward, replica 0, done, averages
+  // the last layer's items (replica 1's shard) before replica 1 reaches them. With `unused`,
+  // replica 1's pieces of the last layer get the average of replica 0's gradient and zeros,
+  // in a spare, in step 1.
+  const bool unused = GENERATE(false, true);
+  INFO((unused ? "replica 1 leaves the last layer unused in step 1" : "every parameter used"));
+  const shared_averaging_job job(unused);
+  std::vector<two_layers> models(2);
+  auto step = std::make_shared<actors::sharded_step>(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        job.run(*step, models[size_t(r)], r, r);
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+        step->abort(std::current_exception());
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  CHECK(errors[0].empty());
+  CHECK(errors[1].empty());
+  CHECK(step->averaged_for_others(0) >= 2 * (unused ? job.kSteps - 1 : job.kSteps));
+  INFO("replica 1 averaged " << step->averaged_for_others(1) << " of replica 0's items");
+  CHECK(values_of_parameters(models[0]) == job.reference()); // exactly
+}
+
+namespace {
+
+// shared_averaging_job in two forked processes of one replica each over a file store, each
+// process's outcome (its error, or what it checked) in `name`.rank.
+void shared_averaging_in_processes(const std::string& name, bool unused, int exit_in_step) {
+  const std::string store = scratch(name + ".store");
+  std::filesystem::remove(store);
+  for (int rank = 0; rank < 2; ++rank) // an earlier run's
+    std::filesystem::remove(scratch(name + "." + std::to_string(rank)));
+  std::fflush(nullptr);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      std::string outcome = "ok";
+      try {
+        dist::init_process_group({.init_method = "file://" + store,
+                                  .world_size = 2,
+                                  .rank = rank,
+                                  .timeout = std::chrono::milliseconds(20000)});
+        const shared_averaging_job job(unused);
+        two_layers model;
+        auto step = std::make_shared<actors::sharded_step>(dist::world());
+        job.run(*step, model, 0, rank, exit_in_step);
+        ACTORCH_CHECK(step->active(), "the step was not sharded");
+        const int slept = unused ? job.kSteps - 1 : job.kSteps; // steps rank 1 slept in
+        ACTORCH_CHECK(rank != 0 || step->averaged_for_others(0) >= 2 * slept, "rank 0 averaged ",
+                      step->averaged_for_others(0), " of rank 1's items, expected at least ",
+                      2 * slept);
+        ACTORCH_CHECK(values_of_parameters(model) == job.reference(),
+                      "the parameters differ from the all-reduce's");
+        dist::destroy_process_group();
+      } catch (const std::exception& e) {
+        outcome = e.what();
+      }
+      std::ofstream(scratch(name + "." + std::to_string(rank))) << outcome;
+      ::_exit(outcome == "ok" ? 0 : 1);
+    }
+    pids.push_back(pid);
+  }
+  for (const pid_t pid : pids) { // each within 60 s: a wait that hangs fails the test
+    int status = 0;
+    for (int tick = 0; ::waitpid(pid, &status, WNOHANG) == 0; ++tick) {
+      if (tick == 6000) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        FAIL("a process of " << name << " had not ended after 60 s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+}
+
+std::string outcome_of(const std::string& name, int rank) {
+  std::ifstream in(scratch(name + "." + std::to_string(rank)));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+} // namespace
+
+TEST_CASE("trainer processes: the process whose backward ends first averages the others' "
+          "pieces meanwhile, the bits the all-reduce's, and a peer that exits mid-backward "
+          "fails it at once") {
+  // Note [Shared averaging] across processes, through the memory both map.
+  SECTION("both finish") {
+    const bool unused = GENERATE(false, true);
+    INFO((unused ? "rank 1 leaves the last layer unused in step 1" : "every parameter used"));
+    shared_averaging_in_processes("shared_averaging", unused, -1);
+    CHECK(outcome_of("shared_averaging", 0) == "ok");
+    CHECK(outcome_of("shared_averaging", 1) == "ok");
+  }
+  SECTION("rank 1 exits in its backward of step 1") {
+    const auto t0 = std::chrono::steady_clock::now();
+    shared_averaging_in_processes("shared_averaging_exit", false, 1);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15)); // not the timeout
+    CHECK_THAT(outcome_of("shared_averaging_exit", 0),
+               Contains("rank 1 (pid") && Contains("has exited"));
+  }
 }
