@@ -84,6 +84,7 @@
 
 #include <unistd.h>
 
+#include "base/cpu_relax.hpp"
 #include "base/error.hpp"
 #include "comm/backend/gloo/process_group_gloo.hpp"
 #include "comm/ddp/zero_redundancy_optimizer.hpp"
@@ -126,14 +127,6 @@ template <class T> void average_into(T* dst, const std::vector<const T*>& parts,
     for (int64_t j = 0; j < len; ++j)
       out[j] = acc[j] / n;
   }
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
 }
 
 // Note [Shared averaging]: the longest run of a piece that one replica averages at a time.

@@ -47,6 +47,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "base/cpu_relax.hpp"
 #include "base/error.hpp"
 #include "comm/host_identity.hpp"
 
@@ -134,14 +135,6 @@ void futex_wait(uint32_t* word, uint32_t expected, std::chrono::nanoseconds slic
 
 void futex_wake_all(uint32_t* word) {
   ::syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
 }
 
 int64_t* header_of(void* base, int r, uint64_t parity) {
