@@ -359,7 +359,8 @@ void sharded_step::average_item(size_t r, const work_item& w, int64_t step, repl
   const auto marked = [&](size_t q) {
     return std::atomic_ref(word(q, k)).load(std::memory_order_acquire) == step;
   };
-  // Every replica's gradient of k is final: marked, or absent (its backward ended without it).
+  // Called once every replica's gradient of k is final (complete()): marked, or absent (its
+  // backward ended without it). Replica q's gradient of k, at the item's first element:
   const auto grad = [&](size_t q) -> T* {
     return group_ ? mapped_.grads[q].data_ptr<T>() + mapped_.offsets[k] + w.at
                   : replicas_[q].flat[k].template data_ptr<T>() + w.at;

@@ -22,6 +22,14 @@
 
 namespace actorch::test {
 
+/// A deadline for the fork-mode loaders whose test is not about deadlines. fork() copies one
+/// thread: a lock another thread held then stays held in the child (Note [Worker processes]).
+/// glibc's malloc takes care of its own, but GCC 12's AddressSanitizer allocator does not (a
+/// child hung once in 15 TSan runs too, and a CI ASan run met one in test_data_loader.cpp): a
+/// child forked while another thread allocates can hang in its first allocation; with a
+/// deadline it is killed and replaced, as any hung worker process is.
+inline constexpr double kHeal = 20;
+
 /// Sample i: (tensor [2] = {i, i}, label i) plus the hook's effect.
 class probe_dataset : public data::dataset {
 public:

@@ -615,6 +615,7 @@ TEST_CASE("a batch type of the user's own cannot leave a worker process, and say
                               [](std::vector<sample> samples) {
                                 return sample(std::make_shared<simple_custom_batch>(samples));
                               },
+                          .timeout = kHeal,
                           .multiprocessing_context = "fork"});
   const epoch_failure f = run_until_error(loader);
   CHECK(f.batches == 0);
@@ -657,6 +658,7 @@ TEST_CASE("a batch type with to_wire and a codec leaves a worker process as itse
                  b->values = stack({samples[0][0].as_tensor(), samples.back()[0].as_tensor()}, 0);
                  return sample(b);
                },
+           .timeout = kHeal,
            .multiprocessing_context = "fork"});
   std::vector<std::string> labels;
   for (const sample& s : loader) {
@@ -679,6 +681,7 @@ TEST_CASE("a batch type with to_wire and a codec leaves a worker process as itse
                                  };
                                  return sample(std::make_shared<stray>());
                                },
+                           .timeout = kHeal,
                            .multiprocessing_context = "fork"});
   const epoch_failure f = run_until_error(unknown);
   CHECK_THAT(f.message, Contains("sent as 'no-such-codec', and this process has no codec"));

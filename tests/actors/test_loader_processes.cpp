@@ -34,13 +34,6 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-/// A deadline for the loaders whose test is not about deadlines. fork() copies one thread: a
-/// lock another thread held then stays held in the child (Note [Worker processes]). glibc's
-/// malloc takes care of its own, but GCC 12's AddressSanitizer allocator does not (and a child
-/// hung once in 15 TSan runs too): a child forked while another thread allocates can hang in its
-/// first allocation; with a deadline it is killed and replaced, as any hung worker process is.
-constexpr double kHeal = 20;
-
 /// True for the first caller of all processes (a file made with O_EXCL), false after: a fault
 /// that strikes once, whichever process meets it first.
 bool first_time(const std::string& name) {
