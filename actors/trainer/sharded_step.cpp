@@ -322,7 +322,11 @@ bool sharded_step::complete(size_t k, int64_t step) {
 template <class Ready> void sharded_step::wait_until(const Ready& ready) {
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + mapped_.timeout;
-  auto next_look = clock::now();
+  // The peers' pids are first looked at 50 ms into a wait, as the segment's barrier first looks
+  // after its first sleep: a launcher polling its ranks (spawn, actorch launch: every 20 ms)
+  // then reaps a killed rank before the rank that noticed its death exits, and names the
+  // killed one as the job's failure.
+  auto next_look = clock::now() + std::chrono::milliseconds(50);
   for (uint32_t spins = 0; !ready(); ++spins) {
     if (aborting_.load(std::memory_order_acquire)) {
       std::lock_guard lock(mu_);

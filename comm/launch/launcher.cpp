@@ -178,11 +178,19 @@ std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::
     for (size_t i = 0; ready > 0 && i < fds.size(); ++i)
       if (fds[i].revents != 0)
         relay(*owners[i], out, false);
-    for (;;) {
-      int status = 0;
+    // Every child that has ended by now, those killed by a signal first: a rank that exits
+    // non-zero because it noticed a killed peer ends after it, and the killed one is the
+    // failure to name even when both are reaped in one pass.
+    std::vector<std::pair<pid_t, int>> ended;
+    for (int status = 0;;) {
       const pid_t pid = ::waitpid(-1, &status, WNOHANG);
       if (pid <= 0)
         break;
+      ended.emplace_back(pid, status);
+    }
+    std::stable_partition(ended.begin(), ended.end(),
+                          [](const auto& e) { return WIFSIGNALED(e.second); });
+    for (const auto& [pid, status] : ended) {
       std::vector<child> replacements;
       for (auto& c : kids) {
         if (c.pid != pid || !c.running)

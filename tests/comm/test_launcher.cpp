@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "base/error.hpp"
+#include "comm/host_identity.hpp"
 #include "comm/launch/launcher.hpp"
 #include "comm/store/tcp_store.hpp"
 #include "tests/core/files.hpp"
@@ -330,6 +331,34 @@ TEST_CASE("launch forwards SIGTERM to every rank, and does not restart after it"
   CHECK(rc != 0);
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
   CHECK_THAT(err.str(), Contains("got signal 15") && !Contains("restarting"));
+}
+
+TEST_CASE("a rank killed by a signal is the failure named, when a rank that noticed it ends in "
+          "the same moment",
+          "[comm][launch]") {
+  // Rank 1 kills itself; rank 0 exits 1 the moment rank 1 is dead (as a rank whose collective
+  // found a dead peer does), so both end within one pass of the supervisor's reaping, rank 0
+  // (the older child, which the kernel's waitpid returns first) among them.
+  const std::filesystem::path pid_file = actorch::test::scratch_dir("launch_cause") / "pid";
+  std::filesystem::remove(pid_file);
+  CHECK_THROWS_WITH(spawn(
+                        [&](int rank) {
+                          if (rank == 1) {
+                            std::ofstream(pid_file.string() + ".tmp") << ::getpid();
+                            std::filesystem::rename(pid_file.string() + ".tmp", pid_file);
+                            ::kill(::getpid(), SIGKILL);
+                          }
+                          pid_t peer = 0;
+                          while (peer == 0) {
+                            std::ifstream(pid_file) >> peer;
+                            std::this_thread::sleep_for(1ms);
+                          }
+                          while (!actorch::dist::process_exited(peer))
+                            std::this_thread::sleep_for(100us);
+                          ::_exit(1);
+                        },
+                        2),
+                    Contains("rank 1 was killed by signal 9"));
 }
 
 TEST_CASE("spawn runs fn in each rank and reports the one that failed", "[comm][launch]") {
