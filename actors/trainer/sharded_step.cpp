@@ -177,8 +177,7 @@ bool sharded_step::map_parameters(replica& me) {
   const int64_t total = mapped_.offsets.back();
   const auto params = group_->empty_symmetric(total, dt);
   const auto grads = group_->empty_symmetric(total, dt);
-  const auto words =
-      group_->empty_symmetric(int64_t(me.params.size()) + 2 + 2 * group_->size(), dtype::int64);
+  const auto words = group_->empty_symmetric(int64_t(word_count()), dtype::int64);
   if (!params || !grads || !words)
     return false;
   mapped_.params = params->buffer(0);
@@ -189,7 +188,8 @@ bool sharded_step::map_parameters(replica& me) {
   mapped_.signals = grads;
   if (const auto* gloo = dynamic_cast<const dist::process_group_gloo*>(group_.get()))
     mapped_.timeout = gloo->timeout();
-  word(size_t(group_->rank()), me.params.size() + 1) = int64_t(::getpid()); // before the barrier
+  pid_word(size_t(group_->rank()))
+      .store(::getpid(), std::memory_order_relaxed); // before the barrier
   // Parameter k's memory: its run of rank 0's buffer, from mapped_.offsets[k].
   const auto slot = [&](size_t k) {
     return mapped_.params.narrow(0, mapped_.offsets[k], me.params[k].numel());
@@ -243,7 +243,7 @@ std::unique_ptr<optim::optimizer> sharded_step::join(
   if (!group_) {
     me.flat.assign(me.params.size(), tensor());
     me.spare.assign(me.shard.size(), tensor());
-    me.words.assign(me.params.size() + 2 + 2 * size_t(n), 0);
+    me.words.assign(word_count(), 0);
   } else {
     // Backward writes each gradient into the process's block in the first place (Note
     // [Gradient destinations]); the hook then only copies what came from elsewhere.
@@ -307,16 +307,34 @@ void sharded_step::mark_ready(int i, size_t k, const tensor& grad) {
   } else {
     me.flat[k] = flat;
   }
-  std::atomic_ref(word(index_of(i), k)).store(me.steps + 1, std::memory_order_release);
+  ready_word(index_of(i), k).store(me.steps + 1, std::memory_order_release);
 }
 
 bool sharded_step::complete(size_t k, int64_t step) {
-  const size_t done = replicas_[0].params.size();
   for (size_t q = 0; q < replica_count(); ++q)
-    if (std::atomic_ref(word(q, k)).load(std::memory_order_acquire) != step &&
-        std::atomic_ref(word(q, done)).load(std::memory_order_acquire) != step)
+    if (ready_word(q, k).load(std::memory_order_acquire) != step &&
+        done_word(q).load(std::memory_order_acquire) != step)
       return false;
   return true;
+}
+
+const sharded_step::work_item* sharded_step::next_item(size_t r, int64_t step, int64_t& claims) {
+  claims = claims_word(r).load(std::memory_order_acquire);
+  const int64_t at = claims - (step - 1) * int64_t(work_[r].size());
+  return at < int64_t(work_[r].size()) ? &work_[r][size_t(at)] : nullptr;
+}
+
+bool sharded_step::any_item_ready(int64_t step, bool& left) {
+  left = false;
+  for (size_t r = 0; r < replica_count(); ++r) {
+    int64_t claims = 0;
+    if (const work_item* w = next_item(r, step, claims)) {
+      left = true;
+      if (complete(w->param, step))
+        return true;
+    }
+  }
+  return false;
 }
 
 template <class Ready> void sharded_step::wait_until(const Ready& ready) {
@@ -344,9 +362,8 @@ template <class Ready> void sharded_step::wait_until(const Ready& ready) {
     if (!group_ || clock::now() < next_look)
       continue;
     next_look = clock::now() + std::chrono::milliseconds(50);
-    const size_t pid = replicas_[0].params.size() + 1;
     for (size_t q = 0; q < replica_count(); ++q) {
-      const auto p = pid_t(std::atomic_ref(word(q, pid)).load(std::memory_order_relaxed));
+      const auto p = pid_t(pid_word(q).load(std::memory_order_relaxed));
       ACTORCH_CHECK(q == index_of(0) || !dist::process_exited(p), "train_data_parallel: rank ", q,
                     " (pid ", p,
                     ") has exited, found while the sharded step waited for its gradients");
@@ -357,11 +374,10 @@ template <class Ready> void sharded_step::wait_until(const Ready& ready) {
   }
 }
 
-template <class T>
-void sharded_step::average_item(size_t r, const work_item& w, int64_t step, replica& by) {
+template <class T> void sharded_step::average_item(size_t r, const work_item& w, int64_t step) {
   const size_t k = w.param, n = replica_count();
   const auto marked = [&](size_t q) {
-    return std::atomic_ref(word(q, k)).load(std::memory_order_acquire) == step;
+    return ready_word(q, k).load(std::memory_order_acquire) == step;
   };
   // Called once every replica's gradient of k is final (complete()): marked, or absent (its
   // backward ended without it). Replica q's gradient of k, at the item's first element:
@@ -386,22 +402,21 @@ void sharded_step::average_item(size_t r, const work_item& w, int64_t step, repl
     for (const T*& p : parts)
       if (p == nullptr) {
         if (!zero.defined())
-          zero = zeros({w.length}, {.dtype = by.params[k].dtype()});
+          zero = zeros({w.length}, {.dtype = dtype_of<T>()});
         p = zero.template data_ptr<T>();
       }
     average_into(dst, parts, w.length);
   }
-  const size_t averaged = replicas_[0].params.size() + 2 + n + r;
-  std::atomic_ref(word(0, averaged)).fetch_add(1, std::memory_order_release);
+  averaged_word(r).fetch_add(1, std::memory_order_release);
 }
 
 void sharded_step::average_shard(int i) {
   replica& me = replicas_[size_t(i)];
-  const size_t self = index_of(i), n = replica_count(), P = me.params.size();
+  const size_t self = index_of(i), n = replica_count();
   const int64_t step = ++me.steps;
   no_grad guard;
   const auto marked = [&](size_t q, size_t k) {
-    return std::atomic_ref(word(q, k)).load(std::memory_order_acquire) == step;
+    return ready_word(q, k).load(std::memory_order_acquire) == step;
   };
   // In one process a piece this replica has no gradient of gets the others' average in a
   // spare, made before its backward is marked done (which the averagers wait for).
@@ -409,55 +424,31 @@ void sharded_step::average_shard(int i) {
     for (size_t j = 0; j < me.shard.size(); ++j)
       if (!marked(self, me.shard[j].param) && !me.spare[j].defined())
         me.spare[j] = empty({me.shard[j].length}, {.dtype = me.params[me.shard[j].param].dtype()});
-  std::atomic_ref(word(self, P)).store(step, std::memory_order_release);
-  // Items in turn, this replica's shard first (Note [Shared averaging]). The next unclaimed
-  // item of shard r in this step, with the claim count it was read at; null when none is left.
-  const auto next_of = [&](size_t r, int64_t& c) -> const work_item* {
-    c = std::atomic_ref(word(0, P + 2 + r)).load(std::memory_order_acquire);
-    const int64_t at = c - (step - 1) * int64_t(work_[r].size());
-    return at < int64_t(work_[r].size()) ? &work_[r][size_t(at)] : nullptr;
-  };
-  for (;;) {
-    bool left = false, took = false;
+  done_word(self).store(step, std::memory_order_release);
+  // Items in turn, this replica's shard first (Note [Shared averaging]): a claim is taken only
+  // for a ready item; when no shard's next item is ready, wait until one is or none is left.
+  for (bool left = true; left;) {
+    bool took = false;
     for (size_t o = 0; o < n && !took; ++o) {
       const size_t r = (self + o) % n;
-      int64_t c = 0;
-      const work_item* w = next_of(r, c);
-      if (w == nullptr)
-        continue;
-      left = true;
-      if (!complete(w->param, step) ||
-          !std::atomic_ref(word(0, P + 2 + r))
-               .compare_exchange_strong(c, c + 1, std::memory_order_acq_rel))
+      int64_t claims = 0;
+      const work_item* w = next_item(r, step, claims);
+      if (w == nullptr || !complete(w->param, step) ||
+          !claims_word(r).compare_exchange_strong(claims, claims + 1, std::memory_order_acq_rel))
         continue;
       took = true;
       if (me.params[w->param].dtype() == dtype::float32)
-        average_item<float>(r, *w, step, me);
+        average_item<float>(r, *w, step);
       else
-        average_item<double>(r, *w, step, me);
+        average_item<double>(r, *w, step);
       if (r != self)
         ++me.for_others;
     }
-    if (!left)
-      break;
-    if (!took) // each shard's next item waits for a replica's backward
-      wait_until([&] {
-        bool any_left = false;
-        for (size_t r = 0; r < n; ++r) {
-          int64_t c = 0;
-          if (const work_item* w = next_of(r, c)) {
-            if (complete(w->param, step))
-              return true;
-            any_left = true;
-          }
-        }
-        return !any_left;
-      });
+    if (!took) // each shard's next item waits for a replica's backward, or none is left
+      wait_until([&] { return any_item_ready(step, left) || !left; });
   }
   const int64_t mine = step * int64_t(work_[self].size());
-  wait_until([&] {
-    return std::atomic_ref(word(0, P + 2 + n + self)).load(std::memory_order_acquire) >= mine;
-  });
+  wait_until([&] { return averaged_word(self).load(std::memory_order_acquire) >= mine; });
   for (size_t j = 0; j < me.shard.size(); ++j) {
     piece& pc = me.shard[j];
     bool any = false;

@@ -120,20 +120,40 @@ private:
   // Note [Shared averaging]. Replica q's words, by index: [0, P) ready[k] (the step in which
   // its gradient of parameter k was complete), P done (the step whose backward it ended), P + 1
   // its pid (across processes); on replica 0 also P + 2 + r the claims of shard r's items and
-  // P + 2 + n + r how many of them are averaged (both over every step). Accessed through
-  // std::atomic_ref only.
+  // P + 2 + n + r how many of them are averaged (both over every step). Read and written
+  // through the accessors below only, as std::atomic_ref.
   int64_t& word(size_t q, size_t index);
+  std::atomic_ref<int64_t> ready_word(size_t q, size_t k) { return std::atomic_ref(word(q, k)); }
+  std::atomic_ref<int64_t> done_word(size_t q) { return std::atomic_ref(word(q, param_count())); }
+  std::atomic_ref<int64_t> pid_word(size_t q) {
+    return std::atomic_ref(word(q, param_count() + 1));
+  }
+  std::atomic_ref<int64_t> claims_word(size_t r) {
+    return std::atomic_ref(word(0, param_count() + 2 + r));
+  }
+  std::atomic_ref<int64_t> averaged_word(size_t r) {
+    return std::atomic_ref(word(0, param_count() + 2 + replica_count() + r));
+  }
+  // How many words each replica has (P + 2 + 2n; only replica 0's last 2n are used).
+  size_t word_count() const { return param_count() + 2 + 2 * replica_count(); }
+  size_t param_count() const { return replicas_[0].params.size(); }
   size_t replica_count() const;
   // This process's replica i's index among all replicas (its rank across processes).
   size_t index_of(int i) const;
   // Backward's hook: parameter k's gradient is complete on local replica i (across processes:
   // copied into the process's block first, where backward did not write it).
   void mark_ready(int i, size_t k, const tensor& grad);
-  // Shard r's item w's average into r's gradient (or spare); `by`: the local replica averaging.
-  template <class T> void average_item(size_t r, const work_item& w, int64_t step, replica& by);
+  // Shard r's item w's average into r's gradient (or spare).
+  template <class T> void average_item(size_t r, const work_item& w, int64_t step);
   // Whether every replica's gradient of parameter k is final in `step` (marked, or its
   // backward ended).
   bool complete(size_t k, int64_t step);
+  // The next unclaimed item of shard r in `step`, with the claim count it was read at (for the
+  // claim's compare-and-set); null when every item of r is claimed.
+  const work_item* next_item(size_t r, int64_t step, int64_t& claims);
+  // Whether some shard's next item is ready to average in `step` (complete()); `left`: whether
+  // any shard has an item left at all.
+  bool any_item_ready(int64_t step, bool& left);
   // Waits until ready(), spinning briefly, then in short naps; throws as a barrier does where
   // a replica aborted (in one process) or a peer's process exited or the group's timeout
   // passed (across processes).
