@@ -36,11 +36,18 @@ if os.environ.get("ACTORCH_SANITIZERS") == "address":
     multiprocessing.set_forkserver_preload(["numpy", "torch", "actorch", "loader_cases"])
 
 # Where the workers run: no workers, worker processes (actorch's default for a Python dataset,
-# as torch's), worker processes started as new interpreters, worker threads.
+# as torch's), worker threads.
 WORKERS = [pytest.param(0, None, id="no-workers"),
            pytest.param(2, None, id="processes", marks=processes),
-           pytest.param(2, "spawn", id="spawn", marks=processes),
            pytest.param(2, "thread", id="threads")]
+# The same and worker processes started as new interpreters (multiprocessing_context="spawn"), for
+# what depends on how a worker starts: what it sees of the dataset (a pickled copy), worker_info,
+# a collate_fn or an exception that crosses pickled. Once started, a spawned worker loads and
+# collates with the code a forked one runs, and each spawned worker (torch's reference loader's
+# too) imports torch afresh, 2-3 s on a 2-core machine: with spawn in every comparison this file
+# took 520 s of CI's 940 s Release stage, against its 600 s limit. test_loader_workers.py tests
+# spawned workers' own behaviour (Note [Spawned workers]).
+WORKERS_AND_SPAWN = WORKERS + [pytest.param(2, "spawn", id="spawn", marks=processes)]
 
 
 class Squares(torch.utils.data.Dataset):

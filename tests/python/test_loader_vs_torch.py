@@ -2,7 +2,8 @@
 batches in the same order where nothing is random (sequential order, given samplers and batch
 samplers, drop_last and len(), batch_size=None, every collate type nested), the same multiset of
 samples where something is (shuffle, iterable datasets sharded by worker info), with no workers,
-with worker processes and with worker threads."""
+with worker processes and with worker threads, and with spawned worker processes where how a
+worker starts matters (loader_cases.WORKERS_AND_SPAWN)."""
 import sys
 import threading
 
@@ -11,9 +12,9 @@ import pytest
 import torch
 
 import actorch
-from loader_cases import (WORKERS, processes, ActorchStream, Containers, Encoding, Growing,
-                          Mosaic, Nested, Point, Records, Rows, RowsOptedOut, Shifted, Squares,
-                          Stream, assert_same, both, flatten)
+from loader_cases import (WORKERS, WORKERS_AND_SPAWN, processes, ActorchStream, Containers,
+                          Encoding, Growing, Mosaic, Nested, Point, Records, Rows, RowsOptedOut,
+                          Shifted, Squares, Stream, assert_same, both, flatten)
 
 
 @pytest.mark.parametrize("workers,context", WORKERS)
@@ -61,7 +62,7 @@ class Leaves(torch.utils.data.Dataset):
                 self.table[:, i], torch.tensor(i), torch.full((3,), i / 4, dtype=torch.float16))
 
 
-@pytest.mark.parametrize("workers,context", [w for w in WORKERS if w.values[1] != "spawn"])
+@pytest.mark.parametrize("workers,context", WORKERS)
 def test_torch_tensors_collate_as_torchs(workers, context):
     # torch's worker processes cannot send a batch that requires grad: the values only there
     kw = dict(batch_size=4, num_workers=workers, multiprocessing_context=context)
@@ -70,7 +71,7 @@ def test_torch_tensors_collate_as_torchs(workers, context):
     assert_same(got, want)
 
 
-@pytest.mark.parametrize("workers,context", WORKERS)
+@pytest.mark.parametrize("workers,context", WORKERS_AND_SPAWN)
 def test_torchs_tensor_dataset_loads_natively_to_torchs_batches(workers, context):
     x = torch.arange(60, dtype=torch.float32).reshape(20, 3)
     data = torch.utils.data.TensorDataset(x, torch.arange(20), x.t().contiguous().t()[:, 1],
@@ -99,7 +100,7 @@ def test_torchs_tensor_dataset_with_what_could_tell_keeps_its_getitem(more):
     assert_same(list(loader), want)
 
 
-@pytest.mark.parametrize("workers,context", WORKERS)
+@pytest.mark.parametrize("workers,context", WORKERS_AND_SPAWN)
 @pytest.mark.parametrize("persistent", [False, True], ids=["", "persistent"])
 def test_a_dataset_changed_between_epochs_as_torchs_workers_see_it(workers, context, persistent):
     # torch's workers get the dataset as it is when they start: each epoch's, or the first's
@@ -208,7 +209,7 @@ def test_getitems_fetches_each_batch_in_one_call_as_torchs(workers, context):
     assert {s for b in batched for s in b[1]} == {"many"}
 
 
-@pytest.mark.parametrize("workers,context", WORKERS)
+@pytest.mark.parametrize("workers,context", WORKERS_AND_SPAWN)
 def test_keys_are_new_each_epoch_for_persistent_workers(workers, context):
     # A sampler yielding other keys each epoch: workers kept across epochs (in processes:
     # forked or spawned before the later keys existed) load each epoch's own.
@@ -288,7 +289,7 @@ def test_an_iterable_dataset_sharded_by_torch_worker_info(workers, context):
     assert len(got) == len(want)
 
 
-@pytest.mark.parametrize("workers,context", WORKERS)
+@pytest.mark.parametrize("workers,context", WORKERS_AND_SPAWN)
 def test_an_iterable_dataset_sharded_by_actorch_worker_info(workers, context):
     got = list(actorch.DataLoader(ActorchStream(), batch_size=4, num_workers=workers,
                                   multiprocessing_context=context))
@@ -329,7 +330,7 @@ def collate(samples):
     return torch.tensor([o.i for o, _ in samples]), np.concatenate([a for _, a in samples])
 
 
-@pytest.mark.parametrize("workers,context", WORKERS)
+@pytest.mark.parametrize("workers,context", WORKERS_AND_SPAWN)
 def test_a_python_collate_fn_gets_the_samples_as_returned(workers, context):
     want, got = both(Objects(), batch_size=4, collate_fn=collate, num_workers=workers,
                      multiprocessing_context=context)
@@ -476,7 +477,7 @@ def outcomes(loader):
             seen.append("KeyError")
 
 
-@pytest.mark.parametrize("workers,context", WORKERS)
+@pytest.mark.parametrize("workers,context", WORKERS_AND_SPAWN)
 def test_a_batchs_exception_leaves_the_rest_of_the_epoch_as_torch(workers, context):
     for first in (False, True):  # the failing batch in the middle, or the first
         sampler = [5, 0, 1, 2, 3, 4, 6, 7, 8, 9] if first else None
