@@ -340,11 +340,7 @@ bool sharded_step::any_item_ready(int64_t step, bool& left) {
 template <class Ready> void sharded_step::wait_until(const Ready& ready) {
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + mapped_.timeout;
-  // The peers' pids are first looked at 50 ms into a wait, as the segment's barrier first looks
-  // after its first sleep: a launcher polling its ranks (spawn, actorch launch: every 20 ms)
-  // then reaps a killed rank before the rank that noticed its death exits, and names the
-  // killed one as the job's failure.
-  auto next_look = clock::now() + std::chrono::milliseconds(50);
+  auto next_look = clock::now(); // a dead peer fails the first nap's look
   for (uint32_t spins = 0; !ready(); ++spins) {
     if (aborting_.load(std::memory_order_acquire)) {
       std::lock_guard lock(mu_);
