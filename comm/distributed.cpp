@@ -45,7 +45,7 @@ public:
   }
   work all_to_all(std::vector<tensor>&, const std::vector<tensor>&) override { fail("all_to_all"); }
   work barrier() override { fail("barrier"); }
-  work monitored_barrier(milliseconds) override { fail("monitored_barrier"); }
+  work monitored_barrier(milliseconds, bool) override { fail("monitored_barrier"); }
   work send(const tensor&, int, int) override { fail("send"); }
   work recv(tensor&, int, int) override { fail("recv"); }
 
@@ -452,7 +452,7 @@ work all_to_all(std::vector<tensor>& output_list, const std::vector<tensor>& inp
 work barrier(const group& g, bool async_op) {
   return finish(resolve(g)->barrier(), async_op);
 }
-void monitored_barrier(const group& g, std::optional<milliseconds> timeout) {
+void monitored_barrier(const group& g, std::optional<milliseconds> timeout, bool wait_all_ranks) {
   const group pg = resolve(g);
   milliseconds t = timeout.value_or(milliseconds(0));
   if (!timeout) {
@@ -460,7 +460,7 @@ void monitored_barrier(const group& g, std::optional<milliseconds> timeout) {
     std::lock_guard lock(s.mu);
     t = s.timeout;
   }
-  pg->monitored_barrier(t).wait();
+  pg->monitored_barrier(t, wait_all_ranks).wait();
 }
 
 bool is_available() {

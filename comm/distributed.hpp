@@ -107,7 +107,9 @@ work all_to_all(std::vector<tensor>& output_list, const std::vector<tensor>& inp
                 const group& g = nullptr, bool async_op = false);
 work barrier(const group& g = nullptr, bool async_op = false);
 /// Throws actorch::error naming the ranks that did not arrive within `timeout` (default: the
-/// group's). Always reports every missing rank (torch's wait_all_ranks=True).
-void monitored_barrier(const group& g = nullptr, std::optional<milliseconds> timeout = {});
+/// group's): torch's words first (the first missing rank, or every one with `wait_all_ranks`),
+/// then every missing rank by its global number (Note [Monitored barrier]).
+void monitored_barrier(const group& g = nullptr, std::optional<milliseconds> timeout = {},
+                       bool wait_all_ranks = false);
 
 } // namespace actorch::dist

@@ -86,8 +86,10 @@ public:
   /// outputs[i] receives rank i's inputs[rank()]. All tensors have one shape and dtype.
   virtual work all_to_all(std::vector<tensor>& outputs, const std::vector<tensor>& inputs) = 0;
   virtual work barrier() = 0;
-  /// A barrier through the store that names the ranks which did not arrive within `timeout`.
-  virtual work monitored_barrier(std::chrono::milliseconds timeout) = 0;
+  /// A barrier through the store that names the ranks which did not arrive within `timeout`,
+  /// in torch's words first (Note [Monitored barrier]): the first missing rank, or with
+  /// `wait_all_ranks` every one, as torch's gloo names them.
+  virtual work monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks) = 0;
 
   // Point-to-point. They do not wait for the group's collectives (c10d's behaviour).
   virtual work send(const tensor& t, int dst, int tag) = 0;

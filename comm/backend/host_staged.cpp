@@ -89,8 +89,8 @@ public:
     return back(host_->all_to_all(hosts, hs), std::move(outs), outputs, hs);
   }
   work barrier() override { return host_->barrier(); }
-  work monitored_barrier(std::chrono::milliseconds timeout) override {
-    return host_->monitored_barrier(timeout);
+  work monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks) override {
+    return host_->monitored_barrier(timeout, wait_all_ranks);
   }
   work send(const tensor& t, int dst, int tag) override {
     tensor h = to_host(t, "send");

@@ -474,6 +474,58 @@ public:
     return issue(in, {out}, ::c10d::OpType::_ALLGATHER_BASE,
                  [&](dist::process_group& g) { return g.all_gather_into_tensor(o, i); });
   }
+  /// all_gather_coalesced: outs[r][i] receives rank r's ins[i]. As torch's gloo does it: the
+  /// inputs flattened into one buffer, one all_gather_into_tensor, and each rank's part copied
+  /// out into its tensors (on the group's worker, when the gather is done).
+  c10::intrusive_ptr<::c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outs,
+                                                       std::vector<at::Tensor>& ins,
+                                                       const ::c10d::AllgatherOptions&) override {
+    const char* op = "all_gather_coalesced";
+    TORCH_CHECK(!ins.empty(), "actorch backend: ", op, " of no tensors");
+    TORCH_CHECK(int64_t(outs.size()) == getSize(), "actorch backend: ", op, ": ", outs.size(),
+                " output lists for a world of ", getSize(), " (one list per rank)");
+    for (const at::Tensor& t : ins) {
+      TORCH_CHECK(t.is_cpu(), "actorch backend: ", op, " takes CPU tensors (got one on ",
+                  t.device(), ")");
+      TORCH_CHECK(t.layout() == at::kStrided, "actorch backend: ", op, " takes dense tensors");
+      TORCH_CHECK(t.scalar_type() == ins[0].scalar_type(), "actorch backend: ", op,
+                  ": the inputs mix ", ins[0].scalar_type(), " and ", t.scalar_type());
+    }
+    std::vector<at::Tensor> all;
+    for (size_t r = 0; r < outs.size(); ++r) {
+      TORCH_CHECK(outs[r].size() == ins.size(), "actorch backend: ", op, ": output list ", r,
+                  " has ", outs[r].size(), " tensors for ", ins.size(), " inputs");
+      for (size_t i = 0; i < ins.size(); ++i) {
+        const at::Tensor& o = outs[r][i];
+        TORCH_CHECK(o.sizes() == ins[i].sizes() && o.scalar_type() == ins[i].scalar_type() &&
+                        o.is_cpu(),
+                    "actorch backend: ", op, ": output ", i, " of list ", r, " is ",
+                    o.scalar_type(), o.sizes(), " on ", o.device(), ", not input ", i, "'s ",
+                    ins[i].scalar_type(), ins[i].sizes(), " on the CPU");
+        all.push_back(o);
+      }
+    }
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& t : ins)
+      flat.push_back(t.reshape(-1));
+    const at::Tensor in = at::cat(flat);
+    if (in.numel() == 0) { // nothing to gather on any rank (their shapes agree)
+      dist::work done;
+      done.mark_completed();
+      return make_work(std::move(done), all, ::c10d::OpType::ALLGATHER_COALESCED);
+    }
+    at::Tensor gathered = at::empty({getSize(), in.numel()}, in.options());
+    tensor o = wrap(gathered, op), i = wrap(in, op);
+    dist::work w = pg_->all_gather_into_tensor(o, i).then([=](const dist::work& done) mutable {
+      if (done.exception())
+        return; // the work fails with it
+      for (size_t r = 0; r < outs.size(); ++r)
+        for (size_t k = 0, at = 0; k < ins.size(); at += size_t(ins[k].numel()), ++k)
+          outs[r][k].copy_(
+              gathered[int64_t(r)].narrow(0, int64_t(at), ins[k].numel()).view(ins[k].sizes()));
+    });
+    return make_work(std::move(w), all, ::c10d::OpType::ALLGATHER_COALESCED);
+  }
   c10::intrusive_ptr<::c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outs,
                                           std::vector<at::Tensor>& ins,
                                           const ::c10d::GatherOptions& o) override {
@@ -618,10 +670,11 @@ public:
     return make_work(pg_->barrier(), {}, ::c10d::OpType::BARRIER);
   }
   /// dist.monitored_barrier (which import actorch lets reach this group, Note [Monitored
-  /// barrier]): actorch's, through the store. Every rank that did not arrive in time is named,
-  /// whatever wait_all_ranks says (torch's gloo names the first one only without it).
-  void monitoredBarrier(const ::c10d::BarrierOptions& o, bool /*wait_all_ranks*/) override {
-    pg_->monitored_barrier(o.timeout == ::c10d::kUnsetTimeout ? timeout_ : o.timeout).wait();
+  /// barrier]): actorch's, through the store, in torch's gloo's words.
+  void monitoredBarrier(const ::c10d::BarrierOptions& o, bool wait_all_ranks) override {
+    pg_->monitored_barrier(o.timeout == ::c10d::kUnsetTimeout ? timeout_ : o.timeout,
+                           wait_all_ranks)
+        .wait();
   }
   c10::intrusive_ptr<::c10d::Work> send(std::vector<at::Tensor>& ts, int dst, int tag) override {
     tensor t = wrap(only(ts, "send"), "send");

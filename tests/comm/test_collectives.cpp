@@ -292,7 +292,8 @@ TEST_CASE("all_to_all over the chunks of one tensor, apart and in place over the
 TEST_CASE("barrier and monitored_barrier pass when every rank arrives", "[comm][gloo]") {
   auto got = on_ranks<int>(3, [](int, process_group_gloo& pg) {
     pg.barrier().wait();
-    pg.monitored_barrier(std::chrono::milliseconds(2000)).wait();
+    pg.monitored_barrier(std::chrono::milliseconds(2000), false).wait();
+    pg.monitored_barrier(std::chrono::milliseconds(2000), true).wait();
     return 1;
   });
   CHECK(got == std::vector<int>{1, 1, 1});

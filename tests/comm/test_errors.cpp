@@ -35,6 +35,7 @@ using namespace actorch::dist;
 using namespace std::chrono_literals;
 using namespace actorch::test;
 using Catch::Contains;
+using Catch::StartsWith;
 
 TEST_CASE("caller mistakes throw at issue, naming the op and values", "[comm][gloo][errors]") {
   auto got = on_ranks<std::vector<std::string>>(2, [](int, process_group_gloo& pg) {
@@ -281,12 +282,52 @@ TEST_CASE("monitored_barrier names the ranks that did not arrive", "[comm][gloo]
           std::this_thread::sleep_for(800ms);
           return "";
         }
-        return error_of([&] { pg.monitored_barrier(300ms).wait(); });
+        return error_of([&] { pg.monitored_barrier(300ms, false).wait(); });
       },
       short_timeout(2000));
-  CHECK_THAT(got[0], Contains("monitored_barrier: ranks [2] of group [0, 1, 2] did not arrive "
-                              "within 300 ms"));
-  CHECK_THAT(got[1], Contains("ranks [2]"));
+  // torch's gloo's words first (Note [Monitored barrier]), then actorch's.
+  CHECK_THAT(got[0], StartsWith("[Rank 0]: Rank 2 failed to pass monitoredBarrier in 300 ms\n") &&
+                         Contains("monitored_barrier: ranks [2] of group [0, 1, 2] did not "
+                                  "arrive within 300 ms"));
+  CHECK_THAT(got[1], StartsWith("Rank 1 successfully reached monitoredBarrier, but received "
+                                "errors while waiting for send/recv from rank 0.") &&
+                         Contains("ranks [2]"));
+}
+
+TEST_CASE("monitored_barrier says what torch's gloo says for each way it fails",
+          "[comm][gloo][errors]") {
+  // wait_all_ranks: every missing rank in torch's words; without it, the first in rank order,
+  // and actorch's detail names them all.
+  for (const bool all : {true, false}) {
+    auto got = on_ranks<std::string>(
+        3,
+        [&](int r, process_group_gloo& pg) -> std::string {
+          if (r != 0) {
+            std::this_thread::sleep_for(700ms);
+            return "";
+          }
+          return error_of([&] { pg.monitored_barrier(200ms, all).wait(); });
+        },
+        short_timeout(2000));
+    CHECK_THAT(got[0], StartsWith(all ? "[Rank 0]: Ranks 1, 2 failed to pass monitoredBarrier in "
+                                        "200 ms"
+                                      : "[Rank 0]: Rank 1 failed to pass monitoredBarrier in 200 "
+                                        "ms") &&
+                           Contains("ranks [1, 2] of group [0, 1, 2] did not arrive"));
+  }
+  // No time at all: rank 0 ran out before it looked at a rank.
+  auto got = on_ranks<std::string>(
+      2,
+      [](int r, process_group_gloo& pg) -> std::string {
+        if (r != 0) {
+          std::this_thread::sleep_for(300ms);
+          return "";
+        }
+        return error_of([&] { pg.monitored_barrier(0ms, false).wait(); });
+      },
+      short_timeout(2000));
+  CHECK_THAT(got[0], StartsWith("Rank 0 timed out in monitoredBarrier after 0 ms.\nNo ranks "
+                                "successfully processed in monitoredBarrier."));
 }
 
 TEST_CASE("a rendezvous that misses a rank fails within the timeout", "[comm][gloo][errors]") {

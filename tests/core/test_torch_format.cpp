@@ -142,6 +142,29 @@ with zipfile.ZipFile(d + "/notensor.pt", "w") as z:
                     Contains("missing.pt: No such file or directory"));
 }
 
+TEST_CASE("a pickle nested 100,000 deep is refused, not a crash (Note [Deep pickles])",
+          "[serialize][torch]") {
+  // 100 KB: an empty tuple (EMPTY_TUPLE) wrapped in a one-tuple (TUPLE1) 100,000 times.
+  std::string deep = "\x80\x02)" + std::string(100000, '\x85') + ".";
+  const auto no_storage = [](const pickle_storage&) -> tensor {
+    FAIL("no storage");
+    throw 0;
+  };
+  CHECK_THROWS_WITH(unpickle(deep, "deep.pkl", no_storage),
+                    Contains("deep.pkl") && Contains("nested over 1000"));
+  // The same through a zip checkpoint: lists in lists (EMPTY_LIST ... APPEND ...), which
+  // Python's pickle.loads reads back.
+  REQUIRE(test::run_python(dir(), "write_deep", R"(
+import pickle, zipfile
+deep = b"\x80\x02" + b"]" * 100000 + b"a" * 99999 + b"."
+assert isinstance(pickle.loads(deep), list)
+with zipfile.ZipFile(d + "/deep.pt", "w") as z:
+    z.writestr("archive/data.pkl", deep)
+    z.writestr("archive/version", "3\n")
+)") == 0);
+  CHECK_THROWS_WITH(torch_load((dir() / "deep.pt").string()), Contains("nested over 1000"));
+}
+
 TEST_CASE("files written here load in torch.load(weights_only=True) with views sharing storage",
           "[serialize][torch]") {
   const tensor base = arange(12).to_float();

@@ -124,6 +124,9 @@ for op in ("BAND", "BOR", "BXOR"):
     dist.all_reduce(t, op=getattr(dist.ReduceOp, op)); out[f"all_reduce {op}"] = t
 ts = [torch.ones(2) * (r + 1), torch.ones(3) * (r + 1)]
 dist.all_reduce_coalesced(ts); out["coalesced"] = ts
+outs = [[torch.zeros(2, 2), torch.zeros(0), torch.zeros(3, dtype=torch.float32)] for _ in range(n)]
+dist.all_gather_coalesced(outs, [torch.full((2, 2), r + 1.0), torch.zeros(0), torch.arange(3.0) * r])
+out["all_gather_coalesced"] = outs
 t = torch.arange(3.0) * (r + 1); dist.reduce(t, dst=1); out["reduce"] = t
 t = torch.arange(3.0) + r; dist.broadcast(t, src=1); out["broadcast"] = t
 outs = [torch.zeros(2, dtype=torch.int64) for _ in range(n)]
@@ -401,6 +404,9 @@ def test_monitored_barrier_passes_and_names_the_rank_that_did_not_come_as_gloos(
         assert "error" in zero, backend
         assert 0.9 < zero["waited"] < 3.5, (backend, zero["waited"])
     assert "Ranks 1 failed to pass monitoredBarrier in 1000 ms" in got["gloo"][0]["error"]
+    # torch's words first (Note [Monitored barrier]), actorch's detail after them.
+    assert got["actorch"][0]["error"].startswith(
+        "[Rank 0]: Ranks 1 failed to pass monitoredBarrier in 1000 ms")
     assert "ranks [1] of group [0, 1] did not arrive within 1000 ms" in got["actorch"][0]["error"]
 
 

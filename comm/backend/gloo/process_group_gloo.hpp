@@ -75,7 +75,7 @@ public:
   work reduce_scatter(tensor& output, const std::vector<tensor>& inputs, reduce_op op) override;
   work all_to_all(std::vector<tensor>& outputs, const std::vector<tensor>& inputs) override;
   work barrier() override;
-  work monitored_barrier(milliseconds timeout) override;
+  work monitored_barrier(milliseconds timeout, bool wait_all_ranks) override;
   work send(const tensor& t, int dst, int tag) override;
   work recv(tensor& t, int src, int tag) override;
 

@@ -337,7 +337,7 @@ public:
         },
         {}, -1, /*blocking=*/true);
   }
-  work monitored_barrier(milliseconds) override {
+  work monitored_barrier(milliseconds, bool) override {
     ACTORCH_FAIL("monitored_barrier: not supported by the nccl backend (as in PyTorch); use a ",
                  "gloo group");
   }
