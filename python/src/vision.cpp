@@ -93,6 +93,20 @@ void bind_vision(py::module_& data_m) {
            py::arg("files"), py::arg("labels") = py::none(), py::arg("transform") = py::none(),
            py::arg("target_transform") = py::none(), py::arg("loader") = py::none(), py::kw_only(),
            py::arg("skip_bad_files") = false, py::arg("fuse") = true)
+      // torchvision's (image, label) with the label a Python int, so that `label == 0` holds;
+      // a target_transform's result stays as it made it. Batches are collated in C++ as before.
+      .def("__getitem__",
+           [](const vs::image_files& d, int64_t i) {
+             py::object s = to_python(d.get(i), {});
+             if (d.labels().empty() || d.options().target_transform ||
+                 !py::isinstance<py::tuple>(s))
+               return s;
+             py::tuple t = s;
+             if (t.size() != 2)
+               return s;
+             // The sample's own label: skip_bad_files may have given the next good file's.
+             return py::object(py::make_tuple(t[0], t[1].attr("item")()));
+           })
       .def_property_readonly("files", &vs::image_files::paths)
       .def_property_readonly("samples", &samples_of)
       .def_property_readonly("bad_files", &vs::image_files::bad_files)

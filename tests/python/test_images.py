@@ -72,6 +72,10 @@ def test_image_folder_lists_as_torchvision(tree):
     assert mine.samples == theirs.samples
     assert mine.targets == theirs.targets
     assert len(mine) == len(theirs)
+    # A sample's label is a Python int, as torchvision's, so that `label == 0` holds.
+    for i in range(len(theirs)):
+        label = mine[i][1]
+        assert type(label) is int and label == theirs[i][1], (i, label)
 
 
 def test_decoding_equals_pil_convert_rgb(tree):
