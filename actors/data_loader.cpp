@@ -209,8 +209,8 @@ struct loader_impl {
     cfg.round_robin = opts.round_robin;
     cfg.iterable = iterable != nullptr;
     cfg.auto_collation = auto_collation();
-    // Worker processes keep their deadlines themselves: one that passes it is killed and
-    // replaced, not an error (Note [Worker processes] in actors/loader/worker_process.cpp).
+    // Worker processes keep their deadlines themselves: one that passes it is killed, and
+    // replaced with retry_timeouts (Note [Worker processes] in actors/loader/worker_process.cpp).
     const bool processes = !source && (opts.multiprocessing_context == "fork" ||
                                        opts.multiprocessing_context == "spawn");
     cfg.timeout_s = processes ? 0 : opts.timeout;
@@ -237,6 +237,7 @@ struct loader_impl {
       proto.active_run_id = active_run_id;
       proto.process = processes;
       proto.timeout_s = opts.timeout;
+      proto.retry_timeouts = opts.retry_timeouts;
       proto.hooks = opts.fork_hooks;
       if (opts.multiprocessing_context == "spawn")
         proto.spawn = opts.spawn;

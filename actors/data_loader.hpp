@@ -64,10 +64,14 @@ struct loader_options {
   /// Drop the last, short batch; with an iterable dataset, each worker's last short batch.
   bool drop_last = false;
   /// Seconds a worker may spend on one batch, counted from when it can begin it (its earlier
-  /// batches are back), before the epoch fails with a timeout error naming the worker and the
-  /// batch; 0: forever. PyTorch's bounds the wait for a batch instead: see Note [Loader
-  /// timeout] in actors/loader/supervisor.cpp.
+  /// batches are back), before the epoch fails with PyTorch's error, "DataLoader timed out
+  /// after N seconds", then the worker and the batch; 0: forever. PyTorch's bounds the wait for
+  /// a batch instead: see Note [Loader timeout] in actors/loader/supervisor.cpp.
   double timeout = 0;
+  /// Beyond PyTorch: a worker process past `timeout` is killed and replaced and its batch
+  /// loaded again, as one that died (3 attempts, then the epoch's error), instead of ending the
+  /// epoch. A worker thread cannot be killed: for it a timeout is always the error.
+  bool retry_timeouts = false;
   /// Beyond PyTorch: a worker process still loading one batch after this many seconds is named
   /// on stderr, with the batch's sample indices and how long it has been at it (and its stack,
   /// where fork_hooks::stack_signal asks the child for it), once per batch, while it goes on;
@@ -85,13 +89,13 @@ struct loader_options {
   /// of its own, forked on its first batch, so that a crash or a hang in the dataset's code
   /// kills the child and not the program: the worker is replaced and the batch loaded again
   /// (the epoch fails only after max 3 attempts at one batch), and `timeout` kills a load that
-  /// passes it. Costs a copy of each batch and a process per worker: Note [Worker processes]
-  /// in actors/loader/worker_process.cpp, docs/performance.md. A batch's tensors come back
-  /// through shared memory, its structure and strings in a message of at most 64 MiB; a child
-  /// whose reply passes that is killed as a crashed one is. "spawn": the same, each child a new
-  /// program (`spawn`) that rebuilds the dataset itself (the Python module's, from a pickle);
-  /// a C++ dataset object cannot be rebuilt so, and the C++ API takes "spawn" only with
-  /// `spawn` set. Only with num_workers > 0, as PyTorch requires.
+  /// passes it (the epoch's error, or with retry_timeouts a death as above). Costs a copy of each
+  /// batch and a process per worker: Note [Worker processes] in actors/loader/worker_process.cpp,
+  /// docs/performance.md. A batch's tensors come back through shared memory, its structure and
+  /// strings in a message of at most 64 MiB; a child whose reply passes that is killed as a crashed
+  /// one is. "spawn": the same, each child a new program (`spawn`) that rebuilds the dataset itself
+  /// (the Python module's, from a pickle); a C++ dataset object cannot be rebuilt so, and the C++
+  /// API takes "spawn" only with `spawn` set. Only with num_workers > 0, as PyTorch requires.
   std::string multiprocessing_context{};
   /// With multiprocessing_context "spawn": the program each worker process runs, and what it
   /// is told first (Note [Spawned workers] in actors/loader/worker_process.cpp).

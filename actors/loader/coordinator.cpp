@@ -19,7 +19,7 @@ namespace {
 /// it ended), else CAF's rendering.
 std::string reason_text(const caf::error& reason) {
   const caf::message& context = reason.context();
-  if (context.size() == 1 && context.match_element<std::string>(0))
+  if (context.size() >= 1 && context.match_element<std::string>(0))
     return context.get_as<std::string>(0);
   return caf::to_string(reason);
 }
@@ -203,7 +203,20 @@ struct coordinator::impl {
     const std::deque<int64_t> lost = disp.drop_queue(w);
     if (!active || failed)
       return;
+    // A worker process past its deadline without retry_timeouts: that batch fails (in order,
+    // as a dataset's exception), the others it held are re-issued.
+    int64_t timed_out = -1;
+    if (reason == caf::sec::request_timeout && reason.context().size() == 2 &&
+        reason.context().match_element<int64_t>(1))
+      timed_out = reason.context().get_as<int64_t>(1);
     for (const int64_t seq : lost) { // in the order they were sent
+      if (seq == timed_out) {
+        disp.erase(seq); // (its child is killed: nothing is stuck, unlike a thread's timeout)
+        deliver(seq, {}, reason_text(reason));
+        if (failed)
+          return;
+        continue;
+      }
       const int attempt = disp.find(seq)->attempt + 1;
       if (attempt < cfg.max_attempts) {
         send(seq, w, attempt);

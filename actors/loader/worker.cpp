@@ -433,8 +433,8 @@ void start_process(worker_state& s) {
                                     s.cfg.spawn.payload);
   s.proc = std::make_unique<worker_process>(
       s.name, init, [&s](const index_batch& task) { return load_one(s, task); }, s.cfg.pool.get(),
-      s.cfg.pin_memory, s.cfg.timeout_s, s.cfg.active_run_id.get(), s.cfg.hooks,
-      s.cfg.report_delay_s, s.cfg.stack_signal, s.cfg.spawn, std::move(first));
+      s.cfg.pin_memory, s.cfg.timeout_s, s.cfg.retry_timeouts, s.cfg.active_run_id.get(),
+      s.cfg.hooks, s.cfg.report_delay_s, s.cfg.stack_signal, s.cfg.spawn, std::move(first));
 }
 
 /// Before the worker's first batch: run_init on this thread, or with cfg.process in the child it
@@ -550,6 +550,8 @@ source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cf
     try {
       std::rethrow_exception(e);
     } catch (const worker_process_died& died) {
+      if (died.timed_out_seq >= 0) // the batch's error, not a death to heal (retry_timeouts)
+        return caf::make_error(caf::sec::request_timeout, died.message, died.timed_out_seq);
       return caf::make_error(caf::sec::runtime_error, died.message);
     } catch (...) {
       return caf::sec::runtime_error;

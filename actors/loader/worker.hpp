@@ -54,9 +54,11 @@ struct worker_config {
   /// each batch is loaded by one worker.
   std::shared_ptr<batch_sharing> sharing;
   /// Load in a forked child process (multiprocessing_context = "fork"; Note [Worker processes]
-  /// in worker_process.cpp), killed when a load passes `timeout_s` (> 0).
+  /// in worker_process.cpp), killed when a load passes `timeout_s` (> 0): the batch's error,
+  /// or with retry_timeouts a death (the worker replaced, the batch loaded again).
   bool process = false;
   double timeout_s = 0;
+  bool retry_timeouts = false;
   data::fork_hooks hooks;    // around the fork (loader_options::fork_hooks)
   data::spawn_command spawn; // non-empty argv: the child is a new program (loader_options::spawn)
   double report_delay_s = 0; // loader_options::report_delay

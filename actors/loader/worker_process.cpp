@@ -24,9 +24,10 @@
 //   worker holds a copy of its end), reaps it and says how it ended, on stderr and in the
 //   worker_process_died it throws; that ends the worker actor, whose supervisor spawns a new
 //   worker (a new child) and loads the batch again, up to max_attempts (Note [Worker death]);
-// - a load passes `timeout`: the parent kills the child (SIGKILL) and goes on as for a death. The
-//   deadline is kept here, from when the child got the task, and not by the coordinator, whose
-//   timeout would fail the epoch where a worker process can be replaced.
+// - a load passes `timeout`: the parent kills the child (SIGKILL); the batch fails with PyTorch's
+//   timeout error (timed_out), or with retry_timeouts it goes on as for a death. The deadline is
+//   kept here, from when the child got the task, and not by the coordinator, whose timeout
+//   could not kill the child.
 // A dataset exception (a std::exception) is an ordinary error, reported as a worker thread's.
 // The child's fatal signals go back to their default action, so a fault ends it at once (see
 // serve). The child dies with the worker's thread (PR_SET_PDEATHSIG), so a killed loader
@@ -685,13 +686,14 @@ struct worker_process::lease {
 
 worker_process::worker_process(std::string name, init_fn init, load_fn load,
                                data::buffer_pool* pool, bool pin_memory, double timeout_s,
-                               const std::atomic<uint64_t>* active_run_id,
+                               bool retry_timeouts, const std::atomic<uint64_t>* active_run_id,
                                const data::fork_hooks& hooks, double report_delay_s,
                                int stack_signal, const data::spawn_command& spawn,
                                std::string first)
     : name_(std::move(name)), pool_(pool), pin_memory_(pin_memory), timeout_s_(timeout_s),
-      report_delay_s_(report_delay_s), stack_signal_(stack_signal), active_run_id_(active_run_id),
-      released_(std::make_shared<released>()), first_(std::move(first)) {
+      retry_timeouts_(retry_timeouts), report_delay_s_(report_delay_s), stack_signal_(stack_signal),
+      active_run_id_(active_run_id), released_(std::make_shared<released>()),
+      first_(std::move(first)) {
   int fds[2];
   ACTORCH_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0, name_,
                 ": cannot make the socket to its process: ", errno_str(errno));
@@ -765,6 +767,23 @@ void worker_process::kill_child(const index_batch& task, const std::string& how)
   died(task, how + " and was killed");
 }
 
+void worker_process::timed_out(const index_batch& task) {
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%g", timeout_s_);
+  if (retry_timeouts_)
+    kill_child(task, std::string("did not finish within the timeout of ") + secs + " seconds");
+  const pid_t pid = pid_;
+  ::kill(pid_, SIGKILL);
+  reap(pid_);
+  pid_ = -1;
+  // PyTorch's words first (users' retry logic and alerts match them), then which worker.
+  throw worker_process_died{
+      std::string("DataLoader timed out after ") + secs + " seconds: " + name_ + " (process " +
+          std::to_string(pid) + ") was still loading batch " + std::to_string(task.seq) +
+          " (sample indices " + indices_str(task.indices) + ") and was killed",
+      task.seq};
+}
+
 void worker_process::map_shared(uint64_t bytes) {
   struct stat st {};
   ACTORCH_CHECK(::fstat(shm_fd_, &st) == 0,
@@ -831,11 +850,7 @@ bool worker_process::transfer(bool out, char* p, size_t n, clock::time_point dea
     case wait_result::ready: break;
     case wait_result::died: died(task, exit_text(exit_status_));
     case wait_result::shutdown: return false;
-    case wait_result::expired: {
-      char secs[32];
-      std::snprintf(secs, sizeof secs, "%g", timeout_s_);
-      kill_child(task, std::string("did not finish within the timeout of ") + secs + " seconds");
-    }
+    case wait_result::expired: timed_out(task);
     }
     const ssize_t r =
         out ? ::send(sock_, p, n, MSG_DONTWAIT | MSG_NOSIGNAL) : ::recv(sock_, p, n, MSG_DONTWAIT);

@@ -27,9 +27,11 @@ namespace actorch::actors {
 
 /// Thrown by worker_process::load when the child died or passed its deadline (and was killed).
 /// Not a std::exception, so that nothing on the way catches it as a dataset error: it ends the
-/// worker actor, whose supervisor replaces it and loads the batch again (Note [Worker death]).
+/// worker actor, whose supervisor replaces it and loads the batch again (Note [Worker death]);
+/// a deadline passed without retry_timeouts names its batch, which fails instead.
 struct worker_process_died {
   std::string message;
+  int64_t timed_out_seq = -1;
 };
 
 class worker_process {
@@ -60,10 +62,10 @@ public:
   /// (spawn_frame) before its first task and then serves tasks itself (Note [Spawned
   /// workers]); `init`, `load` and `hooks` are then unused.
   worker_process(std::string name, init_fn init, load_fn load, data::buffer_pool* pool,
-                 bool pin_memory, double timeout_s, const std::atomic<uint64_t>* active_run_id,
-                 const data::fork_hooks& hooks = {}, double report_delay_s = 0,
-                 int stack_signal = 0, const data::spawn_command& spawn = {},
-                 std::string first = {});
+                 bool pin_memory, double timeout_s, bool retry_timeouts,
+                 const std::atomic<uint64_t>* active_run_id, const data::fork_hooks& hooks = {},
+                 double report_delay_s = 0, int stack_signal = 0,
+                 const data::spawn_command& spawn = {}, std::string first = {});
   /// Kills and reaps the child.
   ~worker_process();
   worker_process(const worker_process&) = delete;
@@ -106,6 +108,9 @@ private:
   [[noreturn]] void died(const index_batch& task, const std::string& how);
   /// Kills and reaps the child, then died(task, how + " and was killed").
   [[noreturn]] void kill_child(const index_batch& task, const std::string& how);
+  /// `task` passed the deadline: kill_child, with retry_timeouts; else kills and reaps the child
+  /// and throws worker_process_died naming the batch, with PyTorch's timeout words first.
+  [[noreturn]] void timed_out(const index_batch& task);
   /// Maps the shared file, after checking that the child wrote the `bytes` its reply used.
   void map_shared(uint64_t bytes);
 
@@ -113,6 +118,7 @@ private:
   data::buffer_pool* pool_;
   bool pin_memory_;
   double timeout_s_;
+  bool retry_timeouts_;
   double report_delay_s_;
   int stack_signal_;
   const index_batch* task_ = nullptr; // the load in progress, for its report

@@ -278,10 +278,10 @@ void bind_loader(py::module_& m) {
       .def(py::init([](py::object dataset, bool iterable, std::optional<int64_t> batch_size,
                        bool shuffle, py::object sampler, py::object batch_sampler,
                        int64_t num_workers, py::object collate_fn, bool pin_memory, bool drop_last,
-                       double timeout, py::object worker_init_fn, bool processes,
-                       std::optional<uint64_t> seed, std::optional<int64_t> prefetch_factor,
-                       bool persistent_workers, bool in_order, bool round_robin,
-                       double report_delay, py::object spawn) {
+                       double timeout, bool retry_timeouts, py::object worker_init_fn,
+                       bool processes, std::optional<uint64_t> seed,
+                       std::optional<int64_t> prefetch_factor, bool persistent_workers,
+                       bool in_order, bool round_robin, double report_delay, py::object spawn) {
              const bool cxx_dataset = py::isinstance<data::dataset>(dataset);
              python_parts parts = python_parts_of(dataset, iterable, collate_fn, worker_init_fn,
                                                   !batch_size, cxx_dataset);
@@ -298,6 +298,7 @@ void bind_loader(py::module_& m) {
              o.pin_memory = pin_memory;
              o.drop_last = drop_last;
              o.timeout = timeout;
+             o.retry_timeouts = retry_timeouts;
              o.prefetch_factor = prefetch_factor;
              o.persistent_workers = persistent_workers;
              o.in_order = in_order;
@@ -329,9 +330,10 @@ void bind_loader(py::module_& m) {
            py::arg("dataset"), py::arg("iterable"), py::arg("batch_size"), py::arg("shuffle"),
            py::arg("sampler"), py::arg("batch_sampler"), py::arg("num_workers"),
            py::arg("collate_fn"), py::arg("pin_memory"), py::arg("drop_last"), py::arg("timeout"),
-           py::arg("worker_init_fn"), py::arg("processes"), py::arg("seed"),
-           py::arg("prefetch_factor"), py::arg("persistent_workers"), py::arg("in_order"),
-           py::arg("round_robin"), py::arg("report_delay"), py::arg("spawn") = py::none())
+           py::arg("retry_timeouts"), py::arg("worker_init_fn"), py::arg("processes"),
+           py::arg("seed"), py::arg("prefetch_factor"), py::arg("persistent_workers"),
+           py::arg("in_order"), py::arg("round_robin"), py::arg("report_delay"),
+           py::arg("spawn") = py::none())
       .def("__len__", &data::data_loader::size)
       .def("_timing",
            [](const data::data_loader& l) {

@@ -616,6 +616,7 @@ TEST_CASE("a batch type of the user's own cannot leave a worker process, and say
                                 return sample(std::make_shared<simple_custom_batch>(samples));
                               },
                           .timeout = kHeal,
+                          .retry_timeouts = true,
                           .multiprocessing_context = "fork"});
   const epoch_failure f = run_until_error(loader);
   CHECK(f.batches == 0);
@@ -659,6 +660,7 @@ TEST_CASE("a batch type with to_wire and a codec leaves a worker process as itse
                  return sample(b);
                },
            .timeout = kHeal,
+           .retry_timeouts = true,
            .multiprocessing_context = "fork"});
   std::vector<std::string> labels;
   for (const sample& s : loader) {
@@ -682,6 +684,7 @@ TEST_CASE("a batch type with to_wire and a codec leaves a worker process as itse
                                  return sample(std::make_shared<stray>());
                                },
                            .timeout = kHeal,
+                           .retry_timeouts = true,
                            .multiprocessing_context = "fork"});
   const epoch_failure f = run_until_error(unknown);
   CHECK_THAT(f.message, Contains("sent as 'no-such-codec', and this process has no codec"));

@@ -30,6 +30,7 @@ using namespace actorch;
 using namespace actorch::data;
 using namespace actorch::test;
 using Catch::Contains;
+using Catch::StartsWith;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -286,6 +287,7 @@ TEST_CASE("a keyed dataset's keys reach its copies in worker processes with each
              .sampler = std::make_shared<list_sampler>(std::vector<int64_t>{4, 1, 5, 4, 0, 5}),
              .num_workers = 2,
              .timeout = kHeal,
+             .retry_timeouts = true,
              .multiprocessing_context = context,
              .persistent_workers = true});
     CHECK(epoch_strings(loader) ==
@@ -301,6 +303,7 @@ TEST_CASE("a keyed dataset's keys reach its copies in worker processes with each
                             .sampler = std::make_shared<list_sampler>(std::vector<int64_t>{7}),
                             .num_workers = 1,
                             .timeout = kHeal,
+                            .retry_timeouts = true,
                             .multiprocessing_context = "fork"});
     CHECK_THROWS_WITH(epoch_strings(loader),
                       Contains("DataLoader worker 0 cannot hand batch 0 to its process: ") &&
@@ -319,6 +322,7 @@ TEST_CASE("a dataset that fetches batches is asked once per batch, and its batch
     data_loader loader(ds, {.batch_size = 4,
                             .num_workers = workers,
                             .timeout = kHeal,
+                            .retry_timeouts = true,
                             .multiprocessing_context = context});
     std::vector<std::vector<int64_t>> batches;
     for (const auto& b : loader)
@@ -345,6 +349,7 @@ TEST_CASE("worker processes deliver the batches worker threads do", "[actors][lo
                               .shuffle = true,
                               .num_workers = 2,
                               .timeout = kHeal,
+                              .retry_timeouts = true,
                               .multiprocessing_context = context,
                               .generator = std::make_shared<generator>(3),
                               .persistent_workers = persistent});
@@ -362,9 +367,11 @@ TEST_CASE("worker processes deliver the batches worker threads do", "[actors][lo
   }
   SECTION("an iterable dataset's streams, round-robin") {
     auto it = std::make_shared<range_iterable>(23, true);
-    data_loader loader(
-        it,
-        {.batch_size = 3, .num_workers = 2, .timeout = kHeal, .multiprocessing_context = "fork"});
+    data_loader loader(it, {.batch_size = 3,
+                            .num_workers = 2,
+                            .timeout = kHeal,
+                            .retry_timeouts = true,
+                            .multiprocessing_context = "fork"});
     CHECK(epoch_labels(loader) == round_robin(23, 2, true, 3, false));
   }
 }
@@ -376,6 +383,7 @@ TEST_CASE("each worker process loads in a process of its own, with its worker_in
                           .num_workers = 2,
                           .pin_memory = true,
                           .timeout = kHeal,
+                          .retry_timeouts = true,
                           .worker_init_fn =
                               [](int64_t id) {
                                 // In the child: the parent's environment is not touched.
@@ -411,9 +419,11 @@ TEST_CASE("a worker process that crashes is replaced and the epoch goes on",
       if (i == 9 && first_time(marker))
         std::raise(sig); // in the child: the program lives on
     };
-    data_loader loader(
-        ds,
-        {.batch_size = 4, .num_workers = 2, .timeout = kHeal, .multiprocessing_context = "fork"});
+    data_loader loader(ds, {.batch_size = 4,
+                            .num_workers = 2,
+                            .timeout = kHeal,
+                            .retry_timeouts = true,
+                            .multiprocessing_context = "fork"});
     const auto got = epoch_labels(loader);
     REQUIRE(got.size() == 6);
     CHECK(flat(got) == ints_of(arange(24)));
@@ -428,8 +438,11 @@ TEST_CASE("a batch whose load always crashes fails the epoch, naming the worker,
     if (i == 9)
       std::abort();
   };
-  data_loader loader(
-      ds, {.batch_size = 4, .num_workers = 2, .timeout = kHeal, .multiprocessing_context = "fork"});
+  data_loader loader(ds, {.batch_size = 4,
+                          .num_workers = 2,
+                          .timeout = kHeal,
+                          .retry_timeouts = true,
+                          .multiprocessing_context = "fork"});
   const epoch_failure f = run_until_error(loader);
   CHECK(f.batches == 2);
   CHECK_THAT(f.message, Contains("died 3 times while loading batch 2 (sample indices [8, 9, 10, "
@@ -437,7 +450,25 @@ TEST_CASE("a batch whose load always crashes fails the epoch, naming the worker,
                             Contains("was killed by signal 6 (Aborted) while loading batch 2"));
 }
 
-TEST_CASE("a worker process past its timeout is killed and replaced", "[actors][loader][process]") {
+TEST_CASE("a worker process past its timeout is killed: PyTorch's error, after the batches before",
+          "[actors][loader][process]") {
+  auto ds = std::make_shared<probe_dataset>(16);
+  ds->hook = [](int64_t i) {
+    if (i == 5)
+      sleep_ms(60'000); // a get() that hangs
+  };
+  data_loader loader(
+      ds, {.batch_size = 2, .num_workers = 2, .timeout = 0.5, .multiprocessing_context = "fork"});
+  const epoch_failure f = run_until_error(loader);
+  CHECK_THAT(f.message, StartsWith("DataLoader timed out after 0.5 seconds: DataLoader worker ") &&
+                            Contains(" was still loading batch 2 (sample indices [4, 5]) and was "
+                                     "killed"));
+  CHECK(f.batches == 2); // batches 0 and 1 came first, as a dataset's exception lets them
+  CHECK_THAT(f.message, !Contains("died"));
+}
+
+TEST_CASE("with retry_timeouts a worker process past its timeout is replaced",
+          "[actors][loader][process]") {
   forget("hang_once");
   auto ds = std::make_shared<probe_dataset>(16);
   ds->hook = [](int64_t i) {
@@ -446,8 +477,11 @@ TEST_CASE("a worker process past its timeout is killed and replaced", "[actors][
   };
   const auto t0 = clock_type::now();
   {
-    data_loader loader(
-        ds, {.batch_size = 2, .num_workers = 2, .timeout = 0.5, .multiprocessing_context = "fork"});
+    data_loader loader(ds, {.batch_size = 2,
+                            .num_workers = 2,
+                            .timeout = 0.5,
+                            .retry_timeouts = true,
+                            .multiprocessing_context = "fork"});
     CHECK(flat(epoch_labels(loader)) == ints_of(arange(16)));
   }
   CHECK(seconds_since(t0) < 10);
@@ -457,8 +491,11 @@ TEST_CASE("a worker process past its timeout is killed and replaced", "[actors][
       if (i == 5)
         sleep_ms(60'000);
     };
-    data_loader loader(
-        ds, {.batch_size = 2, .num_workers = 2, .timeout = 0.3, .multiprocessing_context = "fork"});
+    data_loader loader(ds, {.batch_size = 2,
+                            .num_workers = 2,
+                            .timeout = 0.3,
+                            .retry_timeouts = true,
+                            .multiprocessing_context = "fork"});
     const epoch_failure f = run_until_error(loader);
     CHECK_THAT(f.message,
                Contains("died 3 times while loading batch 2 (sample indices [4, 5])") &&
@@ -473,8 +510,11 @@ TEST_CASE("a dataset exception in a worker process is the error a worker thread 
     if (i == 7)
       throw std::runtime_error("no such image");
   };
-  data_loader loader(
-      ds, {.batch_size = 2, .num_workers = 2, .timeout = kHeal, .multiprocessing_context = "fork"});
+  data_loader loader(ds, {.batch_size = 2,
+                          .num_workers = 2,
+                          .timeout = kHeal,
+                          .retry_timeouts = true,
+                          .multiprocessing_context = "fork"});
   CHECK_THAT(run_until_error(loader).message,
              Contains("DataLoader worker ") &&
                  Contains(" failed on sample index 7 (batch 3): no such image"));
@@ -488,6 +528,7 @@ TEST_CASE("worker processes end with their loader, mid-epoch or not", "[actors][
     data_loader loader(ds, {.batch_size = 2,
                             .num_workers = 3,
                             .timeout = kHeal,
+                            .retry_timeouts = true,
                             .multiprocessing_context = "fork",
                             .persistent_workers = persistent});
     int n = 0;
@@ -513,6 +554,7 @@ TEST_CASE("end_epoch stops the epoch's worker processes, and only while that epo
     data_loader loader(ds, {.batch_size = 2,
                             .num_workers = 2,
                             .timeout = kHeal,
+                            .retry_timeouts = true,
                             .multiprocessing_context = "fork",
                             .persistent_workers = persistent});
     auto it = loader.begin();
@@ -584,6 +626,7 @@ TEST_CASE("a worker process's reply is bounded before the loader allocates for i
       data_loader loader(ds, {.batch_size = 2,
                               .num_workers = 1,
                               .timeout = timeout,
+                              .retry_timeouts = true,
                               .multiprocessing_context = "fork"});
       return run_until_error(loader).message;
     });

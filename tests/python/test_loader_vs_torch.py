@@ -281,6 +281,35 @@ def test_shuffle_gives_the_same_samples_and_a_seed_repeats(workers, context):
     assert orders[1][0] == orders[1][1] != orders[2][0]
 
 
+@pytest.mark.parametrize("workers,context", WORKERS)
+def test_shuffle_gives_torchs_order_for_the_same_seed(workers, context):
+    """A port checked against torch's run, or resuming a torch run's epoch, sees torch's batches:
+    the same draws from the same generators, and the default generator left where torch's is."""
+    kw = dict(batch_size=4, shuffle=True, num_workers=workers, multiprocessing_context=context)
+    torch_kw = dict(kw, multiprocessing_context=None)
+
+    def epochs(make, n=2):
+        loader = make()
+        return [[b.tolist() for b in loader] for _ in range(n)], torch.rand(1).item()
+
+    for seed in (0, 5):
+        torch.manual_seed(seed)
+        want = epochs(lambda: torch.utils.data.DataLoader(list(range(37)), **torch_kw))
+        torch.manual_seed(seed)
+        assert epochs(lambda: actorch.DataLoader(list(range(37)), **kw)) == want
+    want = epochs(lambda: torch.utils.data.DataLoader(
+        list(range(37)), generator=torch.Generator().manual_seed(7), drop_last=True, **torch_kw))
+    assert epochs(lambda: actorch.DataLoader(
+        list(range(37)), generator=torch.Generator().manual_seed(7), drop_last=True, **kw))[0] == (
+        want[0])
+    data = np.arange(30, dtype=np.int64)  # actorch's C++ dataset shuffles in torch's order too
+    torch.manual_seed(2)
+    want = [b.tolist() for b in torch.utils.data.DataLoader(data, batch_size=4, shuffle=True)]
+    torch.manual_seed(2)
+    assert [b.tolist() for b, in actorch.DataLoader(actorch.data.TensorDataset(data), batch_size=4,
+                                                    shuffle=True)] == want
+
+
 @pytest.mark.parametrize("workers,context", [(0, None), pytest.param(2, None, marks=processes),
                                              pytest.param(3, None, marks=processes)])
 def test_an_iterable_dataset_sharded_by_torch_worker_info(workers, context):

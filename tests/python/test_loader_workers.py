@@ -123,15 +123,27 @@ class Stuck(torch.utils.data.Dataset):
 
 @pytest.mark.parametrize("context", [pytest.param(None, id="processes", marks=processes),
                                      pytest.param("thread", id="threads")])
-def test_a_stuck_getitem_fails_when_timeout_passes(context):
+def test_a_stuck_getitem_fails_when_timeout_passes(context, capfd):
+    # torch's error, once the batches before it are in, and no attempt again (torch makes none).
     start = time.monotonic()
-    with pytest.raises(RuntimeError) as got:
-        list(actorch.DataLoader(Stuck(), batch_size=4, num_workers=2, timeout=0.5,
-                                multiprocessing_context=context))
-    assert "batch 3" in str(got.value) and "timeout" in str(got.value).replace("timed out",
-                                                                               "timeout")
-    # A process is killed and its batch tried again, up to 3 attempts; a thread cannot be killed.
+    got = []
+    with pytest.raises(RuntimeError, match=r"^DataLoader timed out after 0.5 seconds\b") as error:
+        for batch in actorch.DataLoader(Stuck(), batch_size=4, num_workers=2, timeout=0.5,
+                                        multiprocessing_context=context):
+            got.append(batch.tolist())
+    assert "batch 3 (sample indices [12, 13, 14, 15])" in str(error.value)
+    assert got == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    assert "replaced" not in capfd.readouterr().err
     assert time.monotonic() - start < 10
+
+
+@processes
+def test_retry_timeouts_replaces_a_stuck_worker_process(capfd):
+    with pytest.raises(RuntimeError, match="died 3 times while loading batch 3") as error:
+        list(actorch.DataLoader(Stuck(), batch_size=4, num_workers=2, timeout=0.3,
+                                retry_timeouts=True))
+    assert "did not finish within the timeout of 0.3 seconds" in str(error.value)
+    assert capfd.readouterr().err.count("the worker is replaced and the batch loaded again") == 3
 
 
 @processes

@@ -5,8 +5,10 @@ Where the workers run (num_workers > 0):
 - a Python dataset (or a C++ one with Python code in it) loads in worker processes by default, as
   torch's does on Linux: each is forked from its worker's thread on its first batch, collates its
   samples in C++ straight into a shared-memory file, and no tensor is pickled. A worker that dies
-  or passes `timeout` is replaced and its batch loaded again, up to 3 attempts, then the epoch
-  fails naming the signal and the batch.
+  is replaced and its batch loaded again, up to 3 attempts, then the epoch fails naming the
+  signal and the batch. One that passes `timeout` is killed and the epoch fails with torch's
+  error ("DataLoader timed out after N seconds", then which worker and batch); with
+  retry_timeouts=True (beyond torch) it is replaced and its batch loaded again, as a dead one.
 - multiprocessing_context="thread" runs them as threads of this process instead: no fork, no
   copy of the batch, but the GIL serialises the Python code. It pays when __getitem__ spends its
   time in code that releases the GIL (numpy on large arrays, file reads, decoding).
@@ -23,9 +25,10 @@ Seeding, as torch's: each iter() draws the epoch's base seed from `generator` (o
 default generator), so torch.manual_seed before it repeats the epoch's shuffle and worker
 seeds. Worker i's seed is base_seed + i, torch's own value; each worker process seeds
 `random`, torch and numpy's global generator from it before worker_init_fn runs, as torch's
-worker loop does. A shuffle without a generator draws a second seed, as torch's RandomSampler
-does, so the default generator ends the epoch where torch's does (the order is actorch's).
-With `seed=`, the loader's own generator runs from it instead, epoch after epoch.
+worker loop does. shuffle=True samples with torch's own RandomSampler (loader.sampler), iterated
+when iter() plans the epoch, after the base seed: the same draws as torch's, so the same seed
+gives torch's order, batch for batch. With `seed=` (beyond torch), the loader's own generator
+runs from it instead, epoch after epoch, and shuffles in C++.
 """
 import collections
 import functools
@@ -217,14 +220,15 @@ class DataLoader:
     Beyond torch: `seed` (the loader's own generator, instead of drawing from `generator`),
     `in_order=False` (batches as they are ready) and `report_delay` (a worker process still on
     one batch after this many seconds is named on stderr with the batch's indices and its
-    Python stack, once, while it goes on; 0, the default for now: never). See the module's
-    docstring for where workers run."""
+    Python stack, once, while it goes on; 0, the default for now: never) and `retry_timeouts`
+    (a worker process past `timeout` is replaced and its batch loaded again, up to 3 attempts,
+    instead of the timeout error). See the module's docstring for where workers run."""
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
                  prefetch_factor=2, persistent_workers=False, pin_memory_device="", seed=None,
-                 in_order=True, report_delay=0):
+                 in_order=True, report_delay=0, retry_timeouts=False):
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; "
                              "use num_workers=0 to disable multiprocessing.")
@@ -319,8 +323,10 @@ class DataLoader:
                       "converted")
         self._as_torch = _torch is not None
         self._processes = processes
-        self._default_shuffle = (shuffle and sampler is None and batch_sampler is None and
-                                 generator is None)
+        # torch's RandomSampler shuffles (its draws, its order); without torch, or with seed=,
+        # the C++ loader does, and without torch a second seed is drawn as torch's sampler would.
+        torch_shuffle = shuffle and sampler is None and _torch is not None and seed is None
+        self._own_shuffle_seed = shuffle and _torch is None and seed is None
         self._seed = seed
 
         init = worker_init_fn
@@ -337,10 +343,12 @@ class DataLoader:
                 _worker_setup(worker_id, user_fn, processes)
         self._make_loader = functools.partial(
             _C._Loader, loaded, iterable=iterable,
-            batch_size=1 if batch_sampler is not None else batch_size, shuffle=shuffle, sampler=sampler,
+            batch_size=1 if batch_sampler is not None else batch_size,
+            shuffle=shuffle and not torch_shuffle,
+            sampler=self.sampler if torch_shuffle else sampler,
             batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
             pin_memory=pin_memory, drop_last=drop_last, timeout=float(timeout),
-            worker_init_fn=init, processes=processes,
+            retry_timeouts=bool(retry_timeouts), worker_init_fn=init, processes=processes,
             seed=seed,
             prefetch_factor=prefetch_factor if num_workers > 0 else None,
             persistent_workers=persistent_workers, in_order=in_order,
@@ -377,9 +385,7 @@ class DataLoader:
         if self._seed is None:  # the epoch's seeds, drawn now as torch's are
             base_seed = _draw_seed(self.generator)
             loader._seed_next_epoch(base_seed)  # worker i's seed: base_seed + i, torch's
-            # torch's RandomSampler (shuffle, no generator) draws its own seed next from the
-            # default generator; so does this shuffle, leaving that generator where torch's is.
-            loader._manual_seed(_draw_seed(None) if self._default_shuffle else base_seed)
+            loader._manual_seed(_draw_seed(None) if self._own_shuffle_seed else base_seed)
         it = _Iterator(loader._iter(self._as_torch if as_torch is None else as_torch, self._form),
                        self._processes)
         if loader is self._loader:
