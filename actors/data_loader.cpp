@@ -214,6 +214,7 @@ struct loader_impl {
     const bool processes = !source && (opts.multiprocessing_context == "fork" ||
                                        opts.multiprocessing_context == "spawn");
     cfg.timeout_s = processes ? 0 : opts.timeout;
+    cfg.interruption_point = opts.interruption_point;
     cfg.collate = opts.collate_fn;
     cfg.pool = pool;
     cfg.pin_memory = opts.pin_memory;

@@ -84,6 +84,10 @@ struct loader_options {
   /// Called with the worker id on each worker's thread before its first batch (in the worker's
   /// process with multiprocessing_context "fork").
   std::function<void(int64_t)> worker_init_fn{};
+  /// Called on the consumer's thread every 100 ms while the range-for waits for a batch from
+  /// its workers; what it throws ends the epoch (the workers stopped, their processes killed)
+  /// and reaches the loop. The Python module's raises a pending KeyboardInterrupt so.
+  std::function<void()> interruption_point{};
   /// Where the workers run. "" (the default): threads of this process, as actorch's workers
   /// always did (PyTorch's are always processes). "fork": each worker loads in a child process
   /// of its own, forked on its first batch, so that a crash or a hang in the dataset's code

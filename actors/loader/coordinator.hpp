@@ -32,8 +32,11 @@ struct coordinator_config {
   /// false: batch_size = nullopt, each task is one sample, converted rather than collated.
   bool auto_collation = true;
   bool in_order = true;
-  bool round_robin = false;   // map-style: the k-th task to source k % sources
-  double timeout_s = 0;       // 0: wait forever for a source
+  bool round_robin = false; // map-style: the k-th task to source k % sources
+  double timeout_s = 0;     // 0: wait forever for a source
+  /// The range-for's host calls it every kInterruptSlice (host.hpp) while it waits
+  /// (loader_options:: interruption_point); empty: it waits in one piece.
+  std::function<void()> interruption_point;
   data::collate_fn collate;   // for batches a source returns uncollated
   data::buffer_pool_ptr pool; // batch buffers (pinned when pin_memory)
   bool pin_memory = false;

@@ -32,6 +32,7 @@ void range_for_host::start(epoch_plan plan) {
   if (!core_) {
     coordinator_config cfg = make_config_();
     timeout_s_ = cfg.timeout_s;
+    interruption_point_ = cfg.interruption_point;
     core_ = std::make_unique<coordinator>(self_->ptr(), std::move(cfg));
   }
   run_id_ = plan.run_id;
@@ -78,15 +79,30 @@ bool range_for_host::receive() {
     core_->on_timeout(r, seq, clock);
   };
   auto on_down = [&](caf::down_msg& m) { core_->on_down(m); };
-  if (stall_s_ <= 0) {
+  if (stall_s_ <= 0 && !interruption_point_) {
     self->receive(on_loaded, on_error, on_timeout, on_down);
     return true;
   }
-  bool stalled = false;
-  self->receive(
-      on_loaded, on_error, on_timeout, on_down,
-      caf::after(std::chrono::microseconds(int64_t(stall_s_ * 1e6))) >> [&] { stalled = true; });
-  return !stalled;
+  using namespace std::chrono;
+  const auto stall = stall_s_ > 0
+                         ? duration_cast<steady_clock::duration>(duration<double>(stall_s_))
+                         : steady_clock::duration::max();
+  const auto began = steady_clock::now();
+  for (;;) {
+    auto wait = stall - (steady_clock::now() - began);
+    if (wait <= steady_clock::duration::zero())
+      return false;
+    if (interruption_point_)
+      wait = std::min<steady_clock::duration>(wait, kInterruptSlice);
+    bool idle = false;
+    self->receive(
+        on_loaded, on_error, on_timeout, on_down,
+        caf::after(duration_cast<microseconds>(wait)) >> [&] { idle = true; });
+    if (!idle)
+      return true;
+    if (interruption_point_)
+      interruption_point_(); // may throw: the epoch ends, the exception reaches the loop
+  }
 }
 
 namespace {

@@ -3,6 +3,7 @@
 // consumer actor.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -10,6 +11,10 @@
 #include "actors/loader/feed.hpp"
 
 namespace actorch::actors {
+
+/// How often the range-for's host, waiting for a batch, calls its interruption point: a Ctrl-C
+/// reaches the loop within this (PyTorch's loader polls its queue every 5 s).
+inline constexpr std::chrono::milliseconds kInterruptSlice{100};
 
 /// The range-for's host: a blocking actor driven by the consumer's thread. It lives as long as
 /// the loader; the coordinator (and the workers it spawns) lives from a run's start until
@@ -40,7 +45,8 @@ private:
   std::unique_ptr<coordinator> core_;
   uint64_t run_id_ = 0;
   double timeout_s_ = 0;
-  double stall_s_ = 0; // > 0: next() throws after this long without a message
+  double stall_s_ = 0;                       // > 0: next() throws after this long without a message
+  std::function<void()> interruption_point_; // coordinator_config::interruption_point
 };
 
 /// Spawns a coordinator actor, for a consumer actor (detached: finishing a user's source's

@@ -101,6 +101,10 @@ data::fork_hooks python_fork_hooks() {
   return hooks;
 }
 
+/// Thrown by the loader's interruption point when a signal handler raised (a KeyboardInterrupt
+/// for Ctrl-C): carries nothing, since the exception is this thread's pending Python error.
+struct python_signal {};
+
 /// The Python iterator over one epoch of a loader. Dropped before the epoch's end (a `break`
 /// out of the loop, then the last reference gone), it ends the epoch, so that its workers stop
 /// as torch's iterator's do when it is collected, rather than wait, with their prefetched
@@ -125,7 +129,13 @@ public:
     } catch (...) { // nothing to raise it to here; the next begin() ends the epoch then
     }
   }
+  /// The next batch. A batch's own error (a dataset's exception) is raised and the epoch goes
+  /// on, as torch's; any other (a worker dead 3 times, a timeout) ends it: raised once, saying
+  /// how many batches are lost, then StopIteration, as torch's iterator after its error.
   py::object next() {
+    if (failed_)
+      throw py::stop_iteration();
+    bool signalled = false;
     {
       py::gil_scoped_release no_gil; // Note [Python module]
       try {
@@ -140,17 +150,44 @@ public:
           it_ = loader_->this_epoch();
           epoch_ = loader_->epoch();
         }
+        ++taken_;
         throw;
+      } catch (const actorch::error& e) {
+        failed_ = true;
+        throw actorch::error(std::string(e.what()) + lost());
+      } catch (const python_signal&) { // the epoch ended; the handler's exception is set
+        failed_ = true;
+        signalled = true;
       }
     }
+    if (signalled)
+      throw py::error_already_set();
     if (*it_ == loader_->end())
       throw py::stop_iteration();
+    ++taken_;
     return to_python(**it_, {.as_torch = as_torch_, .as = form_});
   }
 
 private:
+  /// What a fatal error cost the epoch, said after its message.
+  std::string lost() const {
+    std::optional<int64_t> total;
+    try {
+      total = loader_->size();
+    } catch (const actorch::error&) { // an iterable dataset's epoch has no length
+    }
+    std::string out =
+        "\nThe epoch ends with this error after " + std::to_string(taken_) + " batches";
+    if (total && *total >= taken_)
+      out += " of its " + std::to_string(*total) + ": the other " +
+             std::to_string(*total - taken_) + " are not delivered";
+    return out;
+  }
+
   std::shared_ptr<data::data_loader> loader_;
   std::optional<data::data_loader::iterator> it_;
+  int64_t taken_ = 0;            // batches (and batch errors) this iterator gave
+  bool failed_ = false;          // a fatal error was raised: StopIteration from now on
   std::optional<int64_t> epoch_; // the epoch it_ walks, once begun
   pid_t maker_ = ::getpid();
   bool as_torch_;
@@ -320,6 +357,11 @@ void bind_loader(py::module_& m) {
              }
              o.collate_fn = std::move(parts.collate);
              o.worker_init_fn = std::move(parts.worker_init_fn);
+             o.interruption_point = [] { // a Ctrl-C while the loop waits for a worker
+               gil_lock gil;
+               if (PyErr_CheckSignals() != 0)
+                 throw python_signal{};
+             };
              if (cxx_dataset)
                return python_owned(
                    data::data_loader(dataset.cast<std::shared_ptr<data::dataset>>(), std::move(o)));

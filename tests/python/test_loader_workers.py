@@ -518,3 +518,78 @@ def test_spawned_workers_run_with_the_interpreters_flags(tmp_path):
                              timeout=120)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == want, (flags, out.stdout, out.stderr)
+
+
+class DiesOn(torch.utils.data.Dataset):
+    """Kills its worker process at every load of sample `fatal` (and only in a worker)."""
+
+    def __init__(self, fatal):
+        self.fatal = fatal
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        if i == self.fatal and torch.utils.data.get_worker_info() is not None:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return i
+
+
+@processes
+@pytest.mark.parametrize("fatal,before", [(0, 0), (9, 4)])
+def test_after_a_fatal_error_the_iterator_stops_as_torchs(fatal, before):
+    # The error once, saying what the epoch lost, then StopIteration (it retried batch 0 for ever
+    # when that was the one, and dropped the rest of the epoch silently when it was a later one).
+    it = iter(actorch.DataLoader(DiesOn(fatal), batch_size=2, num_workers=2))
+    got = []
+    with pytest.raises(RuntimeError, match="died 3 times") as error:
+        for _ in range(10):
+            got.append(next(it).tolist())
+    assert len(got) == before
+    assert (f"The epoch ends with this error after {before} batches of its 6: the other "
+            f"{6 - before} are not delivered") in str(error.value)
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+CTRL_C = """
+import os, sys, time, torch, actorch
+class Hangs(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        if i == 4:
+            time.sleep(600)
+        return i
+shm = sorted(os.listdir("/dev/shm"))
+it = iter(actorch.DataLoader(Hangs(), batch_size=2, num_workers=2, multiprocessing_context=CONTEXT))
+print(next(it).tolist(), flush=True)
+try:
+    for batch in it:
+        print(batch.tolist(), flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+del it
+children = open(f"/proc/self/task/{os.getpid()}/children").read().split()
+print("children", children, "shm", sorted(os.listdir("/dev/shm")) == shm, flush=True)
+"""
+
+
+@pytest.mark.parametrize("context", [pytest.param("fork", marks=processes), "thread"])
+def test_ctrl_c_reaches_a_loop_waiting_on_a_hung_worker(context):
+    # torch's loader raises KeyboardInterrupt at once; actorch's waited on in C++ until SIGKILL.
+    p = subprocess.Popen([sys.executable, "-c", CTRL_C.replace("CONTEXT", repr(context))],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "[0, 1]"
+        assert p.stdout.readline().strip() == "[2, 3]"
+        time.sleep(0.5)  # the loop waits for batch 2, which a worker never finishes
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        pytest.fail("SIGINT did not end the loop within 30 s")
+    assert out.splitlines()[0] == "interrupted", (out, err)
+    if context == "fork":  # a thread inside __getitem__ cannot be stopped, only abandoned
+        assert out.splitlines()[1] == "children [] shm True", (out, err)
+    assert p.returncode == 0, err
