@@ -49,6 +49,7 @@ struct child {
   int out_fd = -1; // read end of its stdout+stderr, -1 when not relayed
   std::string partial;
   bool running = true;
+  bool own_group = false; // leads a process group of its own: signalled as a group
 };
 
 volatile std::sig_atomic_t g_forward_signal = 0; // to forward; supervise clears it
@@ -115,6 +116,17 @@ void relay(child& c, std::ostream& out, bool flush_partial) {
   out.flush();
 }
 
+// Note [Rank process groups]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Each rank leads a process group of its own (setpgid before exec), and the launcher signals
+// the group, as torchrun's agent does: a rank that is a wrapper (a shell script, a Python
+// script that runs another program) would otherwise leave its child, the real training process,
+// running with parent pid 1 after SIGTERM, holding the output pipe the launcher waits on. The
+// grace period then SIGKILL reach the group too, while the rank's output is open. A Ctrl-C in a
+// terminal reaches the launcher (the foreground group), which forwards it. A process of the rank
+// that makes a group or session of its own (setsid, a daemon) is out of reach, as under
+// torchrun.
+//
 // Waits for every child. Returns "" when all exited 0, else the first failure's description
 // (the others were stopped: SIGTERM, then SIGKILL after `grace`). `stop`, when given, is asked
 // every 100 ms whether to stop them all anyway (a reason) or not ("").
@@ -140,10 +152,12 @@ std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::
         return true;
     return false;
   };
+  // Note [Rank process groups]: a rank's group, while the rank runs or its output is open (a
+  // process it started may hold it after the rank itself ended).
   auto signal_all = [&](int sig) {
     for (auto& c : kids)
-      if (c.running)
-        ::kill(c.pid, sig);
+      if (c.own_group ? c.running || c.out_fd >= 0 : c.running)
+        ::kill(c.own_group ? -c.pid : c.pid, sig);
   };
   // Stops every rank for `why`: SIGTERM now, SIGKILL after the grace period.
   auto stop_all = [&](std::string why) {
@@ -363,6 +377,7 @@ child start_rank(const launch_options& o, const std::string& token, int restart,
   const pid_t pid = ::fork();
   if (pid == 0) {
     die_with_parent(launcher);
+    ::setpgid(0, 0); // Note [Rank process groups]
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
     ::signal(SIGINT, SIG_DFL);
@@ -386,8 +401,9 @@ child start_rank(const launch_options& o, const std::string& token, int restart,
     failure = std::string("fork failed: ") + std::strerror(errno);
     return child{rank, -1, -1, {}, false};
   }
+  ::setpgid(pid, pid); // (as the child does: whichever runs first, the group exists at exec)
   ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
-  return child{rank, pid, fds[0], {}, true};
+  return child{rank, pid, fds[0], {}, true, true};
 }
 
 // One attempt of the job: starts this node's ranks (restart `restart` of the job) and waits

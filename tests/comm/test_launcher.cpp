@@ -333,6 +333,45 @@ TEST_CASE("launch forwards SIGTERM to every rank, and does not restart after it"
   CHECK_THAT(err.str(), Contains("got signal 15") && !Contains("restarting"));
 }
 
+TEST_CASE("SIGTERM to launch reaches what a wrapper rank started: each rank's process group",
+          "[comm][launch]") {
+  // See Note [Rank process groups]. Each rank is a shell that starts the real work and waits;
+  // SIGTERM to the shell alone left `sleep` running, holding the output pipe for its 30 s.
+  std::ostringstream out, err;
+  const std::filesystem::path dir = actorch::test::scratch_dir("launch_group");
+  for (const char* f : {"0", "1"})
+    std::filesystem::remove(dir / f);
+  const pthread_t launcher = ::pthread_self(); // as in the SIGTERM test above
+  std::atomic<bool> started{false};
+  std::thread killer([&] {
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (!(std::filesystem::exists(dir / "0") && std::filesystem::exists(dir / "1")) &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(5ms);
+    started = std::filesystem::exists(dir / "0") && std::filesystem::exists(dir / "1");
+    ::pthread_kill(launcher, SIGTERM);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = launch(sh(2, "sleep 30 & echo $! > " + dir.string() + "/$RANK.tmp && mv " +
+                                  dir.string() + "/$RANK.tmp " + dir.string() + "/$RANK; wait"),
+                        out, err);
+  killer.join();
+  REQUIRE(started);
+  CHECK(rc != 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  for (const char* f : {"0", "1"}) {
+    std::ifstream in(dir / f);
+    pid_t pid = -1;
+    in >> pid;
+    REQUIRE(pid > 0);
+    // Gone, or a zombie waiting for whoever adopted it: not running on.
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_text, comm, state;
+    if (stat >> pid_text >> comm >> state)
+      CHECK_THAT(state, Catch::Matches("[ZX]"));
+  }
+}
+
 TEST_CASE("a rank killed by a signal is the failure named, when a rank that noticed it ends in "
           "the same moment",
           "[comm][launch]") {
