@@ -95,11 +95,12 @@ struct loader_options {
   /// (the epoch fails only after max 3 attempts at one batch), and `timeout` kills a load that
   /// passes it (the epoch's error, or with retry_timeouts a death as above). Costs a copy of each
   /// batch and a process per worker: Note [Worker processes] in actors/loader/worker_process.cpp,
-  /// docs/performance.md. A batch's tensors come back through shared memory, its structure and
-  /// strings in a message of at most 64 MiB; a child whose reply passes that is killed as a crashed
-  /// one is. "spawn": the same, each child a new program (`spawn`) that rebuilds the dataset itself
-  /// (the Python module's, from a pickle); a C++ dataset object cannot be rebuilt so, and the C++
-  /// API takes "spawn" only with `spawn` set. Only with num_workers > 0, as PyTorch requires.
+  /// docs/performance.md. A batch's tensors (and strings of 4 KiB or more) come back through shared
+  /// memory, its structure and short strings in a message of at most 64 MiB; a child whose reply
+  /// passes that is killed as a crashed one is. "spawn": the same, each child a new program
+  /// (`spawn`) that rebuilds the dataset itself (the Python module's, from a pickle); a C++ dataset
+  /// object cannot be rebuilt so, and the C++ API takes "spawn" only with `spawn` set. Only with
+  /// num_workers > 0, as PyTorch requires.
   std::string multiprocessing_context{};
   /// With multiprocessing_context "spawn": the program each worker process runs, and what it
   /// is told first (Note [Spawned workers] in actors/loader/worker_process.cpp).

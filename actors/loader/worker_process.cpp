@@ -44,11 +44,11 @@
 // Every frame is bounded before anything is allocated for it. The child runs the very code this
 // mode exists to contain, and that code can write on the socket too (or find the shared file), so
 // nothing the child says is trusted to size an allocation:
-// - a reply announced longer than max_frame_bytes (64 MiB: the batch's structure and strings;
-//   the tensors' bytes go through the shared file) is refused at its length, and the child is
-//   killed, which ends the worker as a death does (replaced, the batch loaded again). Under the
-//   bound the parent's buffer grows with the bytes that arrive, so a length that lies costs
-//   nothing;
+// - a reply announced longer than max_frame_bytes (64 MiB: the batch's structure and short
+//   strings; the tensors' and long strings' bytes go through the shared file) is refused at its
+//   length, and the child is killed, which ends the worker as a death does (replaced, the batch
+//   loaded again). Under the bound the parent's buffer grows with the bytes that arrive, so a
+//   length that lies costs nothing;
 // - a count inside a frame (a tuple's or dict's items, a task's indices) is checked against the
 //   bytes left in the frame, and what the decoded structure takes against max_frame_bytes,
 //   before its vector is made (reader::get_count);
@@ -347,9 +347,24 @@ private:
 // objects across processes]), as torch's workers pickle a batch and put its tensors in shared
 // memory. The bytes are the child's, like the rest of the reply: the codec reads them as such.
 
+// A string of at least kStringInFile bytes travels as a uint8 tensor in the shared file, after
+// this tag (no sample kind's number), so that only its offset is in the frame: a 100 MiB str in
+// a sample passes as bytes of that size do, and many long ones do not add up past the frame's
+// bound.
+constexpr uint8_t kStringInFileTag = 0xfe;
+constexpr size_t kStringInFile = 4096;
+
 // `lent`: set when a tensor stays in the pool's memory for the parent (Note [Lent batches]).
 void encode_sample(const data::sample& s, writer& w, shared_file& shm, bool& lent) {
   using kind = data::sample::kind;
+  if (s.type() == kind::string && s.as_string().size() >= kStringInFile) {
+    const std::string& text = s.as_string();
+    w.put<uint8_t>(kStringInFileTag);
+    encode_sample(from_blob(const_cast<char*>(text.data()), {int64_t(text.size())}, dtype::uint8,
+                            [](void*) {}),
+                  w, shm, lent);
+    return;
+  }
   w.put<uint8_t>(uint8_t(s.type()));
   switch (s.type()) {
   case kind::none: return;
@@ -539,7 +554,16 @@ data::sample decode_sample(reader& r, char* base, uint64_t bytes, data::buffer_p
                            const std::shared_ptr<void>& lease, int depth) {
   using kind = data::sample::kind;
   ACTORCH_CHECK(depth < 64, "worker process: a batch nested deeper than 64");
-  const auto k = kind(r.get<uint8_t>());
+  const uint8_t tag = r.get<uint8_t>();
+  if (tag == kStringInFileTag) {
+    const data::sample raw = decode_sample(r, base, bytes, nullptr, nullptr, depth + 1);
+    ACTORCH_CHECK(raw.is_tensor() && raw.as_tensor().dtype() == dtype::uint8 &&
+                      raw.as_tensor().dim() == 1,
+                  "worker process: a long string's bytes are not a uint8 vector");
+    const tensor& b = raw.as_tensor();
+    return std::string(static_cast<const char*>(b.data_ptr()), size_t(b.numel()));
+  }
+  const auto k = kind(tag);
   switch (k) {
   case kind::none: return {};
   case kind::tensor: {

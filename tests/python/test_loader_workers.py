@@ -593,3 +593,21 @@ def test_ctrl_c_reaches_a_loop_waiting_on_a_hung_worker(context):
     if context == "fork":  # a thread inside __getitem__ cannot be stopped, only abandoned
         assert out.splitlines()[1] == "children [] shm True", (out, err)
     assert p.returncode == 0, err
+
+
+class LongText(torch.utils.data.Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        return {"text": chr(ord("a") + i) * ((65 << 20) + i), "short": "é" * 5000, "i": i}
+
+
+@processes
+def test_a_str_longer_than_a_frame_leaves_a_worker_process():
+    # Its bytes go through the shared file, as a tensor's or a bytes object's do; it was refused
+    # at the 64 MiB bound of the frame, as a reply too long, 3 times.
+    got = list(actorch.DataLoader(LongText(), batch_size=None, num_workers=1))
+    assert [len(s["text"]) for s in got] == [65 << 20, (65 << 20) + 1]
+    assert got[1]["text"] == "b" * ((65 << 20) + 1) and got[0]["short"] == "é" * 5000
+    assert [int(s["i"]) for s in got] == [0, 1]
