@@ -462,6 +462,11 @@ void worker_process::serve(int sock, int shm_fd, pid_t parent, const std::string
   } catch (...) {
     ::_exit(kForeignException);
   }
+  // Started (worker_init_fn returned): one byte the parent reads before its first task, so that
+  // a child stuck before it is named as starting, not as loading that task (Note [Worker start]).
+  const char started = 0;
+  if (!send_all(sock, &started, 1))
+    ::_exit(0); // the worker is gone
   std::string frame;
   std::unordered_map<uint64_t, data::sample> lent; // Note [Lent batches]: by lease
   std::vector<uint64_t> released;
@@ -776,10 +781,24 @@ worker_process::~worker_process() {
       ::close(fd);
 }
 
+// Note [Worker start]
+// ~~~~~~~~~~~~~~~~~~~
+// The child starts (worker_init_fn, and a spawned one rebuilds its dataset first) before it
+// reads any task, and says so with one byte, which the parent reads before it sends the first
+// task. Until then a report, a death or a timeout names the child as starting, ahead of the
+// batch it was given; the deadline counts the start, as PyTorch's timeout does.
+std::string worker_process::doing(const index_batch& task) const {
+  const std::string batch =
+      "batch " + std::to_string(task.seq) + " (sample indices " + indices_str(task.indices) + ")";
+  return started_ ? "loading " + batch
+                  : "starting (worker_init_fn had not returned; a spawned worker rebuilds its "
+                    "dataset first), before " +
+                        batch;
+}
+
 void worker_process::died(const index_batch& task, const std::string& how) {
-  const std::string message = name_ + " (process " + std::to_string(pid_) + ") " + how +
-                              " while loading batch " + std::to_string(task.seq) +
-                              " (sample indices " + indices_str(task.indices) + ")";
+  const std::string message =
+      name_ + " (process " + std::to_string(pid_) + ") " + how + " while " + doing(task);
   std::fprintf(stderr, "%s; the worker is replaced and the batch loaded again\n", message.c_str());
   pid_ = -1; // reaped
   throw worker_process_died{message};
@@ -801,11 +820,10 @@ void worker_process::timed_out(const index_batch& task) {
   reap(pid_);
   pid_ = -1;
   // PyTorch's words first (users' retry logic and alerts match them), then which worker.
-  throw worker_process_died{
-      std::string("DataLoader timed out after ") + secs + " seconds: " + name_ + " (process " +
-          std::to_string(pid) + ") was still loading batch " + std::to_string(task.seq) +
-          " (sample indices " + indices_str(task.indices) + ") and was killed",
-      task.seq};
+  throw worker_process_died{std::string("DataLoader timed out after ") + secs +
+                                " seconds: " + name_ + " (process " + std::to_string(pid) +
+                                ") was still " + doing(task) + " and was killed",
+                            task.seq};
 }
 
 void worker_process::map_shared(uint64_t bytes) {
@@ -858,10 +876,8 @@ void worker_process::report_if_slow() {
   if (secs < report_delay_s_)
     return;
   reported_ = true;
-  std::fprintf(
-      stderr, "%s (process %d) has been loading batch %lld (sample indices %s) for %.1f s%s\n",
-      name_.c_str(), int(pid_), static_cast<long long>(task_->seq),
-      indices_str(task_->indices).c_str(), secs, stack_signal_ != 0 ? "; its stack follows" : "");
+  std::fprintf(stderr, "%s (process %d) has been %s for %.1f s%s\n", name_.c_str(), int(pid_),
+               doing(*task_).c_str(), secs, stack_signal_ != 0 ? "; its stack follows" : "");
   std::fflush(stderr);
   if (stack_signal_ != 0)
     ::kill(pid_, stack_signal_);
@@ -924,6 +940,12 @@ loaded_batch worker_process::load(const index_batch& task) {
       return out;
     first_.clear();
     first_.shrink_to_fit();
+  }
+  if (!started_) { // Note [Worker start]
+    char started = 0;
+    if (!transfer(false, &started, 1, deadline, task))
+      return out;
+    started_ = true;
   }
   uint64_t n = frame.size();
   if (!transfer(true, reinterpret_cast<char*>(&n), sizeof n, deadline, task) ||

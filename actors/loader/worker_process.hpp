@@ -111,6 +111,8 @@ private:
   /// `task` passed the deadline: kill_child, with retry_timeouts; else kills and reaps the child
   /// and throws worker_process_died naming the batch, with PyTorch's timeout words first.
   [[noreturn]] void timed_out(const index_batch& task);
+  /// What the child does with `task`, for messages: loading it, or still starting before it.
+  std::string doing(const index_batch& task) const;
   /// Maps the shared file, after checking that the child wrote the `bytes` its reply used.
   void map_shared(uint64_t bytes);
 
@@ -124,6 +126,7 @@ private:
   const index_batch* task_ = nullptr; // the load in progress, for its report
   clock::time_point task_began_{};
   bool reported_ = false;
+  bool started_ = false; // the child said it started (Note [Worker start])
   /// Reports the load in progress once it has run past report_delay_s_.
   void report_if_slow();
   const std::atomic<uint64_t>* active_run_id_;

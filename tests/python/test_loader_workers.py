@@ -611,3 +611,20 @@ def test_a_str_longer_than_a_frame_leaves_a_worker_process():
     assert [len(s["text"]) for s in got] == [65 << 20, (65 << 20) + 1]
     assert got[1]["text"] == "b" * ((65 << 20) + 1) and got[0]["short"] == "é" * 5000
     assert [int(s["i"]) for s in got] == [0, 1]
+
+
+def sleeps_in_init(worker_id):
+    time.sleep(60)
+
+
+@processes
+def test_a_worker_stuck_in_worker_init_fn_is_named_as_starting(capfd):
+    # It was reported as "loading batch 0", where no sample of batch 0 had been asked for.
+    with pytest.raises(RuntimeError, match="DataLoader timed out after 1.5 seconds") as error:
+        list(actorch.DataLoader(list(range(8)), batch_size=2, num_workers=1, timeout=1.5,
+                                report_delay=0.3, worker_init_fn=sleeps_in_init))
+    assert "was still starting (worker_init_fn had not returned" in str(error.value)
+    assert "before batch 0 (sample indices [0, 1])" in str(error.value)
+    err = capfd.readouterr().err
+    assert "has been starting (worker_init_fn had not returned" in err, err
+    assert "has been loading" not in err and "in sleeps_in_init" in err, err
