@@ -25,6 +25,7 @@ struct node {
   std::vector<ref> items;              // tuple, list
   std::vector<std::pair<ref, ref>> kv; // dict
   bool ordered = false;                // dict: an OrderedDict
+  ref state;                           // dict: its BUILD state (attributes), or null
   std::string module, name;            // global
 
   node() = default;
@@ -51,6 +52,8 @@ node::~node() {
     }
     n.items.clear();
     n.kv.clear();
+    if (n.state)
+      work.push_back(std::move(n.state));
   };
   take(*this);
   while (!work.empty()) {
@@ -314,6 +317,16 @@ private:
                        (module == "torch._utils" &&
                         (attr == "_rebuild_tensor_v2" || attr == "_rebuild_parameter")) ||
                        storage_dtype(module, attr);
+    // What torch's weights-only load reads and actorch cannot hold: said as such, not as a
+    // refusal torch would share.
+    if (!known && module == "torch" && attr.ends_with("Storage"))
+      fail("a tensor of torch.", attr, ", a dtype actorch does not have (its dtypes: float32, ",
+           "float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool); torch.load reads ",
+           "it; nothing was run");
+    if (!known && module == "torch._utils" &&
+        (attr == "_rebuild_sparse_tensor" || attr == "_rebuild_sparse_csr"))
+      fail("a sparse tensor (torch._utils.", attr, "): actorch.load reads strided tensors only ",
+           "(torch.load reads it; save its .to_dense()); nothing was run");
     if (!known)
       fail("refused the global '", module, ".", attr,
            "': a checkpoint of state dicts names only collections.OrderedDict, "
@@ -339,10 +352,14 @@ private:
       return;
     }
     if (fn->name == "_rebuild_parameter") { // (data, requires_grad, backward_hooks)
-      if (a.size() < 1 || a[0]->k != node::kind::value ||
-          !std::holds_alternative<tensor>(a[0]->value.v))
-        fail("_rebuild_parameter without a tensor");
-      stack_.push_back(a[0]);
+      if (a.size() < 2 || a[0]->k != node::kind::value ||
+          !std::holds_alternative<tensor>(a[0]->value.v) || a[1]->k != node::kind::value ||
+          !std::holds_alternative<bool>(a[1]->value.v))
+        fail("_rebuild_parameter without a tensor and its requires_grad");
+      pickle_value p = a[0]->value;
+      p.parameter = true;
+      p.requires_grad = std::get<bool>(a[1]->value.v);
+      stack_.push_back(make_value(std::move(p)));
       return;
     }
     if (fn->name != "_rebuild_tensor_v2")
@@ -388,11 +405,14 @@ private:
   void build() {
     ref state = pop();
     ref obj = top();
-    // An OrderedDict's instance attributes (a state dict's _metadata: the modules' versions),
-    // which a state dict of actorch's does not keep.
-    if (obj->k == node::kind::dict && obj->ordered && state->k == node::kind::dict)
+    // An OrderedDict's instance attributes (a state dict's _metadata: the modules' versions).
+    if (obj->k == node::kind::dict && obj->ordered && state->k == node::kind::dict && !obj->state) {
+      for (const auto& [key, value] : state->kv)
+        string_of(key, "an OrderedDict's attributes");
+      obj->state = state;
       return;
-    fail("BUILD on something other than an OrderedDict (an object's state)");
+    }
+    fail("BUILD on something other than an OrderedDict (an object's state), or twice");
   }
 
   void persistent(const ref& pid) {
@@ -441,6 +461,10 @@ private:
       d.ordered = r->ordered;
       for (const auto& [k, v] : r->kv)
         d.items.emplace_back(convert(k, depth + 1), convert(v, depth + 1));
+      if (r->state)
+        for (const auto& [k, v] : r->state->kv)
+          d.attributes.emplace_back(string_of(k, "an OrderedDict's attributes"),
+                                    convert(v, depth + 1));
       return d;
     }
     case node::kind::global:
@@ -549,6 +573,20 @@ private:
               }
               out_ += 'u';
             }
+            if (!x.attributes.empty()) { // BUILD with the state dict of its attributes
+              out_ += "}(";
+              for (const auto& [name, val] : x.attributes) {
+                write_text(name);
+                write(val);
+              }
+              out_ += "ub";
+            }
+          } else if (v.parameter) { // torch._utils._rebuild_parameter(data, requires_grad, hooks)
+            out_ += "ctorch._utils\n_rebuild_parameter\n(";
+            write_tensor(x);
+            out_ += v.requires_grad ? '\x88' : '\x89';
+            out_ += "ccollections\nOrderedDict\n)R";
+            out_ += "tR";
           } else {
             write_tensor(x);
           }

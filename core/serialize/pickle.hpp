@@ -35,8 +35,16 @@ struct pickle_value {
   struct dict {
     pickle_items items;
     bool ordered = false; // collections.OrderedDict
+    /// An OrderedDict's instance attributes, as pickle's BUILD sets them: a state dict's
+    /// `_metadata` (each module's version, which load_state_dict hands to the module's
+    /// _load_from_state_dict). Empty: none.
+    std::vector<std::pair<std::string, pickle_value>> attributes;
   };
   std::variant<none, bool, int64_t, double, std::string, tuple, list, dict, tensor> v;
+  /// With a tensor: it was, and is saved as, a torch.nn.Parameter (torch._utils.
+  /// _rebuild_parameter) with this requires_grad.
+  bool parameter = false;
+  bool requires_grad = false;
 
   pickle_value() = default;
   template <class T> pickle_value(T x) : v(std::move(x)) {} // NOLINT: values convert as Python's do

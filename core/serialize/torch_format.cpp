@@ -89,7 +89,10 @@ void torch_save(const std::string& path, const pickle_value& value) {
         [&](const auto& x) -> pickle_value {
           using T = std::decay_t<decltype(x)>;
           if constexpr (std::is_same_v<T, tensor>) {
-            return x.device().is_cpu() ? x : x.to(kCPU);
+            pickle_value out = x.device().is_cpu() ? x : x.to(kCPU);
+            out.parameter = v.parameter;
+            out.requires_grad = v.requires_grad;
+            return out;
           } else if constexpr (std::is_same_v<T, pickle_value::tuple> ||
                                std::is_same_v<T, pickle_value::list>) {
             T out;
@@ -101,6 +104,8 @@ void torch_save(const std::string& path, const pickle_value& value) {
             out.ordered = x.ordered;
             for (const auto& [k, val] : x.items)
               out.items.emplace_back(k, to_cpu(val));
+            for (const auto& [name, val] : x.attributes)
+              out.attributes.emplace_back(name, to_cpu(val));
             return out;
           } else {
             return x;

@@ -1,7 +1,10 @@
 """actorch.save and actorch.load: torch.save's file format (a zip archive with data.pkl and one
 record per tensor storage), read and written in C++. Files load in torch.load and torch's load
 here: state dicts of models and optimizers, checkpoints of nested dicts, lists, tuples, numbers,
-strings, None and tensors of every dtype, views sharing their storage.
+strings, None and tensors of every dtype actorch has, views sharing their storage,
+nn.Parameters (with their requires_grad) and a state dict's `_metadata` (the modules' versions
+load_state_dict uses), both ways. Complex and sparse tensors, which torch.load reads, are
+refused with an error naming them: actorch has no such tensors.
 
 Loading is always weights_only: the restricted unpickler builds only such values and refuses
 anything else (a pickled function, a class) by name, without running it. Tensors load on the

@@ -68,9 +68,14 @@ py::object to_py(const pickle_value& v, bool as_torch, torch_bases& bases, int d
                                      : py::object(py::dict());
           for (const auto& [k, val] : x.items)
             out[to_py(k, as_torch, bases, depth + 1)] = to_py(val, as_torch, bases, depth + 1);
+          for (const auto& [name, val] : x.attributes) // a state dict's _metadata
+            py::setattr(out, name.c_str(), to_py(val, as_torch, bases, depth + 1));
           return out;
         } else if (as_torch && x.device().is_cpu()) {
-          return torch_view(x, bases);
+          py::object t = torch_view(x, bases);
+          if (v.parameter) // as torch._utils._rebuild_parameter makes it
+            return py::module_::import("torch").attr("nn").attr("Parameter")(t, v.requires_grad);
+          return t;
         } else {
           return to_python(data::sample(x), {.as_torch = as_torch});
         }
@@ -116,10 +121,19 @@ public:
       d.ordered = py::isinstance(o, ordered_dict_);
       for (const auto& [k, val] : py::reinterpret_borrow<py::dict>(o))
         d.items.emplace_back((*this)(k, depth + 1), (*this)(val, depth + 1));
+      if (d.ordered && py::hasattr(o, "__dict__")) // a state dict's _metadata, as pickle keeps it
+        for (const auto& [name, val] : py::reinterpret_borrow<py::dict>(o.attr("__dict__")))
+          d.attributes.emplace_back(py::str(name).cast<std::string>(), (*this)(val, depth + 1));
       return d;
     }
     if (py::isinstance<tensor>(o))
       return o.cast<tensor>();
+    if (torch_ && py::isinstance(o, torch_.attr("nn").attr("Parameter"))) {
+      pickle_value p = torch_tensor(py::reinterpret_borrow<py::object>(o).attr("detach")());
+      p.parameter = true;
+      p.requires_grad = o.attr("requires_grad").cast<bool>();
+      return p;
+    }
     if (torch_ && py::isinstance(o, torch_.attr("Tensor")))
       return torch_tensor(py::reinterpret_borrow<py::object>(o).attr("detach")());
     if (py::hasattr(o, "__dlpack__"))

@@ -127,3 +127,38 @@ def test_pickled_code_is_refused_without_running(tmp_path):
         actorch.load(tmp_path / "old.pt")
     with pytest.raises(actorch.Error, match="cannot save a builtin_function_or_method"):
         actorch.save({"f": len}, tmp_path / "f.pt")
+
+
+def test_parameters_and_a_state_dicts_metadata_both_ways(tmp_path):
+    # An nn.Parameter came back a plain tensor without requires_grad, and a state dict lost its
+    # _metadata (the modules' versions, which load_state_dict hands to each module).
+    model, _, _ = model_and_optimizers()
+    sd = model.state_dict()
+    value = {"sd": sd, "params": list(model.parameters()),
+             "frozen": torch.nn.Parameter(torch.ones(2), requires_grad=False)}
+    ways = [(torch.save, actorch.load), (actorch.save, torch.load), (actorch.save, actorch.load)]
+    for i, (write, read) in enumerate(ways):
+        path = tmp_path / f"p{i}.pt"
+        write(value, path)
+        back = read(path)
+        assert back["sd"]._metadata == sd._metadata, (write, read)
+        assert same(dict(back["sd"]), dict(sd))
+        for got, want in zip(back["params"], model.parameters()):
+            assert type(got) is torch.nn.Parameter and got.requires_grad
+            assert torch.equal(got, want)
+        assert type(back["frozen"]) is torch.nn.Parameter and not back["frozen"].requires_grad
+    fresh = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(),
+                                torch.nn.Linear(8, 3))
+    fresh.load_state_dict(actorch.load(tmp_path / "p0.pt")["sd"])
+
+
+def test_what_actorch_cannot_hold_is_named_without_blaming_torch(tmp_path):
+    torch.save({"z": torch.ones(2, dtype=torch.complex64)}, tmp_path / "c.pt")
+    with pytest.raises(actorch.Error, match="torch.ComplexFloatStorage, a dtype actorch does not "
+                       "have .*torch.load reads it") as error:
+        actorch.load(tmp_path / "c.pt")
+    assert "refuses it too" not in str(error.value)
+    torch.save({"s": torch.eye(3).to_sparse()}, tmp_path / "s.pt")
+    with pytest.raises(actorch.Error, match=r"a sparse tensor \(torch._utils._rebuild_sparse_tensor"
+                       r"\): actorch.load reads strided tensors only"):
+        actorch.load(tmp_path / "s.pt")
