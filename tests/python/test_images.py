@@ -128,11 +128,15 @@ def test_bad_files_are_errors_naming_the_file(bad_tree):
         list(loader)
 
 
-def test_bad_files_are_skipped_and_counted_when_asked(bad_tree):
+@pytest.mark.parametrize("context", [None, "fork"])
+def test_bad_files_are_skipped_and_counted_when_asked(bad_tree, context):
+    # In worker processes ("fork", or any Python transform) the list stayed empty: each child
+    # logged into its own copy (Note [Bad files across processes]).
     ds = actorch.data.ImageFolder(str(bad_tree), transform=A.Compose([A.Resize([8, 8]),
                                                                        A.ToTensor()]),
                                   skip_bad_files=True)
-    batches = list(actorch.DataLoader(ds, batch_size=3, num_workers=2))
+    batches = list(actorch.DataLoader(ds, batch_size=3, num_workers=2,
+                                      multiprocessing_context=context))
     assert sum(len(y) for _, y in batches) == 6  # every index still gives a sample
     assert sorted(os.path.basename(p) for p in ds.bad_files) == ["1.jpg", "3.jpg", "4.jpg"]
 

@@ -2,8 +2,13 @@
 // sample (read, decode, transform) with bad files skipped and counted when asked.
 #include "core/data/vision/image_folder.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -107,10 +112,68 @@ folder_listing list_image_folder(const std::string& root,
   return l;
 }
 
+// Note [Bad files across processes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With skip_bad_files a worker that finds a file unloadable marks it, so that every worker skips
+// it from then on, and logs it for bad_files(). Worker processes are forks with copies of the
+// dataset: a log in their private memory stayed empty in the parent. So the log lives in
+// anonymous shared memory mapped when the dataset is made, which forks inherit: a byte per file
+// (claimed by an atomic exchange, so a file is logged once whoever finds it) and the files'
+// indices in the order found (a slot claimed by an atomic count; -1 until its index is stored,
+// which bad_files() passes over for that instant). Lock-free atomics of these sizes work across
+// processes on one mapping. Pages are touched only where files turn out bad.
+class image_files::bad_file_log {
+public:
+  explicit bad_file_log(size_t n) : n_(n) {
+    bytes_ = sizeof(std::atomic<int64_t>) * (1 + n) + n;
+    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ACTORCH_CHECK(p != MAP_FAILED, "image_files: cannot map the shared log of bad files (", bytes_,
+                  " bytes): ", std::strerror(errno));
+    base_ = static_cast<char*>(p);
+    static_assert(std::atomic<int64_t>::is_always_lock_free &&
+                  std::atomic<char>::is_always_lock_free);
+    new (base_) std::atomic<int64_t>(0);
+    for (size_t i = 0; i < n; ++i)
+      new (order(i)) std::atomic<int64_t>(-1);
+    // (the flags are the mapping's zeros: not bad)
+  }
+  ~bad_file_log() { ::munmap(base_, bytes_); }
+  bad_file_log(const bad_file_log&) = delete;
+  bad_file_log& operator=(const bad_file_log&) = delete;
+
+  bool is_bad(size_t i) const { return flag(i)->load(std::memory_order_acquire) != 0; }
+  void mark(size_t i) {
+    if (flag(i)->exchange(1, std::memory_order_acq_rel) != 0)
+      return; // another worker logged it
+    const int64_t slot = count()->fetch_add(1, std::memory_order_acq_rel);
+    order(size_t(slot))->store(int64_t(i), std::memory_order_release);
+  }
+  std::vector<int64_t> found() const {
+    std::vector<int64_t> out;
+    const int64_t k = count()->load(std::memory_order_acquire);
+    for (int64_t s = 0; s < k && s < int64_t(n_); ++s)
+      if (const int64_t i = order(size_t(s))->load(std::memory_order_acquire); i >= 0)
+        out.push_back(i);
+    return out;
+  }
+
+private:
+  std::atomic<int64_t>* count() const { return reinterpret_cast<std::atomic<int64_t>*>(base_); }
+  std::atomic<int64_t>* order(size_t s) const { return count() + 1 + s; }
+  std::atomic<char>* flag(size_t i) const {
+    return reinterpret_cast<std::atomic<char>*>(base_ + sizeof(std::atomic<int64_t>) * (1 + n_) +
+                                                i);
+  }
+
+  size_t n_;
+  size_t bytes_;
+  char* base_;
+};
+
 image_files::image_files(std::vector<std::string> paths, std::vector<int64_t> labels,
                          image_dataset_options options)
     : paths_(std::move(paths)), labels_(std::move(labels)), options_(std::move(options)),
-      is_bad_(paths_.size(), false) {
+      bad_(options_.skip_bad_files ? std::make_shared<bad_file_log>(paths_.size()) : nullptr) {
   ACTORCH_CHECK(labels_.empty() || labels_.size() == paths_.size(), "image_files: ", labels_.size(),
                 " labels for ", paths_.size(), " files (one per file, or none)");
   ACTORCH_CHECK(options_.transform.empty() || !options_.image_transform,
@@ -157,19 +220,12 @@ sample image_files::get(int64_t index) const {
   const int64_t n = size();
   for (int64_t k = 0; k < n; ++k) {
     const int64_t i = (index + k) % n;
-    {
-      std::lock_guard lock(bad_mutex_);
-      if (is_bad_[size_t(i)])
-        continue;
-    }
+    if (bad_->is_bad(size_t(i)))
+      continue;
     try {
       return load(i);
     } catch (const std::exception&) {
-      std::lock_guard lock(bad_mutex_);
-      if (!is_bad_[size_t(i)]) {
-        is_bad_[size_t(i)] = true;
-        bad_.push_back(paths_[size_t(i)]);
-      }
+      bad_->mark(size_t(i));
     }
   }
   ACTORCH_FAIL("image_files: none of the ", n,
@@ -179,8 +235,11 @@ sample image_files::get(int64_t index) const {
 }
 
 std::vector<std::string> image_files::bad_files() const {
-  std::lock_guard lock(bad_mutex_);
-  return bad_;
+  std::vector<std::string> out;
+  if (bad_)
+    for (const int64_t i : bad_->found())
+      out.push_back(paths_[size_t(i)]);
+  return out;
 }
 
 image_folder::image_folder(const std::string& root, image_dataset_options options,

@@ -6,7 +6,7 @@
 
 #include <functional>
 #include <map>
-#include <mutex>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,18 +48,18 @@ public:
   const std::vector<std::string>& paths() const { return paths_; }
   const std::vector<int64_t>& labels() const { return labels_; }
   const image_dataset_options& options() const { return options_; }
-  /// With skip_bad_files: the files found unloadable so far, in the order found, each once.
+  /// With skip_bad_files: the files found unloadable so far, in the order found, each once,
+  /// by any worker: threads or worker processes (Note [Bad files across processes]).
   std::vector<std::string> bad_files() const;
 
 private:
   sample load(int64_t index) const;
+  class bad_file_log;
 
   std::vector<std::string> paths_;
   std::vector<int64_t> labels_;
   image_dataset_options options_;
-  mutable std::mutex bad_mutex_;
-  mutable std::vector<std::string> bad_;
-  mutable std::vector<bool> is_bad_;
+  std::shared_ptr<bad_file_log> bad_; // with skip_bad_files
 };
 
 /// torchvision's IMG_EXTENSIONS: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp (actorch's
