@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "actors/trainer.hpp"
 #include "actors/trainer/process_link.hpp"
@@ -13,11 +15,69 @@
 #include "actors/trainer_messages.hpp"
 #include "base/parse.hpp"
 #include "core/cuda_memory.hpp"
+#include "core/ops/factory.hpp"
+#include "core/serialize/atomic_write.hpp"
 #include "core/trace.hpp"
 
 namespace actorch::actors {
 
 namespace {
+
+// Note [Restarts across nodes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A restarted job resumes from `checkpoint`, which rank 0 writes. Across nodes without a shared
+// output folder the other nodes have no such file (or one left from another run), and a rank that
+// starts at epoch 0 beside a rank 0 at epoch 442 trains on misaligned, silently. So after a
+// restart the processes agree on rank 0's resume point before any replica is made: rank 0 says
+// whether it has a checkpoint and how long it is, and broadcasts its bytes; a process whose file
+// differs (or is missing) writes rank 0's in its place, atomically, and every process resumes
+// from the same bytes. If rank 0 has none, all start afresh, as rank 0 does.
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  ACTORCH_CHECK(in, "train_data_parallel: cannot read the checkpoint ", path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// See Note [Restarts across nodes]: spec.resume after it, the same on every process. `dev`: where
+/// the group's tensors live (replica 0's GPU for an nccl group).
+std::string agree_on_resume(dist::process_group& group, int rank, const std::string& path,
+                            const actorch::device& dev) {
+  std::string mine;
+  if (rank == 0 && std::filesystem::exists(path))
+    mine = read_whole(path);
+  tensor size = as_tensor(
+      std::vector<double>{rank == 0 && !mine.empty() ? double(mine.size()) : -1.0}, {1}, {});
+  size = size.to(dev);
+  group.broadcast(size, 0).wait();
+  const double n = size.to(kCPU).data_ptr<double>()[0];
+  if (n < 0) {
+    if (rank != 0 && std::filesystem::exists(path))
+      std::fprintf(stderr,
+                   "train_data_parallel: process %d: rank 0 has no checkpoint at %s, so this "
+                   "restart starts afresh as rank 0 does (the file here is not used)\n",
+                   rank, path.c_str());
+    return {};
+  }
+  tensor bytes = empty({int64_t(n)}, {.dtype = dtype::uint8});
+  if (rank == 0)
+    std::copy(mine.begin(), mine.end(), static_cast<char*>(bytes.data_ptr()));
+  bytes = bytes.to(dev);
+  group.broadcast(bytes, 0).wait();
+  bytes = bytes.to(kCPU);
+  if (rank != 0) {
+    const std::string_view theirs(static_cast<const char*>(bytes.data_ptr()), size_t(n));
+    const bool here = std::filesystem::exists(path);
+    if (!here || read_whole(path) != theirs) {
+      write_file_atomically(path, theirs, "train_data_parallel");
+      std::fprintf(stderr,
+                   "train_data_parallel: process %d: %s was %s; wrote rank 0's checkpoint (%lld "
+                   "bytes) there to resume from it\n",
+                   rank, path.c_str(), here ? "another checkpoint than rank 0's" : "missing",
+                   static_cast<long long>(n));
+    }
+  }
+  return path;
+}
 
 void check_spec(const trainer_spec& spec, const job_options& opts) {
   ACTORCH_CHECK(spec.make_model && spec.make_optimizer && spec.forward,
@@ -109,8 +169,8 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
   const char* restart_env = std::getenv("TORCHELASTIC_RESTART_COUNT");
   const int64_t restart =
       restart_env != nullptr ? parse_int(restart_env, "TORCHELASTIC_RESTART_COUNT", 0) : 0;
-  const bool resumes_on_its_own = restart > 0 && spec.resume.empty() && !spec.checkpoint.empty() &&
-                                  std::filesystem::exists(spec.checkpoint);
+  bool resumes_on_its_own = restart > 0 && spec.resume.empty() && !spec.checkpoint.empty() &&
+                            std::filesystem::exists(spec.checkpoint);
   if (resumes_on_its_own)
     spec.resume = spec.checkpoint; // see trainer_spec::resume
   if (!opts.trace.empty()) {
@@ -157,6 +217,11 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
   ACTORCH_CHECK(!spec.on_step_samples || link.elastic(),
                 "train_data_parallel: on_step_samples reports an elastic job's samples; this job "
                 "is not elastic (start it with actorch launch --elastic)");
+  if (restart > 0 && given.resume.empty() && !spec.checkpoint.empty() && !link.elastic() &&
+      link.num_processes() > 1) { // Note [Restarts across nodes]
+    spec.resume = agree_on_resume(*link.group(), link.process_rank(), spec.checkpoint, spec.device);
+    resumes_on_its_own = !spec.resume.empty();
+  }
   if (resumes_on_its_own && link.process_rank() == 0)
     std::printf("train_data_parallel: restart %lld of the job: resuming from %s\n",
                 static_cast<long long>(restart), spec.resume.c_str());

@@ -2,7 +2,9 @@
 --max_restarts 2) with rank 1 killed by SIGKILL in the middle of training restarts the job,
 which resumes from its last checkpoint on its own, and ends with the test accuracy of an
 undisturbed run; actorch's launcher says which rank died, how, and which restart this is.
-The same with two launchers as two nodes: both restart their ranks together.
+The same with two launchers as two nodes: both restart their ranks together, sharing an
+output folder or each with its own (then only node 0 has the checkpoint, and node 1 resumes
+from the bytes rank 0 sends it: Note [Restarts across nodes] in actors/trainer/job.cpp).
 Usage: python3 digits_restart.py ACTORCH_BINARY DIGITS_DDP_BINARY SCRATCH_DIR
 """
 import os
@@ -103,22 +105,26 @@ def main():
         else:
             print(f"digits_restart: {name}: rank 1 killed, job restarted and resumed; "
                   f"accuracy {got} == {want}")
-    failures += two_nodes(actorch, digits, scratch, env, want)
+    failures += two_nodes(actorch, digits, scratch, env, want, shared=True)
+    failures += two_nodes(actorch, digits, scratch, env, want, shared=False)
     if failures:
         sys.exit("\n".join(failures))
 
 
-def two_nodes(actorch, digits, scratch, env, want):
+def two_nodes(actorch, digits, scratch, env, want, shared):
     """Two launchers as two nodes of one rank each (node 0 hosts the store): rank 1, on node 1,
-    killed mid-training restarts both nodes' ranks, which resume and end as undisturbed."""
-    out_dir = os.path.join(scratch, "two_nodes")
+    killed mid-training restarts both nodes' ranks, which resume and end as undisturbed. Without
+    a shared output folder rank 1 resumed at epoch 0 beside rank 0 at its checkpoint."""
+    label = "two nodes" + ("" if shared else ", an output folder each")
+    out_dir = os.path.join(scratch, "two_nodes" if shared else "two_nodes_own")
+    outs = [out_dir, out_dir if shared else out_dir + "_node1"]
     port = str(free_port())
     # Across nodes the launchers need one job secret (Note [Launch secrets]).
     env = dict(env, ACTORCH_JOB_TOKEN=os.urandom(16).hex())
     nodes = [subprocess.Popen([actorch, "launch", "--nnodes", "2", "--node-rank", str(n),
                                "--nproc-per-node", "1", "--master-addr", "127.0.0.1",
                                "--master-port", port, "--max-restarts", "2", digits,
-                               "--epochs", EPOCHS, "--out", out_dir],
+                               "--epochs", EPOCHS, "--out", outs[n]],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for n in (0, 1)]
     killed = kill_rank1_midway(nodes[1], os.path.join(out_dir, "metrics.csv"))
@@ -136,11 +142,13 @@ def two_nodes(actorch, digits, scratch, env, want):
                      r"ranks; restarting them|rank 0 .*; stopped the other ranks; restarting the "
                      r"job) \(restart 1 of 2\)", err0):
         mine.append("node 0's launcher did not say why it restarted its ranks")
+    if not shared and "wrote rank 0's checkpoint" not in out1:
+        mine.append("node 1 did not take rank 0's checkpoint")
     got = check_resumed(out0, want, mine)
     if mine:
-        return ["two nodes: " + "; ".join(mine) + f"\nnode 0 stdout:\n{out0[-2000:]}\n"
+        return [f"{label}: " + "; ".join(mine) + f"\nnode 0 stdout:\n{out0[-2000:]}\n"
                 f"node 0 stderr:\n{err0[-2000:]}\nnode 1 stderr:\n{err1[-2000:]}"]
-    print(f"digits_restart: two nodes: rank 1 killed on node 1, both nodes restarted and "
+    print(f"digits_restart: {label}: rank 1 killed on node 1, both nodes restarted and "
           f"resumed; accuracy {got} == {want}")
     return []
 
