@@ -128,7 +128,7 @@ def test_bad_files_are_errors_naming_the_file(bad_tree):
         list(loader)
 
 
-@pytest.mark.parametrize("context", [None, "fork"])
+@pytest.mark.parametrize("context", [None, pytest.param("fork", marks=processes)])
 def test_bad_files_are_skipped_and_counted_when_asked(bad_tree, context):
     # In worker processes ("fork", or any Python transform) the list stayed empty: each child
     # logged into its own copy (Note [Bad files across processes]).
