@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -457,6 +458,12 @@ std::string run_attempt(const launch_options& o, const std::string& token, int r
 // or killed launcher) stops node 0's ranks, as a node whose watcher cannot reach the store
 // stops its own. Both then exit non-zero saying why, without the calls that would wait on the
 // network again (moving the generation, waiting for the others to finish).
+// The calls launch()'s thread must still make after an attempt (fail, done, reason) run through
+// bounded(): on a thread of their own, waited for until the launchers' timeout after the store
+// last answered anyone on this node. A link cut while the ranks ran, which the ranks noticed
+// first (their collectives' timeout is shorter), then ends the launcher one timeout after the
+// cut, saying the link to node 0 was lost; a call of its own would have waited a whole timeout
+// more from its start (366 s after a cut with --rdzv-timeout 300, ending on a bare store error).
 class node_coordinator {
 public:
   /// `token`: the ranks' job secret when the launcher made one (Note [Launch secrets]).
@@ -512,6 +519,39 @@ public:
   }
 
   int generation() { return parse_generation(store_.get(kGeneration)); }
+
+  /// Runs `fn(coordinator)` (store calls) on a thread of its own and waits for it until the
+  /// launchers' timeout after the store last answered this node; the result, or nullopt when
+  /// the store stayed silent that long (lost_link() then says why). `fn`'s error is rethrown.
+  template <class T>
+  static std::optional<T> bounded(const std::shared_ptr<node_coordinator>& self,
+                                  std::function<T(node_coordinator&)> fn) {
+    auto task = std::make_shared<std::packaged_task<T()>>([self, fn = std::move(fn)] {
+      T out = fn(*self);
+      self->touch();
+      return out;
+    });
+    std::future<T> result = task->get_future();
+    std::thread([task] { (*task)(); }).detach(); // one stuck on the network is left behind
+    for (;;) {
+      if (result.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready)
+        return result.get();
+      if (self->silent_for() > self->o_.rdzv_timeout)
+        return std::nullopt;
+    }
+  }
+
+  /// Why this node gives up on the store, once silent_for() passed the launchers' timeout.
+  std::string lost_link(const std::string& detail) const {
+    const auto ms = [](auto d) {
+      return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+    };
+    return "node " + std::to_string(o_.node_rank) + " lost the link to node 0: the launchers' " +
+           "store at " + o_.master_addr + ":" + std::to_string(o_.master_port) +
+           " has not answered for " + ms(silent_for()) + " ms (the launchers' timeout, " +
+           "--rdzv-timeout, is " + ms(o_.rdzv_timeout) + " ms)" +
+           (detail.empty() ? std::string() : ": " + detail);
+  }
 
   /// What a watcher found: why to stop this node's ranks ("" while nothing), the attempt the
   /// job moved to, and whether the store itself was lost.
@@ -583,6 +623,7 @@ public:
           return now;
         if (store_.add(key, 0) >= others - lost_nodes())
           return -1;
+        touch();
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
       return -1; // the timeout: leave as before (a node that never reports is its own failure)
@@ -721,20 +762,32 @@ private:
             publish(c);
           }
         }
+        touch();
         std::unique_lock lock(pending_mu_);
         pending_cv_.wait_for(lock, std::chrono::milliseconds(200),
                              [&] { return !pending_.empty() || w.stop.load(); });
       }
     } catch (const std::exception& e) {
       if (!w.stop)
-        found({"node " + std::to_string(o_.node_rank) +
-                   " lost the launchers' store (node 0's launcher): " + e.what(),
+        found({silent_for() >= o_.rdzv_timeout
+                   ? lost_link(e.what())
+                   : "node " + std::to_string(o_.node_rank) +
+                         " lost the launchers' store (node 0's launcher): " + e.what(),
                -1, true});
     }
   }
 
+  /// The store answered this node just now; silent_for() counts from the last such time.
+  void touch() { last_answer_ = std::chrono::steady_clock::now().time_since_epoch().count(); }
+  std::chrono::steady_clock::duration silent_for() const {
+    return std::chrono::steady_clock::now().time_since_epoch() -
+           std::chrono::steady_clock::duration(last_answer_.load());
+  }
+
   const launch_options o_; // a copy: a detached watcher may outlive launch()
   tcp_store store_;
+  std::atomic<std::chrono::steady_clock::rep> last_answer_{
+      std::chrono::steady_clock::now().time_since_epoch().count()};
   // An elastic job's membership changes to publish, and the lines saying what was published
   // (Note [Elastic membership]); launch()'s thread and the watcher's share them.
   std::mutex pending_mu_;
@@ -901,13 +954,24 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
       break;
     bool finished =
         false; // this node's ranks succeeded, another node's failed (Note [Node restarts])
+    bool link_lost = false; // Note [Supervision off the network]: bounded() found it
     if (failure.empty() && nodes && g_interrupted == 0) {
-      if (const int moved = nodes->done(restart); moved > restart) {
-        seen.moved_to = moved;
-        failure = nodes->reason(moved);
+      const auto ended = node_coordinator::bounded<std::pair<int, std::string>>(
+          nodes, [restart](node_coordinator& n) {
+            const int moved = n.done(restart);
+            return std::pair(moved, moved > restart ? n.reason(moved) : std::string());
+          });
+      if (!ended) {
+        failure = nodes->lost_link("this node's ranks had finished; waiting for the others'");
+        link_lost = true;
+      } else if (ended->first > restart) {
+        seen.moved_to = ended->first;
+        failure = ended->second;
         finished = true;
       }
     }
+    if (link_lost)
+      break;
     // A job that ended well or one the user interrupted: done. (A failed last attempt still
     // tells the other nodes, below.)
     // An elastic job replaces lost ranks one by one (Note [Elastic membership]); what ends it
@@ -916,7 +980,18 @@ int launch(const launch_options& o, std::ostream& out, std::ostream& err) {
       break;
     const int moved_to = seen.moved_to; // another node's failure moved the job to this attempt
     const bool moved = moved_to > restart;
-    const int next = !nodes ? restart + 1 : moved ? moved_to : nodes->fail(restart, failure);
+    int next = restart + 1;
+    if (moved) {
+      next = moved_to;
+    } else if (nodes) {
+      const auto after = node_coordinator::bounded<int>(
+          nodes, [restart, failure](node_coordinator& n) { return n.fail(restart, failure); });
+      if (!after) {
+        failure = nodes->lost_link("after this node's rank failed: " + failure);
+        break;
+      }
+      next = *after;
+    }
     if (next > o.max_restarts)
       break;
     err << "actorch launch: " << failure

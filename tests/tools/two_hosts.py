@@ -120,9 +120,51 @@ def elastic_cut(actorch, digits, scratch):
               f"{', '.join(f'{t:.1f}' for t in ended)} s after the cut")
         if not acc or float(acc.group(1)) < 0.95:
             failures.append(f"elastic cut: node 0's test accuracy {acc and acc.group(1)}")
-    if rc1 == 0 or "lost the launchers' store" not in e1:
+    if rc1 == 0 or "lost the link to node 0" not in e1:
         failures.append(f"elastic cut: node 1 (cut off) status {rc1}:\n{tail(o1, 1500)}\n"
                         f"{tail(e1, 1500)}")
+    return failures
+
+
+def launch_cut(actorch, loop):
+    """Two launchers without --elastic, a rank each, the link cut while the ranks loop: the ranks
+    notice first (their collectives' timeout, 2 s, is shorter than the launchers', 10 s), and the
+    cut-off node's launcher ends within 1.1 times the launchers' timeout of the cut, saying that
+    the link to node 0 was lost (Note [Supervision off the network]); its call to move the job's
+    generation used to wait a whole timeout more, ending on a bare store error."""
+    failures = []
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GLOO_", "MASTER_"))}
+    env.update(OPENBLAS_NUM_THREADS="1", ACTORCH_TEST_TIMEOUT_MS="2000")
+    procs = [on_host(n, [actorch, "launch", "--insecure", "--nnodes", "2", "--node-rank", str(n),
+                         "--nproc-per-node", "1", "--master-addr", ADDR[0], "--master-port",
+                         "29616", "--rdzv-timeout", "10", loop], env) for n in range(2)]
+    lines = [p.stdout.readline() for p in procs]
+    if not all("looping" in line for line in lines):
+        for p in procs:
+            p.kill()
+        return [f"launch cut: the ranks did not start looping: {lines}"]
+    t0 = time.time()
+    sh("ip", "-n", NS[0], "link", "set", "actorch_va", "down")
+    try:
+        _, e1 = procs[1].communicate(timeout=60)
+        took = time.time() - t0
+    except subprocess.TimeoutExpired:
+        procs[1].kill()
+        e1, took = procs[1].communicate()[1], None
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.communicate()
+    sh("ip", "-n", NS[0], "link", "set", "actorch_va", "up")
+    if took is None or procs[1].returncode == 0 or "lost the link to node 0" not in e1:
+        failures.append(f"launch cut: node 1's launcher status {procs[1].returncode} after "
+                        f"{took} s:\n{tail(e1, 2000)}")
+    elif took > 1.1 * 10:
+        failures.append(f"launch cut: node 1's launcher ended {took:.1f} s after the cut "
+                        f"(--rdzv-timeout 10):\n{tail(e1, 2000)}")
+    else:
+        print(f"two_hosts: launch cut: node 1's launcher ended {took:.1f} s after the cut: "
+              f"{e1.strip().splitlines()[-1][:240]}")
     return failures
 
 
@@ -191,6 +233,7 @@ def main():
             if case == "cut":
                 sh("ip", "-n", NS[0], "link", "set", "actorch_va", "up")
 
+        failures += launch_cut(actorch, loop)
         failures += elastic_cut(actorch, digits, scratch)
     finally:
         teardown()
