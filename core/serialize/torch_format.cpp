@@ -17,15 +17,27 @@ bool torch_checkpoint_path(const std::string& path) {
   return path.ends_with(".pt") || path.ends_with(".pth");
 }
 
-pickle_value torch_load_bytes(std::string_view bytes, const std::string& name) {
-  if (bytes.size() >= 2 && uint8_t(bytes[0]) == 0x80)
+namespace {
+
+// Note [Checkpoint memory]
+// A checkpoint is checked before its data is read: its first bytes (a zip's local header, or
+// the legacy format's pickle), then the zip's end records and central directory, which lie at
+// its end; a file that is no checkpoint is refused after reading those few KiB, whatever its
+// size. Each storage record is then read straight into its tensor (a stored one with pread, a
+// deflated one inflated from 1 MiB slices), so loading holds the tensors, data.pkl and the
+// central directory, never a copy of the file or of a record.
+pickle_value load_from(serialize::byte_source& src, const std::string& name) {
+  char head[4] = {};
+  if (src.size() >= 4)
+    src.read_at(0, head, 4);
+  if (src.size() >= 2 && uint8_t(head[0]) == 0x80)
     ACTORCH_FAIL("torch_load: ", name,
                  ": PyTorch's legacy checkpoint format (torch.save with "
                  "_use_new_zipfile_serialization=False, or PyTorch before 1.6), which is not "
                  "supported: load it in PyTorch and save it again with torch.save");
-  ACTORCH_CHECK(bytes.size() >= 4 && bytes.substr(0, 4) == std::string_view("PK\x03\x04", 4),
+  ACTORCH_CHECK(src.size() >= 4 && std::string_view(head, 4) == std::string_view("PK\x03\x04", 4),
                 "torch_load: ", name, ": not a PyTorch checkpoint (a zip archive from torch.save)");
-  const serialize::zip_reader zip(bytes, name);
+  const serialize::zip_reader zip(src, name);
   ACTORCH_CHECK(!zip.names().empty(), "torch_load: ", name, ": an empty archive");
   // Every record lies under one folder, named as torch chose (the file's stem, or "archive").
   const std::string& first = zip.names().front();
@@ -37,21 +49,33 @@ pickle_value torch_load_bytes(std::string_view bytes, const std::string& name) {
     const std::string record = prefix + "data/" + s.key;
     ACTORCH_CHECK(zip.has(record), "torch_load: ", name, ": storage ", s.key, " has no record ",
                   record);
-    const std::string data = zip.read(record);
-    const size_t want = size_t(s.numel) * element_size(s.type);
-    ACTORCH_CHECK(data.size() >= want, "torch_load: ", name, ": storage ", s.key, " holds ",
-                  data.size(), " bytes, short of its ", s.numel, " elements (", want, " bytes)");
+    const uint64_t have = zip.size_of(record);
+    const uint64_t want = uint64_t(s.numel) * element_size(s.type);
+    ACTORCH_CHECK(have >= want, "torch_load: ", name, ": storage ", s.key, " holds ", have,
+                  " bytes, short of its ", s.numel, " elements (", want, " bytes)");
     tensor t = empty({s.numel}, {.dtype = s.type});
-    if (want > 0)
-      std::memcpy(t.storage()->data(), data.data(), want);
+    if (have == want) {
+      if (want > 0)
+        zip.read_into(record, static_cast<char*>(t.storage()->data()));
+    } else { // a record longer than its elements: read whole, keep the elements
+      const std::string data = zip.read(record);
+      std::memcpy(t.storage()->data(), data.data(), size_t(want));
+    }
     return t;
   });
 }
 
+} // namespace
+
+pickle_value torch_load_bytes(std::string_view bytes, const std::string& name) {
+  serialize::memory_source src(bytes);
+  return load_from(src, name);
+}
+
 pickle_value torch_load(const std::string& path) {
-  const std::vector<uint8_t> bytes = serialize::read_whole_file(path, "torch_load");
-  return torch_load_bytes(
-      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path);
+  const serialize::where w{"torch_load", path};
+  serialize::file_source src(w);
+  return load_from(src, path);
 }
 
 std::string torch_save_bytes(const pickle_value& value) {

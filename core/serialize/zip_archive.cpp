@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "base/error.hpp"
+#include "core/serialize/file_io.hpp"
 
 namespace actorch::serialize {
 
@@ -46,40 +47,66 @@ uint32_t crc_of(std::string_view data) {
 } // namespace
 
 zip_reader::zip_reader(std::string_view bytes, std::string name)
-    : bytes_(bytes), name_(std::move(name)) {
-  const size_t n = bytes.size();
+    : own_(std::make_unique<memory_source>(bytes)) {
+  open(*own_, std::move(name));
+}
+
+zip_reader::zip_reader(byte_source& src, std::string name) {
+  open(src, std::move(name));
+}
+
+zip_reader::~zip_reader() = default;
+
+void zip_reader::open(byte_source& src, std::string name) {
+  src_ = &src;
+  name_ = std::move(name);
+  const uint64_t n = src.size();
   ACTORCH_CHECK(n >= 22, "zip: ", name_, ": too short for a zip archive (", n, " bytes)");
-  // The end record is the last 22 bytes plus a comment of at most 64 KiB.
+  // The end record is the last 22 bytes plus a comment of at most 64 KiB; the zip64 locator,
+  // when there is one, lies just before it. Only that tail and the central directory are read.
+  const uint64_t tail_at = n - std::min<uint64_t>(n, 20 + 22 + 65535);
+  std::string tail(size_t(n - tail_at), '\0');
+  src.read_at(tail_at, tail.data(), tail.size());
   size_t end = std::string_view::npos;
-  for (size_t at = n - 22 + 1; at-- > 0 && n - at <= 22 + 65535;)
-    if (get<uint32_t>(bytes, at) == kEndRecord) {
+  for (size_t at = tail.size() - 22 + 1; at-- > 0 && tail.size() - at <= 22 + 65535;)
+    if (get<uint32_t>(tail, at) == kEndRecord) {
       end = at;
       break;
     }
   ACTORCH_CHECK(end != std::string_view::npos, "zip: ", name_,
                 ": no end of central directory record (not a zip archive, or a truncated one)");
-  uint64_t count = get<uint16_t>(bytes, end + 10), dir_size = get<uint32_t>(bytes, end + 12),
-           dir_at = get<uint32_t>(bytes, end + 16);
+  const uint64_t end_at = tail_at + end; // in the file
+  uint64_t count = get<uint16_t>(tail, end + 10), dir_size = get<uint32_t>(tail, end + 12),
+           dir_at = get<uint32_t>(tail, end + 16);
   // A zip64 end record, found through the locator just before the end record, holds the
   // 64-bit count, size and offset (torch writes one always).
-  if (end >= 20 && get<uint32_t>(bytes, end - 20) == kZip64Locator) {
-    const uint64_t at64 = get<uint64_t>(bytes, end - 20 + 8);
-    ACTORCH_CHECK(end >= 20 + 56 && at64 <= end - 20 - 56 &&
-                      get<uint32_t>(bytes, size_t(at64)) == kZip64EndRecord,
-                  "zip: ", name_, ": the zip64 end of central directory record is corrupt");
-    count = get<uint64_t>(bytes, size_t(at64) + 32);
-    dir_size = get<uint64_t>(bytes, size_t(at64) + 40);
-    dir_at = get<uint64_t>(bytes, size_t(at64) + 48);
+  if (end >= 20 && get<uint32_t>(tail, end - 20) == kZip64Locator) {
+    const uint64_t at64 = get<uint64_t>(tail, end - 20 + 8);
+    std::string record(56, '\0');
+    ACTORCH_CHECK(end_at >= 20 + 56 && at64 <= end_at - 20 - 56, "zip: ", name_,
+                  ": the zip64 end of central directory record is corrupt");
+    src.read_at(at64, record.data(), record.size());
+    ACTORCH_CHECK(get<uint32_t>(record, 0) == kZip64EndRecord, "zip: ", name_,
+                  ": the zip64 end of central directory record is corrupt");
+    count = get<uint64_t>(record, 32);
+    dir_size = get<uint64_t>(record, 40);
+    dir_at = get<uint64_t>(record, 48);
   } else {
     ACTORCH_CHECK(count != kNone16 && dir_at != kNone32 && dir_size != kNone32, "zip: ", name_,
                   ": the end record points to a zip64 record that is missing (corrupt)");
   }
-  ACTORCH_CHECK(dir_at <= end && dir_size <= end - dir_at, "zip: ", name_,
+  ACTORCH_CHECK(dir_at <= end_at && dir_size <= end_at - dir_at, "zip: ", name_,
                 ": the central directory lies outside the file (truncated or corrupt)");
-  size_t at = size_t(dir_at);
+  ACTORCH_CHECK(count <= dir_size / 46, "zip: ", name_, ": the end record counts ", count,
+                " entries, more than its central directory of ", dir_size,
+                " bytes holds (corrupt)");
+  std::string dir(size_t(dir_size), '\0');
+  src.read_at(dir_at, dir.data(), dir.size());
+  const std::string_view bytes = dir;
+  size_t at = 0;
   for (uint64_t i = 0; i < count; ++i) {
-    ACTORCH_CHECK(at + 46 <= end && get<uint32_t>(bytes, at) == kCentralHeader, "zip: ", name_,
-                  ": central directory entry ", i, " is corrupt");
+    ACTORCH_CHECK(at + 46 <= bytes.size() && get<uint32_t>(bytes, at) == kCentralHeader,
+                  "zip: ", name_, ": central directory entry ", i, " is corrupt");
     const uint16_t flags = get<uint16_t>(bytes, at + 8);
     entry e{get<uint16_t>(bytes, at + 10), get<uint32_t>(bytes, at + 16),
             get<uint32_t>(bytes, at + 20), get<uint32_t>(bytes, at + 24),
@@ -87,7 +114,7 @@ zip_reader::zip_reader(std::string_view bytes, std::string name)
     const uint16_t name_len = get<uint16_t>(bytes, at + 28),
                    extra_len = get<uint16_t>(bytes, at + 30),
                    comment_len = get<uint16_t>(bytes, at + 32);
-    ACTORCH_CHECK(at + 46 + name_len + extra_len <= end, "zip: ", name_,
+    ACTORCH_CHECK(at + 46 + name_len + extra_len <= bytes.size(), "zip: ", name_,
                   ": central directory entry ", i, " is corrupt");
     std::string entry_name(bytes.substr(at + 46, name_len));
     ACTORCH_CHECK(!(flags & 1), "zip: ", name_, ": entry ", entry_name, " is encrypted");
@@ -116,58 +143,78 @@ zip_reader::zip_reader(std::string_view bytes, std::string name)
     ACTORCH_CHECK(e.size != kNone32 && e.compressed != kNone32 && e.local_offset != kNone32,
                   "zip: ", name_, ": entry ", entry_name,
                   " has 32-bit fields pointing to a zip64 extra field that is missing (corrupt)");
+    // Deflate expands at most 1032-fold: a larger declared size is a lie, not an allocation.
+    ACTORCH_CHECK(e.method == 0 || e.size <= e.compressed * 1032 + 64, "zip: ", name_, ": entry ",
+                  entry_name, " claims ", e.size, " bytes from ", e.compressed,
+                  " deflated ones, more than deflate can give (corrupt)");
+    ACTORCH_CHECK(e.method != 0 || e.compressed == e.size, "zip: ", name_, ": stored entry ",
+                  entry_name, " has two sizes");
     names_.push_back(std::move(entry_name));
     entries_.push_back(e);
     at += 46 + name_len + extra_len + comment_len;
   }
 }
 
-bool zip_reader::has(const std::string& wanted) const {
-  for (const auto& n : names_)
-    if (n == wanted)
-      return true;
-  return false;
+size_t zip_reader::index_of(const std::string& wanted) const {
+  size_t i = 0;
+  while (i < names_.size() && names_[i] != wanted)
+    ++i;
+  ACTORCH_CHECK(i < names_.size(), "zip: ", name_, ": no entry ", wanted);
+  return i;
 }
 
-std::string zip_reader::read(const std::string& name) const {
-  size_t i = 0;
-  while (i < names_.size() && names_[i] != name)
-    ++i;
-  ACTORCH_CHECK(i < names_.size(), "zip: ", name_, ": no entry ", name);
-  const entry& e = entries_[i];
-  ACTORCH_CHECK(bytes_.size() >= 30 && e.local_offset <= bytes_.size() - 30 &&
-                    get<uint32_t>(bytes_, size_t(e.local_offset)) == kLocalHeader,
-                "zip: ", name_, ": the local header of ", name, " is corrupt");
-  const size_t at = size_t(e.local_offset);
-  const size_t data_at =
-      at + 30 + get<uint16_t>(bytes_, at + 26) + size_t(get<uint16_t>(bytes_, at + 28));
-  ACTORCH_CHECK(data_at <= bytes_.size() && e.compressed <= bytes_.size() - data_at, "zip: ", name_,
-                ": entry ", name, " runs past the end of the file (truncated)");
-  const std::string_view packed = bytes_.substr(data_at, size_t(e.compressed));
-  std::string out;
+bool zip_reader::has(const std::string& wanted) const {
+  return std::find(names_.begin(), names_.end(), wanted) != names_.end();
+}
+
+uint64_t zip_reader::size_of(const std::string& wanted) const {
+  return entries_[index_of(wanted)].size;
+}
+
+std::string zip_reader::read(const std::string& wanted) const {
+  std::string out(size_t(size_of(wanted)), '\0');
+  read_into(wanted, out.data());
+  return out;
+}
+
+void zip_reader::read_into(const std::string& name, char* dst) const {
+  const entry& e = entries_[index_of(name)];
+  const uint64_t n = src_->size();
+  ACTORCH_CHECK(n >= 30 && e.local_offset <= n - 30, "zip: ", name_, ": the local header of ", name,
+                " is corrupt");
+  std::string local(30, '\0');
+  src_->read_at(e.local_offset, local.data(), local.size());
+  ACTORCH_CHECK(get<uint32_t>(local, 0) == kLocalHeader, "zip: ", name_, ": the local header of ",
+                name, " is corrupt");
+  const uint64_t data_at =
+      e.local_offset + 30 + get<uint16_t>(local, 26) + uint64_t(get<uint16_t>(local, 28));
+  ACTORCH_CHECK(data_at <= n && e.compressed <= n - data_at, "zip: ", name_, ": entry ", name,
+                " runs past the end of the file (truncated)");
   if (e.method == 0) {
-    ACTORCH_CHECK(e.compressed == e.size, "zip: ", name_, ": stored entry ", name,
-                  " has two sizes");
-    out.assign(packed);
+    if (e.size > 0)
+      src_->read_at(data_at, dst, size_t(e.size));
   } else {
-    // Deflate expands at most 1032-fold: a larger declared size is a lie, not an allocation.
-    ACTORCH_CHECK(e.size <= e.compressed * 1032 + 64, "zip: ", name_, ": entry ", name, " claims ",
-                  e.size, " bytes from ", e.compressed,
-                  " deflated ones, more than deflate can give (corrupt)");
-    out.resize(size_t(e.size));
+    // The deflated bytes come from the source a slice at a time and inflate straight into dst;
+    // zlib counts in 32 bits, so each call is also given at most 1 GiB of output.
+    constexpr size_t kSlice = size_t(1) << 20;
+    std::string in(size_t(std::min<uint64_t>(e.compressed, kSlice)), '\0');
     z_stream z{};
     ACTORCH_CHECK(inflateInit2(&z, -MAX_WBITS) == Z_OK, "zip: inflateInit2 failed");
-    // zlib counts in 32 bits: feed and drain at most 1 GiB at a time.
-    size_t in_done = 0, out_done = 0;
+    uint64_t read = 0;
+    size_t out_done = 0;
     int rc = Z_OK;
     while (rc == Z_OK) {
-      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data() + in_done));
-      z.avail_in = uInt(std::min<size_t>(packed.size() - in_done, 1u << 30));
-      z.next_out = reinterpret_cast<Bytef*>(out.data() + out_done);
-      z.avail_out = uInt(std::min<size_t>(out.size() - out_done, 1u << 30));
+      if (z.avail_in == 0 && read < e.compressed) {
+        const size_t k = size_t(std::min<uint64_t>(e.compressed - read, in.size()));
+        src_->read_at(data_at + read, in.data(), k);
+        read += k;
+        z.next_in = reinterpret_cast<Bytef*>(in.data());
+        z.avail_in = uInt(k);
+      }
+      z.next_out = reinterpret_cast<Bytef*>(dst + out_done);
+      z.avail_out = uInt(std::min<uint64_t>(e.size - out_done, 1u << 30));
       const uInt in0 = z.avail_in, out0 = z.avail_out;
       rc = inflate(&z, Z_NO_FLUSH);
-      in_done += in0 - z.avail_in;
       out_done += out0 - z.avail_out;
       if (rc == Z_OK && in0 == z.avail_in && out0 == z.avail_out)
         break; // no progress: truncated input or a full output
@@ -176,9 +223,8 @@ std::string zip_reader::read(const std::string& name) const {
     ACTORCH_CHECK(rc == Z_STREAM_END && out_done == e.size, "zip: ", name_, ": entry ", name,
                   " does not inflate to its ", e.size, " bytes (corrupt)");
   }
-  ACTORCH_CHECK(crc_of(out) == e.crc, "zip: ", name_, ": entry ", name,
-                " fails its CRC-32 check (corrupt)");
-  return out;
+  ACTORCH_CHECK(crc_of(std::string_view(dst, size_t(e.size))) == e.crc, "zip: ", name_, ": entry ",
+                name, " fails its CRC-32 check (corrupt)");
 }
 
 void zip_writer::add(const std::string& name, std::string_view data) {

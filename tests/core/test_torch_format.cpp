@@ -139,7 +139,7 @@ with zipfile.ZipFile(d + "/notensor.pt", "w") as z:
                    test::read_file((dir() / "evil.pt").string()).substr(0, 40));
   CHECK_THROWS_WITH(torch_load((dir() / "cut.pt").string()), Contains("cut.pt"));
   CHECK_THROWS_WITH(torch_load((dir() / "missing.pt").string()),
-                    Contains("missing.pt: No such file or directory"));
+                    Contains("missing.pt: cannot open the file: No such file or directory"));
 }
 
 TEST_CASE("a pickle nested 100,000 deep is refused, not a crash (Note [Deep pickles])",
@@ -325,4 +325,64 @@ with zipfile.ZipFile(d + "/torch.pt") as src, zipfile.ZipFile(d + "/python64.pt"
   cut[locator] = 'X';
   CHECK_THROWS_WITH(torch_load_bytes(cut, "cut.pt"),
                     Contains("cut.pt") && Contains("zip64 record that is missing"));
+}
+
+namespace {
+
+// Bytes this process has read through read(2) and pread(2) so far (/proc/self/io's rchar).
+uint64_t bytes_read_so_far() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  uint64_t value = 0;
+  while (io >> key >> value)
+    if (key == "rchar:")
+      return value;
+  FAIL("no rchar in /proc/self/io");
+  return 0;
+}
+
+} // namespace
+
+TEST_CASE("a checkpoint's container is checked before its data is read, and storages are read "
+          "straight into their tensors (Note [Checkpoint memory])",
+          "[serialize][torch]") {
+  SECTION("an 8 GiB file that is no checkpoint is refused after reading a few KiB") {
+    for (const std::string& head : {std::string("PK\x03\x04", 4), std::string("\x00garbage", 8)}) {
+      const std::string path = (dir() / "big.pt").string();
+      test::write_file(path, head);
+      std::filesystem::resize_file(path, uint64_t(8) << 30); // sparse: no disk used
+      const uint64_t before = bytes_read_so_far();
+      CHECK_THROWS_WITH(torch_load(path),
+                        Contains("big.pt") && (Contains("no end of central directory record") ||
+                                               Contains("not a PyTorch checkpoint")));
+      CHECK(bytes_read_so_far() - before < (uint64_t(1) << 20));
+      std::filesystem::remove(path);
+    }
+  }
+  SECTION("deflated records, as Python's zipfile writes them, inflate into their tensors") {
+    const named_tensor_list sd{{"w", arange(1000).to_float().view({10, 100})},
+                               {"b", tensor_of({int64_t(7), int64_t(-8)})}};
+    save_state_dict_file((dir() / "stored.pt").string(), sd);
+    REQUIRE(test::run_python(dir(), "deflate", R"(
+import zipfile
+with zipfile.ZipFile(d + "/stored.pt") as src, \
+        zipfile.ZipFile(d + "/deflated.pt", "w", zipfile.ZIP_DEFLATED) as dst:
+    for info in src.infolist():
+        dst.writestr(info.filename, src.read(info.filename))
+with zipfile.ZipFile(d + "/deflated.pt") as z:
+    assert all(i.compress_type == zipfile.ZIP_DEFLATED for i in z.infolist())
+)") == 0);
+    const auto got = load_state_dict_file((dir() / "deflated.pt").string());
+    REQUIRE(got.size() == 2);
+    CHECK(values(got[0].second) == values(sd[0].second));
+    CHECK(values(got[1].second) == std::vector<double>{7, -8});
+    // A byte changed inside a deflated record: refused by inflate or by the CRC, naming it.
+    std::string bytes = test::read_file((dir() / "deflated.pt").string());
+    const size_t at = bytes.find("data/0");
+    REQUIRE(at != std::string::npos);
+    bytes[at + 6 + 40] = char(bytes[at + 6 + 40] ^ 0x55);
+    CHECK_THROWS_WITH(torch_load_bytes(bytes, "flipped.pt"),
+                      Contains("flipped.pt") &&
+                          (Contains("CRC-32") || Contains("inflate") || Contains("corrupt")));
+  }
 }
