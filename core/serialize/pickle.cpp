@@ -439,11 +439,27 @@ private:
     push(it->second);
   }
 
+  // Note [Shared pickle values]
+  // A memo GET shares a node, and the conversion copies it into every place it is shared: 30
+  // lists each holding the previous one twice are 60 opcodes and 2^30 values. So what the
+  // conversion builds (a value's size, and a string's bytes) may not exceed 64 MiB plus 64
+  // times the pickle's bytes, far above what a state dict or an optimizer's state builds.
+  void spend(size_t bytes) {
+    built_ += bytes;
+    if (built_ > budget_)
+      fail("the values it builds pass ", budget_ >> 20, " MiB, 64 times its ", in_.size(),
+           " bytes (shared references copied into each place: a hostile or malformed pickle)");
+  }
+
   pickle_value convert(const ref& r, int depth) {
     if (depth > 1000)
       fail("values nested over 1000 deep (or a cycle)");
+    spend(sizeof(pickle_value));
     switch (r->k) {
-    case node::kind::value: return r->value;
+    case node::kind::value:
+      if (const auto* text = std::get_if<std::string>(&r->value.v))
+        spend(text->size());
+      return r->value;
     case node::kind::tuple: {
       pickle_value::tuple t;
       for (const ref& i : r->items)
@@ -482,6 +498,8 @@ private:
 
   std::string_view in_;
   size_t pos_ = 0;
+  size_t built_ = 0;                                  // see Note [Shared pickle values]
+  size_t budget_ = (size_t(64) << 20) + 64 * in_.size();
   const std::string& name_;
   const std::function<tensor(const pickle_storage&)>& storage_;
   std::vector<ref> stack_;

@@ -386,3 +386,35 @@ with zipfile.ZipFile(d + "/deflated.pt") as z:
                           (Contains("CRC-32") || Contains("inflate") || Contains("corrupt")));
   }
 }
+
+TEST_CASE("a pickle whose shared values would expand past its budget is refused (Note [Shared "
+          "pickle values])",
+          "[serialize][torch]") {
+  // Level i is a list holding level i-1 twice: 40 levels are 2^40 values once copied out.
+  const auto levels = [](int n) {
+    std::string p = "\x80\x02]q";
+    p += char(0);
+    p += "0"; // POP: each level lives on in the memo only
+    for (int i = 1; i <= n; ++i) {
+      p += "](h";
+      p += char(i - 1);
+      p += "h";
+      p += char(i - 1);
+      p += "eq";
+      p += char(i);
+      p += "0";
+    }
+    p += "h";
+    p += char(n);
+    return p + ".";
+  };
+  const auto no_storage = [](const pickle_storage&) -> tensor {
+    FAIL("no storages");
+    return {};
+  };
+  CHECK_THROWS_WITH(unpickle(levels(40), "laughs.pkl", no_storage),
+                    Contains("laughs.pkl") && Contains("shared references copied"));
+  // Shared values within the budget still load: 8 levels are 511 lists.
+  const pickle_value v = unpickle(levels(8), "small.pkl", no_storage);
+  CHECK(std::get<pickle_value::list>(v.v).items.size() == 2);
+}
