@@ -498,7 +498,7 @@ private:
 
   std::string_view in_;
   size_t pos_ = 0;
-  size_t built_ = 0;                                  // see Note [Shared pickle values]
+  size_t built_ = 0; // see Note [Shared pickle values]
   size_t budget_ = (size_t(64) << 20) + 64 * in_.size();
   const std::string& name_;
   const std::function<tensor(const pickle_storage&)>& storage_;
