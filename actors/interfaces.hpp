@@ -7,8 +7,8 @@ namespace actorch::actors {
 
 /// A data source: what the loader's coordinator sends index batches to. The built-in dataset
 /// workers implement it; a user plugs in their own actor (reading a database, a remote store)
-/// in its place by implementing it too (see README's "Data pipeline" and examples/sqlite_source).
-/// Contract:
+/// in its place by implementing it too (see docs/data.md, "A source actor of your own", and
+/// examples/sqlite_source). Contract:
 /// - Reply to every task once (the handler's result, or a response promise delivered later),
 ///   echoing task.run_id and task.seq. Tasks arrive as plain messages, so the reply goes
 ///   to the coordinator's host as one; replying with a caf::error ends the run naming the source.

@@ -1,5 +1,7 @@
-// The digits job of examples/digits_ddp with N trainer actors in one process: the replicas
-// sum their gradient buckets in shared memory, and the comm actor completes each bucket.
+// The digits job of examples/digits_ddp with N trainer actors in one process: by default the
+// optimizer step is sharded over the actors (Note [Sharded step]), each reducing its part of
+// the gradients in shared memory (trainer_spec::zero_redundancy = false takes the reducer and
+// the comm actor's buckets instead).
 //
 //   build/release/examples/digits_actors --actors 4 --out digits-actors [--epochs 30] ...
 #include <cstdio>

@@ -1,5 +1,6 @@
 // A short tour of actorch's tensor core, read top to bottom like a PyTorch notebook: create,
-// view, broadcast, multiply, reduce, save for numpy. The README's main command runs it.
+// view, broadcast, multiply, reduce, save for numpy. Built with the examples:
+// build/release/examples/tensor_demo.
 #include <cstdio>
 #include <filesystem>
 #include <iostream>

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds actorch (Release) and runs the main job: the digits MLP
 # trained data-parallel by 2 processes (started by `actorch launch`), each with a trainer actor
-# fed by the actor data pipeline, gradients exchanged in buckets by the comm actors over Gloo.
+# fed by the actor data pipeline; the optimizer step is sharded over the two processes
+# (actors/trainer/sharded_step.cpp: each reduces and updates its half of the parameters).
 # Writes digits-run/{digits_ddp.safetensors, model.safetensors, test_indices.npy, metrics.csv,
 # curves.png, trace.json}.
 set -euo pipefail

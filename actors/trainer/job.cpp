@@ -178,10 +178,10 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
     trace::enable();
   }
   caf::actor_system_config cfg;
-  // The trainers are detached (their own threads); the scheduler runs only the comm actor and
-  // the loaders' sampler. The sharing policy's workers sleep on a condition variable, where the
-  // default work-stealing workers poll for a while after each message and take CPU time
-  // from the trainers' compute threads.
+  // The trainers are detached (their own threads, where their loaders' coordinators run too)
+  // and so are the loaders' workers: the scheduler runs only the comm actor. The sharing policy's
+  // workers sleep on a condition variable, where the default work-stealing workers poll for a while
+  // after each message and take CPU time from the trainers' compute threads.
   cfg.set("scheduler.max-threads", size_t(2));
   cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system sys{cfg};

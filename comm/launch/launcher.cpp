@@ -262,7 +262,7 @@ namespace {
 // launchers cannot agree on a secret without a channel the attacker lacks, so a job without
 // one is refused unless the user asks for an open store plainly (--insecure). A torch program
 // started by the launcher hosts torch's own TCPStore, which ignores the secret: its store is as
-// open as under torchrun (README).
+// open as under torchrun (docs/reliability.md).
 std::string job_token_for_ranks(const launch_options& o) {
   if (o.insecure || !job_secret().empty()) // an unreadable ACTORCH_JOB_TOKEN_FILE throws here
     return "";

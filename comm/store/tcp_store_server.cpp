@@ -28,7 +28,7 @@
 // Note [Store bounds]
 // ~~~~~~~~~~~~~~~~~~~
 // Whoever may speak, a client that knows the job secret included, the master holds bounded
-// memory and does bounded work per request (tcp_store_limits; README):
+// memory and does bounded work per request (tcp_store_limits; docs/reliability.md):
 // - the data: keys and values together, and the number of keys; a write past either is
 //   refused (the connection dropped, the log naming the bound's variable);
 // - replies: each is sized before it is built. One that could never be sent within a
@@ -48,7 +48,7 @@
 // client answers HMAC-SHA256(secret, those bytes), and only a correct proof lets it read or
 // write a key. The secret never crosses the wire, and a recorded proof is useless for another
 // connection. It keeps out whoever does not know the secret; it does not encrypt the traffic,
-// authenticate the master to the clients, or protect Gloo's own connections (README).
+// authenticate the master to the clients, or protect Gloo's own connections (docs/reliability.md).
 #include "comm/store/tcp_store_server.hpp"
 
 #include <fcntl.h>

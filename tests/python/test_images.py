@@ -175,7 +175,7 @@ def test_exact_operations_equal_torchvision(images):
 
 
 def test_resampling_equals_pil_for_every_filter(images):
-    """PIL's fixed-point resampling, reproduced: the README quotes these differences."""
+    """PIL's fixed-point resampling, reproduced: docs/python.md quotes these differences."""
     for img in images:
         w, h = img.size
         for mode in MODES:
@@ -282,7 +282,7 @@ def jpeg_tree(tmp_path_factory, rng):
 def test_fused_decode_is_within_tolerance_of_the_unfused(jpeg_tree, size, mean_bound, max_bound):
     """Note [Fused image path]: the same draws, the crop decoded at a reduced DCT scale where it
     stays at least as large as the output (at 224 from 300-500 px images mostly full scale, at
-    64 mostly 1/2 to 1/8). The README quotes the measured differences, in 8-bit levels."""
+    64 mostly 1/2 to 1/8). docs/python.md quotes the measured differences, in 8-bit levels."""
     tf = A.Compose([A.RandomResizedCrop(size), A.RandomHorizontalFlip(), A.ToTensor(),
                     A.Normalize(MEAN, STD)])
     fused = actorch.data.ImageFolder(str(jpeg_tree), transform=tf)

@@ -102,7 +102,7 @@ def test_a_seed_program_runs_under_the_real_torchrun_and_actorch_launch(tmp_path
         os.makedirs(tmp_path / backend)
         if launcher == "torchrun":
             torchrun(program, backend, tmp_path / backend)
-        else:  # a job secret in the ranks' environment: the pairs prove it (README)
+        else:  # a job secret in the ranks' environment: the pairs prove it (docs/reliability.md)
             run([os.environ["ACTORCH_CLI"], "launch", "--nproc-per-node", "2", sys.executable,
                  PROGRAMS, program, backend, str(tmp_path / backend)])
     same(results(tmp_path / "actorch", program, 2), results(tmp_path / "gloo", program, 2),

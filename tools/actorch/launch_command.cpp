@@ -111,7 +111,7 @@ void add_launch(CLI::App& app) {
                 "node; the program must regroup, as train_data_parallel's jobs do)");
   cmd->add_flag("--insecure", opts->insecure,
                 "no job secret: the store admits anyone who reaches the port (needed across "
-                "nodes when ACTORCH_JOB_TOKEN is not set; see the README)");
+                "nodes when ACTORCH_JOB_TOKEN is not set; see docs/reliability.md)");
   cmd->add_flag("--use-local-rank-arg,--use_local_rank_arg", opts->use_local_rank_arg,
                 "also pass --local_rank=N to each rank, after PROGRAM (torch.distributed.launch)");
   cmd->add_flag("--no-python,--no_python", flags->no_python,

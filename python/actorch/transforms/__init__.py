@@ -4,7 +4,7 @@ RandomResizedCrop, RandomHorizontalFlip, RandomVerticalFlip, ColorJitter, Graysc
 over Python code (which runs under the GIL).
 
 Called on a PIL image, a transform takes torchvision's PIL path (the same pixels as torchvision
-gives, see the README for the tolerances) and returns a PIL image, or the tensor ToTensor makes;
+gives, see docs/python.md, "Images", for the tolerances) and returns a PIL image, or the tensor ToTensor makes;
 on an array or a tensor, the tensor path. Given to actorch.data.ImageFolder or ImageFiles they
 run on the decoded images in the loader's workers without the GIL; given to TransformedDataset,
 on a C++ dataset's tensors. Random draws come from the batch's generator (the loader's seed),
