@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/env.hpp"
 #include "base/error.hpp"
 #include "base/parse.hpp"
 #include "comm/backend/gloo/process_group_gloo.hpp"
@@ -102,13 +103,6 @@ std::string address_toward(const std::string& host, uint16_t port) {
                 "', so no address to give the other ranks: set GLOO_SOCKET_IFNAME to the ",
                 "interface they reach this host through");
   return out;
-}
-
-std::optional<std::string> env(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0')
-    return std::nullopt;
-  return std::string(v);
 }
 
 /// A rank, a world size or a port read from the URL or the environment: a whole number >= 0.

@@ -7,8 +7,10 @@
 #include <limits>
 #include <string>
 
+#include "base/env.hpp"
 #include "base/error.hpp"
 #include "base/parse.hpp"
+#include "base/text.hpp"
 #include "comm/backend/gloo/process_group_gloo.hpp"
 #include "comm/store/prefix_store.hpp"
 #include "comm/store/tcp_store.hpp"
@@ -18,23 +20,17 @@ namespace actorch::dist::elastic {
 namespace {
 
 std::string need_env(const char* name) {
-  const char* v = std::getenv(name);
-  ACTORCH_CHECK(v != nullptr && *v != '\0', "elastic: ", name,
+  const auto v = env(name);
+  ACTORCH_CHECK(v.has_value(), "elastic: ", name,
                 " is not set: regrouping needs the store of `actorch launch --elastic`, which "
                 "sets it");
-  return v;
+  return *v;
 }
 
 } // namespace
 
 std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (const int r : ranks) {
-    if (!out.empty())
-      out += ',';
-    out += std::to_string(r);
-  }
-  return out;
+  return join_numbers(ranks, ",");
 }
 
 std::vector<int> parse_rank_list(const std::string& text, const std::string& what) {
@@ -49,13 +45,11 @@ std::vector<int> parse_rank_list(const std::string& text, const std::string& wha
 }
 
 bool enabled() {
-  const char* v = std::getenv("ACTORCH_ELASTIC");
-  return v != nullptr && std::string(v) == "1";
+  return env_flag("ACTORCH_ELASTIC", false);
 }
 
 int replacement() {
-  const char* v = std::getenv("ACTORCH_ELASTIC_JOIN");
-  return v == nullptr ? 0 : int(parse_int(v, "ACTORCH_ELASTIC_JOIN", 0));
+  return int(env_int("ACTORCH_ELASTIC_JOIN", 0, 0, std::numeric_limits<int>::max()));
 }
 
 namespace {
@@ -80,8 +74,8 @@ coordinator::coordinator(milliseconds timeout)
 coordinator::~coordinator() = default;
 
 membership coordinator::next(int64_t after, milliseconds wait) {
-  if (const char* v = std::getenv("ACTORCH_ELASTIC_WAIT_MS")) // the launcher's detection time
-    wait = std::max(wait, milliseconds(parse_int(v, "ACTORCH_ELASTIC_WAIT_MS", 0)));
+  // The launcher's detection time.
+  wait = std::max(wait, milliseconds(env_int("ACTORCH_ELASTIC_WAIT_MS", 0)));
   const std::string first = members_key + std::to_string(after + 1);
   try {
     store_->wait({first}, wait);

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 
+#include "base/env.hpp"
 #include "base/error.hpp"
 #include "base/parse.hpp"
 
@@ -55,11 +56,7 @@ public:
   static constexpr size_t kPage = 4096;
 
   cpu_allocator_impl() {
-    const char* env = std::getenv("ACTORCH_CPU_CACHE_MB");
-    const int64_t mb = env != nullptr && *env != '\0'
-                           ? parse_int(env, "ACTORCH_CPU_CACHE_MB (MiB)", 0, int64_t(1) << 30)
-                           : 1024;
-    limit_ = size_t(mb) << 20;
+    limit_ = size_t(env_int("ACTORCH_CPU_CACHE_MB", 1024, 0, int64_t(1) << 30)) << 20; // MiB
   }
 
   void* allocate(size_t nbytes) override {

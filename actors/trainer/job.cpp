@@ -13,6 +13,7 @@
 #include "actors/trainer/process_link.hpp"
 #include "actors/trainer/replica_run.hpp"
 #include "actors/trainer_messages.hpp"
+#include "base/env.hpp"
 #include "base/parse.hpp"
 #include "core/cuda_memory.hpp"
 #include "core/ops/factory.hpp"
@@ -166,9 +167,7 @@ caf::behavior trainer_actor(caf::event_based_actor* self, const trainer_spec* sp
 job_report train_data_parallel(const trainer_spec& given, const job_options& opts) {
   check_spec(given, opts);
   trainer_spec spec = given;
-  const char* restart_env = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  const int64_t restart =
-      restart_env != nullptr ? parse_int(restart_env, "TORCHELASTIC_RESTART_COUNT", 0) : 0;
+  const int64_t restart = env_int("TORCHELASTIC_RESTART_COUNT", 0);
   bool resumes_on_its_own = restart > 0 && spec.resume.empty() && !spec.checkpoint.empty() &&
                             std::filesystem::exists(spec.checkpoint);
   if (resumes_on_its_own)

@@ -35,6 +35,7 @@
 
 #include <unistd.h>
 
+#include "base/text.hpp"
 #include "comm/host_identity.hpp"
 
 namespace actorch::dist {
@@ -53,13 +54,6 @@ std::string seconds(int64_t ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f s", double(ms) / 1000.0);
   return buf;
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size(); ++i)
-    out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out;
 }
 
 /// One rank's published entry. `host`, `pid` and `start` name its process (host_identity.hpp),
@@ -181,8 +175,8 @@ struct collective_ledger::state {
       out += (out.empty() ? "" : "; ") + s;
     for (const auto& [op, who] : in_op)
       out += (out.empty() ? "" : "; ") +
-             (who.first.size() == 1 ? "rank " + rank_list(who.first) + " is in "
-                                    : "ranks " + rank_list(who.first) + " are in ") +
+             (who.first.size() == 1 ? "rank " + join_numbers(who.first, ", ") + " is in "
+                                    : "ranks " + join_numbers(who.first, ", ") + " are in ") +
              named(op.second, op.first) + " (for " + seconds(who.second) + ")";
     return out;
   }

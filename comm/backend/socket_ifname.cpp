@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "base/env.hpp"
 #include "base/error.hpp"
 
 namespace actorch::dist {
@@ -80,10 +81,8 @@ std::vector<std::string> parse_gloo_ifnames(const std::string& value, const char
 }
 
 std::vector<std::string> gloo_socket_ifnames() {
-  const char* v = std::getenv("GLOO_SOCKET_IFNAME");
-  if (v == nullptr || *v == '\0')
-    return {};
-  return parse_gloo_ifnames(v);
+  const auto v = env("GLOO_SOCKET_IFNAME");
+  return v ? parse_gloo_ifnames(*v) : std::vector<std::string>{};
 }
 
 void check_nccl_ifname(const std::string& value) {
@@ -121,9 +120,8 @@ void check_nccl_ifname(const std::string& value) {
 }
 
 void check_nccl_socket_ifname() {
-  const char* v = std::getenv("NCCL_SOCKET_IFNAME");
-  if (v != nullptr && *v != '\0')
-    check_nccl_ifname(v);
+  if (const auto v = env("NCCL_SOCKET_IFNAME"))
+    check_nccl_ifname(*v);
 }
 
 int interface_family(const std::string& name) {

@@ -34,9 +34,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/env.hpp"
 #include "base/error.hpp"
 #include "base/exec_args.hpp"
 #include "base/parse.hpp"
+#include "base/text.hpp"
 #include "comm/elastic.hpp"
 #include "comm/store/tcp_store.hpp"
 
@@ -275,13 +277,7 @@ std::string job_token_for_ranks(const launch_options& o) {
                 o.master_port, " may read and write");
   unsigned char bytes[32];
   ACTORCH_CHECK(RAND_bytes(bytes, sizeof bytes) == 1, "launch: no random bytes for the job secret");
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string token;
-  for (const unsigned char b : bytes) {
-    token += hex[b >> 4];
-    token += hex[b & 15];
-  }
-  return token;
+  return to_hex(bytes, sizeof bytes);
 }
 
 // The global rank of this node's rank `local`.
@@ -292,7 +288,7 @@ int global_rank(const launch_options& o, int local) {
 // torchrun's default against oversubscribed CPUs: one OpenMP (and OpenBLAS) thread per rank when
 // there are several ranks and the user set none.
 bool sets_omp_threads(const launch_options& o) {
-  return o.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr;
+  return o.nproc_per_node > 1 && !env("OMP_NUM_THREADS");
 }
 
 // The environment of rank `local` of this node for attempt `restart`: the launcher's own, with

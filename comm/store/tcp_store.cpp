@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "base/env.hpp"
 #include "base/error.hpp"
 #include "comm/store/tcp_store_server.hpp"
 #include "comm/store/tcp_wire.hpp"
@@ -39,10 +40,10 @@ struct closed {};
 /// ACTORCH_TCPSTORE_PROTOCOL: "1.13" (the default: Debian's torch, torchrun's agent store) or
 /// "2" (PyTorch 2.x masters, which want VALIDATE first).
 wire::dialect client_dialect() {
-  const char* v = std::getenv("ACTORCH_TCPSTORE_PROTOCOL");
-  if (v == nullptr || *v == '\0' || std::string(v) == "1.13")
+  const auto v = env("ACTORCH_TCPSTORE_PROTOCOL");
+  if (!v || *v == "1.13")
     return wire::dialect::torch113;
-  ACTORCH_CHECK(std::string(v) == "2", "tcp_store: ACTORCH_TCPSTORE_PROTOCOL is '", v,
+  ACTORCH_CHECK(*v == "2", "tcp_store: ACTORCH_TCPSTORE_PROTOCOL is '", *v,
                 "'; expected 1.13 (torch 1.13's numbering) or 2 (PyTorch 2.x's, with VALIDATE)");
   return wire::dialect::torch2;
 }
@@ -404,16 +405,16 @@ int64_t tcp_store::num_keys() {
 }
 
 std::string job_secret() {
-  if (const char* t = std::getenv("ACTORCH_JOB_TOKEN"); t != nullptr && *t != '\0')
-    return t;
-  const char* path = std::getenv("ACTORCH_JOB_TOKEN_FILE");
-  if (path == nullptr || *path == '\0')
+  if (auto t = env("ACTORCH_JOB_TOKEN"))
+    return *t;
+  const auto path = env("ACTORCH_JOB_TOKEN_FILE");
+  if (!path)
     return {};
-  std::ifstream in(path);
-  ACTORCH_CHECK(in.good(), "tcp_store: cannot read ACTORCH_JOB_TOKEN_FILE '", path, "'");
+  std::ifstream in(*path);
+  ACTORCH_CHECK(in.good(), "tcp_store: cannot read ACTORCH_JOB_TOKEN_FILE '", *path, "'");
   std::string line;
   std::getline(in, line);
-  ACTORCH_CHECK(!line.empty(), "tcp_store: ACTORCH_JOB_TOKEN_FILE '", path,
+  ACTORCH_CHECK(!line.empty(), "tcp_store: ACTORCH_JOB_TOKEN_FILE '", *path,
                 "' is empty (its first line is the secret)");
   return line;
 }

@@ -77,6 +77,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/env.hpp"
 #include "base/error.hpp"
 #include "base/parse.hpp"
 #include "comm/host_identity.hpp"
@@ -197,10 +198,7 @@ constexpr size_t kMaxReplyBacklog = 16ull << 20;
 constexpr size_t kMaxConnectionReplies = wire::max_value_bytes + 8 + kMaxReplyBacklog;
 
 uint64_t limit_from_env(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0')
-    return fallback;
-  return uint64_t(parse_int(v, name, 1, int64_t(1) << 50));
+  return uint64_t(env_int(name, int64_t(fallback), 1, int64_t(1) << 50));
 }
 
 } // namespace

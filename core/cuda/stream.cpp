@@ -2,6 +2,7 @@
 #include "core/cuda/stream.hpp"
 
 #include "base/error.hpp"
+#include "base/text.hpp"
 #include "core/cuda_memory.hpp"
 #include "kernels/cuda/context.hpp"
 
@@ -47,14 +48,7 @@ void set_device(int device) {
 std::string device_uuid(int device) {
   cudaDeviceProp prop{};
   ACTORCH_CUDA_CHECK(cudaGetDeviceProperties(&prop, resolve(device, "device_uuid")));
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (const char c : prop.uuid.bytes) {
-    const auto b = static_cast<unsigned char>(c);
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
+  return to_hex(prop.uuid.bytes, sizeof prop.uuid.bytes);
 }
 
 stream stream::create(int device) {

@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 
+#include "base/text.hpp"
+
 namespace actorch::serialize {
 
 namespace {
@@ -320,8 +322,8 @@ std::string escaped(std::string_view text, size_t max_len) {
     if ((c >= 0x20 && c < 0x7f && c != '\\') || (c >= 0x80 && utf8)) {
       s += char(c);
     } else {
-      static constexpr char hex[] = "0123456789abcdef";
-      s += std::string{'\\', 'x', hex[c >> 4], hex[c & 15]};
+      s += "\\x";
+      append_hex(s, c);
     }
   }
   if (text.size() > max_len)
@@ -364,10 +366,8 @@ void append_json_string(std::string& out, std::string_view s) {
     case '\t': out += "\\t"; break;
     default:
       if (c < 0x20) {
-        static constexpr char hex[] = "0123456789abcdef";
         out += "\\u00";
-        out += hex[c >> 4];
-        out += hex[c & 15];
+        append_hex(out, uint8_t(c));
       } else {
         out += ch;
       }

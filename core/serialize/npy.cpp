@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 
+#include "base/text.hpp"
 #include "core/ops/factory.hpp"
 #include "core/serialize/file_io.hpp"
 
@@ -60,8 +61,12 @@ std::string escaped(std::string_view bytes, size_t max_len = 160) {
     if (c >= 0x20 && c < 0x7f && c != '\\') {
       s += char(c);
     } else {
-      static constexpr char hex[] = "0123456789abcdef";
-      s += c == '\n' ? std::string("\\n") : std::string{'\\', 'x', hex[c >> 4], hex[c & 15]};
+      if (c == '\n') {
+        s += "\\n";
+      } else {
+        s += "\\x";
+        append_hex(s, c);
+      }
     }
   }
   if (bytes.size() > max_len)

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "base/error.hpp"
+#include "base/text.hpp"
 #include "core/ops/factory.hpp"
 
 namespace actorch {
@@ -203,10 +204,7 @@ private:
   template <class... Args> [[noreturn]] void fail(const Args&... args) {
     ACTORCH_FAIL("unpickle: ", name_, ": ", args...);
   }
-  static std::string hex(uint8_t b) {
-    static const char d[] = "0123456789abcdef";
-    return {d[b >> 4], d[b & 15]};
-  }
+  static std::string hex(uint8_t b) { return to_hex(&b, 1); }
 
   uint8_t byte() {
     if (pos_ >= in_.size())

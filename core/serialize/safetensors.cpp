@@ -3,6 +3,7 @@
 // through a temporary file renamed over the target (file_io.hpp's atomic_file).
 #include "core/serialize/safetensors.hpp"
 
+#include "base/text.hpp"
 #include "core/autograd/grad_mode.hpp"
 
 #include <algorithm>
@@ -124,11 +125,7 @@ uint32_t crc32_of(const void* data, size_t n) {
 }
 
 std::string hex8(uint32_t v) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(8, '0');
-  for (int i = 7; i >= 0; --i, v >>= 4)
-    out[size_t(i)] = kDigits[v & 0xf];
-  return out;
+  return to_hex_digits(v, 8);
 }
 
 /// 8 lowercase hex digits as a number, or nullopt.

@@ -44,6 +44,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
+#include "base/env.hpp"
 #include "base/error.hpp"
 #include "comm/backend/socket_ifname.hpp"
 #include "comm/collective_tag.hpp"
@@ -323,14 +324,10 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
         prove_pairs(*context, secret, global_ranks_, rank, impl_->opts.timeout);
       impl_->contexts.push_back(std::move(context));
     }
-    const auto turned_off = [](const char* variable) {
-      const char* value = std::getenv(variable);
-      return value != nullptr && std::string(value) == "0";
-    };
-    if (impl_->opts.shared_memory && !turned_off("ACTORCH_GLOO_SHM"))
+    if (impl_->opts.shared_memory && env_flag("ACTORCH_GLOO_SHM", true))
       impl_->shm = shm_collectives::connect(
           *impl_->st, rank, size, impl_->opts.timeout, impl_->where(),
-          impl_->opts.single_copy && !turned_off("ACTORCH_GLOO_SINGLE_COPY"));
+          impl_->opts.single_copy && env_flag("ACTORCH_GLOO_SINGLE_COPY", true));
     if (size > 1) {
       const auto delay = impl_->opts.report_delay.count() > 0
                              ? std::min(impl_->opts.report_delay, impl_->opts.timeout / 2)

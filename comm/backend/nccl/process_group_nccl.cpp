@@ -37,6 +37,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "base/env.hpp"
 #include "base/error.hpp"
 #include "base/parse.hpp"
 #include "comm/backend/serial_executor.hpp"
@@ -122,8 +123,7 @@ public:
     // it first and name the interfaces that exist.
     check_nccl_socket_ifname();
     if (const int count = cuda_device_count(); device < 0 && count > 0) {
-      const char* local = std::getenv("LOCAL_RANK");
-      device = (local ? int(parse_int(local, "LOCAL_RANK", 0)) : rank) % count;
+      device = int(env_int("LOCAL_RANK", rank, 0, std::numeric_limits<int>::max())) % count;
     }
     const std::string problem = cuda_device_problem(device);
     ACTORCH_CHECK(problem.empty(), "nccl backend on rank ", rank, ": ", problem,

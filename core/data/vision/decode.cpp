@@ -16,6 +16,7 @@
 #include <png.h>
 
 #include "base/error.hpp"
+#include "base/text.hpp"
 #include "core/serialize/file_io.hpp"
 
 namespace actorch::data::vision {
@@ -39,15 +40,7 @@ constexpr int64_t max_pixels = 2 * int64_t(89478485);
 const uint8_t png_signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 
 std::string leading_bytes(const uint8_t* data, size_t size) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < std::min<size_t>(size, 8); ++i) {
-    if (i > 0)
-      out += ' ';
-    out += digits[data[i] >> 4];
-    out += digits[data[i] & 15];
-  }
-  return out;
+  return to_hex(data, std::min<size_t>(size, 8), ' ');
 }
 
 [[noreturn]] void fail_unknown(const char* op, const std::string& name, const uint8_t* data,
