@@ -97,8 +97,8 @@
 #include <vector>
 
 #include "actors/loader/plan.hpp"
+#include "base/child_process.hpp"
 #include "base/error.hpp"
-#include "base/exec_args.hpp"
 #include "core/ops/factory.hpp"
 
 namespace actorch::actors {
@@ -441,10 +441,8 @@ std::string encode_reply(const loaded_batch& b, shared_file& shm, uint64_t lease
 
 void worker_process::serve(int sock, int shm_fd, pid_t parent, const std::string& name,
                            const init_fn& init, const load_fn& load) {
-  // See Note [Worker processes]: the child dies with the worker's thread.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent)
-    ::_exit(0);
+  die_with_parent(parent); // Note [Worker processes]: the child dies with the worker's thread
+
   // A fault kills the child at once: a handler the program installed (a crash reporter, a test
   // framework's) would run in a copy of a multithreaded process, where a lock it needs may be
   // held for ever by a thread that was not copied.
@@ -641,19 +639,7 @@ data::sample decode_sample(reader& r, char* base, uint64_t bytes, data::buffer_p
   ACTORCH_FAIL("worker process: unknown sample kind ", int(k));
 }
 
-/// Blocks until `pid` has ended; its wait status.
-int reap(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return status;
-}
-
 std::string exit_text(int status) {
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    return "was killed by signal " + std::to_string(sig) + " (" + ::strsignal(sig) + ")";
-  }
   if (WIFEXITED(status) && WEXITSTATUS(status) == kForeignException)
     return "ended on an exception not derived from std::exception";
   if (WIFEXITED(status) && WEXITSTATUS(status) == kExecFailed)
@@ -661,9 +647,7 @@ std::string exit_text(int status) {
   if (WIFEXITED(status) && WEXITSTATUS(status) == kBadTask)
     return "ended on a task frame longer than " + std::to_string(worker_process::max_frame_bytes) +
            " bytes";
-  if (WIFEXITED(status))
-    return "exited with status " + std::to_string(WEXITSTATUS(status));
-  return "ended (wait status " + std::to_string(status) + ")";
+  return describe_wait_status(status);
 }
 
 } // namespace
@@ -744,9 +728,7 @@ worker_process::worker_process(std::string name, init_fn init, load_fn load,
       const int file = ::fcntl(shm_fd_, F_DUPFD_CLOEXEC, 10);
       if (sock < 0 || file < 0 || ::dup2(sock, 3) < 0 || ::dup2(file, 4) < 0)
         ::_exit(kExecFailed);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent)
-        ::_exit(0);
+      die_with_parent(parent);
       ::execv(argv[0], argv.data());
       ::_exit(kExecFailed);
     }

@@ -34,9 +34,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/child_process.hpp"
 #include "base/env.hpp"
 #include "base/error.hpp"
-#include "base/exec_args.hpp"
 #include "base/parse.hpp"
 #include "base/text.hpp"
 #include "comm/elastic.hpp"
@@ -64,13 +64,7 @@ void on_signal(int sig) {
 }
 
 std::string describe_status(int rank, int status) {
-  if (WIFEXITED(status))
-    return "rank " + std::to_string(rank) + " exited with status " +
-           std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status))
-    return "rank " + std::to_string(rank) + " was killed by signal " +
-           std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-  return "rank " + std::to_string(rank) + " ended with wait status " + std::to_string(status);
+  return "rank " + std::to_string(rank) + " " + describe_wait_status(status);
 }
 
 // Whether a rank's death by `sig` is its own fault (Note [Elastic membership]): a bad access, a
@@ -241,14 +235,6 @@ std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::
 
 void set_env(const char* name, const std::string& value) {
   ::setenv(name, value.c_str(), 1);
-}
-
-// In a child just forked by `parent`: the kernel sends it SIGKILL when the parent dies, so no
-// rank outlives a launcher killed with SIGKILL (holding its port and memory, parent pid 1). A
-// parent that died before the request took effect is caught by the check after it.
-void die_with_parent(pid_t parent) {
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent)
-    ::_exit(128 + SIGKILL);
 }
 
 } // namespace
@@ -1048,7 +1034,7 @@ void spawn(const std::function<void(int)>& fn, int nprocs, const spawn_options& 
       for (auto& c : kids)
         ::kill(c.pid, SIGKILL);
       for (auto& c : kids)
-        ::waitpid(c.pid, nullptr, 0);
+        reap(c.pid);
       ACTORCH_FAIL("spawn: fork failed for rank ", rank, ": ", std::strerror(errno));
     }
     kids.push_back(child{rank, pid, -1, {}, true});

@@ -1,6 +1,13 @@
-// base/env.hpp's one rule for environment variables and base/text.hpp's hex and lists.
+// base/env.hpp's one rule for environment variables, base/text.hpp's hex and lists, and
+// base/child_process.hpp.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+
 #include <catch2/catch.hpp>
 
+#include "base/child_process.hpp"
 #include "base/env.hpp"
 #include "base/error.hpp"
 #include "base/text.hpp"
@@ -54,4 +61,43 @@ TEST_CASE("hex digits and number lists", "[base][text]") {
   CHECK(s == "x0a");
   CHECK(join_numbers({0, 2, 11}, ", ") == "0, 2, 11");
   CHECK(join_numbers({}, ",").empty());
+}
+
+TEST_CASE("a child's wait status in words", "[base][child_process]") {
+  const pid_t exits = ::fork();
+  if (exits == 0)
+    ::_exit(3);
+  CHECK(describe_wait_status(reap(exits)) == "exited with status 3");
+  const pid_t killed = ::fork();
+  if (killed == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ::kill(killed, SIGKILL);
+  CHECK(describe_wait_status(reap(killed)) == "was killed by signal 9 (Killed)");
+}
+
+TEST_CASE("a child whose parent is gone before it asks ends at once", "[base][child_process]") {
+  // The middle process forks a grandchild and exits; the grandchild, asking too late, exits
+  // with 128 + SIGKILL rather than live on under init (nobody sees that status but the check
+  // that it is not still running).
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t middle = ::fork();
+  if (middle == 0) {
+    const pid_t me = ::getpid();
+    if (::fork() == 0) {
+      while (::getppid() == me)
+        ::usleep(1000);
+      die_with_parent(me); // does not return
+      (void)!::write(fds[1], "alive", 5);
+      ::_exit(0);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  CHECK(describe_wait_status(reap(middle)) == "exited with status 0");
+  char buf[8];
+  CHECK(::read(fds[0], buf, sizeof buf) == 0); // every writer ended without writing
+  ::close(fds[0]);
 }
