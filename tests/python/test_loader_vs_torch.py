@@ -310,6 +310,29 @@ def test_shuffle_gives_torchs_order_for_the_same_seed(workers, context):
                                                     shuffle=True)] == want
 
 
+def test_actorchs_samplers_take_torchs_generator_and_give_torchs_order():
+    # They took seed= only, and refused generator=, the argument torch's samplers take.
+    def pair(name, *args):
+        mine = getattr(actorch.data, name)(*args, generator=torch.Generator().manual_seed(4))
+        theirs = getattr(torch.utils.data, name)(*args, generator=torch.Generator().manual_seed(4))
+        return [list(mine) for _ in range(2)], [list(theirs) for _ in range(2)]
+
+    for name, args in [("RandomSampler", (list(range(23)),)),
+                       ("RandomSampler", (list(range(5)), True, 9)),
+                       ("SubsetRandomSampler", ([4, 8, 15, 16, 23, 42],)),
+                       ("WeightedRandomSampler", ([0.1, 0.5, 0.0, 2.0], 12))]:
+        mine, theirs = pair(name, *args)
+        assert mine == theirs, name
+    loader = actorch.DataLoader(list(range(10)), batch_size=3, sampler=actorch.data.RandomSampler(
+        list(range(10)), generator=torch.Generator().manual_seed(1)))
+    want = torch.utils.data.DataLoader(list(range(10)), batch_size=3, sampler=(
+        torch.utils.data.RandomSampler(list(range(10)), generator=torch.Generator().manual_seed(1))))
+    assert [b.tolist() for b in loader] == [b.tolist() for b in want]
+    assert isinstance(actorch.data.RandomSampler(list(range(3)), seed=1), actorch.data.Sampler)
+    with pytest.raises(ValueError, match="seed= .* or generator= .*not both"):
+        actorch.data.RandomSampler(list(range(3)), generator=torch.Generator(), seed=1)
+
+
 @pytest.mark.parametrize("workers,context", [(0, None), pytest.param(2, None, marks=processes),
                                              pytest.param(3, None, marks=processes)])
 def test_an_iterable_dataset_sharded_by_torch_worker_info(workers, context):

@@ -229,6 +229,33 @@ def test_every_op_of_torchs_process_group_as_gloo_computes_it(tmp_path):
                                                                          [10.0 + r] * 2]
 
 
+SAMPLER = r"""
+import sys, torch, torch.distributed as dist, actorch
+dist.init_process_group(sys.argv[4], init_method=sys.argv[1], rank=int(sys.argv[2]), world_size=2)
+ds = list(range(11))
+out = {"actorch": list(actorch.data.DistributedSampler(ds, shuffle=False)),
+       "torch": list(torch.utils.data.DistributedSampler(ds, shuffle=False)),
+       "shuffled": list(actorch.data.DistributedSampler(ds, seed=3)),
+       "rank given": list(actorch.data.DistributedSampler(ds, rank=0, shuffle=False))}
+torch.save(out, sys.argv[3] + f".{dist.get_rank()}.pt")
+dist.destroy_process_group()
+"""
+
+
+def test_actorchs_distributed_sampler_takes_the_default_group_of_any_backend(tmp_path):
+    # It asked only actorch's C++ group, so inside init_process_group("actorch") (or "gloo") it
+    # failed as if no group existed; torch's takes whichever group torch.distributed has.
+    got = over_gloo_and_actorch(tmp_path, "sampler.py", SAMPLER, 60)
+    for backend in ("gloo", "actorch"):
+        ranks = got[backend]
+        for r in range(2):
+            padded = list(range(11)) + [0]  # DistributedSampler's padding repeats the start
+            assert ranks[r]["actorch"] == ranks[r]["torch"] == padded[r::2], backend
+            assert ranks[r]["rank given"] == ranks[0]["torch"]
+        both = ranks[0]["shuffled"] + ranks[1]["shuffled"]
+        assert len(both) == 12 and set(both) == set(range(11))
+
+
 NESTED = r"""
 import datetime, sys, torch, torch.distributed as dist, torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
