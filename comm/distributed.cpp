@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <set>
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -59,6 +61,32 @@ private:
   }
   std::string backend_;
 };
+
+// Note [Ops of a non-member]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torch 1.13 lets a rank outside a new_group call the group's ops: each warns ("Running
+// all_reduce on global rank 1 which does not belong to the given group.") and returns at once,
+// changing nothing (get_rank and get_world_size are -1), so code that runs one program on every
+// rank needs no `if`. The free functions here do the same: a completed work, the tensors
+// untouched, recv's sender -1, one warning per op and process on stderr. The group itself
+// (non_member_group) still throws, for code of actorch's that reaches it directly.
+std::optional<work> skipped(const group& pg, const char* op) {
+  if (pg->rank() >= 0)
+    return std::nullopt;
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  {
+    std::lock_guard lock(mu);
+    if (warned.insert(op).second)
+      std::fprintf(stderr,
+                   "Warning: Running %s on global rank %d which does not belong to the given "
+                   "group.\n",
+                   op, get_rank());
+  }
+  work w;
+  w.mark_completed({}, -1);
+  return w;
+}
 
 struct state {
   std::mutex mu;
@@ -334,6 +362,8 @@ int get_rank(const group& g) {
   return g ? g->rank() : world()->rank();
 }
 int get_world_size(const group& g) {
+  if (g && g->rank() < 0) // Note [Ops of a non-member]
+    return -1;
   return g ? g->size() : world()->size();
 }
 std::string get_backend(const group& g) {
@@ -391,11 +421,15 @@ int recv(tensor& t, int src, const group& g, int tag) {
 
 work isend(const tensor& t, int dst, const group& g, int tag) {
   const group pg = resolve(g);
+  if (auto w = skipped(pg, "send"))
+    return *w;
   return pg->send(t, to_group_rank(pg, dst, "send", "dst"), tag);
 }
 
 work irecv(tensor& t, int src, const group& g, int tag) {
   const group pg = resolve(g);
+  if (auto w = skipped(pg, "recv"))
+    return *w;
   const int gsrc = src == -1 ? -1 : to_group_rank(pg, src, "recv", "src");
   // Report the sender as a global rank.
   work out;
@@ -410,44 +444,72 @@ work irecv(tensor& t, int src, const group& g, int tag) {
 
 work broadcast(tensor& t, int src, const group& g, bool async_op) {
   const group pg = resolve(g);
+  if (auto w = skipped(pg, "broadcast"))
+    return *w;
   return finish(pg->broadcast(t, to_group_rank(pg, src, "broadcast", "src")), async_op);
 }
 work all_reduce(tensor& t, reduce_op op, const group& g, bool async_op) {
-  return finish(resolve(g)->all_reduce(t, op), async_op);
+  const group pg = resolve(g);
+  if (auto w = skipped(pg, "all_reduce"))
+    return *w;
+  return finish(pg->all_reduce(t, op), async_op);
 }
 work reduce(tensor& t, int dst, reduce_op op, const group& g, bool async_op) {
   const group pg = resolve(g);
+  if (auto w = skipped(pg, "reduce"))
+    return *w;
   return finish(pg->reduce(t, to_group_rank(pg, dst, "reduce", "dst"), op), async_op);
 }
 work all_gather(std::vector<tensor>& tensor_list, const tensor& t, const group& g, bool async_op) {
-  return finish(resolve(g)->all_gather(tensor_list, t), async_op);
+  const group pg = resolve(g);
+  if (auto w = skipped(pg, "all_gather"))
+    return *w;
+  return finish(pg->all_gather(tensor_list, t), async_op);
 }
 work all_gather_into_tensor(tensor& output, const tensor& input, const group& g, bool async_op) {
-  return finish(resolve(g)->all_gather_into_tensor(output, input), async_op);
+  const group pg = resolve(g);
+  if (auto w = skipped(pg, "all_gather_into_tensor"))
+    return *w;
+  return finish(pg->all_gather_into_tensor(output, input), async_op);
 }
 work gather(const tensor& t, std::vector<tensor>& gather_list, int dst, const group& g,
             bool async_op) {
   const group pg = resolve(g);
+  if (auto w = skipped(pg, "gather"))
+    return *w;
   return finish(pg->gather(gather_list, t, to_group_rank(pg, dst, "gather", "dst")), async_op);
 }
 work scatter(tensor& t, const std::vector<tensor>& scatter_list, int src, const group& g,
              bool async_op) {
   const group pg = resolve(g);
+  if (auto w = skipped(pg, "scatter"))
+    return *w;
   return finish(pg->scatter(t, scatter_list, to_group_rank(pg, src, "scatter", "src")), async_op);
 }
 work reduce_scatter(tensor& output, const std::vector<tensor>& input_list, reduce_op op,
                     const group& g, bool async_op) {
-  return finish(resolve(g)->reduce_scatter(output, input_list, op), async_op);
+  const group pg = resolve(g);
+  if (auto w = skipped(pg, "reduce_scatter"))
+    return *w;
+  return finish(pg->reduce_scatter(output, input_list, op), async_op);
 }
 work all_to_all(std::vector<tensor>& output_list, const std::vector<tensor>& input_list,
                 const group& g, bool async_op) {
-  return finish(resolve(g)->all_to_all(output_list, input_list), async_op);
+  const group pg = resolve(g);
+  if (auto w = skipped(pg, "all_to_all"))
+    return *w;
+  return finish(pg->all_to_all(output_list, input_list), async_op);
 }
 work barrier(const group& g, bool async_op) {
-  return finish(resolve(g)->barrier(), async_op);
+  const group pg = resolve(g);
+  if (auto w = skipped(pg, "barrier"))
+    return *w;
+  return finish(pg->barrier(), async_op);
 }
 void monitored_barrier(const group& g, std::optional<milliseconds> timeout, bool wait_all_ranks) {
   const group pg = resolve(g);
+  if (skipped(pg, "monitored_barrier"))
+    return;
   milliseconds t = timeout.value_or(milliseconds(0));
   if (!timeout) {
     auto& s = global();

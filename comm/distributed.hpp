@@ -66,14 +66,17 @@ void destroy_process_group();
 
 /// The default group (torch's GroupMember.WORLD). @pre is_initialized()
 group world();
-/// The caller's rank in `g` (the default group when null); -1 when not a member.
+/// The caller's rank in `g` (the default group when null), and the group's size; both -1 when
+/// the caller is not a member, as torch's.
 int get_rank(const group& g = nullptr);
 int get_world_size(const group& g = nullptr);
 std::string get_backend(const group& g = nullptr);
 
 /// A group of the given global ranks (all ranks when empty), under PyTorch's rule: every rank
 /// of the default group calls new_group, with the same ranks, in the same order, even ranks
-/// that are not members (they get a group whose get_rank() is -1 and whose ops throw).
+/// that are not members: they get a group whose get_rank() and get_world_size() are -1, and
+/// on which every op below returns at once, changing nothing, with a warning, as torch's do
+/// (Note [Ops of a non-member] in distributed.cpp).
 /// `backend` (in any case) defaults to the default group's, as in PyTorch.
 group new_group(std::vector<int> ranks = {}, std::optional<milliseconds> timeout = {},
                 std::optional<std::string> backend = {});
