@@ -213,4 +213,38 @@ void step_lr::step() {
   opt_.set_lr(base_lr_ * std::pow(gamma_, double(epoch_ / step_size_)));
 }
 
+std::map<std::string, double> step_lr::state_dict() const {
+  return {{"step_size", double(step_size_)},
+          {"gamma", gamma_},
+          {"base_lr", base_lr_},
+          {"last_epoch", double(epoch_)},
+          {"last_lr", opt_.lr()}};
+}
+
+void step_lr::check_state(const std::map<std::string, double>& state) {
+  const auto get = [&](const char* key) {
+    const auto it = state.find(key);
+    ACTORCH_CHECK(it != state.end(), "StepLR.load_state_dict: the state has no \"", key, "\"");
+    ACTORCH_CHECK(std::isfinite(it->second), "StepLR.load_state_dict: \"", key, "\" is ",
+                  it->second);
+    return it->second;
+  };
+  const double step_size = get("step_size"), last_epoch = get("last_epoch");
+  ACTORCH_CHECK(step_size >= 1 && step_size == std::floor(step_size),
+                "StepLR.load_state_dict: step_size must be a positive integer but got ", step_size);
+  ACTORCH_CHECK(last_epoch >= 0 && last_epoch == std::floor(last_epoch),
+                "StepLR.load_state_dict: last_epoch must be an integer >= 0 but got ", last_epoch);
+  for (const char* key : {"gamma", "base_lr", "last_lr"})
+    get(key);
+}
+
+void step_lr::load_state_dict(const std::map<std::string, double>& state) {
+  check_state(state);
+  step_size_ = int64_t(state.at("step_size"));
+  epoch_ = int64_t(state.at("last_epoch"));
+  gamma_ = state.at("gamma");
+  base_lr_ = state.at("base_lr");
+  opt_.set_lr(state.at("last_lr"));
+}
+
 } // namespace actorch::optim

@@ -1,6 +1,9 @@
 // torch.optim.SGD and torch.optim.Adam with PyTorch's update rules and defaults.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "core/optim/optimizer.hpp"
 
 namespace actorch::optim {
@@ -62,6 +65,16 @@ public:
   void step();
   int64_t last_epoch() const { return epoch_; }
   double get_last_lr() const { return opt_.lr(); }
+
+  /// torch's StepLR.state_dict() as numbers: step_size, gamma, base_lr, last_epoch, last_lr
+  /// (torch's base_lrs and _last_lr hold one value per parameter group; actorch's optimizers
+  /// have one group). save_checkpoint writes it in torch's layout for .pt files.
+  std::map<std::string, double> state_dict() const;
+  /// Restores what state_dict() gave, the optimizer's lr included. @throws actorch::error
+  /// naming a missing key or a value out of range, before anything changes.
+  void load_state_dict(const std::map<std::string, double>& state);
+  /// What load_state_dict checks, without changing anything.
+  static void check_state(const std::map<std::string, double>& state);
 
 private:
   optimizer& opt_;

@@ -2,7 +2,10 @@
 // PyTorch's format with torch's layouts of an optimizer's state dict.
 #include "core/serialize/checkpoint.hpp"
 
+#include <optional>
+
 #include "base/parse.hpp"
+#include "core/optim/sgd.hpp"
 #include "core/serialize/safetensors.hpp"
 #include "core/serialize/torch_format.hpp"
 
@@ -143,31 +146,85 @@ optim::optimizer_state optimizer_state_of(const pickle_value& v, const std::stri
   return s;
 }
 
+// Note [Scheduler state in torch's layout]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torch's StepLR.state_dict() is its __dict__ without the optimizer: step_size, gamma,
+// base_lrs and _last_lr (one value per parameter group), last_epoch, _step_count (the
+// constructor's step counts: last_epoch + 1), verbose and _get_lr_called_within_step. Its
+// load_state_dict updates __dict__ with whatever it is given, so every key is written.
+pickle_value torch_step_lr_value(const std::map<std::string, double>& s) {
+  const auto one = [](double v) { return pickle_value{pickle_value::list{{pickle_value{v}}}}; };
+  const auto epoch = int64_t(s.at("last_epoch"));
+  pickle_value::dict d;
+  d.items.emplace_back(std::string("step_size"), int64_t(s.at("step_size")));
+  d.items.emplace_back(std::string("gamma"), s.at("gamma"));
+  d.items.emplace_back(std::string("base_lrs"), one(s.at("base_lr")));
+  d.items.emplace_back(std::string("last_epoch"), epoch);
+  d.items.emplace_back(std::string("_step_count"), epoch + 1);
+  d.items.emplace_back(std::string("verbose"), false);
+  d.items.emplace_back(std::string("_get_lr_called_within_step"), false);
+  d.items.emplace_back(std::string("_last_lr"), one(s.at("last_lr")));
+  return pickle_value{std::move(d)};
+}
+
+/// A .pt checkpoint's "scheduler" entry (torch's StepLR layout) as step_lr::state_dict's.
+std::map<std::string, double> step_lr_state_of(const pickle_value& v, const std::string& path) {
+  const auto* d = std::get_if<pickle_value::dict>(&v.v);
+  ACTORCH_CHECK(d, "load_checkpoint: ", path, ": \"scheduler\" is not a dict (StepLR's state)");
+  const auto number = [&](const char* key, bool first_of_list) {
+    const pickle_value* x = find(*d, key);
+    ACTORCH_CHECK(x, "load_checkpoint: ", path, ": the scheduler's state has no \"", key, "\"");
+    if (first_of_list) {
+      const auto* l = std::get_if<pickle_value::list>(&x->v);
+      ACTORCH_CHECK(l && l->items.size() == 1, "load_checkpoint: ", path, ": the scheduler's \"",
+                    key, "\" is not a list of one value (one parameter group)");
+      x = &l->items[0];
+    }
+    if (const auto* i = std::get_if<int64_t>(&x->v))
+      return double(*i);
+    const auto* f = std::get_if<double>(&x->v);
+    ACTORCH_CHECK(f, "load_checkpoint: ", path, ": the scheduler's \"", key, "\" is no number");
+    return *f;
+  };
+  return {{"step_size", number("step_size", false)},
+          {"gamma", number("gamma", false)},
+          {"base_lr", number("base_lrs", true)},
+          {"last_epoch", number("last_epoch", false)},
+          {"last_lr", number("_last_lr", true)}};
+}
+
 } // namespace
 
 void save_checkpoint(const std::string& path, const nn::module& model, const optim::optimizer& opt,
-                     const std::map<std::string, std::string>& metadata) {
-  save_checkpoint(path, model, opt.state_dict(), metadata);
+                     const std::map<std::string, std::string>& metadata,
+                     const optim::step_lr* scheduler) {
+  save_checkpoint(path, model, opt.state_dict(), metadata, scheduler);
 }
 
 void save_checkpoint(const std::string& path, const nn::module& model,
                      const optim::optimizer_state& os,
-                     const std::map<std::string, std::string>& metadata) {
+                     const std::map<std::string, std::string>& metadata,
+                     const optim::step_lr* scheduler) {
   std::vector<std::pair<std::string, tensor>> tensors;
   std::map<std::string, std::string> meta;
   for (const auto& [k, v] : metadata) {
-    ACTORCH_CHECK(k.rfind("optim.", 0) != 0, "save_checkpoint: ", path, ": metadata key \"", k,
-                  "\" is reserved (\"optim.\" keys hold the optimizer's state)");
+    ACTORCH_CHECK(k.rfind("optim.", 0) != 0 && k.rfind("scheduler.", 0) != 0,
+                  "save_checkpoint: ", path, ": metadata key \"", k,
+                  "\" is reserved (\"optim.\" and \"scheduler.\" keys hold the optimizer's and "
+                  "the scheduler's state)");
     meta[k] = v;
   }
+  const auto sched = scheduler ? scheduler->state_dict() : std::map<std::string, double>{};
   if (torch_checkpoint_path(path)) {
     // torch's layout: {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
     // and the metadata as strings}.
     pickle_value::dict d;
     d.items.emplace_back(std::string("model"), state_dict_value(model.state_dict()));
     d.items.emplace_back(std::string("optimizer"), torch_optimizer_value(os));
+    if (scheduler)
+      d.items.emplace_back(std::string("scheduler"), torch_step_lr_value(sched));
     for (const auto& [k, v] : meta) {
-      ACTORCH_CHECK(k != "model" && k != "optimizer", "save_checkpoint: ", path,
+      ACTORCH_CHECK(k != "model" && k != "optimizer" && k != "scheduler", "save_checkpoint: ", path,
                     ": metadata key \"", k, "\" is reserved");
       d.items.emplace_back(k, v);
     }
@@ -180,6 +237,8 @@ void save_checkpoint(const std::string& path, const nn::module& model,
     tensors.emplace_back("optim." + n, t);
   for (const auto& [k, v] : os.metadata)
     meta["optim." + k] = v;
+  for (const auto& [k, v] : sched)
+    meta["scheduler." + k] = format_double(v);
   save_safetensors(path, tensors, meta);
 }
 
@@ -227,10 +286,29 @@ load_model_and_optimizer(nn::module& model, optim::optimizer& opt, nn::named_ten
 } // namespace
 
 std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::module& model,
-                                                   optim::optimizer& opt) {
+                                                   optim::optimizer& opt,
+                                                   optim::step_lr* scheduler) {
   nn::named_tensors model_state;
   optim::optimizer_state opt_state;
   std::map<std::string, std::string> meta;
+  std::optional<std::map<std::string, double>> sched;
+  // The scheduler's state is checked with the rest, before anything is loaded, and set last (its
+  // last_lr is the optimizer's lr).
+  const auto finish = [&](std::map<std::string, std::string> m) {
+    if (scheduler) {
+      ACTORCH_CHECK(sched.has_value(), "load_checkpoint: ", path,
+                    " holds no scheduler state (saved without a scheduler)");
+      try {
+        optim::step_lr::check_state(*sched);
+      } catch (const error& e) {
+        ACTORCH_FAIL("load_checkpoint: ", path, ": ", e.what());
+      }
+    }
+    m = load_model_and_optimizer(model, opt, std::move(model_state), opt_state, std::move(m));
+    if (scheduler)
+      scheduler->load_state_dict(*sched);
+    return m;
+  };
   if (torch_checkpoint_path(path)) {
     const pickle_value v = torch_load(path);
     const auto* d = std::get_if<pickle_value::dict>(&v.v);
@@ -246,6 +324,10 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::
       const auto* key = std::get_if<std::string>(&k.v);
       if (!key || *key == "model" || *key == "optimizer")
         continue;
+      if (*key == "scheduler") {
+        sched = step_lr_state_of(val, path);
+        continue;
+      }
       if (const auto* s = std::get_if<std::string>(&val.v))
         meta[*key] = *s;
       else if (const auto* i = std::get_if<int64_t>(&val.v))
@@ -253,7 +335,7 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::
       else if (const auto* f = std::get_if<double>(&val.v))
         meta[*key] = format_double(*f);
     }
-    return load_model_and_optimizer(model, opt, std::move(model_state), opt_state, meta);
+    return finish(std::move(meta));
   }
   const safetensors_file f = load_safetensors(path);
   for (const auto& [n, t] : f.tensors) {
@@ -266,12 +348,17 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::
                    "\" (expected \"model.*\" and \"optim.*\" keys)");
   }
   for (const auto& [k, v] : f.metadata) {
-    if (k.rfind("optim.", 0) == 0)
+    if (k.rfind("optim.", 0) == 0) {
       opt_state.metadata[k.substr(6)] = v;
-    else
+    } else if (k.rfind("scheduler.", 0) == 0) {
+      if (!sched)
+        sched.emplace();
+      (*sched)[k.substr(10)] = parse_double(v, path + ": metadata \"" + k + "\"");
+    } else {
       meta[k] = v;
+    }
   }
-  return load_model_and_optimizer(model, opt, std::move(model_state), opt_state, meta);
+  return finish(std::move(meta));
 }
 
 } // namespace actorch

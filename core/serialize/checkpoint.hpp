@@ -15,17 +15,28 @@
 
 namespace actorch {
 
+namespace optim {
+class step_lr;
+}
+
+/// With a `scheduler`, its state_dict() too: "scheduler.*" metadata in safetensors, and in a .pt
+/// file a "scheduler" entry in torch's StepLR.state_dict() layout (which torch's
+/// scheduler.load_state_dict(checkpoint["scheduler"]) takes).
 void save_checkpoint(const std::string& path, const nn::module& model, const optim::optimizer& opt,
-                     const std::map<std::string, std::string>& metadata);
+                     const std::map<std::string, std::string>& metadata,
+                     const optim::step_lr* scheduler = nullptr);
 /// The same with the optimizer's state given (a sharded optimizer's, consolidated).
 void save_checkpoint(const std::string& path, const nn::module& model,
                      const optim::optimizer_state& opt_state,
-                     const std::map<std::string, std::string>& metadata);
+                     const std::map<std::string, std::string>& metadata,
+                     const optim::step_lr* scheduler = nullptr);
 
-/// Loads into `model` and `opt` (every check before any write: a bad file leaves them as they
+/// Loads into `model` and `opt`, and `scheduler` when given (every check before any write: a
+/// bad file, or one without a scheduler's state when one is asked for, leaves them as they
 /// were) and returns the caller's metadata. Errors name the file and the key.
 std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::module& model,
-                                                   optim::optimizer& opt);
+                                                   optim::optimizer& opt,
+                                                   optim::step_lr* scheduler = nullptr);
 
 /// The model's state dict a checkpoint holds (its "model.*" tensors, without the prefix), as
 /// torch's module.load_state_dict takes it.

@@ -276,6 +276,78 @@ torch.save({"model": model.state_dict(), "optimizer": adam.state_dict()}, d + "/
   CHECK(values(model.state_dict()[0].second) == values(before)); // nothing half-loaded
 }
 
+TEST_CASE("a StepLR's state goes into checkpoints, in torch's layout in .pt files",
+          "[serialize][torch][scheduler]") {
+  // It had no state_dict: a resumed job started its schedule again from the first epoch's lr.
+  const auto trained = [](nn::sequential& model, optim::sgd& opt, optim::step_lr& sched) {
+    for (int i = 0; i < 5; ++i) {
+      model(ones({4, 3})).sum().backward();
+      opt.step();
+      opt.zero_grad();
+      sched.step();
+    }
+  };
+  for (const std::string ext : {".pt", ".safetensors"}) {
+    const std::string path = (dir() / ("sched" + ext)).string();
+    nn::sequential model{std::make_shared<nn::linear>(3, 2)};
+    optim::sgd opt(model.parameters(), {.lr = 0.8});
+    optim::step_lr sched(opt, 2, 0.5);
+    trained(model, opt, sched);
+    CHECK(opt.lr() == Approx(0.2)); // 0.8 * 0.5^(5 / 2)
+    save_checkpoint(path, model, opt, {{"epoch", "5"}}, &sched);
+
+    nn::sequential again{std::make_shared<nn::linear>(3, 2)};
+    optim::sgd opt2(again.parameters(), {.lr = 0.8});
+    optim::step_lr sched2(opt2, 7, 0.9);
+    CHECK(load_checkpoint(path, again, opt2, &sched2).at("epoch") == "5");
+    CHECK(sched2.last_epoch() == 5);
+    CHECK(opt2.lr() == Approx(0.2));
+    sched.step();
+    sched2.step();
+    CHECK(opt2.lr() == Approx(opt.lr())); // epoch 6: 0.8 * 0.5^3
+    CHECK(opt2.lr() == Approx(0.1));
+
+    // Asked for and absent: an error naming the file, and nothing loaded.
+    const std::string plain = (dir() / ("plain" + ext)).string();
+    save_checkpoint(plain, model, opt, {});
+    const tensor before = again.state_dict()[0].second.clone();
+    CHECK_THROWS_WITH(load_checkpoint(plain, again, opt2, &sched2),
+                      Contains(plain) && Contains("holds no scheduler state"));
+    CHECK(values(again.state_dict()[0].second) == values(before));
+    CHECK(sched2.last_epoch() == 6);
+  }
+  REQUIRE(test::run_python(dir(), "read_sched", R"(
+import torch
+ck = torch.load(d + "/sched.pt")
+model = torch.nn.Sequential(torch.nn.Linear(3, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.8)
+opt.load_state_dict(ck["optimizer"])
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.1)
+sched.load_state_dict(ck["scheduler"])
+assert sched.last_epoch == 5 and sched.step_size == 2 and sched.gamma == 0.5, sched.state_dict()
+assert abs(sched.get_last_lr()[0] - 0.2) < 1e-12, sched.get_last_lr()
+opt.step()
+sched.step()
+assert abs(opt.param_groups[0]["lr"] - 0.1) < 1e-12, opt.param_groups[0]["lr"]
+# torch saves, actorch loads.
+opt = torch.optim.SGD(model.parameters(), lr=1.0)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+for _ in range(3):
+    opt.step()
+    sched.step()
+torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict()}, d + "/torch_sched.pt")
+)") == 0);
+  nn::sequential model{std::make_shared<nn::linear>(3, 2)};
+  optim::sgd opt(model.parameters(), {.lr = 9});
+  optim::step_lr sched(opt, 4, 0.9);
+  load_checkpoint((dir() / "torch_sched.pt").string(), model, opt, &sched);
+  CHECK(sched.last_epoch() == 3);
+  CHECK(opt.lr() == Approx(0.125));
+  sched.step();
+  CHECK(opt.lr() == Approx(0.0625));
+}
+
 TEST_CASE("zip64 archives, as checkpoints over 4 GiB are, read and written both ways",
           "[serialize][torch]") {
   // A checkpoint over 4 GiB needs zip64 records; the writer can put them everywhere, so that
