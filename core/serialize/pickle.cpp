@@ -426,7 +426,8 @@ private:
     if (!dt)
       fail("a storage of type ", type->module, ".", type->name);
     pickle_storage s{string_of(pid->items[2], "a storage's key"), *dt,
-                     integer(pid->items[4], "a storage's size")};
+                     integer(pid->items[4], "a storage's size"),
+                     string_of(pid->items[3], "a storage's location")};
     if (s.numel < 0)
       fail("a storage of ", s.numel, " elements");
     auto it = storages_.find(s.key);

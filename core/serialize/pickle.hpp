@@ -55,6 +55,7 @@ struct pickle_storage {
   std::string key;
   dtype type;
   int64_t numel;
+  std::string location; // where torch.save found it: "cpu", "cuda:0"
 };
 
 /// Reads a pickle (protocols 2-5 as far as the subset goes). `storage` returns the tensor

@@ -26,7 +26,8 @@ namespace {
 // size. Each storage record is then read straight into its tensor (a stored one with pread, a
 // deflated one inflated from 1 MiB slices), so loading holds the tensors, data.pkl and the
 // central directory, never a copy of the file or of a record.
-pickle_value load_from(serialize::byte_source& src, const std::string& name) {
+pickle_value load_from(serialize::byte_source& src, const std::string& name,
+                       storage_locations* locations) {
   char head[4] = {};
   if (src.size() >= 4)
     src.read_at(0, head, 4);
@@ -61,21 +62,24 @@ pickle_value load_from(serialize::byte_source& src, const std::string& name) {
       const std::string data = zip.read(record);
       std::memcpy(t.storage()->data(), data.data(), size_t(want));
     }
+    if (locations)
+      (*locations)[t.storage().get()] = s.location;
     return t;
   });
 }
 
 } // namespace
 
-pickle_value torch_load_bytes(std::string_view bytes, const std::string& name) {
+pickle_value torch_load_bytes(std::string_view bytes, const std::string& name,
+                              storage_locations* locations) {
   serialize::memory_source src(bytes);
-  return load_from(src, name);
+  return load_from(src, name, locations);
 }
 
-pickle_value torch_load(const std::string& path) {
+pickle_value torch_load(const std::string& path, storage_locations* locations) {
   const serialize::where w{"torch_load", path};
   serialize::file_source src(w);
-  return load_from(src, path);
+  return load_from(src, path, locations);
 }
 
 std::string torch_save_bytes(const pickle_value& value) {

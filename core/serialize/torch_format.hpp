@@ -6,6 +6,7 @@
 // and checkpoints pick this format or safetensors by the file's extension.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,8 +19,12 @@ namespace actorch {
 /// storage sharing it. @throws actorch::error naming `path` for a file that is not such a
 /// checkpoint: torch's legacy (pre-1.6, non-zip) format by name, a global outside a state
 /// dict's (nothing is run), a missing or short storage record.
-pickle_value torch_load(const std::string& path);
-pickle_value torch_load_bytes(std::string_view bytes, const std::string& name_for_errors);
+/// With `locations`, each storage's saved location ("cpu", "cuda:0": where torch.save found it,
+/// which torch.load's map_location maps) by the storage it was read into.
+using storage_locations = std::map<const storage*, std::string>;
+pickle_value torch_load(const std::string& path, storage_locations* locations = nullptr);
+pickle_value torch_load_bytes(std::string_view bytes, const std::string& name_for_errors,
+                              storage_locations* locations = nullptr);
 
 /// torch.save(value, path): tensors copied to the CPU where they are not there, one storage
 /// record per storage (views share theirs). Written atomically (temporary file, fsync, rename).

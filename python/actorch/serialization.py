@@ -8,9 +8,11 @@ refused with an error naming them: actorch has no such tensors.
 
 Loading is always weights_only: the restricted unpickler builds only such values and refuses
 anything else (a pickled function, a class) by name, without running it. Tensors load on the
-CPU; `map_location` moves them: a device (str or torch.device), a dict {saved device: device}
-(only "cpu" keys match here: actorch reads every storage to the CPU), or a function called with
-each tensor (and "cpu") returning the tensor to keep.
+CPU (torch puts them back where they were saved); `map_location` moves them, as torch's: a
+device (str or torch.device), a dict {saved location: location} (a tensor saved on "cuda:1" with
+{"cuda:1": "cuda:0"} goes to cuda:0; a location that is no key stays on the CPU), or a function
+called with each tensor (on the CPU, where torch gives a storage) and its saved location,
+returning the tensor to keep, or None for the CPU tensor.
 """
 import collections
 
@@ -49,12 +51,23 @@ def load(f, map_location=None, weights_only=True):
         raise ValueError("actorch.load reads only what torch.load(weights_only=True) reads (state "
                          "dicts and checkpoints of tensors, numbers, strings and containers); "
                          "it never runs pickled code, so weights_only=False is not offered")
-    value = _C._torch_load(f, _torch is not None)
+    value, where = _C._torch_load(f, _torch is not None)
     if map_location is None:
         return value
+
+    def saved_at(t):
+        return where.get(t.storage().data_ptr(), "cpu")
+
     if callable(map_location):
-        return _map(value, lambda t: map_location(t, "cpu"))
+        def call(t):
+            got = map_location(t, saved_at(t))
+            return t if got is None else got
+        return _map(value, call)
     if isinstance(map_location, dict):
-        target = map_location.get("cpu")
-        return value if target is None else _map(value, lambda t: t.to(target))
+        def move(t):
+            target = map_location.get(saved_at(t))
+            if target is None:
+                return t
+            return t.to(target)
+        return _map(value, move)
     return _map(value, lambda t: t.to(map_location))

@@ -178,16 +178,26 @@ void bind_serialize(py::module_& m) {
       "_torch_load",
       [](const py::object& f, bool as_torch) {
         pickle_value v;
+        storage_locations locations;
         if (py::isinstance<py::str>(f) || py::hasattr(f, "__fspath__")) {
           const std::string path = py::str(py::module_::import("os").attr("fspath")(f));
           py::gil_scoped_release nogil;
-          v = torch_load(path);
+          v = torch_load(path, &locations);
         } else {
           const std::string bytes = f.attr("read")().cast<std::string>();
-          v = torch_load_bytes(bytes, "<file object>");
+          v = torch_load_bytes(bytes, "<file object>", &locations);
         }
         torch_bases bases;
-        return to_py(v, as_torch, bases);
+        py::object value = to_py(v, as_torch, bases);
+        // Each torch storage's saved location, by its data pointer (which every view of it
+        // shares), for map_location (python/actorch/serialization.py).
+        py::dict where;
+        for (const auto& [key, base] : bases) {
+          const auto it = locations.find(key.first);
+          if (it != locations.end())
+            where[base.attr("storage")().attr("data_ptr")()] = py::str(it->second);
+        }
+        return py::make_tuple(value, where);
       },
       py::arg("f"), py::arg("as_torch"));
   m.def(

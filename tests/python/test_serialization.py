@@ -6,6 +6,8 @@ import collections
 import io
 import os
 import pickle
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -108,6 +110,33 @@ def test_file_objects_and_map_location(tmp_path):
     assert seen == ["cpu"] and torch.equal(out["w"], torch.full((2,), 2.0))
     with pytest.raises(ValueError, match="never runs pickled code"):
         actorch.load(buf, weights_only=False)
+
+
+SAVED_ON_CUDA1 = r"""
+import sys, torch, actorch
+# torch tags each storage with where it lives; a tagger of the test's says "cuda:1" for one
+# storage (20 bytes), as a GPU machine's torch.save would.
+torch.serialization.register_package(0, lambda s: "cuda:1" if s.nbytes() == 20 else None,
+                                     lambda s, loc: s if loc == "cuda:1" else None)
+a = torch.arange(5.0)
+torch.save({"a": a, "b": torch.ones(3), "view": a[1:3]}, sys.argv[1])
+seen = []
+torch.load(sys.argv[1], map_location=lambda s, loc: seen.append(loc) or s)
+mine = []
+actorch.load(sys.argv[1], map_location=lambda t, loc: mine.append(loc) or None)
+moved = actorch.load(sys.argv[1], map_location={"cuda:1": "meta", "cuda:0": "cpu"})
+print((sorted(set(seen)), sorted(mine), {k: str(t.device) for k, t in sorted(moved.items())}))
+"""
+
+
+def test_map_location_sees_and_maps_where_each_storage_was_saved(tmp_path):
+    # A dict matched only "cpu" and a function was told "cpu" for every tensor, so a GPU
+    # checkpoint's {"cuda:1": "cuda:0"} did nothing. (In a process of its own: the tagger stays.)
+    out = subprocess.run([sys.executable, "-c", SAVED_ON_CUDA1, str(tmp_path / "gpu.pt")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str((["cpu", "cuda:1"], ["cpu", "cuda:1", "cuda:1"],
+                                      {"a": "meta", "b": "cpu", "view": "meta"}))
 
 
 def test_pickled_code_is_refused_without_running(tmp_path):
