@@ -87,7 +87,9 @@ struct loader_impl {
   std::shared_ptr<actors::slow_samples> slow; // worker threads' samples past report_delay
   caf::actor coordinator_actor;               // a consumer actor's
   std::shared_ptr<std::atomic<uint64_t>> active_run_id = std::make_shared<std::atomic<uint64_t>>(0);
-  // Note [Stuck workers]: set by the coordinator when a source's deadline passed.
+  // Note [Stuck workers]
+  // ~~~~~~~~~~~~~~~~~~~~
+  // Set by the coordinator when a source's deadline passed.
   std::shared_ptr<std::atomic<bool>> deadline_passed = std::make_shared<std::atomic<bool>>(false);
 
   // The run in progress.

@@ -63,7 +63,7 @@ private:
 };
 
 // Note [Ops of a non-member]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // torch 1.13 lets a rank outside a new_group call the group's ops: each warns ("Running
 // all_reduce on global rank 1 which does not belong to the given group.") and returns at once,
 // changing nothing (get_rank and get_world_size are -1), so code that runs one program on every

@@ -38,6 +38,7 @@ void* aligned_allocate(size_t nbytes, std::string_view who) {
 }
 
 // Note [Large CPU blocks]
+// ~~~~~~~~~~~~~~~~~~~~~~~
 // A training step frees and allocates the same few-MiB tensors (activations, gradients) step
 // after step. glibc gives such blocks back to the kernel between steps: blocks above its
 // mmap threshold are unmapped on free, the main heap's top is trimmed, and a thread's arena

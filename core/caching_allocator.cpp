@@ -12,6 +12,7 @@
 namespace actorch {
 
 // Note [Caching allocator]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
 // PyTorch's CUDACachingAllocator, as its documentation and c10/cuda/CUDACachingAllocator.cpp
 // describe it:
 // - A request is rounded up to a multiple of 512 bytes (at least 512). Requests up to 1 MiB come

@@ -1,4 +1,6 @@
-// Note [First batches shared]: a consumer waits for the epoch's first batch from start, and one
+// Note [First batches shared]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A consumer waits for the epoch's first batch from start, and one
 // worker loading all of its samples makes that wait a whole batch's loading time, however many
 // workers there are (64 JPEGs at ~1 ms each is 64 ms with 2 workers as with 1; torchvision's
 // loader has the same wait). Later batches are prefetched, so only the first round's latency

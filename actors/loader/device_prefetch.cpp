@@ -10,6 +10,7 @@
 namespace actorch::actors {
 
 // Note [Device prefetch]
+// ~~~~~~~~~~~~~~~~~~~~~~
 // The copy of batch k + 1 is queued on the copy stream when the consumer takes batch k, so it
 // runs while the consumer's stream computes on batch k; the consumer's stream waits for the
 // copy's event only when it takes batch k + 1. Two hazards:

@@ -1,7 +1,7 @@
 // The dispatcher (dispatcher.hpp).
 //
 // Note [Loader credits]
-// ~~~~~~~~~~~~~~~~~~~~~~
+// ~~~~~~~~~~~~~~~~~~~~~
 // CAF 0.17's stream stages do not keep back-pressure across a stage, so flow control is
 // explicit. A run starts with `credits` = prefetch_factor x num_workers. The coordinator sends
 // one index batch per credit; the credit comes back when the consumer takes the batch: the

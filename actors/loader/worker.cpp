@@ -542,7 +542,9 @@ source_actor::behavior_type dataset_worker(worker_pointer self, worker_config cf
   st.info = {cfg.id, cfg.num_workers, cfg.base_seed + uint64_t(cfg.id), cfg.dataset, cfg.iterable};
   st.name = "DataLoader worker " + std::to_string(cfg.id);
   st.cfg = std::move(cfg);
-  // Note [Worker crash]: an exception escaping a handler (one not derived from std::exception,
+  // Note [Worker crash]
+  // ~~~~~~~~~~~~~~~~~~~
+  // An exception escaping a handler (one not derived from std::exception,
   // which load_batch does not catch) kills this actor; the supervisor sees it go down, spawns a
   // replacement and re-issues its batch. Quietly: the coordinator reports it if it persists.
   // A worker process that died ends its worker the same way, with the message saying how.

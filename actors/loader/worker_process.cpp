@@ -245,6 +245,7 @@ index_batch decode_task(std::string_view frame, std::vector<uint64_t>& released)
 // The child. ---------------------------------------------------------------------------------
 
 // Note [Collating into the shared file]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // The child's buffer pool takes its memory from the shared file itself (shared_file is the
 // pool's allocator: it only grows the file, and the pool recycles what it lent), so a batch the
 // child collates is already where the parent reads it: encode_sample records its offset and
@@ -336,6 +337,7 @@ private:
 };
 
 // Note [Custom values across processes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A custom value (a batch type of the user's own) crosses to the parent as its to_wire gives
 // it: the codec's name in the frame, its bytes as a uint8 tensor and its tensors as tensor
 // samples, so that all of them go through the shared file and the frame holds only their
@@ -399,7 +401,9 @@ void encode_sample(const data::sample& s, writer& w, shared_file& shm, bool& len
     }
     return;
   case kind::custom: {
-    // Note [Custom values across processes]: the codec's name, the bytes as a uint8 tensor,
+    // Note [Custom values across processes]
+    // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    // The codec's name, the bytes as a uint8 tensor,
     // then the tensors, each as a tensor sample.
     std::optional<data::custom_wire> wire = s.as_custom()->to_wire();
     ACTORCH_CHECK(wire.has_value(), "a batch holding a ", s.as_custom()->type_name(),

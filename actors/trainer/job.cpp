@@ -197,7 +197,9 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
                   "does not resume from a checkpoint (",
                   spec.resume, ") yet");
   }
-  // Note [Sharded step]: the CPU trainer actors of a job of one process, or one per process
+  // Note [Sharded step]
+  // ~~~~~~~~~~~~~~~~~~~
+  // The CPU trainer actors of a job of one process, or one per process
   // (Note [Sharded step across processes]).
   const bool in_process = opts.num_local > 1 && link.num_processes() == 1;
   const bool across = opts.num_local == 1 && link.num_processes() > 1;

@@ -9,6 +9,7 @@
 namespace actorch::actors {
 
 // Note [Elastic healing]
+// ~~~~~~~~~~~~~~~~~~~~~~
 // Under `actorch launch --elastic` a rank killed by a signal does not end the job (Note
 // [Elastic membership] in comm/launch/launcher.cpp). The survivors' next collective fails:
 // the dead rank's sockets closed, or, for a rank waiting on a survivor that already left,

@@ -32,7 +32,9 @@ private:
   bool limit_reached() const { return spec_.max_steps >= 0 && total_ >= spec_.max_steps; }
 
   void wrap_model();
-  // Note [Sharded step]: where the job shards the step and this model and optimizer allow it,
+  // Note [Sharded step]
+  // ~~~~~~~~~~~~~~~~~~~
+  // Where the job shards the step and this model and optimizer allow it,
   // joins the other replicas over one copy of the parameters; opt_ becomes the shard's.
   void shard_optimizer();
 

@@ -1,4 +1,5 @@
 // Note [Sharded step]
+// ~~~~~~~~~~~~~~~~~~~
 // Trainer actors of one process are replicas in one address space, so with DDP each replica
 // keeps a copy of every parameter and of its optimizer state, the in-place all-reduce reads
 // both replicas' gradients and writes the average into both (on whichever thread arrives
@@ -25,6 +26,7 @@
 // concatenated, scalar ones such as Adam's step taken once).
 //
 // Note [Sharded step across processes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // One trainer actor per process, the processes on one host (the group has memory they all map,
 // process_group::empty_symmetric): the same step, with three blocks every process maps.
 //  - The parameters: rank 0's block holds the one copy. Rank 0 copies its parameters in, and
@@ -44,6 +46,7 @@
 // (the segment's barriers watch the peers' pids).
 //
 // Note [Shared averaging]
+// ~~~~~~~~~~~~~~~~~~~~~~~
 // The first barrier above cost more than it had to. The replicas' backward passes rarely end
 // together (a 1024-wide MLP's differed by 0.1-0.4 ms of a 4.3 ms backward), and the first to
 // end waited at the barrier while the last, after its backward, still averaged its whole
@@ -129,7 +132,9 @@ template <class T> void average_into(T* dst, const std::vector<const T*>& parts,
   }
 }
 
-// Note [Shared averaging]: the longest run of a piece that one replica averages at a time.
+// Note [Shared averaging]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// The longest run of a piece that one replica averages at a time.
 constexpr int64_t kItemElements = 16384;
 
 } // namespace
@@ -226,7 +231,9 @@ std::unique_ptr<optim::optimizer> sharded_step::join(
   const int rank = group_ ? group_->rank() : i;
   const int n = group_ ? group_->size() : int(replicas_.size());
   me.shard = pieces_of(me.params, rank, n);
-  // Note [Shared averaging]: every shard's items, by shard (in one process replica 0 lists
+  // Note [Shared averaging]
+  // ~~~~~~~~~~~~~~~~~~~~~~~
+  // Every shard's items, by shard (in one process replica 0 lists
   // them for all, read after the barrier below).
   if (group_ || i == 0) {
     work_.assign(size_t(n), {});

@@ -73,6 +73,7 @@ double predicted_bucket_end(const std::vector<double>& ready, const std::vector<
 }
 
 // Note [Adaptive buckets]
+// ~~~~~~~~~~~~~~~~~~~~~~~
 // The static assignment (a 1 MiB first bucket, then 25 MiB ones) knows neither when each
 // gradient gets ready nor what an all-reduce costs, so the last bucket, whose exchange
 // cannot start before backward ends, is often large. After the rebuild, iterations

@@ -73,6 +73,7 @@ powersgd_state::powersgd_state(powersgd_options o) : opts(o), rng(o.random_seed)
 }
 
 // Note [PowerSGD's exchanges]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // torch chains the uncompressed all-reduce, P's and Q's through futures. Here the hook waits
 // for each before issuing the next, on the backward thread: a collective issued from a
 // completion callback could pair with another bucket's on a replica that issued in the other

@@ -35,6 +35,7 @@ bool is_view_of(const tensor& g, const tensor& slot) {
 } // namespace
 
 // Note [In-place gradients]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
 // Where the replicas share memory and nothing crosses processes (trainer actors of one
 // process: replica_group::reduces_in_place), a bucket is only a group of parameters launched
 // together: all_reduce_coalesced reduces each parameter's .grad where backward left it, and the
@@ -44,6 +45,7 @@ bool is_view_of(const tensor& g, const tensor& slot) {
 // with gradient_as_bucket_view), since a process group reduces one contiguous tensor.
 
 // Note [Buckets per device]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
 // A module whose parameters lie on several devices (torch's multi-device module, as the seeds'
 // demo_model_parallel: half the layers on one GPU, half on another) gets buckets per device,
 // as torch's do: a bucket holds parameters of one dtype on one device. The process group
@@ -54,6 +56,7 @@ bool is_view_of(const tensor& g, const tensor& slot) {
 // device instead, which saves the copies; none of our machines has two GPUs to measure it.
 
 // Note [Bucket order]
+// ~~~~~~~~~~~~~~~~~~~
 // Every replica must issue its collectives in the same order, or they pair the wrong buckets.
 // Gradients become ready in an order that can differ between replicas (and between
 // iterations), so a bucket is launched only when every bucket before it has been: bucket k's

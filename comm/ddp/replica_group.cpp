@@ -155,6 +155,7 @@ tensor all_gather_rows(replica_group& g, const tensor& row, int64_t pad) {
 }
 
 // Note [Local reduction]
+// ~~~~~~~~~~~~~~~~~~~~~~
 // The replicas of one process are trainer threads sharing memory. Their n-th collectives
 // meet in one entry, which keeps each replica's tensor (no copy on arrival). The last to
 // arrive reduces them in place, in local-index order (so the bits do not depend on who came
@@ -167,6 +168,7 @@ tensor all_gather_rows(replica_group& g, const tensor& row, int64_t pad) {
 // (every caller waits), so nobody reads a tensor its owner is rewriting.
 
 // Note [Replicas on GPUs]
+// ~~~~~~~~~~~~~~~~~~~~~~~
 // A replica on a GPU hands over tensors that kernels on its thread's current stream may still
 // be writing (backward's gradients). It records an event there on arrival, without waiting;
 // the replica that reduces waits for every arrival's event, then runs the reduction on its

@@ -57,6 +57,7 @@ void set_env(const char* name, const std::string& value) {
 namespace {
 
 // Note [Launch secrets]
+// ~~~~~~~~~~~~~~~~~~~~~
 // The ranks' store admits only connections that prove the job secret (Note [Job secret] in
 // tcp_store_server.cpp), but only when the ranks have one. So the launcher makes sure they do:
 // a secret already in its environment (ACTORCH_JOB_TOKEN, or ACTORCH_JOB_TOKEN_FILE's first
@@ -226,6 +227,7 @@ std::string run_attempt(const launch_options& o, const std::string& token, int r
 }
 
 // Note [Node restarts]
+// ~~~~~~~~~~~~~~~~~~~~
 // On one node the launcher restarts its ranks on its own. Across nodes every launcher must
 // restart, and the new ranks must not meet the old ones' keys. So, as torchrun's agents do,
 // node 0's launcher hosts a store on MASTER_PORT that outlives the ranks, and every rank joins
@@ -246,6 +248,7 @@ std::string run_attempt(const launch_options& o, const std::string& token, int r
 // they all have (bounded by the timeout), so that none finds the store gone while it looks.
 //
 // Note [Supervision off the network]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Supervision (reaping ranks, relaying their output, forwarding signals) must never wait on
 // the network: a cut link would otherwise hold it inside a store call for the whole store
 // timeout, deaf to SIGTERM, its exited rank a zombie. So the store is watched from a thread of
@@ -600,6 +603,7 @@ private:
 } // namespace
 
 // Note [Elastic membership]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
 // With --elastic, a rank killed by a signal from outside (SIGKILL, the OOM killer: the process
 // of a lost machine; SIGTERM, SIGINT, SIGHUP: an operator or a scheduler) does not stop the
 // others. The launcher hosts the ranks' store, as torchrun's agent

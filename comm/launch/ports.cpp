@@ -49,6 +49,7 @@ int reserve(int port) {
 } // namespace
 
 // Note [Ports below the ephemeral range]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A master's port is chosen before the master listens on it, and the ranks' store clients
 // knock on it until it does. Were it one of the kernel's ephemeral ports, another job's
 // socket could hold it meanwhile: Gloo's listening sockets are ephemeral, and this Gloo pairs
@@ -59,6 +60,7 @@ int reserve(int port) {
 // where the kernel never picks one on its own.
 //
 // Note [Reserved ports]
+// ~~~~~~~~~~~~~~~~~~~~~
 // Below the ephemeral range the kernel picks no port, but other jobs' masters do: a port found
 // free by binding and closing a socket stayed free only until the rank 0 it was meant for
 // bound it, seconds later (a rank importing Python, or under TSan), and a test started beside

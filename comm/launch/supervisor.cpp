@@ -77,7 +77,7 @@ void relay(child& c, std::ostream& out, bool flush_partial) {
 } // namespace
 
 // Note [Rank process groups]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Each rank leads a process group of its own (setpgid before exec), and the launcher signals
 // the group, as torchrun's agent does: a rank that is a wrapper (a shell script, a Python
 // script that runs another program) would otherwise leave its child, the real training process,
@@ -99,7 +99,9 @@ std::string supervise(std::vector<child>& kids, std::ostream& out, std::chrono::
         return true;
     return false;
   };
-  // Note [Rank process groups]: a rank's group, while the rank runs or its output is open (a
+  // Note [Rank process groups]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // A rank's group, while the rank runs or its output is open (a
   // process it started may hold it after the rank itself ended).
   auto signal_all = [&](int sig) {
     for (auto& c : kids)

@@ -220,12 +220,16 @@ struct tcp_store_server::impl {
   std::vector<std::unique_ptr<connection>> conns;
   size_t buffered = 0;
   size_t unsent = 0; // every connection's counted unsent replies
-  // Note [Store bounds]: the pending waits by missing key, and how many keys they name.
+  // Note [Store bounds]
+  // ~~~~~~~~~~~~~~~~~~~
+  // The pending waits by missing key, and how many keys they name.
   std::unordered_map<std::string, std::vector<pending_wait*>> waiting;
   uint64_t wait_keys = 0;
   std::vector<std::string> fresh_keys; // added by the request being handled
 
-  // Note [Strangers at the port]: rate-limited log lines.
+  // Note [Strangers at the port]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // Rate-limited log lines.
   std::chrono::steady_clock::time_point log_window{};
   int logged_in_window = 0, suppressed = 0;
 
@@ -319,7 +323,9 @@ struct tcp_store_server::impl {
     c.counted = c.out.size();
   }
 
-  // Note [Store bounds]: whether a reply of n more bytes fits now. A reply that can never fit
+  // Note [Store bounds]
+  // ~~~~~~~~~~~~~~~~~~~
+  // Whether a reply of n more bytes fits now. A reply that can never fit
   // is refused; one that fits once the connection's replies drain stalls it (false) until then.
   bool room_for(connection& c, size_t n, const char* what) {
     if (n > kMaxConnectionReplies || n > limits.max_reply_bytes)
@@ -491,7 +497,9 @@ struct tcp_store_server::impl {
     cursor in(c.in, c.head);
     if (!in.need(1))
       return false;
-    // Note [Job secret]: nothing but the proof until it is given.
+    // Note [Job secret]
+    // ~~~~~~~~~~~~~~~~~
+    // Nothing but the proof until it is given.
     if (!c.authed) {
       if (c.nonce.empty()) {
         if (in.u8() != uint8_t(op::auth))

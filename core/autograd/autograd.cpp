@@ -26,6 +26,7 @@ const autograd_meta* find_meta(const tensor& t) {
 }
 
 // Note [Gradient destinations]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // DDP's buckets and the sharded step's gradient blocks are memory other replicas read, so a
 // gradient that backward leaves in memory of its own has to be copied there: a read and a
 // write of every gradient per step, on a step that is mostly memory traffic. A destination

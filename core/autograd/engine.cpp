@@ -1,4 +1,5 @@
 // Note [Backward engine]
+// ~~~~~~~~~~~~~~~~~~~~~~
 // backward() runs on the calling thread, without recursion, so graphs of any depth work:
 //   1. walk the graph from the roots with an explicit stack, counting for every node how many
 //      edges point at it (its dependencies);

@@ -1,14 +1,18 @@
 // buffer_pool: a free list per buffer size, guarded by one mutex (a batch takes a handful of
 // buffers, so contention is negligible next to filling them).
 //
-// Note [Buffer affinity]: with two or more workers, the buffer released last was most likely
+// Note [Buffer affinity]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// With two or more workers, the buffer released last was most likely
 // filled by another worker, on another core. Handing it out LIFO made the taker's collate pull
 // every line of it across (a 64x3x32x32 float batch is 768 KiB, and each core's L2 holds a few
 // of them), and collate's copies took twice as long as in a single-threaded loop (the P=20
 // loader benchmark, profiled). So a buffer remembers the thread that last took it, and a thread
 // gets back, preferably, the most recent of its own; another's only when it has none free.
 //
-// Note [Buffer prefault]: a fresh buffer's pages are mapped on first touch, one fault per 4 KiB
+// Note [Buffer prefault]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// A fresh buffer's pages are mapped on first touch, one fault per 4 KiB
 // page: 192 faults for a 768 KiB batch, about 400 us on this VM against 40 us to fill it once
 // mapped (the first collates of the P=20 loader benchmark, traced; two workers fault at once).
 // A pool keeps each buffer for its whole life, so it maps the pages of a fresh one in one

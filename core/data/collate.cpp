@@ -39,6 +39,7 @@ double number_of(const sample& s) {
 }
 
 // Note [Mixed numbers in a batch]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // torch's default_collate makes a batch of numbers with torch.tensor(batch), its dtype from the
 // first sample: float64 when it is a float (the others converted), otherwise what torch.tensor
 // infers for the whole list: bool for bools only, int64 for ints and bools, and float32 (the
@@ -55,6 +56,7 @@ actorch::dtype widened(actorch::dtype have, sample::kind incoming) {
 }
 
 // Note [Mixed dtypes in a stack]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // torch's default_collate stacks tensors of several dtypes two ways. In the loader's process
 // (num_workers=0, or default_collate called by hand) torch.stack promotes them to one dtype
 // (torch.promote_types over them all): a float32 sample and a float64 one make float64. In a

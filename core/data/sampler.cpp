@@ -243,6 +243,7 @@ std::vector<int64_t> distributed_sampler::indices() {
 }
 
 // Note [Elastic data position]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // An elastic job's survivors take up an epoch where the completed steps left it. Every rank
 // of a DistributedSampler takes its batch k from the epoch order's positions [k B W, (k+1) B W)
 // (rank r the ones congruent to r mod W), so after k steps of every rank the positions below

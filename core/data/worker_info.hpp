@@ -1,6 +1,8 @@
 // What a dataset can ask about where it runs: get_worker_info() (torch.utils.data's) inside a
 // loader worker, the batch's own generator, and the CPUs its thread may run on.
-// Note [Batch randomness]: randomness a dataset or collate_fn needs (augmentation) should come
+// Note [Batch randomness]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// Randomness a dataset or collate_fn needs (augmentation) should come
 // from batch_generator(), which the loader seeds before each sample from (base seed, epoch,
 // batch index, position in the batch), so a run yields the same batches whatever num_workers
 // is and whichever worker loads a batch or one of its samples (the epoch's first batches are

@@ -24,6 +24,7 @@ namespace kc = kernels::cpu;
 namespace {
 
 // Note [Type promotion]
+// ~~~~~~~~~~~~~~~~~~~~~
 // PyTorch ranks operands in three tiers: tensors with dims, 0-dim tensors, and wrapped numbers
 // (C++ scalars, which count as bool, int64 or float32). A lower tier only matters when it is of
 // a higher category (bool < integral < floating) than the tiers above it, so `int32 tensor + 2`

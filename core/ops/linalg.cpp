@@ -23,6 +23,7 @@ namespace kc = kernels::cpu;
 namespace {
 
 // Note [Matrix layouts]
+// ~~~~~~~~~~~~~~~~~~~~~
 // BLAS reads a row-major matrix through a leading dim, optionally transposed. A (r,c) view with
 // strides (s0, s1) is therefore passed as is when its rows are contiguous (s1 == 1, ld = s0),
 // or with the transpose flag when its columns are (s0 == 1, ld = s1): t(), transpose() and

@@ -3,6 +3,7 @@
 // dequantize() maps them back to (q - zero_point) * scale. The loops are in kernels/cpu/quantize.
 //
 // Note [Quantized tensors]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
 // A quantized tensor here is its own type, quantized_tensor: an int8 / uint8 / int32 tensor
 // (the int_repr) plus scale, zero point and the quantized dtype, not three more members of
 // `dtype`. Every kernel, the promotion table, printing, .npy, safetensors and both process

@@ -74,6 +74,7 @@ void check_floating(const tensor& t, const char* op) {
 }
 
 // Note [Reduction layouts]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
 // The kernels take two dense layouts: rows, (K, R) with the kept dims first, where each output
 // reduces one contiguous row; and columns, (R, K) with the reduced dims first, where each row
 // of input is added into all K outputs at once (the bias gradient: sum over the batch of a

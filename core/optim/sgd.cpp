@@ -21,6 +21,7 @@ sgd::sgd(std::vector<tensor> params, const sgd_options& opts)
 namespace {
 
 // Note [Writing lines another core read]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // In a sharded data-parallel step (Note [Sharded step] in actors/trainer/sharded_step.cpp) every
 // replica's forward and backward read all the parameters, then each replica's optimizer writes
 // its shard of them. So the lines a replica's step writes were last read by the other cores

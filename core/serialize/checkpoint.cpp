@@ -13,7 +13,9 @@ namespace actorch {
 
 namespace {
 
-// Note [Optimizer state dicts in torch's layout]: actorch's optimizer_state names its entries
+// Note [Optimizer state dicts in torch's layout]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Actorch's optimizer_state names its entries
 // "state.<i>.<name>" and "param_groups.0.<name>" (kind, lr, the hyper-parameters); torch's
 // optimizer.state_dict() is {"state": {i: {name: tensor}}, "param_groups": [{"lr": ...,
 // "params": [0, ...], ...}]}. SGD's hyper-parameters are torch's names; Adam's beta1 and beta2
@@ -147,7 +149,7 @@ optim::optimizer_state optimizer_state_of(const pickle_value& v, const std::stri
 }
 
 // Note [Scheduler state in torch's layout]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // torch's StepLR.state_dict() is its __dict__ without the optimizer: step_size, gamma,
 // base_lrs and _last_lr (one value per parameter group), last_epoch, _step_count (the
 // constructor's step counts: last_epoch + 1), verbose and _get_lr_called_within_step. Its

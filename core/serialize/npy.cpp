@@ -15,6 +15,7 @@
 namespace actorch {
 
 // Note [npy layout]
+// ~~~~~~~~~~~~~~~~~
 // A .npy file is
 //   "\x93NUMPY" | major | minor | header length | header | data
 // with the header length a little-endian uint16 in version 1.0 and a uint32 in 2.0 and 3.0.

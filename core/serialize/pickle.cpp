@@ -307,7 +307,9 @@ private:
     return std::get<std::string>(r->value.v);
   }
 
-  // Note [Restricted unpickling]: a pickle calls whatever its GLOBAL opcodes name; a checkpoint
+  // Note [Restricted unpickling]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // A pickle calls whatever its GLOBAL opcodes name; a checkpoint
   // from elsewhere may name os.system. Only the globals of a state dict are recognised, and none
   // of them is ever called: each is built here from what it stands for.
   ref global(std::string module, std::string attr) {
@@ -439,6 +441,7 @@ private:
   }
 
   // Note [Shared pickle values]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
   // A memo GET shares a node, and the conversion copies it into every place it is shared: 30
   // lists each holding the previous one twice are 60 opcodes and 2^30 values. So what the
   // conversion builds (a value's size, and a string's bytes) may not exceed 64 MiB plus 64

@@ -20,6 +20,7 @@
 namespace actorch {
 
 // Note [safetensors layout]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
 // A safetensors file is
 //   N (uint64, little-endian) | header (N bytes of UTF-8 JSON) | data section
 // The header is one JSON object. Its optional key "__metadata__" maps to an object of string
@@ -483,7 +484,9 @@ plan make_plan(const std::vector<std::pair<std::string, tensor>>& tensors,
                      " is reserved: actorch stores each tensor's checksum under '", kChecksumPrefix,
                      "<name>'");
   }
-  // Note [safetensors checksums]: one pass over the data for them, before the header is made.
+  // Note [safetensors checksums]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // One pass over the data for them, before the header is made.
   std::map<std::string, std::string> all = metadata;
   for (const auto* named : p.order) {
     const tensor c = named->second.to(kCPU).contiguous();

@@ -20,6 +20,7 @@ bool torch_checkpoint_path(const std::string& path) {
 namespace {
 
 // Note [Checkpoint memory]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
 // A checkpoint is checked before its data is read: its first bytes (a zip's local header, or
 // the legacy format's pickle), then the zip's end records and central directory, which lie at
 // its end; a file that is no checkpoint is refused after reading those few KiB, whatever its

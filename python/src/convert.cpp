@@ -28,7 +28,7 @@
 // as torch's ExceptionWrapper does (RuntimeError where the type cannot be rebuilt).
 //
 // Note [Python objects across processes]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // torch's worker processes pickle each batch (its tensors' storage moved to shared memory), so
 // a collate_fn's batch comes back as the very types it built: lists, numpy arrays, sets, a class
 // of the user's. Here a python_value (a Python collate_fn's batch, or an object a batch holds)
@@ -472,7 +472,9 @@ py::object to_python(const data::sample& s, const to_python_options& o, bool in_
     const auto& items = s.as_dict();
     const std::string& marker = items.empty() ? std::string() : items[0].first;
     if (marker == kNamedtupleKey || marker == kMappingKey || marker == kSequenceKey) {
-      // Note [Namedtuples in samples]: the type's name, collated to equal strings in a batch
+      // Note [Namedtuples in samples]
+      // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+      // The type's name, collated to equal strings in a batch
       const data::sample& name = items[0].second;
       py::object cls = class_named(name.type() == kind::string ? name.as_string()
                                    : name.size() > 0           ? name[0].as_string()
@@ -566,6 +568,7 @@ data::sample from_python(const py::handle& obj) {
     return obj.cast<std::string>();
   if (py::isinstance<py::tuple>(obj) && py::hasattr(obj, "_fields")) {
     // Note [Namedtuples in samples]
+    // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
     data::sample::dict items;
     items.emplace_back(kNamedtupleKey, type_name_of(obj));
     const py::tuple fields = obj.attr("_fields");
@@ -580,7 +583,9 @@ data::sample from_python(const py::handle& obj) {
     return mapping_sample(obj, false);
   if (py::hasattr(obj, "__dlpack__"))
     return dlpack_sample(obj);
-  // Note [Namedtuples in samples]: other containers keep their type by name
+  // Note [Namedtuples in samples]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // Other containers keep their type by name
   const auto& [mapping, sequence] = abc_containers();
   if (PyDict_Check(p) || py::isinstance(obj, mapping))
     return mapping_sample(obj, true);
@@ -597,6 +602,7 @@ data::sample from_python(const py::handle& obj) {
 
 void rethrow_python_error(py::error_already_set& e, const std::string& context) {
   // Note [Python exceptions across workers]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
   // A C function's exception (len() of an object without __len__) may have no traceback.
   const py::object type = e.type(), value = e.value(),
                    trace = e.trace() ? e.trace() : py::object(py::none());

@@ -278,7 +278,7 @@ std::vector<tensor> wrap_all(const std::vector<at::Tensor>& ts, const char* op) 
 
 #if TORCH_VERSION_MAJOR < 2
 // Note [DDP's buckets in shared memory]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // torch's DDP all-reduces each gradient bucket, a flat tensor its Reducer allocates. In private
 // memory, the group's shared-memory all-reduce copies the parts other ranks reduce into the
 // segment, and the result back out (Note [Shared-memory all-reduce]). When the bucket is one of

@@ -437,7 +437,9 @@ TEST_CASE("pin_memory batches live in pooled pinned memory, and collate_fn repla
 
 TEST_CASE("with the default collate_fn a worker holds one sample at a time, not a batch",
           "[actors][loader]") {
-  // Note [Streaming collate]: each sample is copied into its batch as it is loaded, then dropped.
+  // Note [Streaming collate]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~
+  // Each sample is copied into its batch as it is loaded, then dropped.
   class tracked : public dataset {
   public:
     int64_t size() const override { return 12; }
@@ -506,7 +508,9 @@ TEST_CASE("a distributed sampler gets set_epoch from the loader every epoch", "[
 }
 
 TEST_CASE("one loader serves a range-for and a consumer actor in turn", "[actors][loader]") {
-  // Note [Loader host]: the range-for's coordinator runs on its thread, a consumer actor's in
+  // Note [Loader host]
+  // ~~~~~~~~~~~~~~~~~~
+  // The range-for's coordinator runs on its thread, a consumer actor's in
   // a coordinator actor; switching stops the other, persistent workers or not.
   for (const bool persistent : {false, true}) {
     auto ds = std::make_shared<probe_dataset>(12);

@@ -52,7 +52,9 @@ TEST_CASE("a loader with a device delivers every batch on it, in order, as on th
 TEST_CASE("a loader with a device copies no batch over one the consumer's stream still reads",
           "[actors][loader][cuda]") {
   SKIP_WITHOUT_GPU();
-  // Note [Device prefetch]: the consumer's stream reads each batch only after GEMMs queued
+  // Note [Device prefetch]
+  // ~~~~~~~~~~~~~~~~~~~~~~
+  // The consumer's stream reads each batch only after GEMMs queued
   // ahead of it, long after the host let the batch go and the loader copied the next ones
   // into memory from the same pool (record_stream holds the batch's memory back).
   auto ds = std::make_shared<probe_dataset>(37);

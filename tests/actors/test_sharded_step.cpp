@@ -476,7 +476,9 @@ std::vector<std::vector<double>> values_of_parameters(nn::module& m) {
 
 TEST_CASE("trainer actors: the replica whose backward ends first averages the others' pieces "
           "meanwhile, and the step's bits stay the all-reduce's") {
-  // Note [Shared averaging]: while replica 1 sleeps in its backward, replica 0, done, averages
+  // Note [Shared averaging]
+  // ~~~~~~~~~~~~~~~~~~~~~~~
+  // While replica 1 sleeps in its backward, replica 0, done, averages
   // the last layer's items (replica 1's shard) before replica 1 reaches them. With `unused`,
   // replica 1's pieces of the last layer get the average of replica 0's gradient and zeros,
   // in a spare, in step 1.

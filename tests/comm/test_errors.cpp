@@ -445,7 +445,9 @@ TEST_CASE("the nccl backend refuses clearly where it cannot run", "[comm][nccl][
 
 TEST_CASE("abort() fails a collective waiting on a silent peer at once, not at the timeout",
           "[comm][gloo][elastic]") {
-  // Note [Aborting a Gloo group]: rank 1 is alive but never joins the all_reduce (as a peer
+  // Note [Aborting a Gloo group]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // Rank 1 is alive but never joins the all_reduce (as a peer
   // behind a cut link); rank 0's waits until another thread aborts the group. Gloo's own
   // close() left it waiting for the whole timeout.
   auto opts = test::short_timeout(30000);

@@ -462,7 +462,9 @@ TEST_CASE("launch passes --local_rank=N after the program with use_local_rank_ar
 
 TEST_CASE("a job on one node gets a random job secret, and across nodes one must be given",
           "[comm][launch][secret]") {
-  // Note [Launch secrets]: without a secret the ranks' store admitted anyone at the port.
+  // Note [Launch secrets]
+  // ~~~~~~~~~~~~~~~~~~~~~
+  // Without a secret the ranks' store admitted anyone at the port.
   const actorch::test::env_var no_token("ACTORCH_JOB_TOKEN", std::nullopt),
       no_file("ACTORCH_JOB_TOKEN_FILE", std::nullopt);
   std::ostringstream out1, out2, err;
@@ -555,7 +557,9 @@ TEST_CASE("the ranks die with a launcher killed by SIGKILL", "[comm][launch]") {
 
 TEST_CASE("a launcher cut off from the other node stops its ranks and exits within its timeout",
           "[comm][launch]") {
-  // Note [Supervision off the network]: a launcher waited inside store calls for minutes after
+  // Note [Supervision off the network]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // A launcher waited inside store calls for minutes after
   // a link cut, deaf to signals, its ranks left running. A SIGSTOPped launcher is silent as a
   // cut link is: its store (node 0) or its heartbeat (node 1) stops.
   const auto dir = actorch::test::scratch_dir("cut_off");
@@ -646,9 +650,13 @@ bool store_serves(int port) {
 
 TEST_CASE("free_port holds a port below the kernel's ephemeral range for its store alone",
           "[comm][launch]") {
-  // Note [Ports below the ephemeral range]: a master's port must not be one the kernel may
+  // Note [Ports below the ephemeral range]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // A master's port must not be one the kernel may
   // hand to another socket (a Gloo listener) while the store's clients knock on it.
-  // Note [Reserved ports]: nor one that another job can take before its store listens.
+  // Note [Reserved ports]
+  // ~~~~~~~~~~~~~~~~~~~~~
+  // Nor one that another job can take before its store listens.
   std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
   int low = 32768;
   range >> low;

@@ -89,7 +89,9 @@ TEST_CASE("an NCCL group whose other ranks never come is an error, not a hang",
 TEST_CASE("an NCCL collective reads what the caller's stream wrote before it",
           "[comm][nccl][cuda]") {
   SKIP_WITHOUT_GPU();
-  // Note [NCCL stream order]: the writes are queued on a side stream, the all_reduce right
+  // Note [NCCL stream order]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~
+  // The writes are queued on a side stream, the all_reduce right
   // after them; without the event the group's stream could reduce the old zeros.
   auto pg = nccl_world1();
   const cuda::stream side = cuda::stream::create();

@@ -1,4 +1,6 @@
-// Note [Gloo pair proofs]: with a job secret, each Gloo pair proves it before it carries data,
+// Note [Gloo pair proofs]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// With a job secret, each Gloo pair proves it before it carries data,
 // so a process connected in a peer's place (which knows no secret) fails the rendezvous, naming
 // the peer, instead of taking part in the job's collectives.
 #include <catch2/catch.hpp>

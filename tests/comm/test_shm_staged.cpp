@@ -241,7 +241,9 @@ TEST_CASE("all_to_all through shared memory at every size, a different size for 
 
 TEST_CASE("outputs past the caches, written with streaming stores, are right at any alignment",
           "[comm][gloo][shm]") {
-  // Note [Streaming copies]: 16 MiB of output per op and more. Outputs start 1 element into
+  // Note [Streaming copies]
+  // ~~~~~~~~~~~~~~~~~~~~~~~
+  // 16 MiB of output per op and more. Outputs start 1 element into
   // their buffers, off the stores' 16-byte alignment, and end off a 64-byte block.
   const int64_t n = (int64_t(17) << 20) / 4 + 3; // floats per rank: over 16 MiB
   const auto bad = on_ranks<int64_t>(

@@ -117,7 +117,9 @@ TEST_CASE("values that collate as a sequence are batched into the sequence of th
 
 TEST_CASE("numbers of mixed kinds collate as torch.tensor types them, from the first sample",
           "[data][collate]") {
-  // Note [Mixed numbers in a batch]: a float first gives float64; otherwise bools stay bool,
+  // Note [Mixed numbers in a batch]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // A float first gives float64; otherwise bools stay bool,
   // bools and ints give int64, and a float among them float32 (torch's default dtype).
   auto pool = buffer_pool::make(cpu_allocator());
   const auto collated = [&](std::vector<sample> b) {
@@ -240,7 +242,9 @@ TEST_CASE("batches from a buffer pool recycle their memory", "[data][collate]") 
 }
 
 TEST_CASE("a thread gets back the pooled buffer it filled before another's", "[data][collate]") {
-  // Note [Buffer affinity]: two threads each fill a buffer; both go back to the pool, the
+  // Note [Buffer affinity]
+  // ~~~~~~~~~~~~~~~~~~~~~~
+  // Two threads each fill a buffer; both go back to the pool, the
   // other thread's last. Each thread then gets its own again, not the most recent one.
   auto pool = buffer_pool::make(cpu_allocator());
   const void* mine = nullptr;

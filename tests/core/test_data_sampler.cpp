@@ -187,7 +187,9 @@ TEST_CASE("DistributedSampler takes num_replicas and rank from the default group
 
 TEST_CASE("remaining_shard takes up an epoch where k steps of every rank left it",
           "[data][sampler][elastic]") {
-  // Note [Elastic data position]: offset 0 is DistributedSampler's own division.
+  // Note [Elastic data position]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // Offset 0 is DistributedSampler's own division.
   for (const bool drop_last : {false, true})
     for (const int64_t world : {1, 2, 3, 5}) {
       for (int64_t rank = 0; rank < world; ++rank) {

@@ -7,6 +7,7 @@
 // torch.distributed.launch's older convention of passing --local_rank=N to each rank.
 //
 // Note [Launch programs]
+// ~~~~~~~~~~~~~~~~~~~~~~
 // torchrun runs every PROGRAM as a Python script (`python -u PROGRAM`) unless --no-python says
 // otherwise; actorch's ranks are as often C++ programs. So PROGRAM runs as it is, except that a
 // PROGRAM ending in ".py" runs as `python3 -u PROGRAM` (python3 found on PATH, as the shell would

@@ -96,6 +96,7 @@ void check_list(const char* op, const std::vector<tensor>& list, const char* wha
 }
 
 // Note [Point-to-point slots]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A Gloo recv smaller than the matching send aborts the process (an enforce in Gloo's device
 // thread) and a larger one silently keeps stale data. So a send and a recv only match when they
 // agree exactly on tag, dtype and element count: all three are written into the 64-bit slot,

@@ -4,6 +4,7 @@
 // gloo_checks.hpp.
 //
 // Note [Gloo connect timeout]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Gloo's Pair::connect waits for the TCP connection 5 x the timeout it was given ("a longer
 // timeout when waiting for initial connect", gloo/transport/tcp/pair.h), so a peer that
 // published its address and then never connected failed a 5 s group after 25 s. The group
@@ -14,6 +15,7 @@
 // group never uses (every op passes its own timeout, through the options API).
 
 // Note [Gloo group threads]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
 // A group owns two serial executors (serial_executor.hpp). The *collectives* one runs
 // collectives one at a time in issue order (the order every rank issued them in, which is what
 // keeps them matched), each under tag 4n+1 of its issue number n (4n+2 for an op's second
@@ -92,6 +94,7 @@ long long ms_since(std::chrono::steady_clock::time_point t) {
 }
 
 // Note [Gloo pair proofs]
+// ~~~~~~~~~~~~~~~~~~~~~~~
 // Gloo's pairs accept whoever connects first to the port a rank published (Debian's Gloo is
 // prebuilt: its handshake cannot change), so a process that reaches the port between the
 // publication and the real peer's connect takes the peer's place. With a job secret, every
@@ -281,6 +284,7 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
   ACTORCH_CHECK(rank >= 0, "process_group_gloo: rank ", rank, " is outside [0, ", size, ")");
   ACTORCH_CHECK(impl_->opts.timeout.count() > 0, "process_group_gloo: the timeout must be > 0");
   // Note [Socket interfaces]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~
   // With interfaces (options::interfaces, else GLOO_SOCKET_IFNAME="eth0,eth1"), the group makes
   // one Gloo TCP device per interface, each bound to that interface's address, and one full
   // mesh (context) per device, rendezvousing under its own store prefix. The n-th collective
@@ -310,7 +314,9 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
     for (size_t i = 0; i < attrs.size(); ++i) {
       impl_->devices.push_back(gloo::transport::tcp::CreateDevice(attrs[i]));
       auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-      // Note [Gloo connect timeout]: Gloo waits 5 x its timeout for a pair to connect.
+      // Note [Gloo connect timeout]
+      // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+      // Gloo waits 5 x its timeout for a pair to connect.
       context->setTimeout(std::max(milliseconds(1), impl_->opts.timeout / 5));
       // Device 0 keeps the keys a single-device group uses. The adapter waits for the
       // peers' keys for the whole timeout, whatever Gloo asks.
@@ -354,6 +360,7 @@ process_group_gloo::~process_group_gloo() {
 }
 
 // Note [Aborting a Gloo group]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Gloo's Pair::close() closes the socket but leaves an op waiting on the pair to its timeout,
 // which is what a rank behind a cut link meets (no reset ever comes). shutdown(2) on the
 // pair's socket instead makes Gloo's event loop read its end: the pair fails every op waiting

@@ -41,6 +41,7 @@ void divide_unfinished(tensor& t, reduce_op op, shm_collectives::finish_fn finis
 }
 
 // Note [Shared and private operands]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // An all-reduce runs in place over shared blocks only when every rank passes its handle of the
 // same block; the header's last slot says which block a rank passes (0: private memory). Ranks
 // may differ there with nothing wrong: torch's Join has a rank that ran out of inputs all-reduce

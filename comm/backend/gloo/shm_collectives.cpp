@@ -1,4 +1,5 @@
 // Note [Shared-memory all-reduce]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Segment: one 512-byte block per rank (arrive counter, done counter, pid, two op headers used
 // by alternate ops, the counts of ranks asleep on its counters), two small-op buffers per rank (see
 // Note [Small all-reduce]), then a slot of kChunk bytes per rank and a result area of kChunk bytes.
@@ -258,6 +259,7 @@ bool can_read(int32_t pid, uint64_t address, uint64_t want) {
 } // namespace
 
 // Note [Shared segment checks]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // The segment's name travels through the store, where anyone who reaches an open store (one
 // without a job secret) can plant another before rank 0 writes it: the other ranks would then
 // map the planter's segment, or none. So, after every rank has mapped what it was given and
@@ -486,6 +488,7 @@ bool shm_collectives::run(void* data, size_t count, size_t elem_size, reduce_fn 
 }
 
 // Note [Header mismatches]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
 // Ranks whose headers differ may be in different ops, or in one op at different sizes, and so
 // on different paths through the segment (one barrier or two per round, one round or many).
 // What they share is the first arrive barrier, after which each compares the headers: on a
@@ -508,7 +511,9 @@ bool shm_collectives::same_headers(uint64_t parity, std::vector<int64_t>& all_he
   return same;
 }
 
-// Note [Small all-reduce]: up to kSmall bytes, one barrier per op. Each rank copies its whole
+// Note [Small all-reduce]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// Up to kSmall bytes, one barrier per op. Each rank copies its whole
 // tensor (and header) into its buffer of this op's parity, arrives, then reduces every rank's
 // buffer itself, in rank order (so every rank computes the same bits). A rank writes a buffer
 // of the same parity again two ops later, after the next op's barrier, which nobody passes
@@ -537,6 +542,7 @@ bool shm_collectives::run_small(void* data, size_t count, size_t elem_size, redu
 namespace actorch::dist {
 
 // Note [Shared buffers]
+// ~~~~~~~~~~~~~~~~~~~~~
 // A gradient bucket all-reduced through the segment above is copied in (the parts others own),
 // reduced, published and copied out: per rank about four passes over the bucket besides the
 // reduction. When the bucket itself lives in memory every rank maps (allocate: each rank
@@ -657,6 +663,7 @@ bool shm_collectives::run_shared(const shared_block& block, size_t count, size_t
 namespace actorch::dist {
 
 // Note [Staged collectives]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
 // Every collective other than the all-reduce moves bytes from some ranks to others, unchanged
 // or reduced on arrival. Through the segment each is a number of rounds; in a round every
 // rank copies what others will need into the staging areas (its own, or for scatter the
@@ -683,6 +690,7 @@ shm_collectives::plan shm_collectives::plan_of(size_t bytes, size_t pieces, bool
 }
 
 // Note [Pipelined rounds]
+// ~~~~~~~~~~~~~~~~~~~~~~~
 // Where one side only writes and the other only reads (broadcast, scatter: the root stages and
 // the others collect; gather, reduce: the other way round), a round's two halves leave each side
 // idle half the time. Pipelined, each area is two halves used by alternate rounds, and one barrier

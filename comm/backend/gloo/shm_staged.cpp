@@ -16,9 +16,13 @@ namespace actorch::dist {
 
 namespace {
 
-// Note [Single-copy collectives]: the largest broadcast read straight from the root's tensor.
+// Note [Single-copy collectives]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The largest broadcast read straight from the root's tensor.
 constexpr size_t kSingleCopyMax = size_t(2) << 20;
-// Note [Streaming copies]: the least output of an op written past the caches, and of an
+// Note [Streaming copies]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// The least output of an op written past the caches, and of an
 // all_to_all.
 constexpr size_t kStreamMin = size_t(16) << 20;
 constexpr size_t kStreamMinAllToAll = size_t(8) << 20;
@@ -36,6 +40,7 @@ void move(void* dst, const void* src, size_t n) {
 }
 
 // Note [Streaming copies]
+// ~~~~~~~~~~~~~~~~~~~~~~~
 // A collective's output beyond the caches is written with streaming (non-temporal) stores.
 // An ordinary store first reads the line it writes (read for ownership), so a large copy out of
 // the staging areas (which are in the cache: a round's areas hold 4 MiB) moved each output byte
@@ -83,6 +88,7 @@ void stream(void* dst, const void* src, size_t n) {
 } // namespace
 
 // Note [Single-copy collectives]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Staged, every byte is copied twice, into the segment and out of it, in rounds that each end
 // at a barrier. A rank that can read its peers' memory can copy each byte once, from the
 // sender's tensor straight into its output: each rank publishes the addresses of what it sends,

@@ -3,6 +3,7 @@
 // NCCL cannot express is refused clearly: recv from any rank, BAND/BOR/BXOR.
 //
 // Note [NCCL stream order]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
 // As in PyTorch, an op is queued from the caller's thread, in issue order (under the group's
 // lock), on the group's own stream, which first waits for an event recorded on the caller's
 // current stream: the collective reads what the kernels queued before it wrote (backward's
@@ -13,6 +14,7 @@
 // until its stream has run it. barrier() blocks the host, as PyTorch's NCCL barrier does.
 //
 // Note [NCCL failures]
+// ~~~~~~~~~~~~~~~~~~~~
 // A collective whose peer died or never came would hold its stream, and everything waiting on
 // it, forever. The group's worker thread polls each op's end event in issue order, with NCCL's
 // asynchronous error and the group's timeout; on an error or after the timeout (or when a

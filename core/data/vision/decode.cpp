@@ -22,6 +22,7 @@
 namespace actorch::data::vision {
 
 // Note [Codec errors and longjmp]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // libjpeg and libpng are C: on a fatal error they call a handler that must not return. Ours
 // copy the library's message into the job and longjmp back to a setjmp in a small C-like "phase"
 // function (jpeg_header_phase, png_pixels_phase, ...). A phase holds only locals without
@@ -142,6 +143,7 @@ struct jpeg_plan {
 };
 
 // Note [Adobe CMYK]
+// ~~~~~~~~~~~~~~~~~
 // PIL opens every 4-component JPEG as CMYK with rawmode "CMYK;I" (JpegImagePlugin "assume adobe
 // conventions"), which inverts each sample, and convert("RGB") then applies Convert.c's cmyk2rgb:
 // with C', K' the inverted samples, R = (255 - K') - MULDIV255(C', 255 - K'), MULDIV255(a, b) =
@@ -200,6 +202,7 @@ bool jpeg_pixels_phase(jpeg_job& job, const jpeg_plan& plan, image& out, uint8_t
 }
 
 // Note [Region decode exactness]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // jpeg_crop_scanline decodes from the iMCU boundary at or left of the requested column, and its
 // fancy (smoothing) h2v1/h2v2 chroma upsampling treats the crop's left and right columns as the
 // image's edges: a region column next to a crop edge would come out slightly different from a

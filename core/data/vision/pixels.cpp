@@ -15,6 +15,7 @@
 #include "base/error.hpp"
 
 // Note [Float rounding]
+// ~~~~~~~~~~~~~~~~~~~~~
 // Pillow's results depend on where its C code rounds: which sums are done in float and which in
 // double, and that a * b + c rounds the product before adding. The code below spells out every
 // float/double conversion Pillow's code makes, and it must not be compiled with floating-point
@@ -41,6 +42,7 @@ void check_channels(const image& in, const char* op) {
 // Resampling
 
 // Note [Pillow's resampling]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Pillow resizes in two separable passes. For each output column (then row) it centres the
 // filter, scaled by max(in/out, 1), on the output pixel's centre mapped into the box, weighs the
 // input pixels under it, normalises the weights to sum 1 and rounds them to fixed point with

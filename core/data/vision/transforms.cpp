@@ -147,7 +147,9 @@ tensor apply_on_tensor(const step& s, const tensor& t) {
       s);
 }
 
-// Note [Fused image path]: torchvision decodes the whole file, crops, then resizes the crop
+// Note [Fused image path]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// Torchvision decodes the whole file, crops, then resizes the crop
 // with PIL's filters. A RandomResizedCrop to 224 x 224 usually keeps a crop far larger than
 // 224 px, so most decoded pixels are thrown away or averaged together. libjpeg can instead
 // decode at 1/2, 1/4 or 1/8 scale in the DCT (much less work) and only the rows and iMCU
