@@ -55,8 +55,8 @@ int reserve(int port) {
 // socket could hold it meanwhile: Gloo's listening sockets are ephemeral, and this Gloo pairs
 // a listener with the first connection it accepts, so a knock meant for a store takes the
 // place of the Gloo peer, whose own connect is then refused ("connect [127.0.0.1]:40354:
-// Connection refused", seen in CI with a world of 32 beside other jobs; reproduced by a
-// prober connecting to listening ports). So the port comes from the 8192 below that range,
+// Connection refused" at a world of 32 beside other jobs, as a prober connecting to listening
+// ports reproduces). So the port comes from the 8192 below that range,
 // where the kernel never picks one on its own.
 //
 // Note [Reserved ports]
@@ -64,8 +64,8 @@ int reserve(int port) {
 // Below the ephemeral range the kernel picks no port, but other jobs' masters do: a port found
 // free by binding and closing a socket stayed free only until the rank 0 it was meant for
 // bound it, seconds later (a rank importing Python, or under TSan), and a test started beside
-// it could choose the same one meanwhile (seen in CI: a launcher's rank 0 could not listen on
-// the port it was given). So the port is held from its choice until its job ends, by a socket
+// it could choose the same one meanwhile (and a launcher's rank 0 could not listen on the port
+// it was given). So the port is held from its choice until its job ends, by a socket
 // bound to it on every address and never listening. Linux lets a socket bind an address that
 // others already hold when it and all of them set SO_REUSEADDR and none of them listens; the
 // holder binds without the flag (so it fails against any other socket, another holder among

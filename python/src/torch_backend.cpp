@@ -283,9 +283,8 @@ std::vector<tensor> wrap_all(const std::vector<at::Tensor>& ts, const char* op) 
 // memory, the group's shared-memory all-reduce copies the parts other ranks reduce into the
 // segment, and the result back out (Note [Shared-memory all-reduce]). When the bucket is one of
 // the group's shared blocks (process_group::empty_shared), every rank maps every rank's bucket
-// and the all-reduce reads and writes them in place (Note [Shared buffers]): 0.4 against 1.3 ms
-// for an 8 MiB all-reduce on 2026-11-27, and torch's DDP step over this backend 1.57-1.67x
-// gloo's against 1.45-1.51x with private buckets on 2026-11-28 (docs/performance.md).
+// and the all-reduce reads and writes them in place (Note [Shared buffers]), about 3x faster for
+// an 8 MiB bucket (the figures, and DDP's step with and without, are in docs/performance.md).
 // python/actorch/distributed.py therefore runs DDP's bucket allocations (its Reducer's
 // construction and its one rebuild) in `with_shared_buckets`: for that call, CPU allocations on
 // this thread come from the group's empty_shared. That is a collective, as the allocations are:
