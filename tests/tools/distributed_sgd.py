@@ -1,7 +1,7 @@
-"""The tutorial's distributed SGD (examples/distributed_sgd) under `actorch launch` on 2 and 3
-ranks: every rank prints a loss per epoch as the tutorial does, the loss falls, the replicas end
+"""The tutorial's distributed SGD (examples/distributed_sgd), or examples/ddp_loop (the same
+output over DistributedDataParallel), under `actorch launch` on 2 and 3 ranks: every rank prints a loss per epoch as the tutorial does, the loss falls, the replicas end
 with equal parameters (average_gradients keeps them so) and the model learns the digits.
-Usage: python3 distributed_sgd.py ACTORCH_BINARY DISTRIBUTED_SGD_BINARY [EPOCHS]
+Usage: python3 distributed_sgd.py ACTORCH_BINARY EXAMPLE_BINARY [EPOCHS]
 
 With fewer than the 60 epochs the tutorial's learning rate needs (the sanitizer presets give 8:
 there the run is for memory errors and races, at 5-6x the Release run's time), the loss need
