@@ -17,6 +17,7 @@
 #include "base/env.hpp"
 #include "base/error.hpp"
 #include "base/parse.hpp"
+#include "base/text.hpp"
 #include "comm/backend/gloo/process_group_gloo.hpp"
 #include "comm/backend/nccl/process_group_nccl.hpp"
 #include "comm/elastic.hpp"
@@ -30,63 +31,58 @@ namespace actorch::dist {
 
 namespace {
 
-// The group handed to ranks outside a new_group: every op says so.
-class non_member_group final : public process_group {
-public:
-  non_member_group(int size, std::vector<int> ranks, std::string backend)
-      : process_group(-1, size, std::move(ranks)), backend_(std::move(backend)) {}
-  std::string backend() const override { return backend_; }
-  work broadcast(tensor&, int) override { fail("broadcast"); }
-  work all_reduce(tensor&, reduce_op) override { fail("all_reduce"); }
-  work reduce(tensor&, int, reduce_op) override { fail("reduce"); }
-  work all_gather(std::vector<tensor>&, const tensor&) override { fail("all_gather"); }
-  work all_gather_into_tensor(tensor&, const tensor&) override { fail("all_gather_into_tensor"); }
-  work gather(std::vector<tensor>&, const tensor&, int) override { fail("gather"); }
-  work scatter(tensor&, const std::vector<tensor>&, int) override { fail("scatter"); }
-  work reduce_scatter(tensor&, const std::vector<tensor>&, reduce_op) override {
-    fail("reduce_scatter");
-  }
-  work all_to_all(std::vector<tensor>&, const std::vector<tensor>&) override { fail("all_to_all"); }
-  work barrier() override { fail("barrier"); }
-  work monitored_barrier(milliseconds, bool) override { fail("monitored_barrier"); }
-  work send(const tensor&, int, int) override { fail("send"); }
-  work recv(tensor&, int, int) override { fail("recv"); }
-
-private:
-  [[noreturn]] void fail(const char* op) const {
-    std::string ranks;
-    for (int r : global_ranks())
-      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    ACTORCH_FAIL(op, ": this rank is not a member of the group [", ranks, "]");
-  }
-  std::string backend_;
-};
-
 // Note [Ops of a non-member]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // torch 1.13 lets a rank outside a new_group call the group's ops: each warns ("Running
 // all_reduce on global rank 1 which does not belong to the given group.") and returns at once,
 // changing nothing (get_rank and get_world_size are -1), so code that runs one program on every
-// rank needs no `if`. The free functions here do the same: a completed work, the tensors
-// untouched, recv's sender -1, one warning per op and process on stderr. The group itself
-// (non_member_group) still throws, for code of actorch's that reaches it directly.
-std::optional<work> skipped(const group& pg, const char* op) {
-  if (pg->rank() >= 0)
-    return std::nullopt;
-  static std::mutex mu;
-  static std::set<std::string> warned;
-  {
-    std::lock_guard lock(mu);
-    if (warned.insert(op).second)
-      std::fprintf(stderr,
-                   "Warning: Running %s on global rank %d which does not belong to the given "
-                   "group.\n",
-                   op, get_rank());
+// rank needs no `if`. The group new_group hands such a rank does the same: every op is a
+// completed work, the tensors untouched, recv's sender -1, with one warning per op and process
+// on stderr. As in torch, membership comes before the arguments: a non-member's src or dst is
+// not checked (to_group_rank).
+class non_member_group final : public process_group {
+public:
+  non_member_group(int size, std::vector<int> ranks, std::string backend)
+      : process_group(-1, size, std::move(ranks)), backend_(std::move(backend)) {}
+  std::string backend() const override { return backend_; }
+  work broadcast(tensor&, int) override { return skip("broadcast"); }
+  work all_reduce(tensor&, reduce_op) override { return skip("all_reduce"); }
+  work reduce(tensor&, int, reduce_op) override { return skip("reduce"); }
+  work all_gather(std::vector<tensor>&, const tensor&) override { return skip("all_gather"); }
+  work all_gather_into_tensor(tensor&, const tensor&) override {
+    return skip("all_gather_into_tensor");
   }
-  work w;
-  w.mark_completed({}, -1);
-  return w;
-}
+  work gather(std::vector<tensor>&, const tensor&, int) override { return skip("gather"); }
+  work scatter(tensor&, const std::vector<tensor>&, int) override { return skip("scatter"); }
+  work reduce_scatter(tensor&, const std::vector<tensor>&, reduce_op) override {
+    return skip("reduce_scatter");
+  }
+  work all_to_all(std::vector<tensor>&, const std::vector<tensor>&) override {
+    return skip("all_to_all");
+  }
+  work barrier() override { return skip("barrier"); }
+  work monitored_barrier(milliseconds, bool) override { return skip("monitored_barrier"); }
+  work send(const tensor&, int, int) override { return skip("send"); }
+  work recv(tensor&, int, int) override { return skip("recv"); }
+
+private:
+  static work skip(const char* op) {
+    static std::mutex mu;
+    static std::set<std::string> warned;
+    {
+      std::lock_guard lock(mu);
+      if (warned.insert(op).second)
+        std::fprintf(stderr,
+                     "Warning: Running %s on global rank %d which does not belong to the given "
+                     "group.\n",
+                     op, get_rank());
+    }
+    work w;
+    w.mark_completed({}, -1);
+    return w;
+  }
+  std::string backend_;
+};
 
 struct state {
   std::mutex mu;
@@ -182,13 +178,11 @@ group resolve(const group& g) {
 }
 
 int to_group_rank(const group& g, int global_rank, const char* op, const char* what) {
+  if (g->rank() < 0) // Note [Ops of a non-member]: its ops ignore the rank
+    return -1;
   const int r = g->group_rank(global_rank);
-  if (r < 0) {
-    std::string ranks;
-    for (int x : g->global_ranks())
-      ranks += (ranks.empty() ? "" : ", ") + std::to_string(x);
-    ACTORCH_FAIL(op, ": ", what, " ", global_rank, " is not in the group [", ranks, "]");
-  }
+  ACTORCH_CHECK(r >= 0, op, ": ", what, " ", global_rank, " is not in the group [",
+                join_numbers(g->global_ranks(), ", "), "]");
   return r;
 }
 
@@ -421,15 +415,11 @@ int recv(tensor& t, int src, const group& g, int tag) {
 
 work isend(const tensor& t, int dst, const group& g, int tag) {
   const group pg = resolve(g);
-  if (auto w = skipped(pg, "send"))
-    return *w;
   return pg->send(t, to_group_rank(pg, dst, "send", "dst"), tag);
 }
 
 work irecv(tensor& t, int src, const group& g, int tag) {
   const group pg = resolve(g);
-  if (auto w = skipped(pg, "recv"))
-    return *w;
   const int gsrc = src == -1 ? -1 : to_group_rank(pg, src, "recv", "src");
   // Report the sender as a global rank.
   work out;
@@ -444,72 +434,44 @@ work irecv(tensor& t, int src, const group& g, int tag) {
 
 work broadcast(tensor& t, int src, const group& g, bool async_op) {
   const group pg = resolve(g);
-  if (auto w = skipped(pg, "broadcast"))
-    return *w;
   return finish(pg->broadcast(t, to_group_rank(pg, src, "broadcast", "src")), async_op);
 }
 work all_reduce(tensor& t, reduce_op op, const group& g, bool async_op) {
-  const group pg = resolve(g);
-  if (auto w = skipped(pg, "all_reduce"))
-    return *w;
-  return finish(pg->all_reduce(t, op), async_op);
+  return finish(resolve(g)->all_reduce(t, op), async_op);
 }
 work reduce(tensor& t, int dst, reduce_op op, const group& g, bool async_op) {
   const group pg = resolve(g);
-  if (auto w = skipped(pg, "reduce"))
-    return *w;
   return finish(pg->reduce(t, to_group_rank(pg, dst, "reduce", "dst"), op), async_op);
 }
 work all_gather(std::vector<tensor>& tensor_list, const tensor& t, const group& g, bool async_op) {
-  const group pg = resolve(g);
-  if (auto w = skipped(pg, "all_gather"))
-    return *w;
-  return finish(pg->all_gather(tensor_list, t), async_op);
+  return finish(resolve(g)->all_gather(tensor_list, t), async_op);
 }
 work all_gather_into_tensor(tensor& output, const tensor& input, const group& g, bool async_op) {
-  const group pg = resolve(g);
-  if (auto w = skipped(pg, "all_gather_into_tensor"))
-    return *w;
-  return finish(pg->all_gather_into_tensor(output, input), async_op);
+  return finish(resolve(g)->all_gather_into_tensor(output, input), async_op);
 }
 work gather(const tensor& t, std::vector<tensor>& gather_list, int dst, const group& g,
             bool async_op) {
   const group pg = resolve(g);
-  if (auto w = skipped(pg, "gather"))
-    return *w;
   return finish(pg->gather(gather_list, t, to_group_rank(pg, dst, "gather", "dst")), async_op);
 }
 work scatter(tensor& t, const std::vector<tensor>& scatter_list, int src, const group& g,
              bool async_op) {
   const group pg = resolve(g);
-  if (auto w = skipped(pg, "scatter"))
-    return *w;
   return finish(pg->scatter(t, scatter_list, to_group_rank(pg, src, "scatter", "src")), async_op);
 }
 work reduce_scatter(tensor& output, const std::vector<tensor>& input_list, reduce_op op,
                     const group& g, bool async_op) {
-  const group pg = resolve(g);
-  if (auto w = skipped(pg, "reduce_scatter"))
-    return *w;
-  return finish(pg->reduce_scatter(output, input_list, op), async_op);
+  return finish(resolve(g)->reduce_scatter(output, input_list, op), async_op);
 }
 work all_to_all(std::vector<tensor>& output_list, const std::vector<tensor>& input_list,
                 const group& g, bool async_op) {
-  const group pg = resolve(g);
-  if (auto w = skipped(pg, "all_to_all"))
-    return *w;
-  return finish(pg->all_to_all(output_list, input_list), async_op);
+  return finish(resolve(g)->all_to_all(output_list, input_list), async_op);
 }
 work barrier(const group& g, bool async_op) {
-  const group pg = resolve(g);
-  if (auto w = skipped(pg, "barrier"))
-    return *w;
-  return finish(pg->barrier(), async_op);
+  return finish(resolve(g)->barrier(), async_op);
 }
 void monitored_barrier(const group& g, std::optional<milliseconds> timeout, bool wait_all_ranks) {
   const group pg = resolve(g);
-  if (skipped(pg, "monitored_barrier"))
-    return;
   milliseconds t = timeout.value_or(milliseconds(0));
   if (!timeout) {
     auto& s = global();
