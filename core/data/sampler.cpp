@@ -193,9 +193,13 @@ int64_t from_default_group(std::optional<int64_t> given, bool world_size, const 
     query = g_query;
   }
   const auto info = query ? query() : std::nullopt;
-  ACTORCH_CHECK(info.has_value(), "DistributedSampler: ", what,
+  // torch's words first (get_world_size's), then actorch's.
+  ACTORCH_CHECK(info.has_value(),
+                "Default process group has not been initialized, please make sure to call "
+                "init_process_group. (DistributedSampler: ",
+                what,
                 " was not given and the default process group is not initialized: call "
-                "dist::init_process_group first, or pass num_replicas and rank");
+                "dist::init_process_group first, or pass num_replicas and rank)");
   return world_size ? info->first : info->second;
 }
 

@@ -108,15 +108,8 @@ class DistributedSampler(_C.data.DistributedSampler):
         if num_replicas is not None and rank is not None and not 0 <= rank < num_replicas:
             raise ValueError(f"Invalid rank {rank}, rank should be in the interval "
                              f"[0, {num_replicas - 1}]")
-        try:
-            _C.data.DistributedSampler.__init__(self, dataset, num_replicas, rank, shuffle, seed,
-                                                drop_last)
-        except RuntimeError as e:
-            if num_replicas is not None and rank is not None:
-                raise
-            # torch's words first (get_world_size's), then actorch's.
-            raise RuntimeError("Default process group has not been initialized, please make sure "
-                               "to call init_process_group. (" + str(e) + ")") from None
+        _C.data.DistributedSampler.__init__(self, dataset, num_replicas, rank, shuffle, seed,
+                                            drop_last)
 
 
 class WorkerInfo:
