@@ -51,12 +51,12 @@ def load(f, map_location=None, weights_only=True):
         raise ValueError("actorch.load reads only what torch.load(weights_only=True) reads (state "
                          "dicts and checkpoints of tensors, numbers, strings and containers); "
                          "it never runs pickled code, so weights_only=False is not offered")
-    value, where = _C._torch_load(f, _torch is not None)
+    value, where = _C._torch_load(f, _torch is not None, map_location is not None)
     if map_location is None:
         return value
 
-    def saved_at(t):
-        return where.get(t.storage().data_ptr(), "cpu")
+    def saved_at(t):  # by the address of its storage's first element
+        return where.get(t.data_ptr() - t.storage_offset() * t.element_size(), "cpu")
 
     if callable(map_location):
         def call(t):

@@ -176,30 +176,29 @@ private:
 void bind_serialize(py::module_& m) {
   m.def(
       "_torch_load",
-      [](const py::object& f, bool as_torch) {
+      [](const py::object& f, bool as_torch, bool with_locations) {
         pickle_value v;
-        storage_locations locations;
+        storage_locations where_saved;
+        storage_locations* locations = with_locations ? &where_saved : nullptr;
         if (py::isinstance<py::str>(f) || py::hasattr(f, "__fspath__")) {
           const std::string path = py::str(py::module_::import("os").attr("fspath")(f));
           py::gil_scoped_release nogil;
-          v = torch_load(path, &locations);
+          v = torch_load(path, locations);
         } else {
           const std::string bytes = f.attr("read")().cast<std::string>();
-          v = torch_load_bytes(bytes, "<file object>", &locations);
+          v = torch_load_bytes(bytes, "<file object>", locations);
         }
         torch_bases bases;
         py::object value = to_py(v, as_torch, bases);
-        // Each torch storage's saved location, by its data pointer (which every view of it
-        // shares), for map_location (python/actorch/serialization.py).
+        // With locations (for map_location, python/actorch/serialization.py): each storage's
+        // saved location by the address of its first element, which its base tensor starts at.
         py::dict where;
-        for (const auto& [key, base] : bases) {
-          const auto it = locations.find(key.first);
-          if (it != locations.end())
-            where[base.attr("storage")().attr("data_ptr")()] = py::str(it->second);
-        }
+        for (const auto& [key, base] : bases)
+          if (const auto it = where_saved.find(key.first); it != where_saved.end())
+            where[base.attr("data_ptr")()] = py::str(it->second);
         return py::make_tuple(value, where);
       },
-      py::arg("f"), py::arg("as_torch"));
+      py::arg("f"), py::arg("as_torch"), py::arg("with_locations"));
   m.def(
       "_torch_save",
       [](const py::object& obj, const py::object& f) {
