@@ -7,9 +7,10 @@ With fewer than the 60 epochs the tutorial's learning rate needs (the sanitizer 
 there the run is for memory errors and races, at 5-6x the Release run's time), the loss need
 only fall, and the accuracy is not judged; the replicas must still end equal.
 """
-import re
 import subprocess
 import sys
+
+import replica_check
 
 FULL_EPOCHS = 60
 
@@ -24,26 +25,14 @@ def main():
                             "--epochs", str(epochs)], capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
             sys.exit(f"world {world}: exit {r.returncode}\n{r.stdout}\n{r.stderr}")
-        ends = {}
-        for rank in range(world):
-            losses = [float(x) for x in re.findall(
-                rf"^\[rank{rank}\]: Rank {rank}, epoch \d+: ([0-9.]+)$", r.stdout, re.M)]
-            if len(losses) != epochs:
-                failures.append(f"world {world} rank {rank}: {len(losses)} epoch lines")
-                continue
-            if not losses[-1] < (0.7 if learns else 1.0) * losses[0]:
-                failures.append(f"world {world} rank {rank}: loss {losses[0]} -> {losses[-1]}")
-            m = re.search(rf"^\[rank{rank}\]: Rank {rank} accuracy ([0-9.]+) on all 1797 digits, "
-                          r"parameters checksum ([0-9.e+]+)$", r.stdout, re.M)
-            if not m:
-                failures.append(f"world {world} rank {rank}: no closing line")
-                continue
-            ends[rank] = (float(m.group(1)), m.group(2))
-        if len(set(ends.values())) != 1:
-            failures.append(f"world {world}: the replicas differ at the end: {ends}")
-        elif learns and ends and ends[0][0] < 0.85:
-            failures.append(f"world {world}: accuracy {ends[0][0]} < 0.85 after {epochs} epochs")
-        print(f"world {world}: accuracy and checksum {ends.get(0)} on every rank")
+        found, end = replica_check.judge(
+            r.stdout, f"world {world}", list(range(world)),
+            r"^\[rank{r}\]: Rank {r}, epoch \d+: ([0-9.]+)$",
+            r"^\[rank{r}\]: Rank {r} accuracy ([0-9.]+) on all 1797 digits, "
+            r"parameters checksum ([0-9.e+]+)$",
+            epochs, 0.7 if learns else 1.0, 0.85 if learns else None)
+        failures += found
+        print(f"world {world}: accuracy and checksum {end} on every rank")
     if failures:
         sys.exit("\n".join(failures))
 
