@@ -15,7 +15,7 @@ namespace {
 
 // Note [Optimizer state dicts in torch's layout]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// Actorch's optimizer_state names its entries
+// actorch's optimizer_state names its entries
 // "state.<i>.<name>" and "param_groups.0.<name>" (kind, lr, the hyper-parameters); torch's
 // optimizer.state_dict() is {"state": {i: {name: tensor}}, "param_groups": [{"lr": ...,
 // "params": [0, ...], ...}]}. SGD's hyper-parameters are torch's names; Adam's beta1 and beta2

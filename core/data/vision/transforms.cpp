@@ -149,7 +149,7 @@ tensor apply_on_tensor(const step& s, const tensor& t) {
 
 // Note [Fused image path]
 // ~~~~~~~~~~~~~~~~~~~~~~~
-// Torchvision decodes the whole file, crops, then resizes the crop
+// torchvision decodes the whole file, crops, then resizes the crop
 // with PIL's filters. A RandomResizedCrop to 224 x 224 usually keeps a crop far larger than
 // 224 px, so most decoded pixels are thrown away or averaged together. libjpeg can instead
 // decode at 1/2, 1/4 or 1/8 scale in the DCT (much less work) and only the rows and iMCU
