@@ -26,7 +26,6 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <openssl/rand.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -41,6 +40,7 @@
 #include "comm/elastic.hpp"
 #include "comm/launch/supervisor.hpp"
 #include "comm/store/tcp_store.hpp"
+#include "comm/store/tcp_store_server.hpp"
 
 namespace actorch::dist {
 
@@ -77,9 +77,8 @@ std::string job_token_for_ranks(const launch_options& o) {
                 "secret) to the same secret on every node, or pass --insecure to run with a "
                 "store that anyone who reaches port ",
                 o.master_port, " may read and write");
-  unsigned char bytes[32];
-  ACTORCH_CHECK(RAND_bytes(bytes, sizeof bytes) == 1, "launch: no random bytes for the job secret");
-  return to_hex(bytes, sizeof bytes);
+  const std::string bytes = random_bytes(32, "launch's job secret");
+  return to_hex(bytes.data(), bytes.size());
 }
 
 // The global rank of this node's rank `local`.

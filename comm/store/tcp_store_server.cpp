@@ -86,7 +86,29 @@
 
 namespace actorch::dist {
 
+// Note [OpenSSL at exit]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// OpenSSL frees its locks in an atexit handler of its own (OPENSSL_cleanup). A process of
+// actorch's may exit while a thread is still inside its calls: the launcher leaves a watcher
+// stuck on the network behind (comm/launch/launcher.cpp), a store connection's thread may be
+// proving a client. That thread then locks freed memory (TSan saw the launcher's main thread
+// destroy a lock a watcher had just released). So OpenSSL is started without that handler
+// before its first use here; the process's end frees its memory as it frees everything else.
+static void init_crypto() {
+  static const bool ok = OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr) == 1;
+  ACTORCH_CHECK(ok, "OpenSSL's libcrypto did not start (OPENSSL_init_crypto)");
+}
+
+std::string random_bytes(size_t n, const char* what) {
+  init_crypto();
+  std::string out(n, '\0');
+  ACTORCH_CHECK(RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), int(n)) == 1,
+                "no random bytes from OpenSSL for ", what);
+  return out;
+}
+
 std::string hmac_sha256(const std::string& key, const std::string& message) {
+  init_crypto();
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   ACTORCH_CHECK(HMAC(EVP_sha256(), key.data(), int(key.size()),
@@ -505,9 +527,7 @@ struct tcp_store_server::impl {
         if (in.u8() != uint8_t(op::auth))
           throw violation{"it sent a request without proving it knows the job secret "
                           "(ACTORCH_JOB_TOKEN)"};
-        c.nonce.resize(32);
-        ACTORCH_CHECK(RAND_bytes(reinterpret_cast<unsigned char*>(c.nonce.data()), 32) == 1,
-                      "tcp_store: no random bytes for the challenge");
+        c.nonce = random_bytes(32, "tcp_store's challenge");
         c.out += c.nonce;
       } else {
         if (!in.need(32))

@@ -44,7 +44,6 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 
 #include "base/env.hpp"
 #include "base/error.hpp"
@@ -113,9 +112,7 @@ void prove_pairs(gloo::rendezvous::Context& ctx, const std::string& secret,
   for (int q = 0; q < int(n); ++q)
     if (q != rank)
       peers.push_back(q);
-  std::string mine(32, '\0');
-  ACTORCH_CHECK(RAND_bytes(reinterpret_cast<unsigned char*>(mine.data()), 32) == 1,
-                "process_group_gloo: no random bytes for the pairs' proofs");
+  std::string mine = random_bytes(32, "process_group_gloo's pair proofs");
   const auto proof = [&](const std::string& nonce, int prover, int verifier) {
     return hmac_sha256(secret, "actorch gloo pair " + nonce + " " + std::to_string(prover) + " " +
                                    std::to_string(verifier));
