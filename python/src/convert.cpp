@@ -55,6 +55,9 @@
 
 #include <pybind11/numpy.h>
 
+#include <cxxabi.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <pybind11/stl.h>
 
@@ -271,7 +274,26 @@ tensor tensor_from_dlpack(const py::object& obj) {
                 "got ",
                 std::string(py::str(py::type::of(obj))));
   auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kCapsuleName));
-  tensor t = from_dlpack(m); // throws without taking m: the capsule still deletes it
+  // The producer's deleter runs under gil_lock: torch's takes the GIL itself, inside a destructor
+  // that may not unwind, on whichever thread drops the last view (a loader worker's); a thread
+  // that meets the interpreter's end there must be parked first (Note [Threads that meet the
+  // interpreter's end]).
+  auto* guarded = new DLManagedTensor{m->dl_tensor, m, [](DLManagedTensor* self) {
+                                        auto* inner =
+                                            static_cast<DLManagedTensor*>(self->manager_ctx);
+                                        if (inner->deleter) {
+                                          gil_lock gil;
+                                          inner->deleter(inner);
+                                        }
+                                        delete self;
+                                      }};
+  tensor t;
+  try {
+    t = from_dlpack(guarded);
+  } catch (...) { // not taken: the capsule still deletes m
+    delete guarded;
+    throw;
+  }
   PyCapsule_SetName(capsule.ptr(), kUsedName);
   return t;
 }
@@ -399,7 +421,24 @@ void keep_thread_state() {
   kept.state = PyEval_SaveThread();
 }
 
-gil_lock::gil_lock() : gil_((keep_thread_state(), py::gil_scoped_acquire())) {}
+// Note [Threads that meet the interpreter's end]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Python 3.11 ends a thread that asks for the GIL once the interpreter is finalizing with
+// pthread_exit, whose forced unwind runs through the caller's frames: a loader worker thread's
+// (a program that exits in the middle of an epoch on worker threads), where a catch (...) of the
+// loader's or CAF's takes it for an error and rethrows it later: std::terminate or a crash at
+// exit. Such a thread is parked here instead, for the rest of the process, as Python 3.14 parks
+// them itself: the interpreter is gone, so it has nothing left to do, and the loader abandons a
+// worker call that does not return (Note [Stuck workers] in actors/data_loader.cpp).
+[[noreturn]] void park_at_interpreter_end() {
+  for (;;)
+    ::pause();
+}
+
+gil_lock::gil_lock() try : gil_((keep_thread_state(), py::gil_scoped_acquire())) {
+} catch (abi::__forced_unwind&) {
+  park_at_interpreter_end();
+}
 
 gil_object::~gil_object() {
   gil_lock gil;

@@ -84,6 +84,10 @@ private:
   py::gil_scoped_acquire gil_;
 };
 
+/// Never returns: where a thread that asked for the GIL during the interpreter's finalization
+/// waits (Note [Threads that meet the interpreter's end] in convert.cpp).
+[[noreturn]] void park_at_interpreter_end();
+
 /// Keeps a Python thread state for the calling thread's life (see gil_lock); what a worker
 /// thread calls before it takes the GIL. @pre the GIL is not held by this thread.
 void keep_thread_state();

@@ -37,6 +37,7 @@
 // destroyed there (python_owned).
 #include <pybind11/stl.h>
 
+#include <cxxabi.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -74,8 +75,12 @@ data::fork_hooks python_fork_hooks() {
   static thread_local PyGILState_STATE state;
   data::fork_hooks hooks;
   hooks.before = [] {
-    keep_thread_state();
-    state = PyGILState_Ensure();
+    try {
+      keep_thread_state();
+      state = PyGILState_Ensure();
+    } catch (abi::__forced_unwind&) { // Note [Threads that meet the interpreter's end]
+      park_at_interpreter_end();
+    }
     PyOS_BeforeFork();
   };
   hooks.parent = [] {
@@ -390,6 +395,35 @@ void bind_loader(py::module_& m) {
             l.set_spawn_payload(std::string(payload));
           },
           py::arg("payload"))
+      // Note [Loader state from Python] in python/actorch/data/_state.py: the C++ state as a
+      // tuple of plain values, (epoch, delivered, streams, loader generator (seed, offset),
+      // sampler generator or None).
+      .def("_state",
+           [](const data::data_loader& l) {
+             const data::loader_state s = l.state();
+             py::object sampler = py::none();
+             if (s.sampler_generator)
+               sampler = py::make_tuple(s.sampler_generator->seed, s.sampler_generator->offset);
+             return py::make_tuple(
+                 s.epoch, s.delivered, s.streams,
+                 py::make_tuple(s.loader_generator.seed, s.loader_generator.offset), sampler);
+           })
+      .def(
+          "_load_state",
+          [](data::data_loader& l, int64_t epoch, std::vector<int64_t> delivered, int64_t streams,
+             std::pair<uint64_t, uint64_t> gen, std::optional<std::pair<uint64_t, uint64_t>> smp) {
+            data::loader_state s;
+            s.epoch = epoch;
+            s.delivered = std::move(delivered);
+            s.streams = streams;
+            s.loader_generator = {gen.first, gen.second};
+            if (smp)
+              s.sampler_generator = generator::state{smp->first, smp->second};
+            l.load_state(s);
+          },
+          py::arg("epoch"), py::arg("delivered"), py::arg("streams"), py::arg("generator"),
+          py::arg("sampler_generator"))
+      .def("_end_epoch", [](data::data_loader& l) { l.end_epoch(l.epoch()); })
       .def("_iter",
            [](std::shared_ptr<data::data_loader> self, bool as_torch, const std::string& form) {
              using f = to_python_options::form;

@@ -29,6 +29,14 @@ worker loop does. shuffle=True samples with torch's own RandomSampler (loader.sa
 when iter() plans the epoch, after the base seed: the same draws as torch's, so the same seed
 gives torch's order, batch for batch. With `seed=` (beyond torch), the loader's own generator
 runs from it instead, epoch after epoch, and shuffles in C++.
+
+State, as torchdata's StatefulDataLoader: state_dict() is where the loader stands (the batches
+of the epoch delivered so far, or between epochs), a plain dict torch.save holds;
+load_state_dict() on a loader built the same way, in another process, resumes there: the rest of
+the epoch is the batches the first run would have given. Beyond torchdata, another num_workers
+resumes exactly where a batch does not depend on its worker (C++ datasets; a Python dataset
+built with per_worker_rng=False), and torch's DistributedSampler at another world size resumes
+from the list of every rank's states. Note [Loader state from Python] in _state.py.
 """
 import collections
 import functools
@@ -38,6 +46,7 @@ import re
 import weakref
 
 from .. import _C
+from . import _state
 from . import get_worker_info as _get_worker_info
 
 try:
@@ -222,13 +231,16 @@ class DataLoader:
     one batch after this many seconds is named on stderr with the batch's indices and its
     Python stack, once, while it goes on; 0, the default for now: never) and `retry_timeouts`
     (a worker process past `timeout` is replaced and its batch loaded again, up to 3 attempts,
-    instead of the timeout error). See the module's docstring for where workers run."""
+    instead of the timeout error) and `per_worker_rng` (False: the dataset draws nothing from
+    the per-worker generators, so a state resumes exactly at another num_workers). See the
+    module's docstring for where workers run, and state_dict()/load_state_dict() for resuming.
+    """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
                  prefetch_factor=2, persistent_workers=False, pin_memory_device="", seed=None,
-                 in_order=True, report_delay=0, retry_timeouts=False):
+                 in_order=True, report_delay=0, retry_timeouts=False, per_worker_rng=True):
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; "
                              "use num_workers=0 to disable multiprocessing.")
@@ -276,6 +288,9 @@ class DataLoader:
                              f"batch_size={batch_size}")
         if not isinstance(drop_last, bool):
             raise ValueError(f"drop_last should be a boolean value, but got drop_last={drop_last}")
+        if not isinstance(per_worker_rng, bool):
+            raise ValueError("per_worker_rng should be a boolean value, but got "
+                             f"per_worker_rng={per_worker_rng!r}")
 
         method = _start_method(multiprocessing_context)
         if method is not None and num_workers == 0:
@@ -328,6 +343,16 @@ class DataLoader:
         torch_shuffle = shuffle and sampler is None and _torch is not None and seed is None
         self._own_shuffle_seed = shuffle and _torch is None and seed is None
         self._seed = seed
+        # What Note [Loader state from Python] draws again on resume: the Python sampler (or
+        # batch sampler) the C++ loader lists at each iter(), and whether batches may depend on
+        # the worker that loads them.
+        self._py_sampler = (self.sampler if torch_shuffle else
+                            sampler if sampler is not None and
+                            not isinstance(sampler, _C.data.Sampler) else None)
+        self._py_batch_sampler = (batch_sampler if batch_sampler is not None and
+                                  not isinstance(batch_sampler, _C.data.BatchSampler) else None)
+        self._per_worker_rng = per_worker_rng and not cxx
+        self._resume = None  # what load_state_dict() checked, for the next iter()
 
         init = worker_init_fn
         spawn = None
@@ -355,7 +380,7 @@ class DataLoader:
             # torch's order of batches to workers: Python code draws from per-worker generators
             round_robin=not cxx, report_delay=float(report_delay), spawn=spawn)
         self._loader = self._make_loader()
-        self._running = None  # a weak reference to the iterator of _loader's epoch
+        self._epoch = None  # the last iter()'s _state.EpochRecord
         # A Python map-style dataset's length when _loader was made: torch's samplers read
         # len(dataset) at each epoch, so a dataset that grew (or shrank) gets a new _loader.
         self._length = (len(dataset) if not iterable and not isinstance(loaded, _C.data.Dataset)
@@ -366,8 +391,17 @@ class DataLoader:
         if self._length is not None:
             n = len(self.dataset)
             if n != self._length:
-                self._loader, self._length, self._running = self._make_loader(), n, None
+                self._loader, self._length, self._epoch = self._make_loader(), n, None
         return self._loader
+
+    def _length_or_none(self):
+        """len(self) for a map-style dataset whose sampler has a length, else None."""
+        if self._iterable:
+            return None
+        try:
+            return len(self)
+        except TypeError:
+            return None
 
     def __iter__(self, as_torch=None):
         """One epoch's batches; as_torch=False gives actorch.Tensor objects instead of torch
@@ -376,21 +410,116 @@ class DataLoader:
         end with it; with persistent_workers the new one takes over the workers and restarts the
         epoch, as torch's does."""
         loader = self._current_loader()
-        running = self._running() if self._running is not None else None
+        record, resume = self._epoch, self._resume
+        self._resume = None
+        if record is not None and record.resumed and record.loader is not loader:
+            # The resumed epoch's one-off loader hands on its place in the epochs.
+            record.loader._end_epoch()
+            epoch, _, streams, gen, sampler_gen = record.loader._state()
+            loader._load_state(epoch, [], streams, gen, sampler_gen)
+            record = None
+        running = record.iterator() if record is not None else None
         if running is not None and not running.done and not self.persistent_workers:
             loader = self._make_loader()
+        new = _state.EpochRecord()
+        first = resume["first"] if resume is not None else None
+        if resume is not None and resume["mid_epoch"]:
+            loader, new = self._resumed_loader(loader, resume)
+            new.base_seed, new.generators = first["base_seed"], first["generators"]
+            new.sampler_states = first["sampler_states"]
+        elif resume is not None:
+            loader._load_state(*first["cxx"])
+            _state.set_generators(self, first["generators"])
         if self._spawn_parts is not None:  # the dataset as it is now, as torch's workers get it
             from . import _spawn
             loader._set_spawn_payload(_spawn.command(*self._spawn_parts)[1])
-        if self._seed is None:  # the epoch's seeds, drawn now as torch's are
-            base_seed = _draw_seed(self.generator)
-            loader._seed_next_epoch(base_seed)  # worker i's seed: base_seed + i, torch's
-            loader._manual_seed(_draw_seed(None) if self._own_shuffle_seed else base_seed)
+        if self._seed is None and new.base_seed is not None:  # the resumed epoch's seeds
+            loader._seed_next_epoch(new.base_seed)
+        elif self._seed is None:  # the epoch's seeds, drawn now as torch's are
+            new.base_seed = _draw_seed(self.generator)
+            loader._seed_next_epoch(new.base_seed)  # worker i's seed: base_seed + i, torch's
+            loader._manual_seed(_draw_seed(None) if self._own_shuffle_seed else new.base_seed)
+        if new.generators is None:  # what the sampler is about to draw from
+            new.generators = _state.generator_states(self)
+            new.sampler_states = _state.sampler_states(self)
+        if new.sampler_epoch is None and _state.is_distributed(self.sampler):
+            new.sampler_epoch = self.sampler.epoch
         it = _Iterator(loader._iter(self._as_torch if as_torch is None else as_torch, self._form),
                        self._processes)
-        if loader is self._loader:
-            self._running = weakref.ref(it)
+        if loader is self._loader or new.resumed:
+            new.loader, new.iterator = loader, weakref.ref(it)
+            self._epoch = new
         return it
+
+    def _resumed_loader(self, loader, resume):
+        """The loader that gives the rest of the saved epoch (Note [Loader state from Python]),
+        and the epoch's record: a one-off loader over the epoch's order drawn again where a
+        Python sampler lists it, else `loader` itself."""
+        first = resume["first"]
+        epoch, delivered, streams, gen, sampler_gen = first["cxx"]
+        record = _state.EpochRecord()
+        if _state.is_distributed(self.sampler):
+            record.share, record.prior = _state.distributed_share(self.sampler, resume)
+            record.sampler_epoch = first["distributed"]["epoch"]
+            order = _state.epoch_order(self.sampler, record.sampler_epoch)
+            loader = self._make_loader(sampler=[order[p % len(order)] for p in record.share])
+            delivered = []
+        elif self._py_sampler is not None or self._py_batch_sampler is not None:
+            order = _state.redraw(self, first)
+            kind = "batch_sampler" if self._py_batch_sampler is not None else "sampler"
+            loader = self._make_loader(**{kind: order})
+        else:
+            loader._load_state(epoch, delivered, streams, gen, sampler_gen)
+            return loader, record
+        record.resumed = True
+        loader._load_state(epoch, delivered, streams, gen, None)
+        return loader, record
+
+    def state_dict(self):
+        """Where the loader stands, as torchdata's StatefulDataLoader.state_dict(): in the middle
+        of an epoch, the batches of it delivered so far (the next iter() of a loader given it
+        by load_state_dict() gives the rest); else the next epoch. A plain dict of numbers,
+        lists and torch generator states, for torch.save; the dataset's own state_dict() is
+        in it where the dataset has one."""
+        if self._resume is not None:  # loaded, not yet begun: what it will resume
+            return self._resume["state"]
+        record = self._epoch
+        it = record.iterator() if record is not None else None
+        in_epoch = it is not None and not it.done
+        if record is not None and not in_epoch:
+            record.loader._end_epoch()
+        cxx = (record.loader if record is not None else self._loader)._state()
+        state = {
+            _state.MARKER: 1,
+            "iterable": self._iterable,
+            "batch_size": self.batch_size,
+            "num_workers": self.num_workers,
+            "per_worker_rng": self._per_worker_rng,
+            "length": self._length_or_none(),
+            "in_epoch": in_epoch,
+            "cxx": cxx,
+            "base_seed": record.base_seed if in_epoch else None,
+            "generators": record.generators if in_epoch else _state.generator_states(self),
+            "sampler_states": (record.sampler_states if in_epoch else
+                               _state.sampler_states(self)),
+            "distributed": None,
+            "dataset_state": (self.dataset.state_dict()
+                              if callable(getattr(self.dataset, "state_dict", None)) else None),
+        }
+        if _state.is_distributed(self.sampler):
+            state["distributed"] = _state.distributed_part(
+                self.sampler, record if in_epoch else None, cxx[1], self.batch_size)
+        return state
+
+    def load_state_dict(self, state_dict):
+        """Resumes at the next iter() from `state_dict`, what state_dict() returned (for torch's
+        DistributedSampler at another world size or rank: the list of every rank's states, in
+        any order). ValueError naming what does not match this loader."""
+        resume = _state.check(self, state_dict)
+        saved = resume["first"].get("dataset_state")
+        if saved is not None and callable(getattr(self.dataset, "load_state_dict", None)):
+            self.dataset.load_state_dict(saved)
+        self._resume = resume
 
     def timing(self):
         """The current (or last) epoch as this consumer saw it: a LoaderTiming with
