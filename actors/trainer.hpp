@@ -68,8 +68,9 @@ struct epoch_summary {
   int process_rank = 0;
 };
 
-/// An elastic job's step as trainer_spec::on_step_samples sees it: the step is the
-/// `step`-th of this epoch since membership `membership` began it (the same on every member).
+/// A step as trainer_spec::on_step_samples sees it: the step is the `step`-th of this epoch
+/// since membership `membership` (an elastic job's; else 0) began it, or since the job resumed
+/// it (the same on every member).
 struct step_samples {
   int64_t epoch = 0;
   int64_t membership = 0;
@@ -129,9 +130,9 @@ struct trainer_spec {
 
   /// Called on each replica's thread twice a step: when it takes its batch (`done` false,
   /// with the batch's dataset indices) and when the step's gradients are reduced (`done`
-  /// true). A test counts an elastic job's samples with it: a batch taken counts once a
-  /// surviving rank finished that step. Elastic jobs only, where the trainer divides the data
-  /// itself (Note [Elastic healing]).
+  /// true). A test counts a job's samples with it: in an elastic job a batch taken counts once a
+  /// surviving rank finished that step (Note [Elastic healing]). The indices are what the
+  /// trainer's share of the epoch (Note [Elastic data position]).
   std::function<void(const replica_info&, const step_samples&)> on_step_samples;
 
   /// Evaluation after each epoch, on rank 0's model (e.g. test accuracy), reported in the

@@ -46,10 +46,12 @@ void print_usage(const char* program, const options& o) {
       << "  --model mlp|cnn     (default " << o.model << ")\n"
       << "  --comm-hook NAME    allreduce, fp16, bf16 or powersgd (default: DDP's average)\n"
       << "  --device DEV        cpu, cuda or cuda:N (default cpu)\n"
-      << "  --resume PATH       continue from a checkpoint\n"
+      << "  --resume PATH       continue from a checkpoint (of a job of any world size)\n"
+      << "  --checkpoint-every N  also checkpoint every N steps (default: at epoch ends)\n"
+      << "  --max-steps N       stop after N steps in all (default: no limit)\n"
       << "  --trace PATH        write a Chrome trace of the run\n"
       << "  --plot 0|1          draw curves.png with gnuplot (default 1)\n"
-      << "  --sample-log PATH   an elastic job's per-step sample log (tests)\n";
+      << "  --sample-log PATH   each step's samples, per rank (tests)\n";
 }
 
 } // namespace
@@ -85,6 +87,10 @@ options parse(int argc, char** argv, const char* program) {
       o.trace = v;
     else if (a == "--resume")
       o.resume = v;
+    else if (a == "--checkpoint-every")
+      o.checkpoint_every = number(0);
+    else if (a == "--max-steps")
+      o.max_steps = number(1);
     else if (a == "--device")
       o.device = device(v);
     else if (a == "--plot")
@@ -96,9 +102,11 @@ options parse(int argc, char** argv, const char* program) {
     else if (a == "--sample-log")
       o.sample_log = v;
     else
-      ACTORCH_FAIL(program, ": unknown option ", a,
-                   " (known: --data --out --epochs --batch-size --num-workers --actors --lr "
-                   "--trace --resume --device --plot --model --comm-hook --sample-log)");
+      ACTORCH_FAIL(
+          program, ": unknown option ", a,
+          " (known: --data --out --epochs --batch-size --num-workers --actors --lr "
+          "--trace --resume --checkpoint-every --max-steps --device --plot --model --comm-hook "
+          "--sample-log)");
   }
   ACTORCH_CHECK(o.comm_hook.empty() || o.comm_hook == "allreduce" || o.comm_hook == "fp16" ||
                     o.comm_hook == "bf16" || o.comm_hook == "powersgd",
@@ -227,6 +235,8 @@ actors::trainer_spec make_spec(const options& o, std::vector<int64_t>* test_indi
   spec.seed = 1;
   spec.checkpoint = (std::filesystem::path(o.out) / "digits_ddp.safetensors").string();
   spec.resume = o.resume;
+  spec.checkpoint_every = o.checkpoint_every;
+  spec.max_steps = o.max_steps;
   spec.device = o.device;
   return spec;
 }
@@ -371,6 +381,11 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
   const actors::job_report report = actors::train_data_parallel(spec, jo);
   if (report.process_rank != 0)
     return 0;
+  if (done.empty() && o.max_steps > 0) { // stopped in the middle of the first epoch it ran
+    std::printf("stopped after --max-steps %lld; %s resumes it\n",
+                static_cast<long long>(o.max_steps), spec.checkpoint.c_str());
+    return 0;
+  }
   if (done.empty()) {
     std::printf("nothing to train: the checkpoint is already at epoch %lld\n",
                 static_cast<long long>(o.epochs));
@@ -387,7 +402,7 @@ double run(const options& o, std::shared_ptr<dist::process_group> pg) {
   const auto& last = done.back().eval;
   const double acc = last.count("test_accuracy") ? last.at("test_accuracy") : -1;
   std::printf("test accuracy %.4f after %lld epochs in %.1f s%s\n", acc,
-              static_cast<long long>(o.epochs), display.seconds(),
+              static_cast<long long>(done.back().epoch + 1), display.seconds(),
               report.zero_redundancy ? " (optimizer step sharded over the replicas)" : "");
   std::printf("wrote %s, %s, %s, %s, %s%s%s\n", spec.checkpoint.c_str(),
               (dir / "model.safetensors").c_str(), (dir / "test_indices.npy").c_str(),

@@ -25,13 +25,15 @@ struct options {
   /// DDP's communication hook: "" (the built-in average), "allreduce", "fp16", "bf16" or
   /// "powersgd" (rank 1, compressed from the 10th step, error feedback and warm start).
   std::string comm_hook;
-  std::string trace;  // Chrome trace of the run
-  std::string resume; // a checkpoint to continue from
+  std::string trace;            // Chrome trace of the run
+  std::string resume;           // a checkpoint to continue from
+  int64_t checkpoint_every = 0; // steps between checkpoints (0: at epoch ends only)
+  int64_t max_steps = -1;       // stop after this many steps in all (-1: no limit)
   /// "cpu", or "cuda" / "cuda:N": the replicas train on GPUs (under a launcher, process p's
   /// replica on cuda:LOCAL_RANK, its gradients over NCCL).
   actorch::device device{};
   bool plot = true; // curves.png through gnuplot (--plot 0: machines without it)
-  /// An elastic job's sample log: each process appends two lines per step to PATH.RANK
+  /// The sample log: each process appends two lines per step to PATH.RANK
   /// ("pid epoch membership step taken index,index,..." and "... done"), so that a test can
   /// count every sample of every epoch (trainer_spec::on_step_samples).
   std::string sample_log;

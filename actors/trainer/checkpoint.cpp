@@ -77,13 +77,19 @@ resume_point load_training_checkpoint(const std::string& path, nn::module& model
     ACTORCH_CHECK(meta.count("loader"), "train_data_parallel: ", path,
                   " has no \"loader\" metadata");
     r.loader = decode_loader_state(meta.at("loader"), path);
+    if (meta.count("world_size")) {
+      r.world_size = meta_int(meta, "world_size", path);
+      r.position = meta_int(meta, "position", path);
+      r.segment = meta_int(meta, "segment", path) != 0;
+    }
   }
   return r;
 }
 
 void save_training_checkpoint(const std::string& path, const nn::module& model,
                               const optim::optimizer_state& opt, int64_t epoch, int64_t step,
-                              int64_t total_steps, const data::data_loader* loader) {
+                              int64_t total_steps, const data::data_loader* loader,
+                              const data_position& data) {
   std::map<std::string, std::string> meta{{"epoch", std::to_string(epoch)},
                                           {"step", std::to_string(step)},
                                           {"total_steps", std::to_string(total_steps)}};
@@ -94,6 +100,9 @@ void save_training_checkpoint(const std::string& path, const nn::module& model,
       ls.delivered.clear();
     }
     meta["loader"] = encode_loader_state(ls);
+    meta["world_size"] = std::to_string(data.world_size);
+    meta["position"] = std::to_string(step == 0 ? 0 : data.position);
+    meta["segment"] = step != 0 && data.segment ? "1" : "0";
   }
   save_checkpoint(path, model, opt, meta);
 }

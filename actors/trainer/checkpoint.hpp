@@ -25,6 +25,18 @@ namespace actorch::actors {
 struct resume_point {
   int64_t epoch = 0, step = 0, total_steps = 0;
   std::optional<data::loader_state> loader; // with a dataset
+  /// With a dataset (Note [Resuming at another world size] in replica_run.cpp): the replicas
+  /// of the job that wrote it (0: a checkpoint from before it was recorded), the epoch order's
+  /// positions its steps covered, and whether `loader` is over a segment of the order (a
+  /// list of indices) rather than the job's DistributedSampler.
+  int64_t world_size = 0, position = 0;
+  bool segment = false;
+};
+
+/// Where the data stands, for save_training_checkpoint (resume_point's last three fields).
+struct data_position {
+  int64_t world_size = 0, position = 0;
+  bool segment = false;
 };
 
 /// Loads the checkpoint at `path` into `model` and `opt`; where it stopped. `with_loader`: the
@@ -34,9 +46,10 @@ resume_point load_training_checkpoint(const std::string& path, nn::module& model
                                       optim::optimizer& opt, bool with_loader);
 
 /// Writes it atomically: model, optimizer, `epoch`, `step`, `total_steps` and, with a loader,
-/// its position (at step 0: epoch `epoch` from its start).
+/// its position and `data` (at step 0: epoch `epoch` from its start).
 void save_training_checkpoint(const std::string& path, const nn::module& model,
                               const optim::optimizer_state& opt, int64_t epoch, int64_t step,
-                              int64_t total_steps, const data::data_loader* loader);
+                              int64_t total_steps, const data::data_loader* loader,
+                              const data_position& data = {});
 
 } // namespace actorch::actors

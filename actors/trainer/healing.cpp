@@ -67,8 +67,7 @@ void replica_run::sync_state(int64_t done_here) {
   wrap_model();
 }
 
-void replica_run::start_segment(int64_t epoch, int64_t offset) {
-  loader_.reset();
+void replica_run::plan_segment(int64_t epoch, int64_t offset) {
   const data::distributed_sampler whole(spec_.dataset->size(), 1, 0, spec_.loader.shuffle,
                                         spec_.seed, spec_.loader.drop_last);
   order_size_ = spec_.dataset->size();
@@ -76,13 +75,14 @@ void replica_run::start_segment(int64_t epoch, int64_t offset) {
                                  spec_.loader.drop_last);
   segment_offset_ = offset;
   segment_steps_ = 0;
-  data::loader_options lo = spec_.loader;
-  lo.sampler = std::make_shared<data::list_sampler>(shard_);
-  lo.shuffle = false;
-  lo.generator = std::make_shared<generator>(spec_.seed + uint64_t(epoch));
-  loader_ = std::make_unique<data::data_loader>(spec_.dataset, lo);
-  if (lo.num_workers > 0)
-    loader_->set_actor_system(self_->system());
+}
+
+void replica_run::start_segment(int64_t epoch, int64_t offset) {
+  loader_.reset();
+  plan_segment(epoch, offset);
+  new_loader(std::make_shared<data::list_sampler>(shard_),
+             std::make_shared<generator>(spec_.seed + uint64_t(epoch)));
+  segment_loader_ = true;
 }
 
 int64_t replica_run::consumed() const {

@@ -215,9 +215,6 @@ job_report train_data_parallel(const trainer_spec& given, const job_options& opt
   if (shardable && spec.zero_redundancy.value_or(true))
     link.set_sharded(in_process ? std::make_shared<sharded_step>(opts.num_local)
                                 : std::make_shared<sharded_step>(link.group()));
-  ACTORCH_CHECK(!spec.on_step_samples || link.elastic(),
-                "train_data_parallel: on_step_samples reports an elastic job's samples; this job "
-                "is not elastic (start it with actorch launch --elastic)");
   if (restart > 0 && given.resume.empty() && !spec.checkpoint.empty() && !link.elastic() &&
       link.num_processes() > 1) { // Note [Restarts across nodes]
     spec.resume = agree_on_resume(*link.group(), link.process_rank(), spec.checkpoint, spec.device);

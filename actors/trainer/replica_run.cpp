@@ -43,6 +43,19 @@ void trace_buckets(dist::reducer& r, int rank) {
 
 } // namespace
 
+// Note [Resuming at another world size]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A checkpoint written mid-epoch records, beside the loader's state, the job's world size and
+// the epoch order's positions its steps covered (consumed(): every rank takes its batch k from
+// the positions [k B W, (k+1) B W), Note [Elastic data position]). Resumed by a job of the same
+// world size, the loader's state gives the rest of the epoch exactly, batch for batch. Resumed
+// by a job of another (restarted on fewer or more nodes, or by hand with --resume), the rest of
+// the epoch is the order's positions from there on divided among the new world as an elastic
+// job's survivors divide it (start_segment), so that every sample of the epoch is taken once
+// apart from DistributedSampler's padding; from the next epoch on the loader is the new world's
+// DistributedSampler, whose orders (seed + epoch) are those of a job that ran at that size
+// throughout. A checkpoint written during such a segment resumes the same way at any size.
+// One this code did not write (no "world_size" metadata) resumes the loader's state as it is.
 replica_report replica_run::run() {
   replica_report report;
   report.rank = info_.rank;
@@ -62,7 +75,9 @@ replica_report replica_run::run() {
   if (!spec_.resume.empty())
     from = load_training_checkpoint(spec_.resume, *model_, *opt_, spec_.dataset != nullptr);
   int64_t epoch = from.epoch, step = from.step, total = from.total_steps;
-  int64_t offset = 0; // an elastic job's position in the first epoch's order
+  // The first epoch's position in its order (Note [Elastic data position]): where a
+  // checkpoint written mid-epoch left it, or where a replacement joins the survivors.
+  int64_t offset = step > 0 ? from.position : 0;
   if (link_.replacement()) {
     // A replacement for a lost rank: the others' live state and position, as a survivor
     // takes them after healing (Note [Elastic healing]).
@@ -77,31 +92,32 @@ replica_report replica_run::run() {
     wrap_model();
     shard_optimizer();
   }
-  if (spec_.dataset && link_.elastic()) {
-    // Each epoch's loader is made by start_segment (Note [Elastic healing]).
-  } else if (spec_.dataset) {
-    data::loader_options lo = spec_.loader;
-    lo.sampler = std::make_shared<data::distributed_sampler>(
-        spec_.dataset->size(), info_.world_size, info_.rank, spec_.loader.shuffle, spec_.seed,
-        spec_.loader.drop_last);
-    lo.shuffle = false;
-    lo.generator = std::make_shared<generator>(spec_.seed);
-    if (device_.is_cuda()) { // Note [Device prefetch]
-      lo.device = device_;
-      lo.pin_memory = true;
-    }
-    loader_ = std::make_unique<data::data_loader>(spec_.dataset, lo);
-    if (lo.num_workers > 0)
-      loader_->set_actor_system(self_->system()); // the job's system, not one per replica
-    if (from.loader)
+  // See Note [Resuming at another world size].
+  bool across = false;
+  if (spec_.dataset && !link_.elastic()) {
+    make_loader();
+    across = from.loader && offset > 0 && (from.segment || from.world_size != info_.world_size);
+    if (from.loader && !across)
       loader_->load_state(*from.loader);
   }
   total_ = total;
   for (; epoch < spec_.epochs && !limit_reached(); ++epoch) {
     epoch_ = epoch;
-    if (spec_.dataset && link_.elastic())
+    if (spec_.dataset && (link_.elastic() || across)) {
       start_segment(epoch, offset);
+    } else if (spec_.dataset) { // the loader's own DistributedSampler's share, for the counts
+      plan_segment(epoch, 0);
+      segment_steps_ = step;
+    }
     run_epoch(epoch, step, report);
+    if (across && epoch_step_ >= steps_per_epoch()) { // the next epochs are the new world's
+      across = false;
+      make_loader();
+      data::loader_state next = *from.loader;
+      next.epoch = epoch + 1;
+      next.delivered.clear();
+      loader_->load_state(next);
+    }
     step = 0;
     offset = 0;
     if (epoch_ > epoch) { // healing took a survivor's place in the next epoch (sync_state)
@@ -152,11 +168,34 @@ void replica_run::wrap_model() {
   trace_buckets(ddp_->reducer(), info_.rank);
 }
 
+void replica_run::make_loader() {
+  new_loader(std::make_shared<data::distributed_sampler>(spec_.dataset->size(), info_.world_size,
+                                                         info_.rank, spec_.loader.shuffle,
+                                                         spec_.seed, spec_.loader.drop_last),
+             std::make_shared<generator>(spec_.seed));
+  segment_loader_ = false;
+}
+
+void replica_run::new_loader(data::sampler_ptr sampler, std::shared_ptr<generator> gen) {
+  loader_.reset();
+  data::loader_options lo = spec_.loader;
+  lo.sampler = std::move(sampler);
+  lo.shuffle = false;
+  lo.generator = std::move(gen);
+  if (device_.is_cuda()) { // Note [Device prefetch]
+    lo.device = device_;
+    lo.pin_memory = true;
+  }
+  loader_ = std::make_unique<data::data_loader>(spec_.dataset, lo);
+  if (lo.num_workers > 0)
+    loader_->set_actor_system(self_->system()); // the job's system, not one per replica
+}
+
 int64_t replica_run::steps_per_epoch() const {
   if (!spec_.dataset)
     return spec_.steps_per_epoch;
-  // An elastic job's loader covers the rest of the epoch from where its segment began.
-  return link_.elastic() ? epoch_step_ - segment_steps_ + loader_->size() : loader_->size();
+  // A segment's loader covers the rest of the epoch from where the segment began.
+  return segment_loader_ ? epoch_step_ - segment_steps_ + loader_->size() : loader_->size();
 }
 
 void replica_run::run_epoch(int64_t epoch, int64_t first_step, replica_report& report) {
@@ -304,7 +343,8 @@ void replica_run::save(int64_t epoch, int64_t step) {
                              gathered   ? *gathered
                              : sharded_ ? sharded_->state_dict()
                                         : opt_->state_dict(),
-                             epoch, step, total_, loader_.get());
+                             epoch, step, total_, loader_.get(),
+                             {info_.world_size, consumed(), segment_loader_});
   }
   tensor token = zeros({1}, {.device = group_->collective_device()});
   group_->all_reduce(token, dist::reduce_op::sum).synchronize(); // a barrier: the host waits

@@ -69,14 +69,21 @@ private:
   // takes, checked equal; then DDP over the new group.
   void sync_state(int64_t done_here);
 
-  // Elastic jobs: this epoch's loader over this rank's share of the order from `offset` on
-  // (Note [Elastic data position]).
+  // The loader over the job's DistributedSampler (rank of world_size), and a loader over
+  // `sampler` with the spec's options (the device prefetch's included).
+  void make_loader();
+  void new_loader(data::sampler_ptr sampler, std::shared_ptr<generator> gen);
+
+  // This rank's share of epoch `epoch`'s order from `offset` on (Note [Elastic data
+  // position]); start_segment also makes the epoch's loader over it (elastic jobs, and
+  // Note [Resuming at another world size]). Without one the share is the DistributedSampler's.
+  void plan_segment(int64_t epoch, int64_t offset);
   void start_segment(int64_t epoch, int64_t offset);
 
-  // Elastic jobs: the epoch order's positions the completed steps covered.
+  // The epoch order's positions the completed steps covered.
   int64_t consumed() const;
 
-  // Elastic jobs: this replica's batch of the segment's step `k`, as dataset indices.
+  // This replica's batch of the segment's step `k`, as dataset indices.
   std::vector<int64_t> batch_indices(int64_t k) const;
 
   int64_t steps_per_epoch() const;
@@ -105,11 +112,12 @@ private:
   int64_t total_ = 0;
   int64_t epoch_ = 0;      // the epoch under way
   int64_t epoch_step_ = 0; // steps of this epoch done, counted from 0
-  // Elastic jobs (Note [Elastic data position]): this segment of the epoch's order (from
-  // segment_offset_ on, divided among the current members), this rank's share of it, the
-  // steps done over it, and where the survivors take up the epoch after healing.
+  // This segment of the epoch's order (Note [Elastic data position]: from segment_offset_ on,
+  // divided among the current members), this rank's share of it, the steps done over it, and
+  // where an elastic job's survivors take up the epoch after healing.
   int64_t order_size_ = 0, segment_offset_ = 0, segment_steps_ = 0, resume_at_ = 0;
   std::vector<int64_t> shard_;
+  bool segment_loader_ = false; // loader_ is over shard_, not the DistributedSampler
 };
 
 } // namespace actorch::actors
