@@ -111,6 +111,7 @@ def test_the_rest_of_the_epoch_is_torchs_after_a_fresh_process_loads_the_state(
     assert sorted(sum(after, [])) == list(range(N)) and after != expected
 
 
+@processes  # a Python dataset with workers: worker processes
 def test_a_seeded_loader_and_an_iterable_dataset_resume_where_they_stood(tmp_path):
     path = tmp_path / "state.pt"
     for kind, batches in (("seeded", 13), ("iterable", 14)):  # 2 streams of 25: 7 batches each
@@ -133,6 +134,11 @@ def test_another_num_workers_resumes_where_batches_do_not_depend_on_the_worker(t
     lines(run(tmp_path, "save", "native", 1, 4, path))  # a C++ dataset: per batch, always
     rest, _ = lines(run(tmp_path, "resume", "native", 3, 0, path))
     assert rest == expected[4:]
+
+
+@processes  # an IterableDataset with workers: worker processes
+def test_an_iterable_dataset_needs_its_num_workers_to_resume_mid_epoch(tmp_path):
+    path = tmp_path / "state.pt"
     lines(run(tmp_path, "save", "iterable", 2, 3, path))
     refused = run(tmp_path, "resume", "iterable", 1, 0, path)
     assert refused.returncode == 3 and "its own stream" in refused.stdout
