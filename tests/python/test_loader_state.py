@@ -286,3 +286,59 @@ def test_a_datasets_own_state_dict_travels_with_the_loaders():
     target = Counted()
     actorch.DataLoader(target, batch_size=B).load_state_dict(state)
     assert target.calls == 41
+
+
+RANKS = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.distributed as dist
+    import actorch
+
+    phase, path, out = sys.argv[1:4]
+    dist.init_process_group("actorch")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    data = torch.utils.data.TensorDataset(torch.arange(%(n)d))
+    sampler = torch.utils.data.DistributedSampler(data, seed=3)  # the default group's world
+    sampler.set_epoch(1)
+    ld = actorch.DataLoader(data, batch_size=%(b)d, sampler=sampler)
+    seen = []
+    if phase == "save":
+        it = iter(ld)
+        for _ in range(3):
+            seen += next(it)[0].tolist()
+        states = [None] * world
+        dist.all_gather_object(states, ld.state_dict())  # every rank's, gathered
+        if rank == 0:
+            torch.save(states, path)
+        del it
+    else:
+        ld.load_state_dict(torch.load(path))
+        steps = 0
+        for batch in ld:
+            seen += batch[0].tolist()
+            steps += 1
+        counts = [None] * world
+        dist.all_gather_object(counts, steps)
+        assert len(set(counts)) == 1, counts  # as many steps on every rank, as DDP needs
+    with open(f"{out}.{rank}", "w") as f:
+        f.write(repr(seen))
+    dist.destroy_process_group()
+""") % {"n": N, "b": B}
+
+
+@pytest.mark.parametrize("before,after", [(2, 3), (3, 2)])
+def test_ranks_under_actorch_launch_resume_at_another_world_size(tmp_path, before, after):
+    script = tmp_path / "ranks.py"
+    script.write_text(RANKS)
+    state = tmp_path / "states.pt"
+    seen = []
+    for phase, world in (("save", before), ("resume", after)):
+        out = tmp_path / phase
+        p = subprocess.run([os.environ["ACTORCH_CLI"], "launch", "--nproc-per-node", str(world),
+                            sys.executable, str(script), phase, str(state), str(out)],
+                           capture_output=True, text=True, timeout=180)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        for rank in range(world):
+            seen += eval((tmp_path / f"{phase}.{rank}").read_text())
+    assert set(seen) == set(range(N))
+    assert len(seen) - N <= (-N % before) + (-(N - 3 * B * before) % after)
