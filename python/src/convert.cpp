@@ -35,7 +35,7 @@
 // leaves a worker process through to_wire: actorch.data._wire pickles it, taking each CPU torch
 // tensor and numpy array of a dtype actorch has out of the pickle (a persistent id: index, kind,
 // requires_grad), and those travel as the batch's tensors do, through the shared batch file
-// (Note [Custom values across processes] in actors/loader/worker_process.cpp). In the loader's
+// (Note [Custom values across processes] in actors/loader/worker_wire.cpp). In the loader's
 // process the codec keeps the bytes and tensors (a pickled_value, no GIL needed), and to_python
 // unpickles them on the consumer's thread: a torch tensor over the tensor's memory (or an
 // actorch.Tensor, as the iterator was asked), a writable numpy array over it. What pickle cannot
