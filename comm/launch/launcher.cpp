@@ -39,8 +39,8 @@
 #include "base/text.hpp"
 #include "comm/elastic.hpp"
 #include "comm/launch/supervisor.hpp"
+#include "comm/store/job_crypto.hpp"
 #include "comm/store/tcp_store.hpp"
-#include "comm/store/tcp_store_server.hpp"
 
 namespace actorch::dist {
 

@@ -23,6 +23,7 @@
 
 #include "base/env.hpp"
 #include "base/error.hpp"
+#include "comm/store/job_crypto.hpp"
 #include "comm/store/tcp_store_server.hpp"
 #include "comm/store/tcp_wire.hpp"
 

@@ -51,10 +51,4 @@ private:
   std::unique_ptr<impl> impl_;
 };
 
-/// HMAC-SHA256 of `message` under `key` (32 bytes): the proof of Note [Job secret].
-std::string hmac_sha256(const std::string& key, const std::string& message);
-/// `n` bytes from OpenSSL's random generator (nonces, job secrets); `what` names them in the
-/// error. This and hmac_sha256 start OpenSSL as Note [OpenSSL at exit] says.
-std::string random_bytes(size_t n, const char* what);
-
 } // namespace actorch::dist

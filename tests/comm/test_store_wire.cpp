@@ -18,6 +18,7 @@
 #include <random>
 #include <thread>
 
+#include "comm/store/job_crypto.hpp"
 #include "comm/store/tcp_store.hpp"
 #include "comm/store/tcp_store_server.hpp"
 #include "comm/store/tcp_wire.hpp"

@@ -43,16 +43,15 @@
 #include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
-#include <openssl/crypto.h>
 
 #include "base/env.hpp"
 #include "base/error.hpp"
 #include "comm/backend/socket_ifname.hpp"
 #include "comm/collective_tag.hpp"
 #include "comm/store/gloo_store.hpp"
+#include "comm/store/job_crypto.hpp"
 #include "comm/store/prefix_store.hpp"
 #include "comm/store/tcp_store.hpp"
-#include "comm/store/tcp_store_server.hpp"
 
 namespace actorch::dist {
 
@@ -155,7 +154,7 @@ void prove_pairs(gloo::rendezvous::Context& ctx, const std::string& secret,
   for (const int q : peers) {
     receive(q, "proof of the job secret");
     const std::string want = proof(mine, global[size_t(q)], global[size_t(rank)]);
-    if (wrong < 0 && CRYPTO_memcmp(want.data(), got[size_t(q)].data(), 32) != 0)
+    if (wrong < 0 && !proofs_equal(want, got[size_t(q)]))
       wrong = q;
   }
   // This rank's own proofs go out first, so that its peers judge them before it hangs up.
