@@ -1,6 +1,6 @@
 // Between Python values and actorch's: tensors through DLPack (zero-copy both ways), samples
-// (numbers, strings, tuples, dicts, tensors, nested) to and from Python objects, and Python
-// objects that a thread without the GIL may drop last. Shared by every binding file of the _C
+// (numbers, strings, tuples, dicts, tensors, nested) to and from Python objects; the GIL on any
+// thread is gil.hpp's. Shared by every binding file of the _C
 // module (see Note [Python module] in module.cpp).
 #pragma once
 
@@ -8,6 +8,7 @@
 
 #include "core/data/sample.hpp"
 #include "core/tensor.hpp"
+#include "python/src/gil.hpp"
 
 namespace actorch::python {
 
@@ -70,37 +71,6 @@ private:
 /// Registers the codec that rebuilds a python_value sent by a worker process (called once, when
 /// the module is imported).
 void register_python_codec();
-
-/// The GIL, taken on any thread: a loader worker's thread keeps one Python thread state for its
-/// life instead of making and deleting one per call, as pybind11's gil_scoped_acquire alone would
-/// (Note [Worker thread states] in convert.cpp).
-class gil_lock {
-public:
-  gil_lock();
-  gil_lock(const gil_lock&) = delete;
-  gil_lock& operator=(const gil_lock&) = delete;
-
-private:
-  py::gil_scoped_acquire gil_;
-};
-
-/// Never returns: where a thread that asked for the GIL during the interpreter's finalization
-/// waits (Note [Threads that meet the interpreter's end] in convert.cpp).
-[[noreturn]] void park_at_interpreter_end();
-
-/// Keeps a Python thread state for the calling thread's life (see gil_lock); what a worker
-/// thread calls before it takes the GIL. @pre the GIL is not held by this thread.
-void keep_thread_state();
-
-/// A Python object that a thread without the GIL may drop last (a collate_fn held by the
-/// loader's workers, a dataset): it takes the GIL to let go of it.
-struct gil_object {
-  explicit gil_object(py::object o) : obj(std::move(o)) {}
-  ~gil_object();
-  gil_object(const gil_object&) = delete;
-  gil_object& operator=(const gil_object&) = delete;
-  py::object obj;
-};
 
 /// Where a Python exception caught in C++ goes on: an actorch::error whose message carries the
 /// exception's type (module and qualified name), message and traceback in a form

@@ -26,7 +26,7 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A worker process is forked from its worker actor's thread, not from the main thread. The fork
 // hooks do what os.fork does from any thread: take the GIL (through the thread's kept state,
-// Note [Worker thread states] in convert.cpp), PyOS_BeforeFork (the import lock, the at-fork
+// Note [Worker thread states] in gil.cpp), PyOS_BeforeFork (the import lock, the at-fork
 // handlers of threading, random, logging), fork, then PyOS_AfterFork_Parent in the parent, which
 // lets the GIL go, and PyOS_AfterFork_Child in the child, which makes the forking thread the
 // child's main thread and deletes the other threads' states. The child keeps the GIL from then
