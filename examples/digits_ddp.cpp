@@ -3,7 +3,11 @@
 //
 //   actorch launch --nproc-per-node 2 build/release/examples/digits_ddp --out digits-run
 //     [--epochs 30] [--batch-size 32] [--num-workers 1] [--actors 1] [--trace trace.json]
-//     [--resume digits-run/digits_ddp.safetensors] [--device cuda] [--sample-log PATH]
+//     [--resume digits-run/digits_ddp.safetensors] [--checkpoint-every N] [--max-steps N]
+//     [--device cuda] [--sample-log PATH]
+//
+// --resume takes a checkpoint of a job of any world size: one written mid-epoch by 2 processes
+// resumes under --nproc-per-node 3 with the rest of that epoch divided among the 3.
 //
 // With --device cuda each process trains on cuda:LOCAL_RANK and the job's group is NCCL.
 //
