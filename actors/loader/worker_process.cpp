@@ -122,7 +122,6 @@ using wire::reader;
 using wire::recv_all;
 using wire::send_all;
 using wire::send_frame;
-using wire::writer;
 
 } // namespace
 
@@ -199,35 +198,6 @@ void worker_process::serve(int sock, int shm_fd, pid_t parent, const std::string
       ::_exit(0); // the worker is gone
   }
   ::_exit(0); // the worker closed the socket: it is stopping
-}
-
-std::string worker_process::spawn_frame(const spawn_header& h, const std::string& payload) {
-  writer w;
-  w.put(h.id);
-  w.put(h.num_workers);
-  w.put(h.base_seed);
-  w.put(h.batch_size);
-  w.put<uint8_t>(h.drop_last);
-  w.put(h.cpu);
-  w.put(h.start_cpu);
-  w.put_string(payload);
-  return std::move(w.out);
-}
-
-std::pair<worker_process::spawn_header, std::string>
-worker_process::parse_spawn_frame(std::string_view frame) {
-  reader r(frame);
-  spawn_header h;
-  h.id = r.get<int64_t>();
-  h.num_workers = r.get<int64_t>();
-  h.base_seed = r.get<uint64_t>();
-  h.batch_size = r.get<int64_t>();
-  h.drop_last = r.get<uint8_t>() != 0;
-  h.cpu = r.get<int32_t>();
-  h.start_cpu = r.get<int32_t>();
-  std::string payload = r.get_string();
-  ACTORCH_CHECK(r.done(), "worker process: a first frame longer than its fields");
-  return {h, std::move(payload)};
 }
 
 namespace {

@@ -11,9 +11,13 @@
 
 namespace actorch::actors::wire {
 
-bool send_all(int fd, const char* p, size_t n) {
+namespace {
+
+/// Moves exactly n bytes through `io` (a send or a recv of `fd`), retrying on EINTR; false when
+/// the peer is gone, at end of file or on an error.
+template <class Io> bool move_all(int fd, char* p, size_t n, Io io) {
   while (n > 0) {
-    const ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
+    const ssize_t r = io(fd, p, n);
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0)
@@ -22,6 +26,13 @@ bool send_all(int fd, const char* p, size_t n) {
     n -= size_t(r);
   }
   return true;
+}
+
+} // namespace
+
+bool send_all(int fd, const char* p, size_t n) {
+  return move_all(fd, const_cast<char*>(p), n,
+                  [](int f, char* b, size_t k) { return ::send(f, b, k, MSG_NOSIGNAL); });
 }
 
 bool send_frame(int fd, const std::string& body) {
@@ -31,16 +42,7 @@ bool send_frame(int fd, const std::string& body) {
 }
 
 bool recv_all(int fd, char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t r = ::recv(fd, p, n, 0);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return false;
-    p += r;
-    n -= size_t(r);
-  }
-  return true;
+  return move_all(fd, p, n, [](int f, char* b, size_t k) { return ::recv(f, b, k, 0); });
 }
 
 std::string encode_task(const index_batch& t, const std::vector<uint64_t>& released) {
@@ -279,3 +281,40 @@ data::sample decode_sample(reader& r, char* base, uint64_t bytes, data::buffer_p
 }
 
 } // namespace actorch::actors::wire
+
+namespace actorch::actors {
+
+using wire::reader;
+using wire::writer;
+
+// The first frame of a spawned child (Note [Spawned workers] in worker_process.cpp).
+std::string worker_process::spawn_frame(const spawn_header& h, const std::string& payload) {
+  writer w;
+  w.put(h.id);
+  w.put(h.num_workers);
+  w.put(h.base_seed);
+  w.put(h.batch_size);
+  w.put<uint8_t>(h.drop_last);
+  w.put(h.cpu);
+  w.put(h.start_cpu);
+  w.put_string(payload);
+  return std::move(w.out);
+}
+
+std::pair<worker_process::spawn_header, std::string>
+worker_process::parse_spawn_frame(std::string_view frame) {
+  reader r(frame);
+  spawn_header h;
+  h.id = r.get<int64_t>();
+  h.num_workers = r.get<int64_t>();
+  h.base_seed = r.get<uint64_t>();
+  h.batch_size = r.get<int64_t>();
+  h.drop_last = r.get<uint8_t>() != 0;
+  h.cpu = r.get<int32_t>();
+  h.start_cpu = r.get<int32_t>();
+  std::string payload = r.get_string();
+  ACTORCH_CHECK(r.done(), "worker process: a first frame longer than its fields");
+  return {h, std::move(payload)};
+}
+
+} // namespace actorch::actors

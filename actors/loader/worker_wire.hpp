@@ -1,5 +1,6 @@
 // The wire between a dataset worker and its child process (Note [Worker processes] in
-// worker_process.cpp): length-prefixed frames over the socket, the task frame, and a reply's
+// worker_process.cpp): length-prefixed frames over the socket, a spawned child's first frame
+// (worker_process::spawn_frame, defined in worker_wire.cpp), the task frame, and a reply's
 // structure, whose tensors lie in the shared batch file (shared_batch_file.hpp) and travel as
 // offsets into it.
 #pragma once

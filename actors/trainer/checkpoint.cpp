@@ -78,9 +78,9 @@ resume_point load_training_checkpoint(const std::string& path, nn::module& model
                   " has no \"loader\" metadata");
     r.loader = decode_loader_state(meta.at("loader"), path);
     if (meta.count("world_size")) {
-      r.world_size = meta_int(meta, "world_size", path);
-      r.position = meta_int(meta, "position", path);
-      r.segment = meta_int(meta, "segment", path) != 0;
+      r.data.world_size = meta_int(meta, "world_size", path);
+      r.data.position = meta_int(meta, "position", path);
+      r.data.segment = meta_int(meta, "segment", path) != 0;
     }
   }
   return r;

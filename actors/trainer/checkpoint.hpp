@@ -21,22 +21,20 @@ struct optimizer_state;
 
 namespace actorch::actors {
 
-/// Where a checkpoint left training.
-struct resume_point {
-  int64_t epoch = 0, step = 0, total_steps = 0;
-  std::optional<data::loader_state> loader; // with a dataset
-  /// With a dataset (Note [Resuming at another world size] in replica_run.cpp): the replicas
-  /// of the job that wrote it (0: a checkpoint from before it was recorded), the epoch order's
-  /// positions its steps covered, and whether `loader` is over a segment of the order (a
-  /// list of indices) rather than the job's DistributedSampler.
+/// Where the data stands (Note [Resuming at another world size] in replica_run.cpp): the
+/// replicas of the job (0: a checkpoint from before it was recorded), the epoch order's positions
+/// its steps covered, and whether the loader is over a segment of the order (a list of indices)
+/// rather than the job's DistributedSampler.
+struct data_position {
   int64_t world_size = 0, position = 0;
   bool segment = false;
 };
 
-/// Where the data stands, for save_training_checkpoint (resume_point's last three fields).
-struct data_position {
-  int64_t world_size = 0, position = 0;
-  bool segment = false;
+/// Where a checkpoint left training.
+struct resume_point {
+  int64_t epoch = 0, step = 0, total_steps = 0;
+  std::optional<data::loader_state> loader; // with a dataset
+  data_position data;                       // with a dataset
 };
 
 /// Loads the checkpoint at `path` into `model` and `opt`; where it stopped. `with_loader`: the

@@ -77,7 +77,7 @@ replica_report replica_run::run() {
   int64_t epoch = from.epoch, step = from.step, total = from.total_steps;
   // The first epoch's position in its order (Note [Elastic data position]): where a
   // checkpoint written mid-epoch left it, or where a replacement joins the survivors.
-  int64_t offset = step > 0 ? from.position : 0;
+  int64_t offset = step > 0 ? from.data.position : 0;
   if (link_.replacement()) {
     // A replacement for a lost rank: the others' live state and position, as a survivor
     // takes them after healing (Note [Elastic healing]).
@@ -96,7 +96,8 @@ replica_report replica_run::run() {
   bool across = false;
   if (spec_.dataset && !link_.elastic()) {
     make_loader();
-    across = from.loader && offset > 0 && (from.segment || from.world_size != info_.world_size);
+    across = from.loader && offset > 0 &&
+             (from.data.segment || from.data.world_size != info_.world_size);
     if (from.loader && !across)
       loader_->load_state(*from.loader);
   }

@@ -9,6 +9,7 @@ steps in an epoch; and the job ends at the test accuracy an undisturbed 2-rank r
 Usage: python3 digits_world_resume.py ACTORCH_BINARY DIGITS_DDP_BINARY SCRATCH_DIR
 """
 import collections
+import math
 import os
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ from digits_elastic import BATCH, TRAIN, read_log, report_of  # noqa: E402
 from job_helpers import free_port, test_accuracy as accuracy  # noqa: E402
 
 EPOCHS = 4
-STEPS_AT_2 = -(-(-(-TRAIN // 2)) // BATCH)  # a 2-rank epoch's steps: ceil(ceil(N / 2) / B)
+STEPS_AT_2 = math.ceil(math.ceil(TRAIN / 2) / BATCH)  # a 2-rank epoch's steps
 
 
 def launch(actorch, digits, out_dir, world, *args):

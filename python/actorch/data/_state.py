@@ -140,11 +140,11 @@ def redraw(loader, state):
 
 def distributed_part(sampler, record, delivered, batch_size):
     """A DistributedSampler rank's part of a state: its world and epoch, the dataset's length,
-    the positions it was dealt (None: r + W*j) and those consumed, its own and before."""
-    if record is not None and record.share is not None:
-        mine = record.share
-    else:
-        mine = range(sampler.rank, sampler.total_size, sampler.num_replicas)
+    the positions it was dealt (r + W*j, or a resumed epoch's share) and those consumed, its
+    own and before."""
+    resumed = record is not None and record.share is not None
+    mine = record.share if resumed else range(sampler.rank, sampler.total_size,
+                                              sampler.num_replicas)
     consumed = set(record.prior if record is not None else ())
     per_batch = batch_size or 1
     for b in delivered:
@@ -152,9 +152,7 @@ def distributed_part(sampler, record, delivered, batch_size):
     epoch = record.sampler_epoch if record is not None and record.sampler_epoch is not None \
         else sampler.epoch
     return {"num_replicas": sampler.num_replicas, "rank": sampler.rank, "epoch": epoch,
-            "samples": len(sampler.dataset),
-            "share": runs(mine) if record is not None and record.share is not None else None,
-            "consumed": runs(consumed)}
+            "samples": len(sampler.dataset), "share": runs(mine), "consumed": runs(consumed)}
 
 
 def _fail(message):
@@ -175,9 +173,8 @@ def check(loader, state):
             _fail(f"not a state of actorch.DataLoader (no {MARKER!r} key of version 1); "
                   "pass what DataLoader.state_dict() returned")
     distributed = is_distributed(loader.sampler)
-    if len(states) > 1 or isinstance(state, (list, tuple)):
-        if not distributed:
-            _fail(f"a list of {len(states)} states is for a loader over torch's "
+    if isinstance(state, (list, tuple)) and not distributed:
+        _fail(f"a list of {len(states)} states is for a loader over torch's "
                   "DistributedSampler (every rank's state, to resume at another world size); "
                   f"this loader's sampler is {type(loader.sampler).__name__}")
     first = states[0]
@@ -258,12 +255,7 @@ def distributed_share(sampler, resume):
     for s in states:
         consumed.update(positions(s["distributed"]["consumed"]))
     if not resume["all_ranks"]:
-        part = resume["first"]["distributed"]
-        mine = (positions(part["share"]) if part["share"] is not None else
-                range(part["rank"], -(-part["samples"] // part["num_replicas"]) *
-                      part["num_replicas"] if not sampler.drop_last else
-                      part["samples"] // part["num_replicas"] * part["num_replicas"],
-                      part["num_replicas"]))
+        mine = positions(resume["first"]["distributed"]["share"])
         return [p for p in mine if p not in consumed], sorted(consumed)
     n = states[0]["distributed"]["samples"]
     rest = [p for p in range(n) if p not in consumed]

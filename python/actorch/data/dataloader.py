@@ -422,14 +422,11 @@ class DataLoader:
         if running is not None and not running.done and not self.persistent_workers:
             loader = self._make_loader()
         new = _state.EpochRecord()
-        first = resume["first"] if resume is not None else None
         if resume is not None and resume["mid_epoch"]:
             loader, new = self._resumed_loader(loader, resume)
-            new.base_seed, new.generators = first["base_seed"], first["generators"]
-            new.sampler_states = first["sampler_states"]
         elif resume is not None:
-            loader._load_state(*first["cxx"])
-            _state.set_generators(self, first["generators"])
+            loader._load_state(*resume["first"]["cxx"])
+            _state.set_generators(self, resume["first"]["generators"])
         if self._spawn_parts is not None:  # the dataset as it is now, as torch's workers get it
             from . import _spawn
             loader._set_spawn_payload(_spawn.command(*self._spawn_parts)[1])
@@ -458,21 +455,21 @@ class DataLoader:
         first = resume["first"]
         epoch, delivered, streams, gen, sampler_gen = first["cxx"]
         record = _state.EpochRecord()
+        record.base_seed, record.generators = first["base_seed"], first["generators"]
+        record.sampler_states = first["sampler_states"]
         if _state.is_distributed(self.sampler):
             record.share, record.prior = _state.distributed_share(self.sampler, resume)
             record.sampler_epoch = first["distributed"]["epoch"]
             order = _state.epoch_order(self.sampler, record.sampler_epoch)
             loader = self._make_loader(sampler=[order[p % len(order)] for p in record.share])
-            delivered = []
+            delivered = []  # the share is the rest of the epoch
+            record.resumed = True
         elif self._py_sampler is not None or self._py_batch_sampler is not None:
             order = _state.redraw(self, first)
             kind = "batch_sampler" if self._py_batch_sampler is not None else "sampler"
             loader = self._make_loader(**{kind: order})
-        else:
-            loader._load_state(epoch, delivered, streams, gen, sampler_gen)
-            return loader, record
-        record.resumed = True
-        loader._load_state(epoch, delivered, streams, gen, None)
+            record.resumed = True
+        loader._load_state(epoch, delivered, streams, gen, sampler_gen)
         return loader, record
 
     def state_dict(self):
