@@ -18,9 +18,9 @@
 #include <gloo/transport/tcp/address.h>
 #include <netinet/in.h>
 
+#include "comm/backend/gloo/pair_mesh.hpp"
 #include "comm/backend/nccl/process_group_nccl.hpp"
 #include "comm/collective_tag.hpp"
-#include "comm/store/gloo_store.hpp"
 #include "comm/store/hash_store.hpp"
 #include "comm/store/prefix_store.hpp"
 #include "comm/store/tcp_store.hpp"
@@ -344,9 +344,8 @@ TEST_CASE("a rendezvous that misses a rank fails within the timeout", "[comm][gl
 TEST_CASE("a peer that publishes its address and never connects fails the group within its "
           "timeout, not Gloo's five times it",
           "[comm][gloo][errors]") {
-  // Rank 1 is played here: it writes what Gloo's connectFullMesh writes (its host name, and
-  // its pair's address: 127.0.0.2, above rank 0's 127.0.0.1, so rank 0 listens for it) and
-  // then never connects.
+  // Rank 1 is played here: it publishes its pair's address for rank 0 (127.0.0.2, above rank
+  // 0's 127.0.0.1, so rank 0 listens for it) and then never connects.
   auto st = std::make_shared<hash_store>(5s);
   auto as_rank1 = std::make_shared<prefix_store>("pg", st);
   sockaddr_in sin{};
@@ -356,13 +355,12 @@ TEST_CASE("a peer that publishes its address and never connects fails the group 
   sockaddr_storage ss{};
   std::memcpy(&ss, &sin, sizeof sin);
   const auto bytes = gloo::transport::tcp::Address(ss, 0).bytes();
-  as_rank1->set("rank_1", "a-host-that-never-connects");
-  as_rank1->set("1", std::string(bytes.begin(), bytes.end()));
+  as_rank1->set("pair/1-0/0", std::string(bytes.begin(), bytes.end()));
   const auto t0 = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH(
       process_group_gloo(std::make_shared<prefix_store>("pg", st), 0, 2, short_timeout(1000)),
       Contains("rank 0 of group [0, 1] could not connect") &&
-          Contains("(the group's timeout is 1000 ms)"));
+          Contains("(the group's timeout is 1000 ms)") && Contains("Connect timeout"));
   const auto took = std::chrono::steady_clock::now() - t0;
   INFO("failed after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
                        << " ms");
@@ -389,9 +387,9 @@ TEST_CASE("the addresses Gloo publishes in the store carry no bytes of the proce
     REQUIRE(e == nullptr);
   const size_t record = gloo::transport::tcp::Address().bytes().size();
   REQUIRE(record == sizeof(sockaddr_storage) + sizeof(ssize_t));
-  for (const char* key : {"0", "1"}) {
+  for (const char* key : {"pair/0-1/0", "pair/1-0/0"}) { // each rank's address for the other
     const std::string value = prefix_store("pg", st).get(key);
-    REQUIRE(value.size() == record); // one pair per rank in a group of two
+    REQUIRE(value.size() == record);
     sockaddr_storage ss{};
     std::memcpy(&ss, value.data(), sizeof ss);
     REQUIRE(ss.ss_family == AF_INET);
@@ -404,15 +402,13 @@ TEST_CASE("gloo address records lose every byte past their sockaddr", "[comm][gl
   // Records as Gloo writes them: a sockaddr_storage whose tail holds whatever was in memory
   // (0xAA here), then a sequence number, which must survive.
   constexpr size_t kRecord = sizeof(sockaddr_storage) + sizeof(ssize_t);
-  std::string value(2 * kRecord, char(0xAA));
   const sa_family_t families[2] = {AF_INET, AF_INET6};
-  for (size_t r = 0; r < 2; ++r)
-    std::memcpy(value.data() + r * kRecord + offsetof(sockaddr_storage, ss_family), &families[r],
-                sizeof(sa_family_t));
-  dist::gloo_store::scrub_addresses(value);
   const size_t used[2] = {sizeof(sockaddr_in), sizeof(sockaddr_in6)};
   for (size_t r = 0; r < 2; ++r) {
-    const std::string record = value.substr(r * kRecord, kRecord);
+    std::string record(kRecord, char(0xAA));
+    std::memcpy(record.data() + offsetof(sockaddr_storage, ss_family), &families[r],
+                sizeof(sa_family_t));
+    dist::scrub_address(record);
     CHECK(record.substr(used[r], sizeof(sockaddr_storage) - used[r]) ==
           std::string(sizeof(sockaddr_storage) - used[r], '\0'));
     CHECK(record.substr(offsetof(sockaddr_storage, ss_family) + sizeof(sa_family_t),
@@ -421,8 +417,8 @@ TEST_CASE("gloo address records lose every byte past their sockaddr", "[comm][gl
                       char(0xAA)));
     CHECK(record.substr(sizeof(sockaddr_storage)) == std::string(sizeof(ssize_t), char(0xAA)));
   }
-  std::string odd(kRecord + 1, char(0xAA)); // not whole records: not Gloo's, left alone
-  dist::gloo_store::scrub_addresses(odd);
+  std::string odd(kRecord + 1, char(0xAA)); // not one record: not Gloo's, left alone
+  dist::scrub_address(odd);
   CHECK(odd == std::string(kRecord + 1, char(0xAA)));
 }
 

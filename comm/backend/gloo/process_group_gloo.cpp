@@ -3,17 +3,6 @@
 // are in the files named there. The op headers, argument checks and point-to-point slots are in
 // gloo_checks.hpp.
 //
-// Note [Gloo connect timeout]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// Gloo's Pair::connect waits for the TCP connection 5 x the timeout it was given ("a longer
-// timeout when waiting for initial connect", gloo/transport/tcp/pair.h), so a peer that
-// published its address and then never connected failed a 5 s group after 25 s. The group
-// therefore gives Gloo's context a fifth of its timeout while connecting, so that the connect
-// wait is the group's timeout, and the store adapter waits for the peers' addresses for the
-// whole timeout, whatever Gloo asks it. After connecting, the context gets the full timeout
-// back; the pairs keep the fifth only for their socket options and sync-mode reads, which the
-// group never uses (every op passes its own timeout, through the options API).
-
 // Note [Gloo group threads]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
 // A group owns two serial executors (serial_executor.hpp). The *collectives* one runs
@@ -33,8 +22,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <system_error>
 
 #include <sys/socket.h>
 
@@ -46,10 +33,9 @@
 
 #include "base/env.hpp"
 #include "base/error.hpp"
+#include "comm/backend/gloo/pair_mesh.hpp"
 #include "comm/backend/socket_ifname.hpp"
 #include "comm/collective_tag.hpp"
-#include "comm/store/gloo_store.hpp"
-#include "comm/store/job_crypto.hpp"
 #include "comm/store/prefix_store.hpp"
 #include "comm/store/tcp_store.hpp"
 
@@ -89,80 +75,6 @@ namespace {
 long long ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t)
       .count();
-}
-
-// Note [Gloo pair proofs]
-// ~~~~~~~~~~~~~~~~~~~~~~~
-// Gloo's pairs accept whoever connects first to the port a rank published (Debian's Gloo is
-// prebuilt: its handshake cannot change), so a process that reaches the port between the
-// publication and the real peer's connect takes the peer's place. With a job secret, every
-// pair therefore proves it after connecting and before carrying data: each rank sends each
-// peer 32 random bytes, and answers the peer's with HMAC-SHA256(secret, their bytes, its own
-// global rank, the peer's); a peer that sends no bytes or a wrong answer within the timeout
-// fails the rendezvous, naming that peer. Strangers who know no secret cannot answer, and a
-// recorded answer is useless for other bytes. The two messages use slots outside Gloo's and
-// the point-to-point ones (top byte 0xA7).
-void prove_pairs(gloo::rendezvous::Context& ctx, const std::string& secret,
-                 const std::vector<int>& global, int rank, milliseconds timeout) {
-  using gloo::transport::UnboundBuffer;
-  constexpr uint64_t kNonceSlot = uint64_t(0xA7) << 56, kProofSlot = kNonceSlot | 1;
-  const size_t n = global.size();
-  std::vector<int> peers;
-  for (int q = 0; q < int(n); ++q)
-    if (q != rank)
-      peers.push_back(q);
-  std::string mine = random_bytes(32, "process_group_gloo's pair proofs");
-  const auto proof = [&](const std::string& nonce, int prover, int verifier) {
-    return hmac_sha256(secret, "actorch gloo pair " + nonce + " " + std::to_string(prover) + " " +
-                                   std::to_string(verifier));
-  };
-  std::vector<std::string> theirs(n, std::string(32, '\0')), answers(n),
-      got(n, std::string(32, '\0'));
-  std::vector<std::unique_ptr<UnboundBuffer>> sends, recvs(n);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  const auto left = [&] {
-    return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(
-                                         deadline - std::chrono::steady_clock::now()));
-  };
-  // Waits for peer q's message in recvs[q], naming q and `what` when it does not come.
-  const auto receive = [&](int q, const char* what) {
-    try {
-      if (recvs[size_t(q)]->waitRecv(left()))
-        return;
-    } catch (const std::exception& e) {
-      ACTORCH_FAIL("rank ", global[size_t(q)], " sent no ", what, " over its Gloo connection (",
-                   e.what(), "): a process that is not rank ", global[size_t(q)],
-                   " may have connected in its place");
-    }
-    ACTORCH_FAIL("rank ", global[size_t(q)], "'s ", what, " was aborted");
-  };
-  // Sends 32 bytes to peer q and posts the receive of its 32 into `in`, both on `slot`.
-  const auto exchange = [&](int q, std::string& out, std::string& in, uint64_t slot) {
-    sends.push_back(ctx.createUnboundBuffer(out.data(), 32));
-    sends.back()->send(q, slot);
-    recvs[size_t(q)] = ctx.createUnboundBuffer(in.data(), 32);
-    recvs[size_t(q)]->recv(q, slot);
-  };
-  for (const int q : peers)
-    exchange(q, mine, theirs[size_t(q)], kNonceSlot);
-  for (const int q : peers) {
-    receive(q, "challenge");
-    answers[size_t(q)] = proof(theirs[size_t(q)], global[size_t(rank)], global[size_t(q)]);
-    exchange(q, answers[size_t(q)], got[size_t(q)], kProofSlot);
-  }
-  int wrong = -1;
-  for (const int q : peers) {
-    receive(q, "proof of the job secret");
-    const std::string want = proof(mine, global[size_t(q)], global[size_t(rank)]);
-    if (wrong < 0 && !proofs_equal(want, got[size_t(q)]))
-      wrong = q;
-  }
-  // This rank's own proofs go out first, so that its peers judge them before it hangs up.
-  for (auto& b : sends)
-    b->waitSend(left());
-  ACTORCH_CHECK(wrong < 0, "rank ", global[size_t(wrong)], " answered with a wrong proof of the ",
-                "job secret over its Gloo connection: a process of another job, or one given ",
-                "another secret (ACTORCH_JOB_TOKEN), is connected in its place");
 }
 
 } // namespace
@@ -309,22 +221,12 @@ process_group_gloo::process_group_gloo(std::shared_ptr<store> s, int rank, int s
   try {
     for (size_t i = 0; i < attrs.size(); ++i) {
       impl_->devices.push_back(gloo::transport::tcp::CreateDevice(attrs[i]));
-      auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-      // Note [Gloo connect timeout]
-      // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
-      // Gloo waits 5 x its timeout for a pair to connect.
-      context->setTimeout(std::max(milliseconds(1), impl_->opts.timeout / 5));
-      // Device 0 keeps the keys a single-device group uses. The adapter waits for the
-      // peers' keys for the whole timeout, whatever Gloo asks.
-      gloo_store adapter(
+      // Device 0 keeps the keys a single-device group uses.
+      const std::shared_ptr<store> keys =
           i == 0 ? impl_->st
-                 : std::make_shared<prefix_store>("device" + std::to_string(i), impl_->st),
-          impl_->opts.timeout);
-      context->connectFullMesh(adapter, impl_->devices.back());
-      context->setTimeout(impl_->opts.timeout);
-      if (!secret.empty() && size > 1) // See Note [Gloo pair proofs]
-        prove_pairs(*context, secret, global_ranks_, rank, impl_->opts.timeout);
-      impl_->contexts.push_back(std::move(context));
+                 : std::make_shared<prefix_store>("device" + std::to_string(i), impl_->st);
+      impl_->contexts.push_back(connect_mesh(*keys, impl_->devices.back(), rank, global_ranks_,
+                                             secret, impl_->opts.timeout));
     }
     if (impl_->opts.shared_memory && env_flag("ACTORCH_GLOO_SHM", true))
       impl_->shm = shm_collectives::connect(
@@ -364,44 +266,15 @@ process_group_gloo::~process_group_gloo() {
 // the socket to itself, so abort() finds it among this process's descriptors by the pair's
 // local address (its port is the socket's alone).
 void process_group_gloo::abort() {
-  std::vector<sockaddr_storage> ours;
   for (auto& context : impl_->contexts)
     for (int peer = 0; peer < size(); ++peer)
       if (peer != rank())
-        if (auto& pair = context->getPair(peer))
-          ours.push_back(
+        if (auto& pair = context->getPair(peer)) {
+          const int fd = socket_bound_to(
               static_cast<const gloo::transport::tcp::Address&>(pair->address()).getSockaddr());
-  const auto same = [](const sockaddr_storage& a, const sockaddr_storage& b) {
-    if (a.ss_family != b.ss_family)
-      return false;
-    if (a.ss_family == AF_INET) {
-      const auto& x = reinterpret_cast<const sockaddr_in&>(a);
-      const auto& y = reinterpret_cast<const sockaddr_in&>(b);
-      return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
-    }
-    const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
-    const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
-    return x.sin6_port == y.sin6_port &&
-           std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
-  };
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    int fd = -1;
-    try {
-      fd = std::stoi(entry.path().filename().string());
-    } catch (const std::exception&) {
-      continue;
-    }
-    sockaddr_storage local{};
-    socklen_t len = sizeof local;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0)
-      continue; // not a socket (or gone meanwhile)
-    for (const auto& a : ours)
-      if (same(local, a)) {
-        ::shutdown(fd, SHUT_RDWR);
-        break;
-      }
-  }
+          if (fd >= 0)
+            ::shutdown(fd, SHUT_RDWR);
+        }
 }
 
 milliseconds process_group_gloo::timeout() const {

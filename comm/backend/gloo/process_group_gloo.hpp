@@ -31,7 +31,7 @@ public:
     /// ACTORCH_GLOO_SINGLE_COPY=0: staged through the segment, two copies.
     bool single_copy = true;
     /// The job secret every pair proves before it carries data (Note [Gloo pair proofs] in
-    /// process_group_gloo.cpp); empty: ACTORCH_JOB_TOKEN's (or ACTORCH_JOB_TOKEN_FILE's),
+    /// pair_mesh.cpp); empty: ACTORCH_JOB_TOKEN's (or ACTORCH_JOB_TOKEN_FILE's),
     /// and no proof when there is none.
     std::string secret = {};
     /// A collective waiting longer than min(report_delay, timeout / 2) prints the roll call of

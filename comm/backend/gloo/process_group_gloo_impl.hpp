@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <gloo/rendezvous/context.h>
+#include <gloo/context.h>
 #include <gloo/transport/device.h>
 
 #include "comm/backend/gloo/gloo_checks.hpp"
@@ -52,7 +52,7 @@ struct process_group_gloo::impl {
   options opts;
   // One device and full mesh per interface; see Note [Socket interfaces].
   std::vector<std::shared_ptr<gloo::transport::Device>> devices;
-  std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;
+  std::vector<std::shared_ptr<gloo::Context>> contexts;
   std::unique_ptr<shm_collectives> shm;      // every collective's path when all ranks are here
   std::unique_ptr<collective_ledger> ledger; // Note [Collective ledger]; set once connected
   // The shared blocks empty_shared handed out, by this rank's address of each; a block goes
@@ -74,7 +74,7 @@ struct process_group_gloo::impl {
       : pg(g), st(std::move(s)), opts(std::move(o)) {}
 
   /// The context of the n-th collective, or of a point-to-point op with tag n.
-  const std::shared_ptr<gloo::rendezvous::Context>& ctx(uint32_t n) const {
+  const std::shared_ptr<gloo::Context>& ctx(uint32_t n) const {
     return contexts[n % contexts.size()];
   }
   /// "[1, 2]": the group's other ranks, as global ranks.
