@@ -66,7 +66,7 @@ struct loader_impl {
   loader_options opts;
   std::shared_ptr<generator> gen;
   batch_sampler_ptr batches;
-  buffer_pool_ptr pool;
+  actors::batch_recipe recipe; // from opts, with the loader's buffer pool
 
   /// Past the sampler's last valid index: dataset_size, but none for a keyed_dataset, whose
   /// sampler numbers its other keys from there and which takes any index a sampler yields.
@@ -217,9 +217,7 @@ struct loader_impl {
                                        opts.multiprocessing_context == "spawn");
     cfg.timeout_s = processes ? 0 : opts.timeout;
     cfg.interruption_point = opts.interruption_point;
-    cfg.collate = opts.collate_fn;
-    cfg.pool = pool;
-    cfg.pin_memory = opts.pin_memory;
+    cfg.recipe = recipe;
     cfg.deadline_passed = deadline_passed;
     if (source) {
       cfg.sources.push_back(*source);
@@ -229,13 +227,9 @@ struct loader_impl {
       actors::worker_config proto;
       proto.dataset = dataset;
       proto.iterable = iterable;
-      proto.batch_size = opts.batch_size.value_or(1);
-      proto.drop_last = opts.drop_last;
+      proto.recipe = recipe;
       proto.num_workers = opts.num_workers;
       proto.base_seed = base_seed;
-      proto.collate = opts.collate_fn;
-      proto.pool = pool;
-      proto.pin_memory = opts.pin_memory;
       proto.worker_init_fn = opts.worker_init_fn;
       proto.active_run_id = active_run_id;
       proto.process = processes;
@@ -349,11 +343,7 @@ struct loader_impl {
         c.dataset = dataset;
         c.iterable = iterable;
         c.auto_collation = auto_collation();
-        c.batch_size = opts.batch_size.value_or(1);
-        c.drop_last = opts.drop_last;
-        c.collate = opts.collate_fn;
-        c.pool = pool;
-        c.pin_memory = opts.pin_memory;
+        c.recipe = recipe;
         feed = std::make_unique<actors::inline_source>(std::move(c));
       }
     }
@@ -549,7 +539,11 @@ std::unique_ptr<detail::loader_impl> make_impl(dataset_ptr ds, iterable_dataset_
     // Unbatched: batches of one index, each converted instead of collated.
     impl->batches = std::make_shared<batch_sampler>(s, opts.batch_size.value_or(1), opts.drop_last);
   }
-  impl->pool = buffer_pool::make(opts.pin_memory ? pinned_allocator() : cpu_allocator());
+  impl->recipe = {.batch_size = opts.batch_size.value_or(1),
+                  .drop_last = opts.drop_last,
+                  .collate = opts.collate_fn,
+                  .pool = buffer_pool::make(opts.pin_memory ? pinned_allocator() : cpu_allocator()),
+                  .pin_memory = opts.pin_memory};
   impl->opts = std::move(opts);
   return impl;
 }
@@ -670,7 +664,7 @@ loader_timing data_loader::timing() const {
 }
 
 buffer_pool::stats data_loader::pool_stats() const {
-  return impl_->pool->get_stats();
+  return impl_->recipe.pool->get_stats();
 }
 const loader_options& data_loader::options() const {
   return impl_->opts;

@@ -323,11 +323,10 @@ void coordinator::on_loaded(loaded_batch& b, const caf::strong_actor_ptr& from) 
     return;
   }
   if (b.error.empty()) // See Note [Loader stages] in worker.cpp: a user's source's batch
-    finish_batch(
-        b, st.cfg.auto_collation, st.cfg.collate, st.cfg.pool.get(), st.cfg.pin_memory, [&] {
-          return "DataLoader failed to collate batch " + std::to_string(seq) + " from " +
-                 st.sup.name(w) + " (sample indices " + indices_str(st.indices_of(seq)) + "): ";
-        });
+    finish_batch(b, st.cfg.auto_collation, st.cfg.recipe, [&] {
+      return "DataLoader failed to collate batch " + std::to_string(seq) + " from " +
+             st.sup.name(w) + " (sample indices " + indices_str(st.indices_of(seq)) + "): ";
+    });
   st.deliver(seq, std::move(b.data), std::move(b.error), {.own = true});
   st.pump();
 }

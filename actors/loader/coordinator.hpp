@@ -14,10 +14,9 @@
 #include <memory>
 
 #include "actors/interfaces.hpp"
+#include "actors/loader/batch_recipe.hpp"
 #include "actors/loader/batch_shelf.hpp"
 #include "actors/loader/task_board.hpp"
-#include "core/data/buffer_pool.hpp"
-#include "core/data/collate.hpp"
 
 namespace actorch::actors {
 
@@ -37,9 +36,7 @@ struct coordinator_config {
   /// The range-for's host calls it every kInterruptSlice (host.hpp) while it waits
   /// (loader_options:: interruption_point); empty: it waits in one piece.
   std::function<void()> interruption_point;
-  data::collate_fn collate;   // for batches a source returns uncollated
-  data::buffer_pool_ptr pool; // batch buffers (pinned when pin_memory)
-  bool pin_memory = false;
+  batch_recipe recipe;  // for batches a source returns uncollated or unpinned
   int max_attempts = 3; // loads of one batch before a dying worker is an error
   /// Where the sources may leave batches instead of replying (Note [Batch shelf]); the
   /// coordinator opens it for in_order, map-style runs without a sink. Null: every batch is a

@@ -34,8 +34,7 @@ delivery inline_source::next() {
     if (!plan_.resumed.empty() && seq == plan_.resumed[0])
       skip_seeds = resume_skip_seeds(plan_.base_seed, plan_.epoch, seq, 1, 0);
     const index_batch task = make_task(plan_, seq, {}, cfg_.auto_collation, std::move(skip_seeds));
-    b = load_stream_batch(task, *cfg_.iterable, it_, cfg_.batch_size, cfg_.drop_last, cfg_.collate,
-                          cfg_.pool.get(), cfg_.pin_memory, kWho);
+    b = load_stream_batch(task, *cfg_.iterable, it_, cfg_.recipe, kWho);
     ended_ = b.end_of_data || !b.error.empty();
     if (b.end_of_data && b.error.empty()) {
       d.end_of_epoch = true;
@@ -44,7 +43,7 @@ delivery inline_source::next() {
   } else {
     const auto& [seq, indices] = plan_.batches[pos_++];
     const index_batch task = make_task(plan_, seq, indices, cfg_.auto_collation);
-    b = load_batch(task, *cfg_.dataset, cfg_.collate, cfg_.pool.get(), cfg_.pin_memory, kWho);
+    b = load_batch(task, *cfg_.dataset, cfg_.recipe, kWho);
   }
   d.seq = b.seq;
   d.data = std::move(b.data);

@@ -5,9 +5,8 @@
 
 #include <memory>
 
+#include "actors/loader/batch_recipe.hpp"
 #include "actors/loader/feed.hpp"
-#include "core/data/buffer_pool.hpp"
-#include "core/data/collate.hpp"
 #include "core/data/dataset.hpp"
 
 namespace actorch::actors {
@@ -16,11 +15,7 @@ struct inline_source_config {
   data::dataset_ptr dataset;           // map-style; or
   data::iterable_dataset_ptr iterable; // iterable: this thread iterates iter()
   bool auto_collation = true;
-  int64_t batch_size = 1; // iterable: samples per batch (with auto_collation)
-  bool drop_last = false; // iterable
-  data::collate_fn collate;
-  data::buffer_pool_ptr pool;
-  bool pin_memory = false;
+  batch_recipe recipe;
 };
 
 class inline_source final : public batch_feed {

@@ -18,12 +18,12 @@ namespace {
 /// for the collate_fn, or, unbatched, for default_convert.
 class batch_builder {
 public:
-  batch_builder(int64_t capacity, bool auto_collation, const data::collate_fn& collate,
-                data::buffer_pool* pool, bool pin_memory)
-      : auto_collation_(auto_collation), collate_(collate), pool_(pool), pin_memory_(pin_memory) {
+  batch_builder(int64_t capacity, bool auto_collation, const batch_recipe& recipe)
+      : auto_collation_(auto_collation), collate_(recipe.collate), pool_(recipe.pool.get()),
+        pin_memory_(recipe.pin_memory) {
     // An empty batch (a batch_sampler's) goes down the list path, to default_collate's error.
-    if (auto_collation && !collate && capacity > 0)
-      into_.emplace(capacity, pool);
+    if (auto_collation && !collate_ && capacity > 0)
+      into_.emplace(capacity, pool_);
     else
       samples_.reserve(size_t(capacity));
   }
@@ -97,9 +97,8 @@ std::vector<data::sample> fetch_batch(const data::dataset& ds, const index_batch
 } // namespace
 
 loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
-                        const data::collate_fn& collate, data::buffer_pool* pool, bool pin_memory,
-                        const std::string& who, const std::atomic<uint64_t>* active_run_id,
-                        batch_sharing* sharing) {
+                        const batch_recipe& recipe, const std::string& who,
+                        const std::atomic<uint64_t>* active_run_id, batch_sharing* sharing) {
   loaded_batch out;
   out.run_id = task.run_id;
   out.seq = task.seq;
@@ -126,7 +125,7 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
     }
   }
   batch_builder batch(int64_t(fetched ? fetched->size() : task.indices.size()), task.auto_collation,
-                      collate, pool, pin_memory);
+                      recipe);
   // See Note [First batches shared]: an earlier batch open to all comes before this one.
   auto help_earlier = [&] {
     while (auto earlier = sharing->earliest_before(task.run_id, task.seq))
@@ -216,11 +215,12 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
         "\"epoch\": " + std::to_string(task.epoch) + ", \"batch\": " + std::to_string(task.seq);
     const std::string seq = std::to_string(task.seq);
     if (batch.streaming()) {
-      const char* what = pin_memory ? "load + collate + pin batch " : "load + collate batch ";
+      const char* what =
+          recipe.pin_memory ? "load + collate + pin batch " : "load + collate batch ";
       trace::record(who, what + seq, load_begin, collate_begin, args);
     } else {
       trace::record(who, "load batch " + seq, load_begin, collate_begin, args);
-      trace::record(who, pin_memory ? "collate + pin" : "collate", collate_begin,
+      trace::record(who, recipe.pin_memory ? "collate + pin" : "collate", collate_begin,
                     trace::clock::now(), args);
     }
   }
@@ -228,13 +228,12 @@ loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
 }
 
 loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dataset& ds,
-                               std::unique_ptr<data::sample_iterator>& it, int64_t batch_size,
-                               bool drop_last, const data::collate_fn& collate,
-                               data::buffer_pool* pool, bool pin_memory, const std::string& who) {
+                               std::unique_ptr<data::sample_iterator>& it,
+                               const batch_recipe& recipe, const std::string& who) {
   loaded_batch out;
   out.run_id = task.run_id;
   out.seq = task.seq;
-  const int64_t want = task.auto_collation ? batch_size : 1;
+  const int64_t want = task.auto_collation ? recipe.batch_size : 1;
   // The stream's next sample (nullopt at its end); false, with `out.error` naming `where`, if
   // iter() or next() threw.
   auto pull = [&](std::optional<data::sample>& s, auto&& where) {
@@ -267,7 +266,7 @@ loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dat
     }
   }
   data::batch_scope randomness(task.seed);
-  batch_builder batch(want, task.auto_collation, collate, pool, pin_memory);
+  batch_builder batch(want, task.auto_collation, recipe);
   // A sample that breaks the batch is reported only if the batch is not dropped, as PyTorch
   // collates (and fails) only a batch it keeps.
   std::string collate_error;
@@ -292,7 +291,7 @@ loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dat
   }
   // The stream ended: nothing left, or only a short batch that drop_last drops (per worker,
   // as PyTorch drops each worker's last partial batch).
-  if (count == 0 || (drop_last && task.auto_collation && count < want)) {
+  if (count == 0 || (recipe.drop_last && task.auto_collation && count < want)) {
     out.end_of_data = true;
     return out;
   }
@@ -313,13 +312,12 @@ loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dat
 // its workers), writing straight into pooled, pinned when asked, buffers. The coordinator runs
 // them, through this same function, only for batches a user's source returns uncollated or
 // unpinned.
-void finish_batch(loaded_batch& b, bool auto_collation, const data::collate_fn& collate,
-                  data::buffer_pool* pool, bool pin_memory,
+void finish_batch(loaded_batch& b, bool auto_collation, const batch_recipe& recipe,
                   const std::function<std::string()>& failure) {
   if (b.collated) {
-    if (pin_memory && !b.pinned) {
+    if (recipe.pin_memory && !b.pinned) {
       try {
-        b.data = data::pin_memory(b.data, *pool);
+        b.data = data::pin_memory(b.data, *recipe.pool);
         b.pinned = true;
       } catch (const std::exception& e) {
         b.error = failure() + e.what();
@@ -335,7 +333,7 @@ void finish_batch(loaded_batch& b, bool auto_collation, const data::collate_fn& 
               " samples, expected 1";
     return;
   }
-  batch_builder batch(int64_t(samples.size()), auto_collation, collate, pool, pin_memory);
+  batch_builder batch(int64_t(samples.size()), auto_collation, recipe);
   try {
     for (auto& sample : samples)
       batch.add(std::move(sample));
@@ -420,21 +418,22 @@ void start_process(worker_state& s) {
     // In the child: its copy of the state collates into a pool of its own over the shared file
     // (the parent's lock and pinned pages are the parent's), and the parent alone knows which
     // run is current (it cancels; the child's copy of the flag would stay stale).
-    s.cfg.pool = data::buffer_pool::make(batches);
-    s.cfg.pin_memory = false;
+    s.cfg.recipe.pool = data::buffer_pool::make(batches);
+    s.cfg.recipe.pin_memory = false;
     s.cfg.active_run_id = nullptr;
     return run_init(s);
   };
   std::string first; // a spawned child's first frame (Note [Spawned workers])
   if (!s.cfg.spawn.argv.empty())
-    first =
-        worker_process::spawn_frame({s.cfg.id, s.cfg.num_workers, s.cfg.base_seed, s.cfg.batch_size,
-                                     s.cfg.drop_last, s.cfg.cpu, s.cfg.start_cpu},
-                                    s.cfg.spawn.payload);
+    first = worker_process::spawn_frame({s.cfg.id, s.cfg.num_workers, s.cfg.base_seed,
+                                         s.cfg.recipe.batch_size, s.cfg.recipe.drop_last, s.cfg.cpu,
+                                         s.cfg.start_cpu},
+                                        s.cfg.spawn.payload);
   s.proc = std::make_unique<worker_process>(
-      s.name, init, [&s](const index_batch& task) { return load_one(s, task); }, s.cfg.pool.get(),
-      s.cfg.pin_memory, s.cfg.timeout_s, s.cfg.retry_timeouts, s.cfg.active_run_id.get(),
-      s.cfg.hooks, s.cfg.report_delay_s, s.cfg.stack_signal, s.cfg.spawn, std::move(first));
+      s.name, init, [&s](const index_batch& task) { return load_one(s, task); },
+      s.cfg.recipe.pool.get(), s.cfg.recipe.pin_memory, s.cfg.timeout_s, s.cfg.retry_timeouts,
+      s.cfg.active_run_id.get(), s.cfg.hooks, s.cfg.report_delay_s, s.cfg.stack_signal, s.cfg.spawn,
+      std::move(first));
 }
 
 /// Before the worker's first batch: run_init on this thread, or with cfg.process in the child it
@@ -508,9 +507,8 @@ loaded_batch load_task(worker_state& s, const index_batch& task) {
     keyed->learn_keys(task.keys);
   if (s.cfg.dataset) {
     const slow_samples::batch_scope watched(s.cfg.slow.get(), s.name);
-    loaded_batch out =
-        load_batch(task, *s.cfg.dataset, s.cfg.collate, s.cfg.pool.get(), s.cfg.pin_memory, s.name,
-                   s.cfg.active_run_id.get(), s.cfg.sharing.get());
+    loaded_batch out = load_batch(task, *s.cfg.dataset, s.cfg.recipe, s.name,
+                                  s.cfg.active_run_id.get(), s.cfg.sharing.get());
     out.worker = s.cfg.id;
     return out;
   }
@@ -529,8 +527,7 @@ loaded_batch load_task(worker_state& s, const index_batch& task) {
   } else if (s.exhausted) {
     out.end_of_data = true;
   } else {
-    out = load_stream_batch(task, *s.cfg.iterable, s.it, s.cfg.batch_size, s.cfg.drop_last,
-                            s.cfg.collate, s.cfg.pool.get(), s.cfg.pin_memory, s.name);
+    out = load_stream_batch(task, *s.cfg.iterable, s.it, s.cfg.recipe, s.name);
     s.exhausted = out.end_of_data || !out.error.empty();
   }
   out.worker = s.cfg.id;
@@ -602,7 +599,7 @@ void serve_spawned_worker(int sock, int shm_fd, pid_t parent, worker_config cfg,
   s.info = {cfg.id, cfg.num_workers, cfg.base_seed + uint64_t(cfg.id), cfg.dataset, cfg.iterable};
   s.name = "DataLoader worker " + std::to_string(cfg.id);
   s.cfg = std::move(cfg);
-  s.cfg.pin_memory = false; // as a forked child's (start_process)
+  s.cfg.recipe.pin_memory = false; // as a forked child's (start_process)
   s.cfg.active_run_id = nullptr;
   s.cfg.process = false;
   s.initialized = true;
@@ -610,7 +607,7 @@ void serve_spawned_worker(int sock, int shm_fd, pid_t parent, worker_config cfg,
   worker_process::serve(
       sock, shm_fd, parent, s.name,
       [&](allocator* batches) {
-        s.cfg.pool = data::buffer_pool::make(batches);
+        s.cfg.recipe.pool = data::buffer_pool::make(batches);
         return init_error.empty() ? run_init(s) : s.name + ": " + init_error;
       },
       [&s](const index_batch& task) { return load_one(s, task); });

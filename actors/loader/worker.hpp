@@ -16,12 +16,11 @@
 #include <memory>
 
 #include "actors/interfaces.hpp"
+#include "actors/loader/batch_recipe.hpp"
 #include "actors/loader/batch_sharing.hpp"
 #include "actors/loader/batch_shelf.hpp"
 #include "actors/loader/slow_samples.hpp"
 #include "actors/loader/task_board.hpp"
-#include "core/data/buffer_pool.hpp"
-#include "core/data/collate.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/worker_info.hpp"
 
@@ -32,12 +31,8 @@ struct worker_config {
   data::iterable_dataset_ptr iterable; // iterable-style: the worker iterates its own iter()
   int64_t id = 0;
   int64_t num_workers = 1;
-  uint64_t base_seed = 0;     // worker seed = base_seed + id, as PyTorch
-  data::collate_fn collate;   // empty: default_collate into `pool` (default_convert unbatched)
-  data::buffer_pool_ptr pool; // batch buffers; pinned allocator when pin_memory
-  bool pin_memory = false;    // pin batches a custom collate_fn returns
-  int64_t batch_size = 1;     // iterable: samples per batch (with task.auto_collation)
-  bool drop_last = false;     // iterable: drop this worker's last, short batch
+  uint64_t base_seed = 0; // worker seed = base_seed + id, as PyTorch
+  batch_recipe recipe;
   std::function<void(int64_t)> worker_init_fn;
   int cpu = -1; // pin the worker's thread to this CPU first (Note [Worker CPUs]); -1: don't
   /// Without `cpu`: after worker_init_fn the thread keeps to the start_cpu-th of the CPUs it
@@ -74,28 +69,25 @@ struct worker_config {
 /// With `sharing`, the epoch's first batches are loaded by every worker at once, and this
 /// worker loads an earlier open batch's samples before its own (Note [First batches shared]).
 loaded_batch load_batch(const index_batch& task, const data::dataset& ds,
-                        const data::collate_fn& collate, data::buffer_pool* pool, bool pin_memory,
-                        const std::string& who,
+                        const batch_recipe& recipe, const std::string& who,
                         const std::atomic<uint64_t>* active_run_id = nullptr,
                         batch_sharing* sharing = nullptr);
 
 /// Pulls the next batch from `it` (made by ds.iter() first when null) on the calling thread:
-/// batch_size samples (one when !task.auto_collation), fewer at the end of the stream, then
+/// recipe.batch_size samples (one when !task.auto_collation), fewer at the end of the stream, then
 /// collates and pins as load_batch does. end_of_data when the stream yields nothing more (or
-/// only a short batch and drop_last). First it pulls and drops the batches of
+/// only a short batch and recipe.drop_last). First it pulls and drops the batches of
 /// task.skip_seeds (a resumed run: Note [Iterable resume] in plan.cpp). An exception
 /// from iter(), next() or collate becomes `error` naming `who` and the batch.
 loaded_batch load_stream_batch(const index_batch& task, const data::iterable_dataset& ds,
-                               std::unique_ptr<data::sample_iterator>& it, int64_t batch_size,
-                               bool drop_last, const data::collate_fn& collate,
-                               data::buffer_pool* pool, bool pin_memory, const std::string& who);
+                               std::unique_ptr<data::sample_iterator>& it,
+                               const batch_recipe& recipe, const std::string& who);
 
 /// A batch a user's source returned uncollated (a tuple of its samples) or unpinned, finished
 /// as a worker finishes its own (Note [Loader stages]): collated (converted when
-/// !auto_collation), then pinned when pin_memory. An exception becomes b.error, prefixed by
+/// !auto_collation), then pinned when recipe.pin_memory. An exception becomes b.error, prefixed by
 /// failure().
-void finish_batch(loaded_batch& b, bool auto_collation, const data::collate_fn& collate,
-                  data::buffer_pool* pool, bool pin_memory,
+void finish_batch(loaded_batch& b, bool auto_collation, const batch_recipe& recipe,
                   const std::function<std::string()>& failure);
 
 /// Spawns a detached dataset worker (map-style or iterable, after cfg). Its worker_init_fn runs

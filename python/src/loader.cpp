@@ -298,8 +298,8 @@ void bind_loader(py::module_& m) {
         cfg.id = numbers[0].cast<int64_t>();
         cfg.num_workers = numbers[1].cast<int64_t>();
         cfg.base_seed = numbers[2].cast<uint64_t>();
-        cfg.batch_size = numbers[3].cast<int64_t>();
-        cfg.drop_last = numbers[4].cast<bool>();
+        cfg.recipe.batch_size = numbers[3].cast<int64_t>();
+        cfg.recipe.drop_last = numbers[4].cast<bool>();
         cfg.cpu = numbers[5].cast<int>();
         cfg.start_cpu = numbers[6].cast<int>();
         if (init_error.empty()) {
@@ -307,7 +307,7 @@ void bind_loader(py::module_& m) {
               python_parts_of(dataset, iterable, collate_fn, worker_init_fn, unbatched, false);
           cfg.dataset = std::move(parts.dataset);
           cfg.iterable = std::move(parts.iterable);
-          cfg.collate = std::move(parts.collate);
+          cfg.recipe.collate = std::move(parts.collate);
           cfg.worker_init_fn = std::move(parts.worker_init_fn);
         }
         actors::serve_spawned_worker(sock, shm_fd, pid_t(parent), std::move(cfg), init_error);

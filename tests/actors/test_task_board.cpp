@@ -98,7 +98,7 @@ TEST_CASE("a loader's worker still answers a request with its batch", "[actors][
   caf::actor_system sys{cfg};
   worker_config w;
   w.dataset = std::make_shared<numbers>();
-  w.pool = actorch::data::buffer_pool::make(actorch::cpu_allocator());
+  w.recipe.pool = actorch::data::buffer_pool::make(actorch::cpu_allocator());
   w.shelf = std::make_shared<batch_shelf>();
   w.board = std::make_shared<task_board>();
   auto worker = spawn_dataset_worker(sys, w);
