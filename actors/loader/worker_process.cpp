@@ -101,6 +101,7 @@
 #include "actors/loader/worker_wire.hpp"
 #include "base/child_process.hpp"
 #include "base/error.hpp"
+#include "base/fd_io.hpp"
 #include "core/ops/factory.hpp"
 
 namespace actorch::actors {
@@ -119,8 +120,6 @@ using wire::decode_task;
 using wire::encode_reply;
 using wire::encode_task;
 using wire::reader;
-using wire::recv_all;
-using wire::send_all;
 using wire::send_frame;
 
 } // namespace
@@ -151,17 +150,17 @@ void worker_process::serve(int sock, int shm_fd, pid_t parent, const std::string
   // Started (worker_init_fn returned): one byte the parent reads before its first task, so that
   // a child stuck before it is named as starting, not as loading that task (Note [Worker start]).
   const char started = 0;
-  if (!send_all(sock, &started, 1))
+  if (send_all(sock, &started, 1) != io_result::done)
     ::_exit(0); // the worker is gone
   std::string frame;
   std::unordered_map<uint64_t, data::sample> lent; // Note [Lent batches]: by lease
   std::vector<uint64_t> released;
   uint64_t leases = 0;
-  for (uint64_t n = 0; recv_all(sock, reinterpret_cast<char*>(&n), sizeof n);) {
+  for (uint64_t n = 0; recv_all(sock, reinterpret_cast<char*>(&n), sizeof n) == io_result::done;) {
     if (n > worker_process::max_frame_bytes)
       ::_exit(kBadTask); // not a task the worker sent (see Note [Worker processes])
     frame.resize(size_t(n));
-    if (!recv_all(sock, frame.data(), frame.size()))
+    if (recv_all(sock, frame.data(), frame.size()) != io_result::done)
       break;
     loaded_batch out;
     try {

@@ -7,42 +7,15 @@
 #include <optional>
 
 #include "actors/loader/shared_batch_file.hpp"
+#include "base/fd_io.hpp"
 #include "core/ops/factory.hpp"
 
 namespace actorch::actors::wire {
 
-namespace {
-
-/// Moves exactly n bytes through `io` (a send or a recv of `fd`), retrying on EINTR; false when
-/// the peer is gone, at end of file or on an error.
-template <class Io> bool move_all(int fd, char* p, size_t n, Io io) {
-  while (n > 0) {
-    const ssize_t r = io(fd, p, n);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return false;
-    p += r;
-    n -= size_t(r);
-  }
-  return true;
-}
-
-} // namespace
-
-bool send_all(int fd, const char* p, size_t n) {
-  return move_all(fd, const_cast<char*>(p), n,
-                  [](int f, char* b, size_t k) { return ::send(f, b, k, MSG_NOSIGNAL); });
-}
-
 bool send_frame(int fd, const std::string& body) {
   const uint64_t n = body.size();
-  return send_all(fd, reinterpret_cast<const char*>(&n), sizeof n) &&
-         send_all(fd, body.data(), body.size());
-}
-
-bool recv_all(int fd, char* p, size_t n) {
-  return move_all(fd, p, n, [](int f, char* b, size_t k) { return ::recv(f, b, k, 0); });
+  return send_all(fd, reinterpret_cast<const char*>(&n), sizeof n) == io_result::done &&
+         send_all(fd, body.data(), body.size()) == io_result::done;
 }
 
 std::string encode_task(const index_batch& t, const std::vector<uint64_t>& released) {

@@ -75,12 +75,8 @@ private:
   uint64_t decoded_left_ = worker_process::max_frame_bytes;
 };
 
-/// Writes exactly n bytes; false if the peer is gone.
-bool send_all(int fd, const char* p, size_t n);
-/// Sends the frame: its length, then the body.
+/// Sends the frame: its length, then the body; false if the peer is gone.
 bool send_frame(int fd, const std::string& body);
-/// Reads exactly n bytes; false at end of file or on an error.
-bool recv_all(int fd, char* p, size_t n);
 
 std::string encode_task(const index_batch& t, const std::vector<uint64_t>& released);
 /// A task, and the leases the parent releases with it (Note [Lent batches]).

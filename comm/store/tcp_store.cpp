@@ -23,6 +23,7 @@
 
 #include "base/env.hpp"
 #include "base/error.hpp"
+#include "base/fd_io.hpp"
 #include "comm/store/job_crypto.hpp"
 #include "comm/store/tcp_store_server.hpp"
 #include "comm/store/tcp_wire.hpp"
@@ -199,44 +200,15 @@ struct tcp_store::impl {
   }
 
   static void send_all(int fd, const std::string& data, clock_type::time_point deadline) {
-    size_t sent = 0;
-    while (sent < data.size()) {
-      const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-      if (n > 0) {
-        sent += size_t(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        pollfd p{fd, POLLOUT, 0};
-        if (::poll(&p, 1, remaining_ms(deadline)) <= 0)
-          throw timed_out{};
-        continue;
-      }
-      throw closed{};
-    }
+    if (const auto r = actorch::send_all(fd, data.data(), data.size(), deadline);
+        r != io_result::done)
+      r == io_result::timed_out ? throw timed_out{} : throw closed{};
   }
 
   static std::string recv_exact(int fd, size_t want, clock_type::time_point deadline) {
     std::string out(want, '\0');
-    size_t got = 0;
-    while (got < want) {
-      const ssize_t n = ::recv(fd, out.data() + got, want - got, 0);
-      if (n > 0) {
-        got += size_t(n);
-        continue;
-      }
-      if (n == 0)
-        throw closed{};
-      if (errno == EINTR)
-        continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
-        throw closed{};
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, remaining_ms(deadline)) <= 0)
-        throw timed_out{};
-    }
+    if (const auto r = actorch::recv_all(fd, out.data(), want, deadline); r != io_result::done)
+      r == io_result::timed_out ? throw timed_out{} : throw closed{};
     return out;
   }
 
