@@ -331,12 +331,18 @@ std::shared_ptr<gloo::Context> connect_mesh(store& st,
       scrub_address(record);
       st.set(address_key(rank, q, attempt), record);
     }
+    // Every peer's address before any connect: the listening side of a pair waits inside
+    // Gloo's connect, where a store that fails the wait (an elastic membership superseded:
+    // Note [Superseded membership] in comm/elastic.cpp) cannot reach it, so it waits only for
+    // peers known to have come.
+    std::vector<std::string> addresses(static_cast<size_t>(size));
+    for (const int q : pending)
+      addresses[size_t(q)] = wait_get(st, address_key(q, rank, attempt), deadline,
+                                      name(q) + " published no address for its Gloo pair with " +
+                                          name(rank) + before(q));
     std::vector<pair_ends> mine(static_cast<size_t>(size));
     for (const int q : pending) {
-      const std::string address = wait_get(
-          st, address_key(q, rank, attempt), deadline,
-          name(q) + " published no address for its Gloo pair with " + name(rank) + before(q));
-      mine[size_t(q)] = connect_pair(*pairs->getPair(q), address);
+      mine[size_t(q)] = connect_pair(*pairs->getPair(q), addresses[size_t(q)]);
       st.set(address_key(rank, q, attempt) + "/ends", mine[size_t(q)].text());
     }
     std::vector<int> again;
