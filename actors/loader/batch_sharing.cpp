@@ -51,16 +51,20 @@ std::shared_ptr<batch_sharing::open_batch> batch_sharing::open(const index_batch
   b->errors.resize(task.indices.size());
   std::lock_guard lock(mutex_);
   open_.push_back(b);
+  open_count_.store(open_.size(), std::memory_order_relaxed);
   return b;
 }
 
 void batch_sharing::close(const open_batch& b) {
   std::lock_guard lock(mutex_);
   std::erase_if(open_, [&](const auto& p) { return p.get() == &b; });
+  open_count_.store(open_.size(), std::memory_order_relaxed);
 }
 
 std::shared_ptr<batch_sharing::open_batch> batch_sharing::earliest_before(uint64_t run_id,
                                                                           int64_t seq) {
+  if (open_count_.load(std::memory_order_relaxed) == 0)
+    return nullptr;
   std::lock_guard lock(mutex_);
   std::shared_ptr<open_batch> best;
   for (const auto& b : open_)

@@ -74,6 +74,10 @@ private:
   int64_t shared_batches_;
   std::mutex mutex_;
   std::vector<std::shared_ptr<open_batch>> open_;
+  // open_.size(), read without the lock: earliest_before runs once per sample of every later
+  // batch too, and after the first batches there is nothing to help with. A batch opened just
+  // after a look is found at the next sample's.
+  std::atomic<size_t> open_count_{0};
 };
 
 } // namespace actorch::actors

@@ -1,19 +1,21 @@
 // Worker threads that sit in one sample too long, named while they go on (issue 44's hangs that
 // name themselves, for the loader): a thread loading a batch marks each sample it enters
-// (load_sample does, through a thread-local set for the batch), and a watcher thread of the
-// loader prints, once per sample, "DataLoader worker 1 has been in sample index 17 (batch 3)
-// for 10.0 s" on stderr once report_delay has passed, before any `timeout` ends the load. Worker
-// processes report from their parent instead (worker_process.cpp), with their stacks.
+// (load_sample does, in a slot of its own that the batch's scope sets: Note [Sample marks]), and a
+// watcher thread of the loader prints, once per sample, "DataLoader worker 1 has been in sample
+// index 17 (batch 3) for 10.0 s" on stderr once report_delay has passed, before any `timeout` ends
+// the load. Worker processes report from their parent instead (worker_process.cpp), with their
+// stacks.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace actorch::actors {
 
@@ -25,6 +27,17 @@ public:
   slow_samples(const slow_samples&) = delete;
   slow_samples& operator=(const slow_samples&) = delete;
 
+  // A watched thread's mark (Note [Sample marks]): which sample it is in and since when, written
+  // by that thread alone under a sequence count, read by the watcher.
+  struct slot {
+    const std::string* who = nullptr;
+    std::atomic<uint64_t> version{0}; // odd while the thread writes the fields
+    std::atomic<int64_t> index{0}, seq{0};
+    std::atomic<int64_t> since_ns{0}; // steady clock; 0: in no sample
+    uint64_t reported = 0;            // the watcher's: the version it last reported
+    void mark(int64_t i, int64_t s, int64_t t);
+  };
+
   /// For the life of the object, load_sample's samples on this thread are watched under `who`.
   class batch_scope {
   public:
@@ -34,8 +47,9 @@ public:
     batch_scope& operator=(const batch_scope&) = delete;
 
   private:
-    slow_samples* previous_;
-    const std::string* previous_who_;
+    slow_samples* watch_;
+    slot slot_;
+    slot* previous_;
   };
 
   /// load_sample's mark: this thread is in sample `index` of batch `seq` until it goes (a no-op
@@ -48,27 +62,17 @@ public:
     sample_scope& operator=(const sample_scope&) = delete;
 
   private:
-    slow_samples* watch_;
-    uint64_t id_ = 0;
+    slot* slot_;
   };
 
 private:
-  struct entry {
-    std::string who;
-    int64_t index, seq;
-    std::chrono::steady_clock::time_point since;
-    bool reported = false;
-  };
-  uint64_t enter(const std::string& who, int64_t index, int64_t seq);
-  void leave(uint64_t id);
   void run();
 
   const std::chrono::duration<double> delay_;
-  std::mutex mu_;
+  std::mutex mu_; // slots_ and stop_
   std::condition_variable wake_;
   bool stop_ = false;
-  uint64_t next_id_ = 0;
-  std::map<uint64_t, entry> in_;
+  std::vector<slot*> slots_; // the watched threads' marks
   std::thread watcher_;
 };
 
