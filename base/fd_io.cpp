@@ -26,15 +26,9 @@ io_result move_all(int fd, char* p, size_t n, io_deadline deadline, short events
       continue;
     if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
       return io_result::closed;
-    int wait_ms = -1;
-    if (deadline) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-          *deadline - std::chrono::steady_clock::now());
-      wait_ms = int(std::clamp<long long>(left.count(), 0, 1 << 30));
-    }
     pollfd pfd{fd, events, 0};
     int ready;
-    while ((ready = ::poll(&pfd, 1, wait_ms)) < 0 && errno == EINTR) {
+    while ((ready = ::poll(&pfd, 1, poll_timeout_ms(deadline))) < 0 && errno == EINTR) {
     }
     if (ready == 0)
       return io_result::timed_out;
@@ -45,6 +39,14 @@ io_result move_all(int fd, char* p, size_t n, io_deadline deadline, short events
 }
 
 } // namespace
+
+int poll_timeout_ms(io_deadline deadline) {
+  if (!deadline)
+    return -1;
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+  return int(std::clamp<long long>(left.count(), 0, 1 << 30));
+}
 
 io_result send_all(int fd, const char* p, size_t n, io_deadline deadline) {
   return move_all(fd, const_cast<char*>(p), n, deadline, POLLOUT,

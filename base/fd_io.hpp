@@ -16,6 +16,10 @@ enum class io_result {
 
 using io_deadline = std::optional<std::chrono::steady_clock::time_point>;
 
+/// poll(2)'s timeout for `deadline`: the milliseconds left, rounded up, 0 once it passed; -1
+/// (for ever) without one.
+int poll_timeout_ms(io_deadline deadline);
+
 /// Sends exactly n bytes of p on socket fd, with MSG_NOSIGNAL (a peer that is gone is `closed`,
 /// never SIGPIPE). On a non-blocking socket it waits in poll(2) for room until `deadline`
 /// (nullopt: for ever); a blocking one blocks in send(2).

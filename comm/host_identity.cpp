@@ -73,6 +73,12 @@ std::pair<std::string, uint16_t> numeric_endpoint(const sockaddr_storage& a) {
   return {host, port};
 }
 
+std::string endpoint_text(const sockaddr_storage& a) {
+  const auto [host, port] = numeric_endpoint(a);
+  const bool v6 = a.ss_family == AF_INET6;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
 std::pair<std::string, std::string> split_host_port(const std::string& text) {
   const size_t colon = text.rfind(':');
   // A colon inside brackets is the address's, not a port's.

@@ -30,6 +30,9 @@ bool process_exited(pid_t pid);
 /// other than IPv4 and IPv6.
 std::pair<std::string, uint16_t> numeric_endpoint(const sockaddr_storage& a);
 
+/// numeric_endpoint as text: "127.0.0.1:29500", "[::1]:80" (what split_host_port reads).
+std::string endpoint_text(const sockaddr_storage& a);
+
 /// "host:port", "[v6]:port", "host" or "[v6]" as {host without brackets, port's text} (the
 /// port's text empty when there is none); the port is the caller's to parse.
 std::pair<std::string, std::string> split_host_port(const std::string& text);

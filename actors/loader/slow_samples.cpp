@@ -53,18 +53,18 @@ void slow_samples::slot::mark(int64_t i, int64_t s, int64_t t) {
 
 slow_samples::batch_scope::batch_scope(slow_samples* watch, const std::string& who)
     : watch_(watch), previous_(tls_slot) {
+  tls_slot = watch_ != nullptr ? &slot_ : nullptr; // no watch: this batch's samples go unmarked
   if (watch_ == nullptr)
     return;
   slot_.who = &who;
   std::lock_guard lock(watch_->mu_);
   watch_->slots_.push_back(&slot_);
-  tls_slot = &slot_;
 }
 
 slow_samples::batch_scope::~batch_scope() {
+  tls_slot = previous_;
   if (watch_ == nullptr)
     return;
-  tls_slot = previous_;
   std::lock_guard lock(watch_->mu_);
   std::erase(watch_->slots_, &slot_);
 }

@@ -56,12 +56,6 @@ milliseconds follow_up_budget(milliseconds timeout) {
   return std::min<milliseconds>(timeout / 4, milliseconds(1000));
 }
 
-int remaining_ms(clock_type::time_point deadline) {
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
-  return left <= 0 ? 0 : int(std::min<int64_t>(left, 1 << 30));
-}
-
 /// torch's client puts "/" before every key; so does ours, so both see the same keys.
 std::string wire_key(const std::string& key) {
   return "/" + key;
@@ -117,7 +111,7 @@ struct tcp_store::impl {
         continue;
       }
       pollfd p{s, POLLOUT, 0};
-      const int ready = ::poll(&p, 1, remaining_ms(deadline));
+      const int ready = ::poll(&p, 1, poll_timeout_ms(deadline));
       int err = 0;
       socklen_t len = sizeof err;
       if (ready <= 0) {
@@ -199,16 +193,19 @@ struct tcp_store::impl {
     return fd;
   }
 
-  static void send_all(int fd, const std::string& data, clock_type::time_point deadline) {
-    if (const auto r = actorch::send_all(fd, data.data(), data.size(), deadline);
-        r != io_result::done)
-      r == io_result::timed_out ? throw timed_out{} : throw closed{};
+  // fd_io's outcome as this client's exceptions.
+  static void moved(io_result r) {
+    if (r == io_result::timed_out)
+      throw timed_out{};
+    if (r == io_result::closed)
+      throw closed{};
   }
-
+  static void send_all(int fd, const std::string& data, clock_type::time_point deadline) {
+    moved(actorch::send_all(fd, data.data(), data.size(), deadline));
+  }
   static std::string recv_exact(int fd, size_t want, clock_type::time_point deadline) {
     std::string out(want, '\0');
-    if (const auto r = actorch::recv_all(fd, out.data(), want, deadline); r != io_result::done)
-      r == io_result::timed_out ? throw timed_out{} : throw closed{};
+    moved(actorch::recv_all(fd, out.data(), want, deadline));
     return out;
   }
 
@@ -353,7 +350,7 @@ void tcp_store::wait(const std::vector<std::string>& keys, milliseconds timeout)
       [&] {
         const auto deadline = clock_type::now() + follow_up_budget(timeout);
         throw_timeout("tcp_store", keys, timeout, [&](const std::string& key) {
-          const int left = remaining_ms(deadline);
+          const int left = poll_timeout_ms(deadline);
           if (left == 0)
             throw std::runtime_error("no time left");
           return impl_->check({key}, milliseconds(left));

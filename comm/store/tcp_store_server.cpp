@@ -159,11 +159,6 @@ struct pending_wait {
   size_t missing = 0;            // of them, those not written yet
 };
 
-std::string peer_of(const sockaddr_storage& a) {
-  const auto [host, port] = numeric_endpoint(a);
-  return host + ":" + std::to_string(port);
-}
-
 /// Raises the soft descriptor limit to the hard one; a quarter of it is the connection cap.
 size_t connection_cap() {
   rlimit r{};
@@ -445,7 +440,7 @@ struct tcp_store_server::impl {
       if (fd < 0)
         return; // EAGAIN, or a connection that went away before we took it
       if (conns.size() >= cap && !evict_silent()) {
-        log("refused a connection from " + peer_of(a) + ": " + std::to_string(conns.size()) +
+        log("refused a connection from " + endpoint_text(a) + ": " + std::to_string(conns.size()) +
             " connections are open, the cap, and each has made a request");
         ++dropped;
         ::close(fd);
@@ -455,7 +450,7 @@ struct tcp_store_server::impl {
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       auto c = std::make_unique<connection>();
       c->fd = fd;
-      c->peer = peer_of(a);
+      c->peer = endpoint_text(a);
       c->authed = secret.empty();
       conns.push_back(std::move(c));
       ++accepted;

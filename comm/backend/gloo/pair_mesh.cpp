@@ -38,7 +38,6 @@
 #include <system_error>
 #include <thread>
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include <gloo/context.h>
@@ -49,6 +48,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include "base/error.hpp"
+#include "comm/host_identity.hpp"
 #include "comm/store/job_crypto.hpp"
 #include "comm/store/store.hpp"
 
@@ -88,22 +88,6 @@ bool same_endpoint(const sockaddr_storage& a, const sockaddr_storage& b) {
   return false;
 }
 
-// "1.2.3.4:5" or "[::1]:5".
-std::string endpoint(const sockaddr_storage& a) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (a.ss_family == AF_INET) {
-    const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
-    ::inet_ntop(AF_INET, &v4.sin_addr, host, sizeof host);
-    return std::string(host) + ":" + std::to_string(ntohs(v4.sin_port));
-  }
-  if (a.ss_family == AF_INET6) {
-    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
-    ::inet_ntop(AF_INET6, &v6.sin6_addr, host, sizeof host);
-    return "[" + std::string(host) + "]:" + std::to_string(ntohs(v6.sin6_port));
-  }
-  return "(address family " + std::to_string(a.ss_family) + ")";
-}
-
 // What one side of a pair holds once its connect returned: the two ends of its connection, or
 // why it has none. Written to the store as "ok <local> <peer>" or "failed <why>".
 struct pair_ends {
@@ -131,26 +115,42 @@ struct pair_ends {
   }
 };
 
-// Connects `pair` to the peer's published address and says what it holds.
-pair_ends connect_pair(gloo::transport::Pair& pair, const std::string& peer_address) {
-  pair_ends ends;
-  try {
-    pair.connect(std::vector<char>(peer_address.begin(), peer_address.end()));
-    const auto& local =
-        static_cast<const gloo::transport::tcp::Address&>(pair.address()).getSockaddr();
-    const int fd = socket_bound_to(local);
+// The local address of a Gloo TCP pair: its listening port's until it connects, then its
+// connection's own end.
+const sockaddr_storage& local_address(const gloo::transport::Pair& pair) {
+  return static_cast<const gloo::transport::tcp::Address&>(pair.address()).getSockaddr();
+}
+
+// Connects each of `peers`' pairs to its published address (addresses[q]) and says what each
+// holds; the connections' sockets are found in one look at this process's descriptors.
+std::vector<pair_ends> connect_pairs(gloo::transport::Context& pairs, const std::vector<int>& peers,
+                                     const std::vector<std::string>& addresses) {
+  std::vector<pair_ends> ends(addresses.size());
+  std::vector<int> connected;
+  std::vector<sockaddr_storage> locals;
+  for (const int q : peers) {
+    auto& pair = *pairs.getPair(q);
+    try {
+      pair.connect(std::vector<char>(addresses[size_t(q)].begin(), addresses[size_t(q)].end()));
+      connected.push_back(q);
+      locals.push_back(local_address(pair));
+    } catch (const std::exception& e) {
+      ends[size_t(q)].why = e.what();
+      std::replace(ends[size_t(q)].why.begin(), ends[size_t(q)].why.end(), '\n', ' ');
+    }
+  }
+  const std::vector<int> fds = sockets_bound_to(locals);
+  for (size_t i = 0; i < connected.size(); ++i) {
+    pair_ends& e = ends[size_t(connected[i])];
     sockaddr_storage peer{};
     socklen_t len = sizeof peer;
-    if (fd < 0 || ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) {
-      ends.why = "its connection closed as it was made";
-      return ends;
+    if (fds[i] < 0 || ::getpeername(fds[i], reinterpret_cast<sockaddr*>(&peer), &len) != 0) {
+      e.why = "its connection closed as it was made";
+      continue;
     }
-    ends.ok = true;
-    ends.local = endpoint(local);
-    ends.peer = endpoint(peer);
-  } catch (const std::exception& e) {
-    ends.why = e.what();
-    std::replace(ends.why.begin(), ends.why.end(), '\n', ' ');
+    e.ok = true;
+    e.local = endpoint_text(locals[i]);
+    e.peer = endpoint_text(peer);
   }
   return ends;
 }
@@ -172,20 +172,30 @@ std::string mismatch(const pair_ends& mine, const pair_ends& theirs, int me, int
   return s;
 }
 
+// What is left until `deadline`, at least 1 ms (a wait of 0 would be no wait at all).
+milliseconds left_until(steady::time_point deadline) {
+  return std::max(milliseconds(1),
+                  std::chrono::duration_cast<milliseconds>(deadline - steady::now()));
+}
+
 // Waits for `key` until `deadline`, then reads it; `missing` says what did not come.
 std::string wait_get(store& st, const std::string& key, steady::time_point deadline,
                      const std::string& missing) {
-  const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
   try {
-    st.wait({key}, std::max(milliseconds(1), left));
+    st.wait({key}, left_until(deadline));
   } catch (const std::exception& e) {
     ACTORCH_FAIL(missing, " (", e.what(), ")");
   }
   return st.get(key);
 }
 
+// Where rank `from` publishes its pair's address for rank `to` at `attempt`, and the ends it
+// then holds.
 std::string address_key(int from, int to, int attempt) {
   return "pair/" + std::to_string(from) + "-" + std::to_string(to) + "/" + std::to_string(attempt);
+}
+std::string ends_key(int from, int to, int attempt) {
+  return address_key(from, to, attempt) + "/ends";
 }
 
 // Note [Gloo pair proofs]
@@ -216,10 +226,7 @@ void prove_pairs(gloo::Context& ctx, const std::string& secret, const std::vecto
       got(n, std::string(32, '\0'));
   std::vector<std::unique_ptr<UnboundBuffer>> sends, recvs(n);
   const auto deadline = steady::now() + timeout;
-  const auto left = [&] {
-    return std::max(milliseconds(1),
-                    std::chrono::duration_cast<milliseconds>(deadline - steady::now()));
-  };
+  const auto left = [&] { return left_until(deadline); };
   // Waits for peer q's message in recvs[q], naming q and `what` when it does not come.
   const auto receive = [&](int q, const char* what) {
     try {
@@ -274,7 +281,10 @@ void scrub_address(std::string& record) {
   std::memset(record.data() + used, 0, sizeof(sockaddr_storage) - used);
 }
 
-int socket_bound_to(const sockaddr_storage& local) {
+std::vector<int> sockets_bound_to(const std::vector<sockaddr_storage>& locals) {
+  std::vector<int> fds(locals.size(), -1);
+  if (locals.empty())
+    return fds;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
     int fd = -1;
@@ -285,10 +295,13 @@ int socket_bound_to(const sockaddr_storage& local) {
     }
     sockaddr_storage a{};
     socklen_t len = sizeof a;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0 && same_endpoint(a, local))
-      return fd;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      continue; // not a socket (or gone meanwhile)
+    for (size_t i = 0; i < locals.size(); ++i)
+      if (fds[i] < 0 && same_endpoint(a, locals[i]))
+        fds[i] = fd;
   }
-  return -1;
+  return fds;
 }
 
 std::shared_ptr<gloo::Context> connect_mesh(store& st,
@@ -297,10 +310,7 @@ std::shared_ptr<gloo::Context> connect_mesh(store& st,
                                             const std::string& secret, milliseconds timeout) {
   const int size = int(global.size());
   const auto deadline = steady::now() + timeout;
-  const auto left = [&] {
-    return std::max(milliseconds(1),
-                    std::chrono::duration_cast<milliseconds>(deadline - steady::now()));
-  };
+  const auto left = [&] { return left_until(deadline); };
   const auto name = [&](int r) { return "rank " + std::to_string(global[size_t(r)]); };
   auto pairs = device->createContext(rank, size);
   std::vector<int> pending;
@@ -340,16 +350,14 @@ std::shared_ptr<gloo::Context> connect_mesh(store& st,
       addresses[size_t(q)] = wait_get(st, address_key(q, rank, attempt), deadline,
                                       name(q) + " published no address for its Gloo pair with " +
                                           name(rank) + before(q));
-    std::vector<pair_ends> mine(static_cast<size_t>(size));
-    for (const int q : pending) {
-      mine[size_t(q)] = connect_pair(*pairs->getPair(q), addresses[size_t(q)]);
-      st.set(address_key(rank, q, attempt) + "/ends", mine[size_t(q)].text());
-    }
+    const std::vector<pair_ends> mine = connect_pairs(*pairs, pending, addresses);
+    for (const int q : pending)
+      st.set(ends_key(rank, q, attempt), mine[size_t(q)].text());
     std::vector<int> again;
     for (const int q : pending) {
       const pair_ends& ours = mine[size_t(q)];
       const auto theirs = pair_ends::parse(wait_get(
-          st, address_key(q, rank, attempt) + "/ends", deadline,
+          st, ends_key(q, rank, attempt), deadline,
           name(q) + " never said what its Gloo pair with " + name(rank) + " reached" +
               (ours.ok ? "" : "; " + name(rank) + "'s own connect failed (" + ours.why + ")") +
               before(q)));

@@ -31,9 +31,10 @@ std::shared_ptr<gloo::Context> connect_mesh(store& st,
                                             const std::string& secret,
                                             std::chrono::milliseconds timeout);
 
-/// This process's socket whose local address is `local` (family, address and port), or -1.
-/// Gloo keeps its pairs' sockets to itself; a pair's local port is its socket's alone.
-int socket_bound_to(const sockaddr_storage& local);
+/// This process's sockets whose local addresses (family, address and port) are `locals`, -1
+/// where none is, found in one look at its descriptors. Gloo keeps its pairs' sockets to
+/// itself; a pair's local port is its socket's alone.
+std::vector<int> sockets_bound_to(const std::vector<sockaddr_storage>& locals);
 
 /// Zeroes every byte of a Gloo address record (a sockaddr_storage, then a sequence number)
 /// past its family's sockaddr: Gloo never initialises them, so they carried stack and heap

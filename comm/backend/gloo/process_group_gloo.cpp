@@ -266,15 +266,16 @@ process_group_gloo::~process_group_gloo() {
 // the socket to itself, so abort() finds it among this process's descriptors by the pair's
 // local address (its port is the socket's alone).
 void process_group_gloo::abort() {
+  std::vector<sockaddr_storage> ours;
   for (auto& context : impl_->contexts)
     for (int peer = 0; peer < size(); ++peer)
       if (peer != rank())
-        if (auto& pair = context->getPair(peer)) {
-          const int fd = socket_bound_to(
+        if (auto& pair = context->getPair(peer))
+          ours.push_back(
               static_cast<const gloo::transport::tcp::Address&>(pair->address()).getSockaddr());
-          if (fd >= 0)
-            ::shutdown(fd, SHUT_RDWR);
-        }
+  for (const int fd : sockets_bound_to(ours))
+    if (fd >= 0)
+      ::shutdown(fd, SHUT_RDWR);
 }
 
 milliseconds process_group_gloo::timeout() const {
